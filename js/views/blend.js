@@ -1,0 +1,91 @@
+// The blend stage: the focused row's weights against the value grid, the products and their
+// sum (the output), and a 2-D plot of the values, their convex hull, their mean and the outputs.
+import { scaleLinear } from "d3-scale";
+import { polygonHull } from "d3-polygon";
+import { el, svg, fill, fmt2, fmt3 } from "./dom.js";
+import { meanRow } from "../attention.js";
+
+const W = 340, H = 300, PAD = 34;
+
+export function createBlend(parent) {
+  const table = el("table", { class: "aw-blend-table" });
+  const plot = svg("svg", { class: "aw-plot", width: W, height: H, role: "img" });
+  const readout = el("p", { class: "aw-metrics" });
+  const node = el("div", { class: "aw-blend" },
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "weights × values = output"), table),
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, readout));
+  parent.append(node);
+
+  function drawTable({ tokens, focus, row, v, O }) {
+    const d = v.cols, dims = Array.from({ length: d }, (_, c) => c);
+    const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
+    const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${tokens[focus]}, ·)`),
+      dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)), dims.map((c) => el("th", {}, `a·v${sub(c)}`)));
+    const body = tokens.map((t, j) => el("tr", { class: row[j] === 0 ? "aw-zero" : null },
+      el("th", { scope: "row" }, t), el("td", {}, fmt3(row[j])),
+      dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
+      dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c])))));
+    const sum = row.reduce((a, b) => a + b, 0);
+    const foot = el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "Σ"), el("td", {}, fmt3(sum)),
+      dims.map(() => el("td", { class: "aw-v" })),
+      dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))));
+    fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot));
+  }
+
+  function drawPlot({ tokens, focus, v, O, axes }) {
+    const n = v.rows, d = v.cols;
+    const px = (j) => v.data[j * d], py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
+    const ox = (i) => O[i * d], oy = (i) => (d > 1 ? O[i * d + 1] : 0);
+    const xs = [0], ys = [0];
+    for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
+    // One unit is the same length on both axes, so distances on the plot are true distances.
+    const span = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1e-9) * 1.1;
+    const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cy = (Math.max(...ys) + Math.min(...ys)) / 2;
+    const x = scaleLinear().domain([cx - span / 2, cx + span / 2]).range([PAD, W - 10]);
+    const y = scaleLinear().domain([cy - span / 2, cy + span / 2]).range([H - PAD + 6, 16]);
+    const parts = [];
+    // axes through zero, with their names
+    parts.push(svg("line", { class: "aw-axis", x1: PAD, x2: W - 10, y1: y(0), y2: y(0) }));
+    parts.push(svg("line", { class: "aw-axis", x1: x(0), x2: x(0), y1: 16, y2: H - PAD + 6 }));
+    parts.push(svg("text", { class: "aw-axis-label", x: W - 10, y: y(0) - 6, "text-anchor": "end" }, `${axes[0] || "v₁"} →`));
+    parts.push(svg("text", { class: "aw-axis-label", x: x(0) + 6, y: 12 }, `↑ ${d > 1 ? axes[1] || "v₂" : ""}`));
+    for (const t of x.ticks(4)) parts.push(svg("text", { class: "aw-tick", x: x(t), y: H - 8, "text-anchor": "middle" }, fmt2(t)));
+    // convex hull of the values: every output must land inside it
+    const pts = Array.from({ length: n }, (_, j) => [x(px(j)), y(py(j))]);
+    const hull = n >= 3 ? polygonHull(pts) : null;
+    if (hull) parts.push(svg("path", { class: "aw-hull", d: `M${hull.map((p) => p.join(",")).join("L")}Z` }));
+    else if (n === 2) parts.push(svg("line", { class: "aw-hull", x1: pts[0][0], y1: pts[0][1], x2: pts[1][0], y2: pts[1][1] }));
+    // the mean of the values
+    const mean = meanRow(v);
+    const m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
+    parts.push(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }));
+    parts.push(svg("text", { class: "aw-tick", x: m[0] + 7, y: m[1] + 12 }, "mean"));
+    // values, labelled
+    pts.forEach(([a, b], j) => {
+      parts.push(svg("circle", { class: "aw-value", cx: a, cy: b, r: 4 }));
+      if (n <= 40) parts.push(svg("text", { class: "aw-value-label", x: a + 6, y: b - 6 }, tokens[j]));
+    });
+    // every token's output, the focused one emphasised with the path from its own value
+    for (let i = 0; i < n; i++) if (i !== focus) parts.push(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }));
+    const f = [x(ox(focus)), y(oy(focus))];
+    parts.push(svg("line", { class: "aw-move", x1: pts[focus][0], y1: pts[focus][1], x2: f[0], y2: f[1] }));
+    parts.push(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }));
+    parts.push(svg("text", { class: "aw-output-label", x: f[0] + 9, y: f[1] + 16 },
+      `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
+    fill(plot, parts);
+    plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
+  }
+
+  return {
+    node,
+    update(s) {
+      drawTable(s);
+      drawPlot(s);
+      fill(readout,
+        el("span", {}, "sense resolved ", el("b", { class: "aw-sense" }, fmt2(s.sense))),
+        el("span", {}, "output spread (all tokens) ", el("b", { class: "aw-spread" }, fmt3(s.spread))),
+        s.v.cols > 2 ? el("span", {}, `plot shows the first two of ${s.v.cols} value dimensions`) : null);
+    },
+    destroy() { node.remove(); },
+  };
+}

@@ -1,0 +1,50 @@
+// Small DOM helpers. Text always goes in as text nodes, never as HTML.
+import { format } from "d3-format";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function build(node, attrs, children) {
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value == null || value === false) continue;
+    if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child == null) continue;
+    node.append(typeof child === "object" ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** el("button", {class: "x", onclick: f}, "label", childNode) */
+export function el(tag, attrs, ...children) {
+  return build(document.createElement(tag), attrs, children);
+}
+
+export function svg(tag, attrs, ...children) {
+  return build(document.createElementNS(SVG_NS, tag), attrs, children);
+}
+
+/** Replace all of a node's children. */
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c != null).map((c) => (typeof c === "object" ? c : document.createTextNode(String(c)))));
+  return node;
+}
+
+/** The widget's theme colours, read from its CSS variables (they follow JupyterLab's theme). */
+export function palette(root) {
+  const css = getComputedStyle(root);
+  const get = (name) => css.getPropertyValue(name).trim();
+  return {
+    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"), line: get("--aw-line"),
+    pos: get("--aw-pos"), neg: get("--aw-neg"), zero: get("--aw-zero"), seq: get("--aw-seq"),
+    accent: get("--aw-accent"), masked: get("--aw-masked"),
+    font: css.fontFamily || "sans-serif",
+  };
+}
+
+export const fmt2 = format(".2f");
+export const fmt3 = format(".3f");
+export const pct = format(".0%");
+/** Signed, compact: −1.00 with a real minus sign. */
+export const num = (x) => fmt2(x);

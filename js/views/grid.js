@@ -1,0 +1,183 @@
+// A labelled heatmap drawn on one canvas: fast for thousands of cells, crisp on high-DPI screens.
+// Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
+import { el, palette } from "./dom.js";
+
+const LABEL_FONT = 12, CELL_FONT = 11;
+
+/**
+ * createGrid(parent, {title, onRowClick(i), describe(i, j) -> string})
+ * returns {node, update(spec), destroy()}
+ * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
+ *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel}
+ */
+export function createGrid(parent, { title, onRowClick, describe }) {
+  const canvas = el("canvas", { class: "aw-grid", role: "img" });
+  const tip = el("div", { class: "aw-tip", hidden: true });
+  const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
+  parent.append(node);
+  let spec = null, box = null;
+
+  function layout(ctx, s) {
+    ctx.font = `${LABEL_FONT}px ${palette(node).font}`;
+    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(t).width));
+    const left = Math.min(120, widest(s.rowLabels) + 10);
+    const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
+    const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
+    const cell = Math.max(2, Math.min(54, Math.floor(avail / s.cols)));
+    const cellH = Math.max(2, Math.min(30, cell));
+    const colW = widest(s.colLabels);
+    const rotate = colW + 6 > cell;
+    const top = s.colLabels.length ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : 4;
+    return { left, top, cell, cellH, rotate, extraW, width: left + cell * s.cols + extraW.reduce((a, b) => a + b, 0) + 4, height: top + cellH * s.rows + 4 };
+  }
+
+  function draw() {
+    if (!spec) return;
+    const s = spec, pal = palette(node);
+    const ctx = canvas.getContext("2d");
+    const b = (box = layout(ctx, s));
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.ceil(b.width * dpr);
+    canvas.height = Math.ceil(b.height * dpr);
+    canvas.style.width = `${b.width}px`;
+    canvas.style.height = `${b.height}px`;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, b.width, b.height);
+    const showLabels = b.cellH >= 10;
+    const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
+
+    // cells
+    for (let i = 0; i < s.rows; i++) {
+      for (let j = 0; j < s.cols; j++) {
+        const x = b.left + j * b.cell, y = b.top + i * b.cellH;
+        if (s.masked && s.masked(i, j)) {
+          ctx.fillStyle = pal.masked;
+          ctx.fillRect(x, y, b.cell, b.cellH);
+          if (b.cell >= 8) { // hatch: "cannot read", not a pale colour
+            ctx.strokeStyle = pal.muted;
+            ctx.lineWidth = 1;
+            ctx.beginPath();
+            ctx.moveTo(x + 2, y + b.cellH - 2);
+            ctx.lineTo(x + b.cell - 2, y + 2);
+            ctx.stroke();
+          }
+          continue;
+        }
+        const v = s.value(i, j);
+        ctx.fillStyle = s.color ? s.color(v) : pal.bg;
+        ctx.fillRect(x, y, b.cell, b.cellH);
+        if (showNumbers) {
+          ctx.font = `${CELL_FONT}px ${pal.font}`;
+          ctx.fillStyle = s.color ? inkFor(ctx.fillStyle, pal) : pal.fg;
+          ctx.textAlign = "center";
+          ctx.textBaseline = "middle";
+          ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5);
+        }
+      }
+    }
+    // cell borders when cells are large enough to need them
+    if (b.cell >= 12) {
+      ctx.strokeStyle = pal.bg;
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (let i = 0; i <= s.rows; i++) { ctx.moveTo(b.left, b.top + i * b.cellH); ctx.lineTo(b.left + s.cols * b.cell, b.top + i * b.cellH); }
+      for (let j = 0; j <= s.cols; j++) { ctx.moveTo(b.left + j * b.cell, b.top); ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH); }
+      ctx.stroke();
+    }
+    // labels
+    ctx.font = `${LABEL_FONT}px ${pal.font}`;
+    ctx.textBaseline = "middle";
+    if (showLabels) {
+      ctx.textAlign = "right";
+      s.rowLabels.forEach((t, i) => {
+        ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
+        ctx.fillText(t, b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
+      });
+    }
+    if (b.cell >= 10) {
+      s.colLabels.forEach((t, j) => {
+        const cx = b.left + j * b.cell + b.cell / 2;
+        ctx.fillStyle = pal.fg;
+        if (b.rotate) {
+          ctx.save();
+          ctx.translate(cx, b.top - 6);
+          ctx.rotate(-Math.PI / 4);
+          ctx.textAlign = "left";
+          ctx.fillText(t, 0, 0, 110);
+          ctx.restore();
+        } else {
+          ctx.textAlign = "center";
+          ctx.fillText(t, cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
+        }
+      });
+    }
+    // extra text columns
+    let x0 = b.left + s.cols * b.cell;
+    (s.extra || []).forEach((col, c) => {
+      const w = b.extraW[c], cx = x0 + w / 2 + 4;
+      ctx.textAlign = "center";
+      ctx.fillStyle = pal.muted;
+      ctx.fillText(col.title, cx, b.top - LABEL_FONT / 2 - 4);
+      if (b.cellH >= 12) {
+        for (let i = 0; i < s.rows; i++) {
+          ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
+          ctx.fillText(col.value(i), cx, b.top + i * b.cellH + b.cellH / 2);
+        }
+      }
+      x0 += w;
+    });
+    // focused row outline
+    if (s.focusRow != null && s.focusRow < s.rows) {
+      ctx.strokeStyle = pal.accent;
+      ctx.lineWidth = 2.5;
+      ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
+    }
+    canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
+  }
+
+  function cellAt(ev) {
+    if (!box || !spec) return null;
+    const r = canvas.getBoundingClientRect();
+    const x = ev.clientX - r.left, y = ev.clientY - r.top;
+    const i = Math.floor((y - box.top) / box.cellH), j = Math.floor((x - box.left) / box.cell);
+    if (i < 0 || i >= spec.rows || y < box.top) return null;
+    return { i, j: j >= 0 && j < spec.cols && x >= box.left ? j : null, x, y };
+  }
+
+  function onMove(ev) {
+    const c = cellAt(ev);
+    if (!c || c.j == null || !describe) { tip.hidden = true; return; }
+    tip.textContent = describe(c.i, c.j);
+    tip.hidden = false;
+    tip.style.left = `${c.x + 14}px`;
+    tip.style.top = `${c.y + 12}px`;
+  }
+  const onLeave = () => { tip.hidden = true; };
+  function onClick(ev) {
+    const c = cellAt(ev);
+    if (c && onRowClick) onRowClick(c.i);
+  }
+  canvas.addEventListener("mousemove", onMove);
+  canvas.addEventListener("mouseleave", onLeave);
+  canvas.addEventListener("click", onClick);
+
+  return {
+    node,
+    update(next) { spec = next; draw(); },
+    redraw: draw,
+    destroy() {
+      canvas.removeEventListener("mousemove", onMove);
+      canvas.removeEventListener("mouseleave", onLeave);
+      canvas.removeEventListener("click", onClick);
+      node.remove();
+    },
+  };
+}
+
+// Dark or light text for a cell, by the cell colour's luminance.
+function inkFor(fill, pal) {
+  const m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})/i.exec(fill);
+  if (!m) return pal.fg;
+  const [r, g, b] = m.slice(1).map((h) => parseInt(h, 16) / 255);
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 ? "#111" : "#fff";
+}

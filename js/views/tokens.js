@@ -1,0 +1,81 @@
+// The token strip across the top, and the arcs from the focused token to the tokens it reads.
+import { el, svg, fill, pct } from "./dom.js";
+
+const ARC_H = 64;
+
+/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, focus, row}), destroy()} */
+export function createTokenStrip(parent, { onFocus }) {
+  const arcs = svg("svg", { class: "aw-arcs", height: ARC_H, "aria-hidden": "true" });
+  const list = el("div", { class: "aw-tokens", role: "toolbar", "aria-label": "Tokens: click one to focus it" });
+  const node = el("div", { class: "aw-strip" }, arcs, list);
+  parent.append(node);
+  let buttons = [], last = null;
+
+  function onKey(ev) {
+    if (!last) return;
+    const step = { ArrowRight: 1, ArrowLeft: -1, Home: -Infinity, End: Infinity }[ev.key];
+    if (step === undefined) return;
+    ev.preventDefault();
+    const n = last.tokens.length;
+    const i = Math.max(0, Math.min(n - 1, Number.isFinite(step) ? last.focus + step : step > 0 ? n - 1 : 0));
+    onFocus(i);
+    requestAnimationFrame(() => buttons[i] && buttons[i].focus());
+  }
+  list.addEventListener("keydown", onKey);
+
+  function rebuild(tokens) {
+    buttons = tokens.map((t, i) =>
+      el("button", { class: "aw-token", type: "button", "data-index": i, onclick: () => onFocus(i) },
+        el("span", { class: "aw-token-text" }, t),
+        el("span", { class: "aw-token-weight" })));
+    fill(list, buttons);
+  }
+
+  function drawArcs(focus, row) {
+    // Positions in the strip's scrolled content, so arcs scroll with a long strip.
+    const strip = node.getBoundingClientRect();
+    arcs.setAttribute("width", list.scrollWidth);
+    const center = (b) => {
+      const r = b.getBoundingClientRect();
+      return r.left - strip.left + node.scrollLeft + r.width / 2;
+    };
+    const xf = center(buttons[focus]);
+    const paths = [];
+    row.forEach((w, j) => {
+      if (w < 0.005) return;
+      const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
+      if (j === focus) { // a loop above the token: reading itself
+        const r = 7 + 8 * w;
+        paths.push(svg("path", { class: "aw-arc aw-arc-self", d: `M ${xf - r} ${ARC_H} A ${r} ${r} 0 1 1 ${xf + r} ${ARC_H}`, style }));
+        return;
+      }
+      const xj = center(buttons[j]);
+      const h = Math.min(ARC_H - 6, 14 + Math.abs(xj - xf) * 0.35);
+      paths.push(svg("path", { class: "aw-arc", d: `M ${xf} ${ARC_H} Q ${(xf + xj) / 2} ${ARC_H - 2 * h} ${xj} ${ARC_H}`, style }));
+    });
+    fill(arcs, paths);
+  }
+
+  return {
+    node,
+    update({ tokens, focus, row }) {
+      if (!last || last.tokens !== tokens) rebuild(tokens);
+      last = { tokens, focus };
+      buttons.forEach((b, i) => {
+        b.setAttribute("aria-pressed", String(i === focus));
+        b.tabIndex = i === focus ? 0 : -1;
+        const w = row ? row[i] : null;
+        b.style.setProperty("--aw-w", w == null ? 0 : w.toFixed(3));
+        b.lastChild.textContent = w == null ? "" : pct(w);
+        b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
+      });
+      if (row) drawArcs(focus, row);
+      else fill(arcs);
+      arcs.style.display = row ? "" : "none";
+    },
+    destroy() {
+      list.removeEventListener("keydown", onKey);
+      node.remove();
+    },
+  };
+}

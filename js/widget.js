@@ -1,0 +1,184 @@
+// anywidget entry: draws one attention computation in five stages from the synced state.
+// The page computes scores and weights itself (attention.js), so a drag needs no round trip;
+// clicks go back to Python as trait changes.
+import "./widget.css";
+import { scaleDiverging, scaleSequential } from "d3-scale";
+import { interpolateLab, piecewise } from "d3-interpolate";
+import * as A from "./attention.js";
+import { el, fill, palette, fmt2, fmt3 } from "./views/dom.js";
+import { createControls } from "./views/controls.js";
+import { createTokenStrip } from "./views/tokens.js";
+import { createGrid } from "./views/grid.js";
+import { createBlend } from "./views/blend.js";
+
+const TEMPERATURE_RANGE = [0.1, 5];
+const CAPTIONS = {
+  tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
+  qk: "Each token makes a query (what it is looking for) and a key (what it contains). A score compares the row's query with the column's key: score = scale · q · k.",
+  scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too.",
+  weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went.",
+  blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
+};
+
+function render({ model, el: host }) {
+  const root = el("div", { class: "aw-root" });
+  host.append(root);
+  const get = (name) => model.get(name);
+  const save = (name, value) => { model.set(name, value); model.save_changes(); };
+
+  // --- derived numbers, recomputed only when their inputs change ---
+  let cache = {};
+  const derived = () => {
+    const c = cache;
+    if (!c.q) { c.q = A.decodeMatrix(get("q")); c.k = A.decodeMatrix(get("k")); c.v = A.decodeMatrix(get("v")); }
+    const n = c.q.rows;
+    if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
+    if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
+    if (!c.O) { c.O = A.output(c.W, c.v); c.spread = A.outputSpread(c.O, n, c.v.cols); }
+    return c;
+  };
+  const invalidate = {
+    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}),
+    scale: () => (cache = { q: cache.q, k: cache.k, v: cache.v }),
+    temperature: () => { delete cache.W; delete cache.O; },
+    causal: () => { delete cache.W; delete cache.O; },
+  };
+
+  // --- views ---
+  const onFocus = (i) => save("focus", i);
+  const controls = createControls(root, { range: TEMPERATURE_RANGE, onStage: (s) => save("stage", s), onTemperature: (t) => save("temperature", t) });
+  const strip = createTokenStrip(root, { onFocus });
+  const caption = el("p", { class: "aw-caption" });
+  const body = el("div", { class: "aw-body" });
+  const readout = el("p", { class: "aw-readout", "aria-live": "polite" });
+  root.append(caption, body, readout);
+
+  // Each panel is shown in the stages it names; the weights matrix stays for the blend.
+  const panels = [];
+  const panel = (...stages) => {
+    const p = el("div", { class: "aw-panel" });
+    body.append(p);
+    panels.push([p, stages]);
+    return p;
+  };
+  const tokensPanel = panel("tokens"), qkPanel = panel("qk"), scoresPanel = panel("scores"), weightsPanel = panel("weights", "blend");
+  const blendPanel = panel("blend");
+  const tokenName = (i) => get("tokens")[i];
+  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onRowClick: onFocus, describe: (i, j) => `${tokenName(i)} reads ${tokenName(j)}` });
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onRowClick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${fmt3(derived().q.data[i * derived().q.cols + j])}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onRowClick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${fmt3(derived().k.data[i * derived().k.cols + j])}` });
+  const describeCell = (i, j) => {
+    const c = derived(), n = c.q.rows;
+    const masked = get("causal") && j > i;
+    return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(c.S[i * n + j])}\nweight ${masked ? "0 (masked: cannot read ahead)" : fmt3(c.W[i * n + j])}`;
+  };
+  const scoresGrid = createGrid(scoresPanel, { title: "scores", onRowClick: onFocus, describe: describeCell });
+  const scoresLegend = el("div", { class: "aw-legend" });
+  scoresPanel.append(scoresLegend);
+  const weightsGrid = createGrid(weightsPanel, { title: "weights", onRowClick: onFocus, describe: describeCell });
+  const weightsLegend = el("div", { class: "aw-legend" });
+  weightsPanel.append(weightsLegend);
+  const blend = createBlend(blendPanel);
+
+  function legend(node, title, color, lo, hi) {
+    const stops = Array.from({ length: 11 }, (_, i) => color(lo + ((hi - lo) * i) / 10));
+    fill(node,
+      el("span", { class: "aw-legend-title" }, title),
+      el("span", {}, fmt2(lo)),
+      el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
+      el("span", {}, fmt2(hi)));
+  }
+
+  function describeRow(c, focus, tokens, stage) {
+    const n = tokens.length, name = tokens[focus];
+    if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
+    const values = stage === "scores" ? c.S : c.W;
+    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !(get("causal") && j > focus));
+    order.sort((a, b) => values[focus * n + b] - values[focus * n + a]);
+    const top = order.slice(0, 6).map((j) =>
+      el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
+    const verb = stage === "scores" ? " scores " : " reads ";
+    const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(c.W, n, focus))} effective tokens`];
+    return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
+  }
+
+  // --- drawing, batched to one frame ---
+  let frame = 0;
+  const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
+
+  function draw() {
+    frame = 0;
+    const c = derived(), pal = palette(root);
+    const tokens = get("tokens"), n = tokens.length, stage = get("stage"), causal = get("causal");
+    const focus = Math.min(get("focus"), n - 1);
+    root.dataset.stage = stage;
+    const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
+    controls.update({ stage, temperature: get("temperature") });
+    const showWeights = stage === "weights" || stage === "blend";
+    const row = showWeights ? Array.from(c.W.subarray(focus * n, focus * n + n)) : null;
+    strip.update({ tokens, focus, row });
+    caption.textContent = CAPTIONS[stage] || "";
+    for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
+    fill(readout, describeRow(c, focus, tokens, stage));
+
+    const base = { rows: n, rowLabels: tokens, colLabels: tokens, focusRow: focus, maxWidth };
+    const isMasked = causal ? (i, j) => j > i : null;
+    if (stage === "tokens") {
+      emptyGrid.update({ ...base, cols: n, value: () => 0, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
+    } else if (stage === "qk") {
+      const m = Math.max(...c.q.data.map(Math.abs), ...c.k.data.map(Math.abs), 1e-9);
+      const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
+      const dims = Array.from({ length: c.q.cols }, (_, j) => `${j + 1}`);
+      const qk = { ...base, cols: c.q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
+      qGrid.update({ ...qk, value: (i, j) => c.q.data[i * c.q.cols + j], ariaLabel: "query vectors" });
+      kGrid.update({ ...qk, value: (i, j) => c.k.data[i * c.k.cols + j], focusRow: null, ariaLabel: "key vectors" });
+    } else if (stage === "scores") {
+      let m = 1e-9;
+      for (let i = 0; i < n * n; i++) m = Math.max(m, Math.abs(c.S[i]));
+      const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
+      let lo = Infinity, hi = -Infinity;
+      for (const s of c.S) { lo = Math.min(lo, s); hi = Math.max(hi, s); }
+      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : ""}; colour centred on 0`, color, -m, m);
+    }
+    if (showWeights) {
+      const color = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]);
+      const sums = new Float64Array(n);
+      for (let i = 0; i < n * n; i++) sums[Math.floor(i / n)] += c.W[i];
+      weightsGrid.update({
+        ...base, cols: n, value: (i, j) => c.W[i * n + j], color, text: fmt2, masked: isMasked,
+        maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
+        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
+        ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
+      });
+      legend(weightsLegend, "weight", color, 0, 1);
+    }
+    if (stage === "blend") {
+      blend.update({ tokens, focus, row, v: c.v, O: c.O, sense: A.senseResolved(c.O, c.v, focus), spread: c.spread, axes: get("value_axes") || [] });
+    }
+  }
+
+  // --- wiring ---
+  const handlers = [];
+  const on = (name, fn) => { const h = () => { fn(); schedule(); }; model.on(`change:${name}`, h); handlers.push([name, h]); };
+  for (const name of ["q", "k", "v", "scale", "temperature", "causal"]) on(name, invalidate[name]);
+  for (const name of ["tokens", "focus", "stage", "value_axes"]) on(name, () => {});
+  // Redraw when the notebook's theme changes (canvas colours come from CSS variables) or the cell resizes.
+  const themeWatch = new MutationObserver(schedule);
+  themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  let lastWidth = 0;
+  const resize = new ResizeObserver(() => { if (root.clientWidth !== lastWidth) { lastWidth = root.clientWidth; schedule(); } });
+  resize.observe(root);
+  draw();
+
+  return () => {
+    cancelAnimationFrame(frame);
+    for (const [name, h] of handlers) model.off(`change:${name}`, h);
+    themeWatch.disconnect();
+    resize.disconnect();
+    for (const v of [controls, strip, emptyGrid, qGrid, kGrid, scoresGrid, weightsGrid, blend]) v.destroy();
+    root.remove();
+  };
+}
+
+export default { render };

@@ -1,0 +1,102 @@
+"""The attention computation in plain numpy: no widget, no traitlets.
+
+One definition of every formula the widget shows; ``js/attention.js`` mirrors it
+line for line so the page can redraw without asking the kernel.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["Attention", "attention", "default_scale"]
+
+
+def default_scale(d_k: int) -> float:
+    """The usual 1/sqrt(d_k)."""
+    return 1.0 / float(np.sqrt(d_k))
+
+
+def _softmax_rows(scores: np.ndarray, temperature: float, causal: bool) -> np.ndarray:
+    """Row-wise softmax of scores / temperature; masked cells are exactly 0.
+
+    The row maximum is subtracted before dividing by the temperature, so every
+    exponent is <= 0 and no finite input overflows, however small T is.
+    """
+    s = scores.copy()
+    if causal:
+        s[np.triu_indices(s.shape[0], k=1, m=s.shape[1])] = -np.inf
+    s -= s.max(axis=1, keepdims=True)
+    s /= temperature
+    np.exp(s, out=s)
+    s /= s.sum(axis=1, keepdims=True)
+    return s
+
+
+class Attention:
+    """The result of one attention computation.
+
+    ``scores`` is scale·QKᵀ before temperature and mask; ``weights`` the row-wise
+    softmax of scores / temperature (rows read, columns are read from);
+    ``output`` is weights·V. The metrics are computed on first use.
+    """
+
+    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None):
+        self.q, self.k, self.v = q, k, v
+        self.temperature = float(temperature)
+        self.causal = bool(causal)
+        self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
+        self.scores = self.scale * (q @ k.T)
+        self.weights = _softmax_rows(self.scores, self.temperature, self.causal)
+        self.output = self.weights @ v
+
+    @cached_property
+    def effective_tokens(self) -> np.ndarray:
+        """exp(entropy) of each row: 1 = all on one token, n = an even split."""
+        w = self.weights
+        logw = np.log(np.where(w > 0, w, 1.0))  # 0·ln 0 = 0
+        return np.exp(-(w * logw).sum(axis=1))
+
+    @cached_property
+    def sense_resolved(self) -> np.ndarray:
+        """How far each output moved from the mean value, as a fraction of the
+        furthest any single value lies from that mean (0 when all values coincide)."""
+        mean = self.v.mean(axis=0)
+        reach = np.linalg.norm(self.v - mean, axis=1).max()
+        if reach == 0:
+            return np.zeros(self.output.shape[0])
+        return np.linalg.norm(self.output - mean, axis=1) / reach
+
+    @cached_property
+    def output_spread(self) -> float:
+        """The largest distance between any two tokens' outputs."""
+        o = self.output
+        sq = (o * o).sum(axis=1)
+        d2 = sq[:, None] + sq[None, :] - 2.0 * (o @ o.T)  # Gram form: O(n²) memory, not O(n²·d)
+        return float(np.sqrt(max(d2.max(), 0.0)))
+
+
+def _as_matrix(name: str, x) -> np.ndarray:
+    a = np.asarray(x, dtype=float)
+    if a.ndim != 2 or 0 in a.shape:
+        raise ValueError(f"{name} must be a non-empty 2-D array (tokens × width), got shape {a.shape}")
+    return a
+
+
+def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None) -> Attention:
+    """Compute self-attention for queries ``q`` (n×d_k), keys ``k`` (n×d_k) and values ``v`` (n×d_v).
+
+    ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores before the
+    softmax; ``causal`` stops row i reading columns j > i.
+    """
+    q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
+    if q.shape[1] != k.shape[1]:
+        raise ValueError(f"q and k must have the same width, got {q.shape[1]} and {k.shape[1]}")
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
+        raise ValueError(f"q, k and v must have the same number of tokens, got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
+    if scale is not None and not np.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
+    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale)

@@ -1,0 +1,185 @@
+"""Shared fixtures for the browser tests: one JupyterLab server and one headless Chromium
+for the whole session (the machines have two cores), and a kernel client that runs code in
+the notebook's own kernel, so a test can check what Python sees after a click."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+CHROMIUM = os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium")
+# Flags that work on machines with no sandbox, no GPU and no outside network.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = pathlib.Path(__file__).resolve().parents[1] / "artifacts"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A JupyterLab server on a free localhost port."""
+
+    def __init__(self, root: pathlib.Path):
+        self.root = root
+        self.port = _free_port()
+        self.token = uuid.uuid4().hex
+        self.runtime = root / ".runtime"
+        self.runtime.mkdir(parents=True)
+        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.runtime), "JUPYTER_CONFIG_DIR": str(root / ".config")}
+        cmd = [
+            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            f"--port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.open_browser=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
+        self.log = open(root / "jupyterlab.log", "w")
+        self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited early; see {root / 'jupyterlab.log'}")
+            try:
+                self.api("/api/status")
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("JupyterLab did not start within 90 s")
+
+    def api(self, path: str):
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}?token={self.token}"
+
+    def write_notebook(self, name: str, cells: list[str]) -> str:
+        nb = {
+            "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            "nbformat": 4, "nbformat_minor": 5,
+        }
+        (self.root / name).write_text(json.dumps(nb))
+        return name
+
+    def kernel_for(self, notebook: str):
+        """A client on the kernel that JupyterLab started for this notebook."""
+        from jupyter_client import BlockingKernelClient
+
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            sessions = [s for s in self.api("/api/sessions") if s["path"].endswith(notebook)]
+            if sessions:
+                conn = self.runtime / f"kernel-{sessions[0]['kernel']['id']}.json"
+                if conn.exists():
+                    kc = BlockingKernelClient(connection_file=str(conn))
+                    kc.load_connection_file()
+                    kc.start_channels()
+                    kc.wait_for_ready(timeout=60)
+                    return Kernel(kc)
+            time.sleep(0.3)
+        raise RuntimeError(f"no kernel for {notebook}")
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+class Kernel:
+    def __init__(self, kc):
+        self.kc = kc
+
+    def run(self, code: str):
+        """Run code in the notebook's kernel; raise if it fails."""
+        errors = []
+
+        def hook(msg):
+            if msg["msg_type"] == "error":
+                errors.append("\n".join(msg["content"]["traceback"]))
+
+        reply = self.kc.execute_interactive(code, output_hook=hook, timeout=60, store_history=False)
+        if errors or reply["content"]["status"] != "ok":
+            raise AssertionError(f"kernel error running {code!r}:\n" + "\n".join(errors))
+
+    def eval(self, expr: str):
+        """Evaluate a Python expression in the kernel and return its value (via JSON)."""
+        out = []
+
+        def hook(msg):
+            if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append("ERROR " + msg["content"]["evalue"])
+
+        code = f"import json as _j, numpy as _np\nprint(_j.dumps(_np.asarray({expr}).tolist()))"
+        self.kc.execute_interactive(code, output_hook=hook, timeout=60, store_history=False)
+        text = "".join(out).strip()
+        if text.startswith("ERROR"):
+            raise AssertionError(f"kernel error evaluating {expr!r}: {text}")
+        return json.loads(text)
+
+    def close(self):
+        self.kc.stop_channels()
+
+
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory):
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        pytest.fail(f"Chromium not found at {CHROMIUM}; install Debian's chromium (apt-get install chromium)")
+    server = Lab(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def artifacts():
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
+
+
+def open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1000), color_scheme="light"):
+    """Open a notebook in JupyterLab, run all its cells, and return (page, kernel, console errors)."""
+    lab.write_notebook(name, cells)
+    context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, color_scheme=color_scheme)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(lab.url(f"/lab/tree/{name}"))
+    page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
+    kernel = lab.kernel_for(name)
+    page.wait_for_function(
+        "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000
+    )
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_selector(".aw-root", timeout=60_000)
+    return page, kernel, errors

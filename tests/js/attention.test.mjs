@@ -1,0 +1,64 @@
+// attention.js against the lab's published figures and the same properties as the numpy core.
+// (tests/test_js_core.py also checks it against numpy on random cases.)
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as A from "../../js/attention.js";
+
+const lab = JSON.parse(readFileSync(new URL("../../src/attnwidget/data/lab.json", import.meta.url)));
+const matrix = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });
+const [q, k, v] = [matrix(lab.q), matrix(lab.k), matrix(lab.v)];
+const n = q.rows, BANK = 5, RIVER = 4;
+const close = (x, want, digits) => assert.equal(x.toFixed(digits), want.toFixed(digits), `${x} vs ${want}`);
+
+test("the lab's figures at temperature 1", () => {
+  const a = A.attention(q, k, v);
+  close(Math.min(...a.scores), -1.0, 1);
+  close(Math.max(...a.scores), 2.8, 1);
+  close(a.weights[BANK * n + RIVER], 0.556, 3);
+  close(a.weights[BANK * n + BANK], 0.306, 3);
+  close(a.effectiveTokens[BANK], 3.13, 2);
+  close(a.output[BANK * 2], 0.69, 2);
+  close(a.output[BANK * 2 + 1], 0.23, 2);
+  close(a.outputSpread, 0.503, 3);
+});
+
+test("the lab's figures at the ends of the dial", () => {
+  close(A.attention(q, k, v, { temperature: 5 }).outputSpread, 0.049, 3);
+  const cold = A.attention(q, k, v, { temperature: 0.2 });
+  close(cold.weights[BANK * n + RIVER], 0.951, 3);
+  close(cold.weights[BANK * n + BANK], 0.049, 3);
+});
+
+test("rows sum to one; causal cells are exactly zero", () => {
+  for (const causal of [false, true]) {
+    const a = A.attention(q, k, v, { temperature: 0.7, causal });
+    for (let i = 0; i < n; i++) {
+      let sum = 0;
+      for (let j = 0; j < n; j++) {
+        sum += a.weights[i * n + j];
+        if (causal && j > i) assert.equal(a.weights[i * n + j], 0);
+      }
+      assert.ok(Math.abs(sum - 1) < 1e-12);
+    }
+  }
+});
+
+test("extreme temperatures: arg-max rows when cold, uniform when hot, never NaN", () => {
+  const cold = A.attention(q, k, v, { temperature: 1e-6 });
+  const hot = A.attention(q, k, v, { temperature: 1e6 });
+  for (let i = 0; i < n; i++) {
+    const row = Array.from(cold.scores.subarray(i * n, i * n + n));
+    const best = row.indexOf(Math.max(...row));
+    assert.equal(cold.weights[i * n + best], 1);
+    for (let j = 0; j < n; j++) assert.ok(Math.abs(hot.weights[i * n + j] - 1 / n) < 1e-5);
+  }
+  assert.ok(cold.output.every(Number.isFinite));
+});
+
+test("a DataView inside a larger buffer is read at its own offset", () => {
+  const buf = new ArrayBuffer(64);
+  new Float32Array(buf, 16, 4).set([1, 2, 3, 4]);
+  const m = A.decodeMatrix({ view: new DataView(buf, 16, 16), shape: [2, 2], dtype: "float32" });
+  assert.deepEqual(Array.from(m.data), [1, 2, 3, 4]);
+});

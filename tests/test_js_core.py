@@ -1,0 +1,48 @@
+"""js/attention.js computes what numpy computes, on the same random cases."""
+
+import json
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from attnwidget import attention
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+def run_js(cases):
+    script = (
+        f'import * as A from "{(ROOT / "js" / "attention.js").as_uri()}";\n'
+        'import { readFileSync } from "node:fs";\n'
+        "const m = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });\n"
+        "const out = JSON.parse(readFileSync(0, 'utf8')).map((c) => {\n"
+        "  const a = A.attention(m(c.q), m(c.k), m(c.v), c.options);\n"
+        "  return { scores: Array.from(a.scores), weights: Array.from(a.weights), output: Array.from(a.output),\n"
+        "           eff: a.effectiveTokens, sense: a.senseResolved, spread: a.outputSpread };\n"
+        "});\n"
+        "process.stdout.write(JSON.stringify(out));\n"
+    )
+    done = subprocess.run(["node", "--input-type=module", "-e", script], input=json.dumps(cases), capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_js_matches_numpy_on_random_cases():
+    rng = np.random.default_rng(7)
+    cases = []
+    for i in range(24):
+        n, dk, dv = rng.integers(1, 12), rng.integers(1, 9), rng.integers(1, 4)
+        # float32 on both sides: the page receives float32 buffers
+        q, k, v = (rng.normal(scale=2, size=s).astype(np.float32) for s in ((n, dk), (n, dk), (n, dv)))
+        opts = {"temperature": float(np.exp(rng.uniform(np.log(0.1), np.log(5)))), "causal": bool(i % 2), "scale": None if i % 3 else float(rng.uniform(0.5, 3))}
+        cases.append({"q": q.tolist(), "k": k.tolist(), "v": v.tolist(), "options": opts})
+    for case, js in zip(cases, run_js(cases)):
+        a = attention(np.array(case["q"]), np.array(case["k"]), np.array(case["v"]), **case["options"])
+        np.testing.assert_allclose(js["scores"], a.scores.ravel(), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(js["weights"], a.weights.ravel(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(js["output"], a.output.ravel(), rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(js["eff"], a.effective_tokens, rtol=1e-9)
+        np.testing.assert_allclose(js["sense"], a.sense_resolved, rtol=1e-9, atol=1e-12)
+        assert js["spread"] == pytest.approx(a.output_spread, rel=1e-7, abs=1e-9)
