@@ -124,7 +124,7 @@ function render({ model, el: host }) {
     const base = { rows: n, rowLabels: tokens, colLabels: tokens, focusRow: focus, maxWidth };
     const isMasked = causal ? (i, j) => j > i : null;
     if (stage === "tokens") {
-      emptyGrid.update({ ...base, cols: n, value: () => 0, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
+      emptyGrid.update({ ...base, cols: n, value: () => 0, color: () => pal.zero, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
       const m = Math.max(...c.q.data.map(Math.abs), ...c.k.data.map(Math.abs), 1e-9);
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);

@@ -41,12 +41,22 @@ class Lab:
         self.token = uuid.uuid4().hex
         self.runtime = root / ".runtime"
         self.runtime.mkdir(parents=True)
-        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(self.runtime), "JUPYTER_CONFIG_DIR": str(root / ".config")}
+        # No news pop-up over the notebook: it would cover the widget in screenshots.
+        settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        env = {
+            **os.environ,
+            "JUPYTER_RUNTIME_DIR": str(self.runtime),
+            "JUPYTER_CONFIG_DIR": str(root / ".config"),
+            "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
+        }
         cmd = [
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
             f"--port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-            "--ServerApp.open_browser=False", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--ServerApp.open_browser=False", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         ]
         self.log = open(root / "jupyterlab.log", "w")
         self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
