@@ -1,13 +1,26 @@
 // The same formulas as src/attnwidget/core.py, for drawing without a kernel round trip.
 // Matrices are row-major Float64Arrays with their shape beside them.
 
-/** Decode a synced array {shape, dtype, view: DataView} into {data: Float32Array, rows, cols}. */
+/** Decode a synced array {shape, dtype, view: DataView} into {data: Float32Array, heads, rows, cols}. */
 export function decodeMatrix(value) {
   if (!value) return null;
   const { view, shape } = value;
   // A DataView may sit inside a larger buffer: honour its offset and length.
   const data = new Float32Array(view.buffer, view.byteOffset, view.byteLength / 4);
-  return { data, rows: shape[0], cols: shape[1] };
+  const [heads, rows, cols] = shape.length === 3 ? shape : [1, ...shape];
+  return { data, heads, rows, cols };
+}
+
+/** One head of a (heads ×) rows × cols matrix, sharing its memory. */
+export function headOf(m, h) {
+  const size = m.rows * m.cols;
+  return { data: m.data.subarray(h * size, (h + 1) * size), heads: 1, rows: m.rows, cols: m.cols };
+}
+
+/** Encode a Float32Array as a synced array, for sending an edited matrix back to Python. */
+export function encodeMatrix(data, shape) {
+  const copy = Float32Array.from(data);
+  return { shape, dtype: "float32", view: new DataView(copy.buffer) };
 }
 
 export function defaultScale(dk) {
@@ -97,6 +110,21 @@ export function outputSpread(O, n, d) {
   let best = 0;
   for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) best = Math.max(best, dist(O, i, O, j, d));
   return best;
+}
+
+/** The arithmetic of one weight, step by step, as core.Attention.cell computes it. */
+export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal }) {
+  const n = q.rows, last = causal ? i : n - 1;
+  let dot = 0;
+  for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
+  let max = -Infinity;
+  for (let m = 0; m <= last; m++) max = Math.max(max, S[i * n + m]);
+  const shift = max / temperature > 700 ? max / temperature : 0; // exp would overflow: shift the row
+  let rowSum = 0;
+  for (let m = 0; m <= last; m++) rowSum += Math.exp(S[i * n + m] / temperature - shift);
+  const masked = causal && j > i, tempered = S[i * n + j] / temperature, weight = W[i * n + j];
+  const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
+  return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : Math.exp(tempered - shift), rowSum, weight, value, share: value.map((x) => weight * x) };
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */

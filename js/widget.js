@@ -10,13 +10,16 @@ import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
 import { createGrid } from "./views/grid.js";
 import { createBlend } from "./views/blend.js";
+import { createDial } from "./views/dial.js";
+import { createHeads } from "./views/heads.js";
+import { createCell } from "./views/cell.js";
 
 const TEMPERATURE_RANGE = [0.1, 5];
 const CAPTIONS = {
   tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
   qk: "Each token makes a query (what it is looking for) and a key (what it contains). A score compares the row's query with the column's key: score = scale · q · k.",
-  scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too.",
-  weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went.",
+  scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
+  weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
 
@@ -26,32 +29,59 @@ function render({ model, el: host }) {
   const get = (name) => model.get(name);
   const save = (name, value) => { model.set(name, value); model.save_changes(); };
 
-  // --- derived numbers, recomputed only when their inputs change ---
+  // --- derived numbers for the current head, recomputed only when their inputs change ---
   let cache = {};
   const derived = () => {
     const c = cache;
-    if (!c.q) { c.q = A.decodeMatrix(get("q")); c.k = A.decodeMatrix(get("k")); c.v = A.decodeMatrix(get("v")); }
+    if (!c.all) c.all = { q: A.decodeMatrix(get("q")), k: A.decodeMatrix(get("k")), v: A.decodeMatrix(get("v")), x: A.decodeMatrix(get("x")) };
+    const h = Math.min(get("head"), c.all.q.heads - 1);
+    if (!c.q) { c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h); }
     const n = c.q.rows;
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
     if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
     if (!c.O) { c.O = A.output(c.W, c.v); c.spread = A.outputSpread(c.O, n, c.v.cols); }
     return c;
   };
+  // every head's weights, for the small multiples (only when there are several heads)
+  const allHeads = () => {
+    const c = derived();
+    if (!c.heads) {
+      c.heads = Array.from({ length: c.all.q.heads }, (_, h) => {
+        const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
+        return A.weights(A.scores(q, k, get("scale") ?? A.defaultScale(q.cols)), q.rows, get("temperature"), get("causal"));
+      });
+    }
+    return c.heads;
+  };
+  const keepArrays = () => (cache = { all: cache.all });
+  const keepScores = () => (cache = { all: cache.all, q: cache.q, k: cache.k, v: cache.v, scale: cache.scale, S: cache.S });
   const invalidate = {
-    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}),
-    scale: () => (cache = { q: cache.q, k: cache.k, v: cache.v }),
-    temperature: () => { delete cache.W; delete cache.O; },
-    causal: () => { delete cache.W; delete cache.O; },
+    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}), x: () => (cache = {}),
+    head: keepArrays, scale: keepArrays, temperature: keepScores, causal: keepScores,
   };
 
   // --- views ---
   const onFocus = (i) => save("focus", i);
-  const controls = createControls(root, { range: TEMPERATURE_RANGE, onStage: (s) => save("stage", s), onTemperature: (t) => save("temperature", t) });
+  const onPickCell = (i, j) => {
+    if (j == null) return onFocus(i);
+    model.set("focus", i);
+    save("cell", [i, j]);
+  };
+  const controls = createControls(root, {
+    range: TEMPERATURE_RANGE,
+    onStage: (s) => save("stage", s),
+    onTemperature: (t) => save("temperature", t),
+    onCausal: (b) => save("causal", b),
+    onSentence: (i) => save("sentence_index", i),
+  });
+  const heads = createHeads(root, { onHead: (h) => save("head", h) });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
   const body = el("div", { class: "aw-body" });
   const readout = el("p", { class: "aw-readout", "aria-live": "polite" });
-  root.append(caption, body, readout);
+  root.append(caption, body);
+  const cellView = createCell(root, { onClose: () => save("cell", null) });
+  root.append(readout);
 
   // Each panel is shown in the stages it names; the weights matrix stays for the blend.
   const panels = [];
@@ -64,21 +94,33 @@ function render({ model, el: host }) {
   const tokensPanel = panel("tokens"), qkPanel = panel("qk"), scoresPanel = panel("scores"), weightsPanel = panel("weights", "blend");
   const blendPanel = panel("blend");
   const tokenName = (i) => get("tokens")[i];
-  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onRowClick: onFocus, describe: (i, j) => `${tokenName(i)} reads ${tokenName(j)}` });
-  const qGrid = createGrid(qkPanel, { title: "queries Q", onRowClick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${fmt3(derived().q.data[i * derived().q.cols + j])}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onRowClick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${fmt3(derived().k.data[i * derived().k.cols + j])}` });
+  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${tokenName(i)} reads ${tokenName(j)}` });
+  const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${entry(derived().q, i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${entry(derived().k, i, j)}` });
+  let dragged = null; // the query being turned, sent to Python at most once a frame
+  const dial = createDial(qkPanel, {
+    onQuery: (vec) => {
+      const c = derived(), all = c.all.q, h = Math.min(get("head"), all.heads - 1), f = get("focus");
+      const data = Float32Array.from(all.data);
+      data.set(vec, (h * all.rows + f) * all.cols);
+      dragged = A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
+      model.set("q", dragged);
+    },
+    onQueryEnd: () => { if (dragged) model.save_changes(); dragged = null; },
+  });
   const describeCell = (i, j) => {
     const c = derived(), n = c.q.rows;
     const masked = get("causal") && j > i;
     return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(c.S[i * n + j])}\nweight ${masked ? "0 (masked: cannot read ahead)" : fmt3(c.W[i * n + j])}`;
   };
-  const scoresGrid = createGrid(scoresPanel, { title: "scores", onRowClick: onFocus, describe: describeCell });
+  const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
-  const weightsGrid = createGrid(weightsPanel, { title: "weights", onRowClick: onFocus, describe: describeCell });
+  const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: onPickCell, describe: describeCell });
   const weightsLegend = el("div", { class: "aw-legend" });
   weightsPanel.append(weightsLegend);
-  const blend = createBlend(blendPanel);
+  const blend = createBlend(blendPanel, { onResidual: (b) => save("residual", b) });
 
   function legend(node, title, color, lo, hi) {
     const stops = Array.from({ length: 11 }, (_, i) => color(lo + ((hi - lo) * i) / 10));
@@ -110,19 +152,27 @@ function render({ model, el: host }) {
     frame = 0;
     const c = derived(), pal = palette(root);
     const tokens = get("tokens"), n = tokens.length, stage = get("stage"), causal = get("causal");
-    const focus = Math.min(get("focus"), n - 1);
+    const focus = Math.min(get("focus"), n - 1), cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
-    controls.update({ stage, temperature: get("temperature") });
+    controls.update({ stage, temperature: get("temperature"), causal, sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index") });
     const showWeights = stage === "weights" || stage === "blend";
-    const row = showWeights ? Array.from(c.W.subarray(focus * n, focus * n + n)) : null;
-    strip.update({ tokens, focus, row });
+    const row = Array.from(c.W.subarray(focus * n, focus * n + n));
+    strip.update({ tokens, focus, row: showWeights ? row : null });
     caption.textContent = CAPTIONS[stage] || "";
     for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
     fill(readout, describeRow(c, focus, tokens, stage));
 
-    const base = { rows: n, rowLabels: tokens, colLabels: tokens, focusRow: focus, maxWidth };
     const isMasked = causal ? (i, j) => j > i : null;
+    const weightColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]);
+    heads.node.hidden = c.all.q.heads < 2;
+    if (c.all.q.heads > 1) heads.update({ weights: allHeads(), n, head: get("head"), color: weightColor });
+    cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
+      a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal }),
+      reader: tokens[cell[0]], read: tokens[cell[1]],
+    } : null);
+
+    const base = { rows: n, rowLabels: tokens, colLabels: tokens, focusRow: focus, maxWidth };
     if (stage === "tokens") {
       emptyGrid.update({ ...base, cols: n, value: () => 0, color: () => pal.zero, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
@@ -132,37 +182,41 @@ function render({ model, el: host }) {
       const qk = { ...base, cols: c.q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => c.q.data[i * c.q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, value: (i, j) => c.k.data[i * c.k.cols + j], focusRow: null, ariaLabel: "key vectors" });
+      dial.node.hidden = c.q.cols !== 2;
+      if (c.q.cols === 2) {
+        dial.update({ tokens, focus, q: c.q, k: c.k, scoreRow: c.S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => causal && j > focus });
+      }
     } else if (stage === "scores") {
-      let m = 1e-9;
-      for (let i = 0; i < n * n; i++) m = Math.max(m, Math.abs(c.S[i]));
+      let m = 1e-9, lo = Infinity, hi = -Infinity;
+      for (const s of c.S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
-      let lo = Infinity, hi = -Infinity;
-      for (const s of c.S) { lo = Math.min(lo, s); hi = Math.max(hi, s); }
-      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
-      legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : ""}; colour centred on 0`, color, -m, m);
+      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, cell, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : " (set)"}; colour centred on 0`, color, -m, m);
     }
     if (showWeights) {
-      const color = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]);
       const sums = new Float64Array(n);
       for (let i = 0; i < n * n; i++) sums[Math.floor(i / n)] += c.W[i];
       weightsGrid.update({
-        ...base, cols: n, value: (i, j) => c.W[i * n + j], color, text: fmt2, masked: isMasked,
+        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, cell,
         maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
         extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
       });
-      legend(weightsLegend, "weight", color, 0, 1);
+      legend(weightsLegend, "weight", weightColor, 0, 1);
     }
     if (stage === "blend") {
-      blend.update({ tokens, focus, row, v: c.v, O: c.O, sense: A.senseResolved(c.O, c.v, focus), spread: c.spread, axes: get("value_axes") || [] });
+      blend.update({
+        tokens, focus, row, v: c.v, O: c.O, sense: A.senseResolved(c.O, c.v, focus), spread: c.spread, axes: get("value_axes") || [],
+        x: c.all.x, residual: get("residual") && !!c.all.x,
+      });
     }
   }
 
   // --- wiring ---
   const handlers = [];
   const on = (name, fn) => { const h = () => { fn(); schedule(); }; model.on(`change:${name}`, h); handlers.push([name, h]); };
-  for (const name of ["q", "k", "v", "scale", "temperature", "causal"]) on(name, invalidate[name]);
-  for (const name of ["tokens", "focus", "stage", "value_axes"]) on(name, () => {});
+  for (const name of Object.keys(invalidate)) on(name, invalidate[name]);
+  for (const name of ["tokens", "focus", "stage", "value_axes", "cell", "residual", "sentences", "sentence_index"]) on(name, () => {});
   // Redraw when the notebook's theme changes (canvas colours come from CSS variables) or the cell resizes.
   const themeWatch = new MutationObserver(schedule);
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
@@ -176,7 +230,7 @@ function render({ model, el: host }) {
     for (const [name, h] of handlers) model.off(`change:${name}`, h);
     themeWatch.disconnect();
     resize.disconnect();
-    for (const v of [controls, strip, emptyGrid, qGrid, kGrid, scoresGrid, weightsGrid, blend]) v.destroy();
+    for (const v of [controls, heads, strip, emptyGrid, qGrid, kGrid, dial, scoresGrid, weightsGrid, blend, cellView]) v.destroy();
     root.remove();
   };
 }

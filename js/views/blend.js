@@ -2,21 +2,25 @@
 // sum (the output), and a 2-D plot of the values, their convex hull, their mean and the outputs.
 import { scaleLinear } from "d3-scale";
 import { polygonHull } from "d3-polygon";
-import { el, svg, fill, fmt2, fmt3 } from "./dom.js";
+import { el, svg, fill, fmt2, fmt3, groupLabels } from "./dom.js";
 import { meanRow } from "../attention.js";
 
 const W = 340, H = 300, PAD = 34;
 
-export function createBlend(parent) {
+/** createBlend(parent, {onResidual(bool)}) -> {update(state), destroy()} */
+export function createBlend(parent, { onResidual }) {
   const table = el("table", { class: "aw-blend-table" });
+  const residual = el("input", { type: "checkbox", class: "aw-residual" });
+  residual.addEventListener("change", () => onResidual(residual.checked));
+  const residualToggle = el("label", { class: "aw-toggle", hidden: true }, residual, "add the mix to the word's own numbers (x + mix)");
   const plot = svg("svg", { class: "aw-plot", width: W, height: H, role: "img" });
   const readout = el("p", { class: "aw-metrics" });
   const node = el("div", { class: "aw-blend" },
-    el("figure", { class: "aw-figure" }, el("figcaption", {}, "weights × values = output"), table),
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "weights × values = output"), table, residualToggle),
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, readout));
   parent.append(node);
 
-  function drawTable({ tokens, focus, row, v, O }) {
+  function drawTable({ tokens, focus, row, v, O, x, residual: withX }) {
     const d = v.cols, dims = Array.from({ length: d }, (_, c) => c);
     const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
     const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${tokens[focus]}, ·)`),
@@ -29,15 +33,24 @@ export function createBlend(parent) {
     const foot = el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "Σ"), el("td", {}, fmt3(sum)),
       dims.map(() => el("td", { class: "aw-v" })),
       dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))));
-    fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot));
+    const own = withX && [
+      el("tr", { class: "aw-own" }, el("th", { scope: "row" }, `+ x(${tokens[focus]})`), el("td"), dims.map(() => el("td", { class: "aw-v" })),
+        dims.map((c) => el("td", {}, fmt2(x.data[focus * d + c])))),
+      el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "= x + mix"), el("td"), dims.map(() => el("td", { class: "aw-v" })),
+        dims.map((c) => el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c])))),
+    ];
+    fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot, own || []));
   }
 
-  function drawPlot({ tokens, focus, v, O, axes }) {
+  function drawPlot({ tokens, focus, v, O, axes, x: X, residual: withX }) {
     const n = v.rows, d = v.cols;
     const px = (j) => v.data[j * d], py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
     const ox = (i) => O[i * d], oy = (i) => (d > 1 ? O[i * d + 1] : 0);
+    // with the residual, the word starts at its own embedding and moves by the mix
+    const own = withX ? [X.data[focus * d], d > 1 ? X.data[focus * d + 1] : 0] : null;
     const xs = [0], ys = [0];
     for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
+    if (own) xs.push(own[0], own[0] + ox(focus)), ys.push(own[1], own[1] + oy(focus));
     // One unit is the same length on both axes, so distances on the plot are true distances.
     const span = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1e-9) * 1.1;
     const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cy = (Math.max(...ys) + Math.min(...ys)) / 2;
@@ -47,7 +60,7 @@ export function createBlend(parent) {
     // axes through zero, with their names
     parts.push(svg("line", { class: "aw-axis", x1: PAD, x2: W - 10, y1: y(0), y2: y(0) }));
     parts.push(svg("line", { class: "aw-axis", x1: x(0), x2: x(0), y1: 16, y2: H - PAD + 6 }));
-    parts.push(svg("text", { class: "aw-axis-label", x: W - 10, y: y(0) - 6, "text-anchor": "end" }, `${axes[0] || "v₁"} →`));
+    parts.push(svg("text", { class: "aw-axis-label", x: W - 10, y: y(0) + 14, "text-anchor": "end" }, `${axes[0] || "v₁"} →`));
     parts.push(svg("text", { class: "aw-axis-label", x: x(0) + 6, y: 12 }, `↑ ${d > 1 ? axes[1] || "v₂" : ""}`));
     for (const t of x.ticks(4)) parts.push(svg("text", { class: "aw-tick", x: x(t), y: H - 8, "text-anchor": "middle" }, fmt2(t)));
     // convex hull of the values: every output must land inside it
@@ -59,19 +72,28 @@ export function createBlend(parent) {
     const mean = meanRow(v);
     const m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
     parts.push(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }));
-    parts.push(svg("text", { class: "aw-tick", x: m[0] + 7, y: m[1] + 12 }, "mean"));
+    parts.push(svg("text", { class: "aw-tick", x: m[0] - 7, y: m[1] + 14, "text-anchor": "end" }, "mean"));
     // values, labelled
-    pts.forEach(([a, b], j) => {
-      parts.push(svg("circle", { class: "aw-value", cx: a, cy: b, r: 4 }));
-      if (n <= 40) parts.push(svg("text", { class: "aw-value-label", x: a + 6, y: b - 6 }, tokens[j]));
-    });
+    pts.forEach(([a, b]) => parts.push(svg("circle", { class: "aw-value", cx: a, cy: b, r: 4 })));
+    if (n <= 60) {
+      for (const g of groupLabels(pts, tokens, 0)) parts.push(svg("text", { class: "aw-value-label", x: g.x + 6, y: g.y - 6 }, g.label));
+    }
     // every token's output, the focused one emphasised with the path from its own value
     for (let i = 0; i < n; i++) if (i !== focus) parts.push(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }));
     const f = [x(ox(focus)), y(oy(focus))];
     parts.push(svg("line", { class: "aw-move", x1: pts[focus][0], y1: pts[focus][1], x2: f[0], y2: f[1] }));
     parts.push(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }));
-    parts.push(svg("text", { class: "aw-output-label", x: f[0] + 9, y: f[1] + 16 },
+    // the label sits on the far side from the mean, inside the plot
+    const right = f[0] < W * 0.55, below = f[1] > m[1];
+    parts.push(svg("text", { class: "aw-output-label", x: f[0] + (right ? 10 : -10), y: f[1] + (below ? 18 : -10), "text-anchor": right ? "start" : "end" },
       `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
+    if (own) {
+      const start = [x(own[0]), y(own[1])], end = [x(own[0] + ox(focus)), y(own[1] + oy(focus))];
+      parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
+      parts.push(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }));
+      parts.push(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }));
+      parts.push(svg("text", { class: "aw-output-label", x: end[0] + 9, y: end[1] + 4 }, `${tokens[focus]} + mix`));
+    }
     fill(plot, parts);
     plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
   }
@@ -79,6 +101,8 @@ export function createBlend(parent) {
   return {
     node,
     update(s) {
+      residualToggle.hidden = !s.x;
+      residual.checked = !!s.residual;
       drawTable(s);
       drawPlot(s);
       fill(readout,

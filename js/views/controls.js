@@ -1,5 +1,5 @@
 // The stage stepper (back, next, and each stage by name) and the log-scale temperature slider.
-import { el, fmt2 } from "./dom.js";
+import { el, fill, fmt2 } from "./dom.js";
 
 export const STAGES = [
   ["tokens", "Tokens"],
@@ -10,8 +10,8 @@ export const STAGES = [
 ];
 const STEPS = 1000; // slider resolution along the log axis
 
-/** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t)}) */
-export function createControls(parent, { range, onStage, onTemperature }) {
+/** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t), onCausal(bool), onSentence(i)}) */
+export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -34,14 +34,30 @@ export function createControls(parent, { range, onStage, onTemperature }) {
   const value = el("output", { class: "aw-temp-value" });
   slider.addEventListener("input", () => onTemperature(toT(Number(slider.value))));
 
+  const causal = el("input", { type: "checkbox", class: "aw-causal" });
+  causal.addEventListener("change", () => onCausal(causal.checked));
+  const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
+  let shownSentences = null;
+
   const node = el("div", { class: "aw-controls" },
     el("nav", { class: "aw-stepper", "aria-label": "Stages" }, back, stageButtons, next),
-    el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value));
+    el("div", { class: "aw-dials" },
+      el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
+      el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal")),
+    sentences);
   parent.append(node);
 
   return {
     node,
-    update({ stage, temperature }) {
+    update({ stage, temperature, causal: isCausal, sentenceList, sentenceIndex }) {
+      causal.checked = isCausal;
+      if (sentenceList !== shownSentences) {
+        shownSentences = sentenceList;
+        sentences.hidden = sentenceList.length < 2;
+        fill(sentences, sentenceList.map((text, i) =>
+          el("button", { type: "button", class: "aw-sentence", "data-index": i, onclick: () => onSentence(i) }, text)));
+      }
+      for (const b of sentences.children) b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
       current = stage;
       stageButtons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.stage === stage)));
       back.disabled = stage === STAGES[0][0];

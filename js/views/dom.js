@@ -48,3 +48,17 @@ export const fmt3 = format(".3f");
 export const pct = format(".0%");
 /** Signed, compact: −1.00 with a real minus sign. */
 export const num = (x) => fmt2(x);
+
+/** Points that land on the same spot share one label ("the, a, of +2"), so labels never pile up. */
+export function groupLabels(points, labels, digits = 3) {
+  const groups = new Map();
+  points.forEach(([x, y], i) => {
+    const key = `${x.toFixed(digits)},${y.toFixed(digits)}`;
+    if (!groups.has(key)) groups.set(key, { x, y, names: [], index: i });
+    groups.get(key).names.push(labels[i]);
+  });
+  return [...groups.values()].map((g) => ({
+    x: g.x, y: g.y, index: g.index,
+    label: g.names.length > 3 ? `${g.names.slice(0, 3).join(", ")} +${g.names.length - 3}` : g.names.join(", "),
+  }));
+}

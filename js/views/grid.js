@@ -5,12 +5,13 @@ import { el, palette } from "./dom.js";
 const LABEL_FONT = 12, CELL_FONT = 11;
 
 /**
- * createGrid(parent, {title, onRowClick(i), describe(i, j) -> string})
+ * createGrid(parent, {title, onPick(i, j | null), describe(i, j) -> string})
+ * onPick gets the row and the column clicked (null for a row label).
  * returns {node, update(spec), destroy()}
  * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
  *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel}
  */
-export function createGrid(parent, { title, onRowClick, describe }) {
+export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
@@ -132,7 +133,15 @@ export function createGrid(parent, { title, onRowClick, describe }) {
       ctx.lineWidth = 2.5;
       ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
     }
+    // the cell whose arithmetic is shown
+    if (s.cell && s.cell[0] < s.rows && s.cell[1] < s.cols) {
+      ctx.strokeStyle = pal.fg;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(b.left + s.cell[1] * b.cell + 1, b.top + s.cell[0] * b.cellH + 1, b.cell - 2, b.cellH - 2);
+    }
     canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
+    // where the cells are, in CSS pixels: lets scripts and tests point at a cell
+    Object.assign(canvas.dataset, { left: b.left, top: b.top, cellWidth: b.cell, cellHeight: b.cellH });
   }
 
   function cellAt(ev) {
@@ -155,7 +164,7 @@ export function createGrid(parent, { title, onRowClick, describe }) {
   const onLeave = () => { tip.hidden = true; };
   function onClick(ev) {
     const c = cellAt(ev);
-    if (c && onRowClick) onRowClick(c.i);
+    if (c && onPick) onPick(c.i, c.j);
   }
   canvas.addEventListener("mousemove", onMove);
   canvas.addEventListener("mouseleave", onLeave);

@@ -68,6 +68,28 @@ class Attention:
             return np.zeros(self.output.shape[0])
         return np.linalg.norm(self.output - mean, axis=1) / reach
 
+    def cell(self, i: int, j: int) -> dict:
+        """The arithmetic of one weight, step by step: row i (the reader) and column j.
+
+        exp is shown unshifted, exp(score / T), as on paper; when that would overflow the
+        whole row is shifted by its maximum (``shift``), which leaves every ratio unchanged.
+        """
+        n = self.weights.shape[0]
+        if not (0 <= i < n and 0 <= j < n):
+            raise IndexError(f"cell ({i}, {j}) is outside the {n}×{n} matrix")
+        row = self.scores[i, : i + 1] if self.causal else self.scores[i]
+        shift = float(row.max() / self.temperature) if row.max() / self.temperature > 700 else 0.0
+        masked = self.causal and j > i
+        exp_row = np.exp(row / self.temperature - shift)
+        dot = float(self.q[i] @ self.k[j])
+        tempered = float(self.scores[i, j] / self.temperature)
+        return {
+            "dot": dot, "scale": self.scale, "score": float(self.scores[i, j]), "temperature": self.temperature,
+            "tempered": tempered, "shift": shift, "masked": masked,
+            "exp": 0.0 if masked else float(np.exp(tempered - shift)), "row_sum": float(exp_row.sum()),
+            "weight": float(self.weights[i, j]), "value": self.v[j].copy(), "share": self.weights[i, j] * self.v[j],
+        }
+
     @cached_property
     def output_spread(self) -> float:
         """The largest distance between any two tokens' outputs."""

@@ -34,42 +34,55 @@ _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from
 
 
 class Matrix(traitlets.TraitType):
-    """A non-empty, finite, real 2-D float array (tokens × width), stored read-only."""
+    """A non-empty, finite, real float array: tokens × width, or heads × tokens × width
+    when ``heads`` is true. Stored as a private read-only copy."""
 
     default_value = None
-    info_text = "a non-empty 2-D array of finite real numbers (tokens × width)"
+
+    def __init__(self, heads=False, **kwargs):
+        self.ndims = (2, 3) if heads else (2,)
+        super().__init__(**kwargs)
 
     def validate(self, obj, value):
+        if value is None and self.allow_none:
+            return None
         name = f"'{self.name}'"
+        shape_name = " or ".join(("tokens × width", "heads × tokens × width")[: len(self.ndims)])
         if isinstance(value, (str, bytes)):
-            raise traitlets.TraitError(f"{name} must be an array of numbers, got text")
+            raise traitlets.TraitError(f"{name} must be an array of numbers ({shape_name}), got text")
         try:
             a = np.asarray(value)
         except Exception as err:  # ragged lists and the like
-            raise traitlets.TraitError(f"{name} could not be read as an array: {err}") from None
-        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-            raise traitlets.TraitError(f"{name} must hold real numbers, got dtype {a.dtype}")
+            raise traitlets.TraitError(f"{name} could not be read as an array ({shape_name}): {err}") from None
         if np.iscomplexobj(a):
             raise traitlets.TraitError(f"{name} must hold real numbers, got complex values; pass the real part (np.real) if that is what you mean")
-        if a.ndim != 2:
-            raise traitlets.TraitError(f"{name} must be 2-D (tokens × width), got {a.ndim}-D with shape {a.shape}")
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise traitlets.TraitError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        if a.ndim not in self.ndims:
+            raise traitlets.TraitError(f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape {a.shape}")
         if 0 in a.shape:
             raise traitlets.TraitError(f"{name} must not be empty, got shape {a.shape}")
         a = np.array(a, dtype=float)  # a private copy: later edits to the caller's array cannot reach the widget
         if not np.isfinite(a).all():
-            bad = np.argwhere(~np.isfinite(a))[0]
-            raise traitlets.TraitError(f"{name} must be finite; found {a[tuple(bad)]} at row {bad[0]}, column {bad[1]}")
+            bad = tuple(np.argwhere(~np.isfinite(a))[0])
+            raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
         a.setflags(write=False)
         return a
+
+
+_VECTORS = ("tokens", "q", "k", "v", "x")
 
 
 class AttentionWidget(anywidget.AnyWidget):
     """One self-attention computation, in five stages, that a person can play with.
 
     ``AttentionWidget()`` shows the lab sentence "She sat by the river bank";
-    ``AttentionWidget(tokens=..., q=..., k=..., v=...)`` shows your own arrays.
-    Scores, weights, outputs and metrics are read-only numpy properties, always
-    consistent with the current traits.
+    ``AttentionWidget("any sentence")`` uses the built-in toy lexicon;
+    ``AttentionWidget(["sentence one", "sentence two"])`` adds a switcher;
+    ``AttentionWidget(tokens=..., q=..., k=..., v=...)`` shows your own arrays, which may
+    carry several heads (heads × tokens × width).
+    Scores, weights, outputs and metrics are read-only numpy properties for the current
+    head, always consistent with the current traits.
     """
 
     _esm = _STATIC / "widget.js"
@@ -79,15 +92,24 @@ class AttentionWidget(anywidget.AnyWidget):
     stages = STAGES
 
     tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
-    q = Matrix().tag(**_ARRAY_SYNC)
-    k = Matrix().tag(**_ARRAY_SYNC)
-    v = Matrix().tag(**_ARRAY_SYNC)
+    q = Matrix(heads=True).tag(**_ARRAY_SYNC)
+    k = Matrix(heads=True).tag(**_ARRAY_SYNC)
+    v = Matrix(heads=True).tag(**_ARRAY_SYNC)
+    # Each token's own embedding (tokens × d_v): the blend stage can add the mix to it.
+    x = Matrix(allow_none=True).tag(**_ARRAY_SYNC)
+    residual = traitlets.Bool(False).tag(sync=True)
     temperature = traitlets.Float(1.0).tag(sync=True)
     focus = traitlets.Int(0).tag(sync=True)
     stage = traitlets.Unicode("tokens").tag(sync=True)
     causal = traitlets.Bool(False).tag(sync=True)
     scale = traitlets.Float(None, allow_none=True).tag(sync=True)
-    # Names of the two value axes in the blend plot (the lab's are senses of "bank").
+    head = traitlets.Int(0).tag(sync=True)
+    # The cell whose arithmetic is shown: (row, column), or None.
+    cell = traitlets.Tuple(traitlets.Int(), traitlets.Int(), default_value=None, allow_none=True).tag(sync=True)
+    # Sentences the page can switch between (empty for a single sentence or custom arrays).
+    sentences = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    sentence_index = traitlets.Int(0).tag(sync=True)
+    # Names of the two value axes in the blend plot (the built-in ones are senses of "bank").
     value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(sync=True)
 
     def __init__(
@@ -98,56 +120,77 @@ class AttentionWidget(anywidget.AnyWidget):
         q=None,
         k=None,
         v=None,
+        x=None,
         temperature=1.0,
         focus=None,
         stage=None,
         causal=False,
         scale=None,
+        head=0,
+        cell=None,
+        residual=False,
+        sentence_index=0,
         value_axes=None,
     ):
-        if sentence is not None and any(x is not None for x in (tokens, q, k, v)):
+        self._result = None
+        self._examples = []
+        state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual)
+        if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
-            if tokens is not None:
-                raise TypeError("tokens= needs q=, k= and v= arrays too (or pass a sentence instead).")
-            ex = examples.sentence_example(sentence)
-            tokens, q, k, v = ex.tokens, ex.q, ex.k, ex.v
-            value_axes = value_axes or ex.value_axes
+            if tokens is not None or x is not None:
+                raise TypeError("tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
+            many = not isinstance(sentence, str) and sentence is not None
+            texts = list(sentence) if many else [sentence]
+            if many and not texts:
+                raise ValueError("The list of sentences is empty: give at least one sentence.")
+            self._examples = [examples.sentence_example(t) for t in texts]
+            if not 0 <= sentence_index < len(texts):
+                raise ValueError(f"sentence_index must be from 0 to {len(texts) - 1}, got {sentence_index}")
+            ex = self._examples[sentence_index]
+            state.update(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x, value_axes=value_axes or ex.value_axes)
+            if many:
+                state.update(sentences=[" ".join(e.tokens) if t is None else t for e, t in zip(self._examples, texts)], sentence_index=sentence_index)
         elif q is None or k is None or v is None:
-            missing = [name for name, x in (("q", q), ("k", k), ("v", v)) if x is None]
+            missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
             raise TypeError(f"Custom vectors need q, k and v together; missing {', '.join(missing)}.")
-        elif tokens is None:
-            tokens = [str(i) for i in range(np.shape(q)[0])]
-        self._result = None
-        state = dict(tokens=list(tokens), q=q, k=k, v=v, temperature=temperature, causal=causal, scale=scale)
+        else:
+            n = np.shape(q)[-2] if np.ndim(q) >= 2 else 0
+            state.update(tokens=[str(i) for i in range(n)] if tokens is None else list(tokens), q=q, k=k, v=v, x=x)
+            if value_axes is not None:
+                state["value_axes"] = list(value_axes)
         state["focus"] = 0 if focus is None else focus
         state["stage"] = STAGES[0] if stage is None else stage
-        if value_axes is not None:
-            state["value_axes"] = list(value_axes)
         super().__init__(**state)
 
     # --- validation: every message says what was wrong and what is expected ---
 
-    @traitlets.validate("tokens", "q", "k", "v")
+    @traitlets.validate(*_VECTORS)
     def _check_shapes(self, proposal):
         name, value = proposal["trait"].name, proposal["value"]
-        cur = {n: self._trait_values.get(n) for n in ("tokens", "q", "k", "v")}
+        cur = {n: self._trait_values.get(n) for n in _VECTORS}
         cur[name] = value
-        tokens, q, k, v = cur["tokens"], cur["q"], cur["k"], cur["v"]
+        tokens, q, k, v, x = (cur[n] for n in _VECTORS)
         if name == "tokens" and len(value) == 0:
             raise traitlets.TraitError("'tokens' must not be empty: give one string per row of q, k and v.")
-        if q is not None and k is not None and q.shape[1] != k.shape[1]:
+        arrays = {n: cur[n] for n in ("q", "k", "v") if cur[n] is not None}
+        if len({a.ndim for a in arrays.values()}) > 1 or len({a.shape[0] for a in arrays.values() if a.ndim == 3}) > 1:
+            told = ", ".join(f"{n} {a.shape}" for n, a in arrays.items())
+            raise traitlets.TraitError(f"q, k and v must all be 2-D, or all 3-D with the same number of heads; got {told}.")
+        if q is not None and k is not None and q.shape[-1] != k.shape[-1]:
             raise traitlets.TraitError(
                 f"'q' and 'k' must have the same width (they are compared by dot product), "
                 f"got q {q.shape} and k {k.shape}."
             )
-        counts = {n: (len(x) if n == "tokens" else x.shape[0]) for n, x in cur.items() if x is not None}
+        counts = {n: (len(a) if n == "tokens" else a.shape[-2] if n != "x" else a.shape[0]) for n, a in cur.items() if a is not None}
         if len(set(counts.values())) > 1:
             told = ", ".join(f"{n}: {c}" for n, c in counts.items())
             raise traitlets.TraitError(
-                f"tokens, q, k and v must agree on the number of tokens, got {told}. "
+                f"tokens, q, k, v (and x) must agree on the number of tokens, got {told}. "
                 "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=)."
             )
+        if x is not None and v is not None and x.shape[1] != v.shape[-1]:
+            raise traitlets.TraitError(f"'x' must have the width of the values (the mix is added to it): v {v.shape}, x {x.shape}.")
         return value
 
     @traitlets.validate("temperature")
@@ -167,12 +210,35 @@ class AttentionWidget(anywidget.AnyWidget):
             raise traitlets.TraitError(f"'scale' must be a finite number, or None for 1/√d, got {s}.")
         return s
 
+    def _check_index(self, name, value, count, what):
+        if not 0 <= value < count:
+            raise traitlets.TraitError(f"'{name}' must be {what} from 0 to {count - 1}, got {value}.")
+        return value
+
     @traitlets.validate("focus")
     def _check_focus(self, proposal):
-        i, n = proposal["value"], len(self.tokens)
-        if not 0 <= i < n:
-            raise traitlets.TraitError(f"'focus' must be a token index from 0 to {n - 1}, got {i}.")
-        return i
+        return self._check_index("focus", proposal["value"], len(self.tokens), "a token index")
+
+    @traitlets.validate("head")
+    def _check_head(self, proposal):
+        return self._check_index("head", proposal["value"], self.n_heads, "a head index")
+
+    @traitlets.validate("sentence_index")
+    def _check_sentence_index(self, proposal):
+        return self._check_index("sentence_index", proposal["value"], max(1, len(self.sentences)), "a sentence index")
+
+    @traitlets.validate("cell")
+    def _check_cell(self, proposal):
+        c, n = proposal["value"], len(self.tokens)
+        if c is not None and not (0 <= c[0] < n and 0 <= c[1] < n):
+            raise traitlets.TraitError(f"'cell' must be (row, column) with both from 0 to {n - 1}, or None; got {c}.")
+        return c
+
+    @traitlets.validate("residual")
+    def _check_residual(self, proposal):
+        if proposal["value"] and self.x is None:
+            raise traitlets.TraitError("'residual' needs token embeddings: pass x= (tokens × value width) first.")
+        return proposal["value"]
 
     @traitlets.validate("stage")
     def _check_stage(self, proposal):
@@ -181,32 +247,66 @@ class AttentionWidget(anywidget.AnyWidget):
             raise traitlets.TraitError(f"'stage' must be one of {', '.join(STAGES)}; got {s!r}.")
         return s
 
-    def set_vectors(self, *, tokens=None, q=None, k=None, v=None):
-        """Replace tokens and vectors together (the number of tokens may change).
+    def set_vectors(self, *, tokens=None, q=None, k=None, v=None, x=None):
+        """Replace tokens and vectors together (the number of tokens or heads may change).
 
-        One message to the page; if any part is invalid nothing changes.
+        One message to the page; if any part is invalid nothing changes. Focus, head and
+        cell are kept where they still fit and moved inside the new range otherwise.
         """
-        new = {n: x for n, x in (("tokens", tokens), ("q", q), ("k", k), ("v", v)) if x is not None}
+        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x)) if a is not None}
         if tokens is not None:
             new["tokens"] = list(tokens)
-        n = len(new["tokens"]) if "tokens" in new else None
         with self.hold_sync(), self.hold_trait_notifications():
             for name, value in new.items():
                 setattr(self, name, value)
-            if n is not None and self.focus >= n:
-                self.focus = n - 1
+            if "q" in new and "x" not in new and self.x is not None and self.x.shape[0] != len(self.tokens):
+                self.x, self.residual = None, False  # old embeddings no longer fit the new tokens
+            self._fit_indices()
 
-    # --- derived, read-only numpy views ---
+    def _fit_indices(self):
+        n = len(self.tokens)
+        if self.focus >= n:
+            self.focus = n - 1
+        if self.head >= self.n_heads:
+            self.head = self.n_heads - 1
+        if self.cell is not None and max(self.cell) >= n:
+            self.cell = None
 
-    @traitlets.observe("q", "k", "v", "temperature", "causal", "scale")
+    @traitlets.observe("sentence_index")
+    def _switch_sentence(self, change):
+        if not self._examples or change["new"] >= len(self._examples):
+            return
+        ex = self._examples[change["new"]]
+        word = self.tokens[self.focus].lower() if self.focus < len(self.tokens) else None
+        lowered = [t.lower() for t in ex.tokens]
+        with self.hold_sync(), self.hold_trait_notifications():
+            # keep the focus on the same word when the new sentence has it
+            self.set_vectors(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x)
+            if word in lowered:
+                self.focus = lowered.index(word)
+            self.cell = None
+
+    # --- derived, read-only numpy views of the current head ---
+
+    @traitlets.observe("q", "k", "v", "temperature", "causal", "scale", "head")
     def _invalidate(self, change):
         self._result = None
 
     @property
+    def n_heads(self) -> int:
+        """How many heads q, k and v carry (1 for 2-D arrays)."""
+        q = self._trait_values.get("q")
+        return 1 if q is None or q.ndim == 2 else q.shape[0]
+
+    def _head(self, a):
+        return a if a.ndim == 2 else a[min(self.head, a.shape[0] - 1)]
+
+    @property
     def attention(self) -> Attention:
-        """The full :class:`~attnwidget.Attention` result for the current state."""
+        """The full :class:`~attnwidget.Attention` result for the current state and head."""
         if self._result is None:
-            self._result = Attention(self.q, self.k, self.v, temperature=self.temperature, causal=self.causal, scale=self.scale)
+            q, k, v = (self._head(a) for a in (self.q, self.k, self.v))
+            self._result = Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale)
         return self._result
 
     def _frozen(self, a):
@@ -226,8 +326,13 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @property
     def output(self) -> np.ndarray:
-        """weights · V (n×d_v)."""
+        """The mix, weights · V (n×d_v)."""
         return self._frozen(self.attention.output)
+
+    @property
+    def residual_output(self):
+        """x + weights · V: each token's own embedding with the mix added (None without x)."""
+        return None if self.x is None else self._frozen(self.x + self.attention.output)
 
     @property
     def effective_tokens(self) -> np.ndarray:
@@ -240,3 +345,8 @@ class AttentionWidget(anywidget.AnyWidget):
     @property
     def output_spread(self) -> float:
         return self.attention.output_spread
+
+    @property
+    def cell_arithmetic(self):
+        """The steps from q·k to the weight and its share of the output for ``cell`` (None when no cell)."""
+        return None if self.cell is None else self.attention.cell(*self.cell)

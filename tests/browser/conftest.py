@@ -177,8 +177,14 @@ def artifacts():
     return ARTIFACTS
 
 
-def open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1000), color_scheme="light"):
-    """Open a notebook in JupyterLab, run all its cells, and return (page, kernel, console errors)."""
+@pytest.fixture(scope="session")
+def open_notebook(lab, browser):
+    """open_notebook(name, cells): write a notebook, open it in JupyterLab, run all its cells;
+    returns (page, kernel client, page errors)."""
+    return lambda name, cells, **kw: _open_notebook(lab, browser, name, cells, **kw)
+
+
+def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1600), color_scheme="light"):
     lab.write_notebook(name, cells)
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, color_scheme=color_scheme)
     page = context.new_page()

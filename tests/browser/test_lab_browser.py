@@ -5,15 +5,13 @@ import re
 
 import pytest
 
-from .conftest import open_notebook
-
 pytestmark = pytest.mark.browser
 STAGES = ["tokens", "qk", "scores", "weights", "blend"]
 
 
 @pytest.fixture(scope="module")
-def lab_nb(lab, browser):
-    page, kernel, errors = open_notebook(lab, browser, "lab.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"])
+def lab_nb(open_notebook):
+    page, kernel, errors = open_notebook("lab.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"])
     yield page, kernel, errors
     kernel.close()
     page.context.close()
@@ -94,3 +92,25 @@ def test_python_temperature_reaches_the_page(lab_nb, artifacts):
         j = int(span.get_attribute("data-index"))
         assert float(span.inner_text().split()[-1]) == pytest.approx(row[j], abs=5e-4)
     page.locator(".aw-root").screenshot(path=str(artifacts / "lab-weights-cold.png"))
+
+
+def luminance(css_color: str) -> float:
+    r, g, b = (int(x) / 255 for x in re.findall(r"\d+", css_color)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_follows_jupyterlab_dark_theme(lab_nb, artifacts):
+    page, kernel, _ = lab_nb
+    kernel.run("w.stage = 'blend'; w.focus = 5; w.temperature = 1.0")
+    colours = "() => { const s = getComputedStyle(document.querySelector('.aw-root')); return [s.backgroundColor, s.color]; }"
+    bg, fg = page.evaluate(colours)
+    assert luminance(bg) > 0.8 and luminance(fg) < 0.3
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_selector("body[data-jp-theme-light=false]")
+    page.wait_for_function(f"({colours})()[0] !== {bg!r}")
+    bg, fg = page.evaluate(colours)
+    assert luminance(bg) < 0.25 and luminance(fg) > 0.7, (bg, fg)
+    page.wait_for_timeout(300)  # canvases repaint on the theme change
+    page.locator(".aw-root").screenshot(path=str(artifacts / "lab-blend-dark.png"))
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_selector("body[data-jp-theme-light=true]")

@@ -1,0 +1,38 @@
+// One cell's arithmetic: from q·k to the weight, and the weight's share of the output.
+import { el, fill, fmt3 } from "./dom.js";
+
+const vec = (xs) => `(${xs.map(fmt3).join(", ")})`;
+
+/** createCell(parent, {onClose()}) -> {update({a, reader, read} | null), destroy()} */
+export function createCell(parent, { onClose }) {
+  const steps = el("ol", { class: "aw-steps" });
+  const title = el("span", { class: "aw-cell-title" });
+  const close = el("button", { type: "button", class: "aw-cell-close", "aria-label": "Close the cell's arithmetic", onclick: onClose }, "×");
+  const node = el("section", { class: "aw-cell", "aria-label": "One cell's arithmetic", hidden: true }, el("header", {}, title, close), steps);
+  parent.append(node);
+
+  const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
+
+  return {
+    node,
+    update(state) {
+      node.hidden = !state;
+      if (!state) return;
+      const { a, reader, read } = state;
+      title.textContent = `${reader} reads ${read}`;
+      if (a.masked) {
+        fill(steps, step("weight", `${read} comes after ${reader}: with the causal rule it cannot be read, weight =`, "0"));
+        return;
+      }
+      const shifted = a.shift ? ` − ${fmt3(a.shift)} (row max, against overflow)` : "";
+      fill(steps,
+        step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
+        step("score", `× scale ${fmt3(a.scale)} = score`, fmt3(a.score)),
+        step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
+        step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
+        step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),
+        step("share", `× v(${read}) ${vec(a.value)} = its share of ${reader}'s output`, vec(a.share)));
+    },
+    destroy() { node.remove(); },
+  };
+}
