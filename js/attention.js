@@ -88,6 +88,19 @@ export function meanRow(v) {
   return m.map((x) => x / v.rows);
 }
 
+/** Rows (n × d, flat) minus a centre, times a d × 2 basis: a 2-D projection, as a matrix. */
+export function project(rows, n, centre, basis) {
+  const d = basis.rows, out = new Float64Array(n * 2);
+  for (let i = 0; i < n; i++) {
+    for (let c = 0; c < d; c++) {
+      const x = rows[i * d + c] - centre[c];
+      out[i * 2] += x * basis.data[c * 2];
+      out[i * 2 + 1] += x * basis.data[c * 2 + 1];
+    }
+  }
+  return { data: out, heads: 1, rows: n, cols: 2 };
+}
+
 function dist(a, ai, b, bi, d) {
   let s = 0;
   for (let c = 0; c < d; c++) {

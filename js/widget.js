@@ -33,14 +33,19 @@ function render({ model, el: host }) {
   let cache = {};
   const derived = () => {
     const c = cache;
-    if (!c.all) c.all = { q: A.decodeMatrix(get("q")), k: A.decodeMatrix(get("k")), v: A.decodeMatrix(get("v")), x: A.decodeMatrix(get("x")) };
+    if (!c.all) {
+      c.all = { q: A.decodeMatrix(get("q")), k: A.decodeMatrix(get("k")), v: A.decodeMatrix(get("v")), x: A.decodeMatrix(get("x")), basis: A.decodeMatrix(get("value_basis")) };
+    }
     const h = Math.min(get("head"), c.all.q.heads - 1);
-    if (!c.q) { c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h); }
+    if (!c.q) {
+      c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h);
+      c.basis = c.all.basis && A.headOf(c.all.basis, Math.min(h, c.all.basis.heads - 1));
+    }
     const n = c.q.rows;
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
     if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
-    if (!c.O) { c.O = A.output(c.W, c.v); c.spread = A.outputSpread(c.O, n, c.v.cols); }
-    return c;
+    return c; // outputs (A·V) are computed only by the blend stage, which shows them
+
   };
   // every head's weights, for the small multiples (only when there are several heads)
   const allHeads = () => {
@@ -56,8 +61,8 @@ function render({ model, el: host }) {
   const keepArrays = () => (cache = { all: cache.all });
   const keepScores = () => (cache = { all: cache.all, q: cache.q, k: cache.k, v: cache.v, scale: cache.scale, S: cache.S });
   const invalidate = {
-    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}), x: () => (cache = {}),
-    head: keepArrays, scale: keepArrays, temperature: keepScores, causal: keepScores,
+    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}), x: () => (cache = {}), value_basis: () => (cache = {}),
+    head: keepArrays, scale: keepArrays, temperature: keepScores, causal: keepScores, // outputs go with the weights
   };
 
   // --- views ---
@@ -73,6 +78,7 @@ function render({ model, el: host }) {
     onTemperature: (t) => save("temperature", t),
     onCausal: (b) => save("causal", b),
     onSentence: (i) => save("sentence_index", i),
+    onLayer: (i) => save("layer", i),
   });
   const heads = createHeads(root, { onHead: (h) => save("head", h) });
   const strip = createTokenStrip(root, { onFocus });
@@ -145,7 +151,7 @@ function render({ model, el: host }) {
   }
 
   // --- drawing, batched to one frame ---
-  let frame = 0;
+  let frame = 0, layoutRetries = 0;
   const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
 
   function draw() {
@@ -155,10 +161,15 @@ function render({ model, el: host }) {
     const focus = Math.min(get("focus"), n - 1), cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
-    controls.update({ stage, temperature: get("temperature"), causal, sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index") });
+    controls.update({
+      stage, temperature: get("temperature"), causal, sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index"),
+      layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "",
+    });
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(c.W.subarray(focus * n, focus * n + n));
-    strip.update({ tokens, focus, row: showWeights ? row : null });
+    // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
+    if (strip.update({ tokens, focus, row: showWeights ? row : null })) layoutRetries = 0;
+    else if (layoutRetries++ < 60) schedule();
     caption.textContent = CAPTIONS[stage] || "";
     for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
     fill(readout, describeRow(c, focus, tokens, stage));
@@ -206,8 +217,9 @@ function render({ model, el: host }) {
     }
     if (stage === "blend") {
       blend.update({
-        tokens, focus, row, v: c.v, O: c.O, sense: A.senseResolved(c.O, c.v, focus), spread: c.spread, axes: get("value_axes") || [],
-        x: c.all.x, residual: get("residual") && !!c.all.x,
+        tokens, focus, row, v: c.v, O: (c.O ??= A.output(c.W, c.v)), sense: A.senseResolved(c.O, c.v, focus),
+        spread: (c.spread ??= A.outputSpread(c.O, n, c.v.cols)), axes: get("value_axes") || [],
+        x: c.all.x, residual: get("residual") && !!c.all.x, basis: c.basis,
       });
     }
   }
@@ -216,13 +228,20 @@ function render({ model, el: host }) {
   const handlers = [];
   const on = (name, fn) => { const h = () => { fn(); schedule(); }; model.on(`change:${name}`, h); handlers.push([name, h]); };
   for (const name of Object.keys(invalidate)) on(name, invalidate[name]);
-  for (const name of ["tokens", "focus", "stage", "value_axes", "cell", "residual", "sentences", "sentence_index"]) on(name, () => {});
+  for (const name of ["tokens", "focus", "stage", "value_axes", "cell", "residual", "sentences", "sentence_index", "layer", "n_layers", "model_name"]) on(name, () => {});
   // Redraw when the notebook's theme changes (canvas colours come from CSS variables) or the cell resizes.
   const themeWatch = new MutationObserver(schedule);
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
-  let lastWidth = 0;
-  const resize = new ResizeObserver(() => { if (root.clientWidth !== lastWidth) { lastWidth = root.clientWidth; schedule(); } });
+  // The token strip is watched too: a theme switch briefly collapses it, and arcs need its real layout.
+  const sizes = new WeakMap();
+  const resize = new ResizeObserver((entries) => {
+    for (const e of entries) {
+      const w = e.contentRect.width;
+      if (sizes.get(e.target) !== w) { sizes.set(e.target, w); schedule(); }
+    }
+  });
   resize.observe(root);
+  resize.observe(strip.list);
   draw();
 
   return () => {

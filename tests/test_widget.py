@@ -47,6 +47,14 @@ def test_derived_arrays_are_read_only_and_inputs_are_copied():
     assert w.q[0, 0] != 99.0
 
 
+def test_mixing_a_sentence_with_arrays_is_explained():
+    q, k, v = qkv()
+    with pytest.raises(TypeError, match="either a sentence or tokens/q/k/v"):
+        AttentionWidget("a river bank", q=q, k=k, v=v)
+    with pytest.raises(TypeError, match="missing k, v"):
+        AttentionWidget(q=q)
+
+
 def test_unknown_keyword_is_an_error():
     with pytest.raises(TypeError, match="temprature"):
         AttentionWidget(temprature=2)
@@ -114,6 +122,12 @@ def test_arrays_travel_as_binary_buffers():
     np.testing.assert_allclose(np.frombuffer(q_bytes, dtype=np.float32).reshape(6, 4), w.q, rtol=1e-6)
 
 
-def test_a_sentence_without_built_in_vectors_says_what_to_do():
-    with pytest.raises(ValueError, match="tokens=, q=, k= and v="):
-        AttentionWidget("Completely unknown words")
+def test_a_refused_value_from_the_page_resyncs_the_page(monkeypatch):
+    w = AttentionWidget("I sat on the river bank")
+    sent = []
+    monkeypatch.setattr(w, "send_state", lambda keys=None: sent.append(keys))
+    w.set_state({"focus": 2, "temperature": -3.0})  # one message, one bad value
+    assert w.focus == 0 and w.temperature == 1.0  # nothing applied: the message is atomic
+    assert sent and set(sent[-1]) == {"focus", "temperature"}
+    w.set_state({"focus": 2})
+    assert w.focus == 2

@@ -3,7 +3,10 @@
 import { scaleLinear } from "d3-scale";
 import { polygonHull } from "d3-polygon";
 import { el, svg, fill, fmt2, fmt3, groupLabels } from "./dom.js";
-import { meanRow } from "../attention.js";
+import { meanRow, project } from "../attention.js";
+
+const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
+const MAX_ROWS = 16; // longer sequences: the table lists the heaviest tokens
 
 const W = 340, H = 300, PAD = 34;
 
@@ -21,14 +24,22 @@ export function createBlend(parent, { onResidual }) {
   parent.append(node);
 
   function drawTable({ tokens, focus, row, v, O, x, residual: withX }) {
-    const d = v.cols, dims = Array.from({ length: d }, (_, c) => c);
+    const d = v.cols, dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
     const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
     const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${tokens[focus]}, ·)`),
       dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)), dims.map((c) => el("th", {}, `a·v${sub(c)}`)));
-    const body = tokens.map((t, j) => el("tr", { class: row[j] === 0 ? "aw-zero" : null },
-      el("th", { scope: "row" }, t), el("td", {}, fmt3(row[j])),
+    // long rows: the heaviest tokens in sentence order, the rest summed up in one line
+    let shown = tokens.map((_, j) => j);
+    if (shown.length > MAX_ROWS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ROWS).sort((a, b) => a - b);
+    const body = shown.map((j) => el("tr", { class: row[j] === 0 ? "aw-zero" : null },
+      el("th", { scope: "row" }, tokens[j]), el("td", {}, fmt3(row[j])),
       dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
       dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c])))));
+    if (shown.length < tokens.length) {
+      const rest = 1 - shown.reduce((a, j) => a + row[j], 0);
+      body.push(el("tr", { class: "aw-rest" }, el("th", { scope: "row" }, `… ${tokens.length - shown.length} more`), el("td", {}, fmt3(rest)),
+        el("td", { colspan: 2 * dims.length }, "lighter tokens, included in the sum")));
+    }
     const sum = row.reduce((a, b) => a + b, 0);
     const foot = el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "Σ"), el("td", {}, fmt3(sum)),
       dims.map(() => el("td", { class: "aw-v" })),
@@ -42,15 +53,27 @@ export function createBlend(parent, { onResidual }) {
     fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot, own || []));
   }
 
-  function drawPlot({ tokens, focus, v, O, axes, x: X, residual: withX }) {
+  function drawPlot({ tokens, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {
+    // values wider than two: plot both values and outputs on V's principal axes
+    let v = values, O = outputs, mix = outputs;
+    if (basis) {
+      const centre = meanRow(values);
+      v = project(values.data, values.rows, centre, basis);
+      O = project(outputs, values.rows, centre, basis).data;
+      // the residual moves the word by the mix itself: project it without the centre
+      mix = project(outputs, values.rows, new Float64Array(values.cols), basis).data;
+      if (withX) X = project(X.data, values.rows, centre, basis);
+      axes = ["principal axis 1 of V", "principal axis 2 of V"];
+    }
     const n = v.rows, d = v.cols;
     const px = (j) => v.data[j * d], py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
     const ox = (i) => O[i * d], oy = (i) => (d > 1 ? O[i * d + 1] : 0);
     // with the residual, the word starts at its own embedding and moves by the mix
     const own = withX ? [X.data[focus * d], d > 1 ? X.data[focus * d + 1] : 0] : null;
+    const moved = own && [own[0] + mix[focus * d], own[1] + (d > 1 ? mix[focus * d + 1] : 0)];
     const xs = [0], ys = [0];
     for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
-    if (own) xs.push(own[0], own[0] + ox(focus)), ys.push(own[1], own[1] + oy(focus));
+    if (own) xs.push(own[0], moved[0]), ys.push(own[1], moved[1]);
     // One unit is the same length on both axes, so distances on the plot are true distances.
     const span = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1e-9) * 1.1;
     const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cy = (Math.max(...ys) + Math.min(...ys)) / 2;
@@ -88,7 +111,7 @@ export function createBlend(parent, { onResidual }) {
     parts.push(svg("text", { class: "aw-output-label", x: f[0] + (right ? 10 : -10), y: f[1] + (below ? 18 : -10), "text-anchor": right ? "start" : "end" },
       `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
     if (own) {
-      const start = [x(own[0]), y(own[1])], end = [x(own[0] + ox(focus)), y(own[1] + oy(focus))];
+      const start = [x(own[0]), y(own[1])], end = [x(moved[0]), y(moved[1])];
       parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
       parts.push(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }));
       parts.push(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }));
@@ -108,7 +131,9 @@ export function createBlend(parent, { onResidual }) {
       fill(readout,
         el("span", {}, "sense resolved ", el("b", { class: "aw-sense" }, fmt2(s.sense))),
         el("span", {}, "output spread (all tokens) ", el("b", { class: "aw-spread" }, fmt3(s.spread))),
-        s.v.cols > 2 ? el("span", {}, `plot shows the first two of ${s.v.cols} value dimensions`) : null);
+        s.v.cols > 2 ? el("span", { class: "aw-projection-note" }, s.basis
+          ? `the plot is a projection: ${s.v.cols}-dimensional values on their two principal axes (PCA); the table's numbers are exact${s.v.cols > MAX_DIMS ? `, first ${MAX_DIMS} of ${s.v.cols} dimensions` : ""}`
+          : `the plot shows the first two of ${s.v.cols} value dimensions`) : null);
     },
     destroy() { node.remove(); },
   };

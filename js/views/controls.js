@@ -11,7 +11,7 @@ export const STAGES = [
 const STEPS = 1000; // slider resolution along the log axis
 
 /** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t), onCausal(bool), onSentence(i)}) */
-export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence }) {
+export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence, onLayer }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -37,19 +37,33 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
   const causal = el("input", { type: "checkbox", class: "aw-causal" });
   causal.addEventListener("change", () => onCausal(causal.checked));
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
+  // a real model's layers
+  const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer" });
+  layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
+  const modelName = el("span", { class: "aw-model-name" });
+  const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
+  let shownLayers = -1;
   let shownSentences = null;
 
   const node = el("div", { class: "aw-controls" },
     el("nav", { class: "aw-stepper", "aria-label": "Stages" }, back, stageButtons, next),
     el("div", { class: "aw-dials" },
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
-      el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal")),
+      el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
+      layerBox),
     sentences);
   parent.append(node);
 
   return {
     node,
-    update({ stage, temperature, causal: isCausal, sentenceList, sentenceIndex }) {
+    update({ stage, temperature, causal: isCausal, sentenceList, sentenceIndex, layers, layer, modelName: name }) {
+      layerBox.hidden = layers < 1;
+      modelName.textContent = name;
+      if (layers !== shownLayers) {
+        shownLayers = layers;
+        fill(layerSelect, Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i + 1} of ${layers}`)));
+      }
+      layerSelect.value = String(layer);
       causal.checked = isCausal;
       if (sentenceList !== shownSentences) {
         shownSentences = sentenceList;

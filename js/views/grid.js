@@ -1,5 +1,6 @@
 // A labelled heatmap drawn on one canvas: fast for thousands of cells, crisp on high-DPI screens.
 // Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
+import { rgb } from "d3-color";
 import { el, palette } from "./dom.js";
 
 const LABEL_FONT = 12, CELL_FONT = 11;
@@ -24,8 +25,10 @@ export function createGrid(parent, { title, onPick, describe }) {
     const left = Math.min(120, widest(s.rowLabels) + 10);
     const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
     const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
-    const cell = Math.max(2, Math.min(54, Math.floor(avail / s.cols)));
-    const cellH = Math.max(2, Math.min(30, cell));
+    // whole pixels while cells are big enough to read; fractions when thousands must fit the width
+    const fit = avail / s.cols;
+    const cell = fit >= 6 ? Math.min(54, Math.floor(fit)) : fit;
+    const cellH = Math.min(30, cell);
     const colW = widest(s.colLabels);
     const rotate = colW + 6 > cell;
     const top = s.colLabels.length ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : 4;
@@ -47,8 +50,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     const showLabels = b.cellH >= 10;
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
-    // cells
-    for (let i = 0; i < s.rows; i++) {
+    // cells: one pixel per cell, scaled up, when cells are too small for anything else
+    if (s.color && s.color.domain && (b.cell < 6 || b.cellH < 6)) paintPixels(ctx, s, b, pal);
+    else for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
         const x = b.left + j * b.cell, y = b.top + i * b.cellH;
         if (s.masked && s.masked(i, j)) {
@@ -181,6 +185,34 @@ export function createGrid(parent, { title, onPick, describe }) {
       node.remove();
     },
   };
+}
+
+// Thousands of cells: colours from a 256-step lookup table into an image, one pixel per cell.
+const scratch = typeof document !== "undefined" ? document.createElement("canvas") : null;
+function paintPixels(ctx, s, b, pal) {
+  const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
+  const lut = new Uint8ClampedArray(256 * 3);
+  for (let k = 0; k < 256; k++) {
+    const c = rgb(s.color(lo + ((hi - lo) * k) / 255));
+    lut.set([c.r, c.g, c.b], k * 3);
+  }
+  const m = rgb(pal.masked), img = new ImageData(s.cols, s.rows), px = img.data;
+  const step = hi > lo ? 255 / (hi - lo) : 0;
+  for (let i = 0, p = 0; i < s.rows; i++) {
+    for (let j = 0; j < s.cols; j++, p += 4) {
+      if (s.masked && s.masked(i, j)) { px[p] = m.r; px[p + 1] = m.g; px[p + 2] = m.b; }
+      else {
+        const k = 3 * Math.max(0, Math.min(255, Math.round((s.value(i, j) - lo) * step)));
+        px[p] = lut[k]; px[p + 1] = lut[k + 1]; px[p + 2] = lut[k + 2];
+      }
+      px[p + 3] = 255;
+    }
+  }
+  scratch.width = s.cols;
+  scratch.height = s.rows;
+  scratch.getContext("2d").putImageData(img, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(scratch, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
 }
 
 // Dark or light text for a cell, by the cell colour's luminance.

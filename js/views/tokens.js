@@ -2,12 +2,15 @@
 import { el, svg, fill, pct } from "./dom.js";
 
 const ARC_H = 64;
+const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
 
 /** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, focus, row}), destroy()} */
 export function createTokenStrip(parent, { onFocus }) {
   const arcs = svg("svg", { class: "aw-arcs", height: ARC_H, "aria-hidden": "true" });
   const list = el("div", { class: "aw-tokens", role: "toolbar", "aria-label": "Tokens: click one to focus it" });
+  const arcNote = el("p", { class: "aw-arc-note", hidden: true });
   const node = el("div", { class: "aw-strip" }, arcs, list);
+  parent.append(arcNote);
   parent.append(node);
   let buttons = [], last = null;
 
@@ -34,6 +37,7 @@ export function createTokenStrip(parent, { onFocus }) {
   function drawArcs(focus, row) {
     // Positions in the strip's scrolled content, so arcs scroll with a long strip.
     const strip = node.getBoundingClientRect();
+    if (!strip.width) { fill(arcs); return false; } // not laid out (yet): the caller retries
     arcs.setAttribute("width", list.scrollWidth);
     const center = (b) => {
       const r = b.getBoundingClientRect();
@@ -41,8 +45,12 @@ export function createTokenStrip(parent, { onFocus }) {
     };
     const xf = center(buttons[focus]);
     const paths = [];
-    row.forEach((w, j) => {
-      if (w < 0.005) return;
+    let shown = row.map((w, j) => j).filter((j) => row[j] >= 0.005);
+    if (shown.length > MAX_ARCS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ARCS);
+    arcNote.hidden = row.length <= MAX_ARCS;
+    arcNote.textContent = `arcs: the ${shown.length} strongest of ${row.length} weights`;
+    shown.forEach((j) => {
+      const w = row[j];
       const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
       if (j === focus) { // a loop above the token: reading itself
         const r = 7 + 8 * w;
@@ -54,10 +62,13 @@ export function createTokenStrip(parent, { onFocus }) {
       paths.push(svg("path", { class: "aw-arc", d: `M ${xf} ${ARC_H} Q ${(xf + xj) / 2} ${ARC_H - 2 * h} ${xj} ${ARC_H}`, style }));
     });
     fill(arcs, paths);
+    return true;
   }
 
   return {
     node,
+    list, // its size follows the token buttons' layout
+    /** Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
     update({ tokens, focus, row }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       last = { tokens, focus };
@@ -69,13 +80,14 @@ export function createTokenStrip(parent, { onFocus }) {
         b.lastChild.textContent = w == null ? "" : pct(w);
         b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
       });
-      if (row) drawArcs(focus, row);
-      else fill(arcs);
       arcs.style.display = row ? "" : "none";
+      if (!row) { fill(arcs); arcNote.hidden = true; return true; }
+      return drawArcs(focus, row); // false when the strip had no layout to draw on
     },
     destroy() {
       list.removeEventListener("keydown", onKey);
       node.remove();
+      arcNote.remove();
     },
   };
 }

@@ -33,6 +33,25 @@ def _array_from_json(value, widget):
 _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
 
 
+def principal_axes(v):
+    """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
+
+    A linear map keeps convex combinations, so every output still lands inside the
+    projected hull of the values.
+    """
+    if v is None or v.shape[-1] <= 2:
+        return None
+    heads = v if v.ndim == 3 else v[None]
+    axes = []
+    for vh in heads:
+        centered = vh - vh.mean(axis=0)
+        _, _, vt = np.linalg.svd(centered, full_matrices=False)
+        basis = np.zeros((vh.shape[1], 2))
+        basis[:, : min(2, vt.shape[0])] = vt[:2].T
+        axes.append(basis)
+    return np.stack(axes) if v.ndim == 3 else axes[0]
+
+
 class Matrix(traitlets.TraitType):
     """A non-empty, finite, real float array: tokens × width, or heads × tokens × width
     when ``heads`` is true. Stored as a private read-only copy."""
@@ -111,6 +130,13 @@ class AttentionWidget(anywidget.AnyWidget):
     sentence_index = traitlets.Int(0).tag(sync=True)
     # Names of the two value axes in the blend plot (the built-in ones are senses of "bank").
     value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(sync=True)
+    # Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2,
+    # computed here with numpy whenever v changes; None when the values are already 2-D.
+    value_basis = Matrix(heads=True, allow_none=True).tag(**_ARRAY_SYNC)
+    # A real model's layers: the page offers a layer switcher when there are several.
+    layer = traitlets.Int(0).tag(sync=True)
+    n_layers = traitlets.Int(0).tag(sync=True)
+    model_name = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -134,6 +160,7 @@ class AttentionWidget(anywidget.AnyWidget):
     ):
         self._result = None
         self._examples = []
+        self._layers = []
         state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
@@ -223,6 +250,10 @@ class AttentionWidget(anywidget.AnyWidget):
     def _check_head(self, proposal):
         return self._check_index("head", proposal["value"], self.n_heads, "a head index")
 
+    @traitlets.validate("layer")
+    def _check_layer(self, proposal):
+        return self._check_index("layer", proposal["value"], max(1, self.n_layers), "a layer index")
+
     @traitlets.validate("sentence_index")
     def _check_sentence_index(self, proposal):
         return self._check_index("sentence_index", proposal["value"], max(1, len(self.sentences)), "a sentence index")
@@ -246,6 +277,16 @@ class AttentionWidget(anywidget.AnyWidget):
         if s not in STAGES:
             raise traitlets.TraitError(f"'stage' must be one of {', '.join(STAGES)}; got {s!r}.")
         return s
+
+    def set_state(self, sync_data):
+        """Apply values sent by the page, validated like any assignment. A refused value
+        changes nothing and the page is put back on Python's state, so it never keeps
+        showing a state Python refused."""
+        try:
+            super().set_state(sync_data)
+        except traitlets.TraitError as err:
+            self.send_state(list(sync_data))
+            self.log.warning("attnwidget refused a value from the page: %s", err)
 
     def set_vectors(self, *, tokens=None, q=None, k=None, v=None, x=None):
         """Replace tokens and vectors together (the number of tokens or heads may change).
@@ -271,6 +312,49 @@ class AttentionWidget(anywidget.AnyWidget):
             self.head = self.n_heads - 1
         if self.cell is not None and max(self.cell) >= n:
             self.cell = None
+
+    @traitlets.observe("layer")
+    def _switch_layer(self, change):
+        if change["new"] < len(self._layers):
+            q, k, v = self._layers[change["new"]]
+            self.set_vectors(q=q, k=k, v=v)
+
+    @traitlets.observe("v")
+    def _fit_value_basis(self, change):
+        self.value_basis = principal_axes(change["new"])
+
+    @classmethod
+    def from_transformers(cls, model, tokenizer, text, *, layer=0, head=0, **kwargs):
+        """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style).
+
+        Q, K and V come from the model's own projections of that layer's input, so the
+        widget's weights are the model's attention probabilities. ``layer`` can be switched
+        afterwards, in Python or in the page.
+        """
+        from .integrations import from_transformers
+
+        return cls._from_model(from_transformers(model, tokenizer, text), layer, head, kwargs)
+
+    @classmethod
+    def from_transformer_lens(cls, model, text, *, layer=0, head=0, **kwargs):
+        """Every head of one layer of a TransformerLens ``HookedTransformer``."""
+        from .integrations import from_transformer_lens
+
+        return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
+
+    @classmethod
+    def _from_model(cls, found, layer, head, kwargs):
+        if not 0 <= layer < len(found.layers):
+            raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
+        q, k, v = found.layers[layer]
+        kwargs.setdefault("causal", found.causal)
+        kwargs.setdefault("scale", found.scale)
+        w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
+        with w.hold_sync():
+            w._layers = list(found.layers)
+            w.n_layers, w.model_name = len(found.layers), found.model_name
+            w.layer = layer
+        return w
 
     @traitlets.observe("sentence_index")
     def _switch_sentence(self, change):

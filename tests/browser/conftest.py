@@ -148,6 +148,16 @@ class Kernel:
             raise AssertionError(f"kernel error evaluating {expr!r}: {text}")
         return json.loads(text)
 
+    def wait_for(self, expr: str, predicate, timeout: float = 10.0):
+        """Poll an expression until predicate(value) holds: messages from the page travel
+        on their own connection and may land after a check sent from here."""
+        deadline = time.time() + timeout
+        while True:
+            value = self.eval(expr)
+            if predicate(value) or time.time() > deadline:
+                return value
+            time.sleep(0.1)
+
     def close(self):
         self.kc.stop_channels()
 

@@ -35,27 +35,27 @@ def test_sentence_switcher(nb, artifacts):
     assert s.locator(".aw-sentence").all_inner_texts() == ["I sat on the river bank and read", "I put my money in the bank and left"]
     s.locator(".aw-sentence[data-index='1']").click()
     s.locator(".aw-token-text", has_text="money").wait_for()
-    assert kernel.eval("s.sentence_index") == 1
+    assert kernel.wait_for("s.sentence_index", lambda i: i == 1) == 1
     assert kernel.eval("s.tokens[s.focus]") == "bank"
     assert s.locator(".aw-token[aria-pressed=true] .aw-token-text").inner_text() == "bank"
     assert "bank reads money" in s.locator(".aw-readout").inner_text()
     s.screenshot(path=str(artifacts / "visually-switched.png"))
     s.locator(".aw-sentence[data-index='0']").click()
     s.locator(".aw-token-text", has_text="river").wait_for()
-    assert kernel.eval("s.sentence_index") == 0 and not errors
+    assert kernel.wait_for("s.sentence_index", lambda i: i == 0) == 0 and not errors
 
 
 def test_causal_toggle(nb, artifacts):
     page, kernel, errors, s, _, _ = nb
     s.locator(".aw-causal").check()
     page.wait_for_function("document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent === '0%'")
-    assert kernel.eval("s.causal") is True
+    assert kernel.wait_for("s.causal", bool) is True
     assert kernel.eval("s.weights[5, 6:].sum()") == 0
     assert s.locator(".aw-token[data-index='6'] .aw-token-weight").inner_text() == "0%"
     s.screenshot(path=str(artifacts / "visually-causal.png"))
     s.locator(".aw-causal").uncheck()
     page.wait_for_function("document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent !== '0%'")
-    assert kernel.eval("s.causal") is False
+    assert kernel.wait_for("s.causal", lambda c: not c) is False
 
 
 def test_dragging_the_query_arrow_changes_q_in_the_kernel(nb, artifacts):
@@ -79,7 +79,7 @@ def test_dragging_the_query_arrow_changes_q_in_the_kernel(nb, artifacts):
     page.mouse.move(x0 + 1.2 * (tip_x - x0), y0 + 1.2 * (tip_y - y0), steps=10)
     page.mouse.up()
     page.wait_for_function("[...document.querySelectorAll('.aw-root')][1].querySelector('.aw-dial-table tbody tr:nth-child(2) .aw-dial-weight').textContent !== '18%'")
-    after = kernel.eval("d.q[3]")
+    after = kernel.wait_for("d.q[3]", lambda q: q != before)
     assert after != before
     weights = kernel.eval("d.weights[3]")
     assert int(np.argmax(weights)) == 1  # now money's key wins
@@ -96,11 +96,11 @@ def test_clicking_a_cell_shows_its_arithmetic(nb, artifacts):
     canvas.scroll_into_view_if_needed()
     box, at = canvas.bounding_box(), canvas.evaluate("(c) => ({...c.dataset})")
     page.mouse.click(box["x"] + 2, box["y"] + 2)  # the corner holds no cell
-    assert kernel.eval("s.cell is None")
+    assert kernel.wait_for("s.cell is None", bool)
     i, j = 5, 4  # bank reads river
     page.mouse.click(box["x"] + float(at["left"]) + (j + 0.5) * float(at["cellWidth"]), box["y"] + float(at["top"]) + (i + 0.5) * float(at["cellHeight"]))
     page.wait_for_function("document.querySelector('.aw-root .aw-cell:not([hidden])')")
-    assert kernel.eval("list(s.cell)") == [5, 4] and kernel.eval("s.focus") == 5
+    assert kernel.wait_for("list(s.cell or [])", lambda c: c == [5, 4]) == [5, 4] and kernel.eval("s.focus") == 5
     panel = s.locator(".aw-cell")
     panel.wait_for()
     assert panel.locator(".aw-cell-title").inner_text() == "bank reads river"
@@ -113,7 +113,7 @@ def test_clicking_a_cell_shows_its_arithmetic(nb, artifacts):
     s.screenshot(path=str(artifacts / "visually-cell.png"))
     panel.locator(".aw-cell-close").click()
     panel.wait_for(state="hidden")
-    assert kernel.eval("s.cell is None") and not errors
+    assert kernel.wait_for("s.cell is None", bool) and not errors
 
 
 def test_clicking_a_head_selects_it(nb, artifacts):
@@ -122,7 +122,7 @@ def test_clicking_a_head_selects_it(nb, artifacts):
     assert h.locator(".aw-head").count() == 4
     h.locator(".aw-head[data-head='2']").click()
     h.locator(".aw-head[data-head='2'][aria-pressed=true]").wait_for()
-    assert kernel.eval("h.head") == 2
+    assert kernel.wait_for("h.head", lambda h: h == 2) == 2
     # the page now draws head 2: its readout equals numpy's weights for that head
     row = kernel.eval("h.weights[h.focus]")
     for span in h.locator(".aw-read").all():

@@ -1,0 +1,62 @@
+"""A model's layers in the widget, and the 2-D projection of wide values (no model needed)."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import traitlets
+from scipy.spatial import Delaunay
+
+from attnwidget import AttentionWidget, attention
+from attnwidget.widget import principal_axes
+
+
+def fake_model(n_layers=3, heads=2, n=5, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    layers = [tuple(rng.normal(size=(heads, n, d)) for _ in range(3)) for _ in range(n_layers)]
+    return SimpleNamespace(tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, model_name="fake")
+
+
+def test_layers_switch_in_python_and_from_the_page():
+    found = fake_model()
+    w = AttentionWidget._from_model(found, 1, 1, {})
+    assert (w.n_layers, w.layer, w.head, w.causal, w.model_name) == (3, 1, 1, True, "fake")
+    q, k, v = found.layers[1]
+    np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)
+    w.set_state({"layer": 2})  # the page's layer switcher
+    q, k, v = found.layers[2]
+    np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)
+    with pytest.raises(traitlets.TraitError, match="'layer' must be a layer index from 0 to 2"):
+        w.layer = 3
+    assert w.layer == 2
+    with pytest.raises(ValueError, match="layer must be from 0 to 2"):
+        AttentionWidget._from_model(found, 5, 0, {})
+
+
+def test_two_dimensional_values_need_no_projection():
+    assert AttentionWidget("I sat on the river bank").value_basis is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_projection_keeps_outputs_inside_the_hull(seed):
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.normal(size=(8, 4)), rng.normal(size=(8, 4)), rng.normal(size=(8, 16))
+    w = AttentionWidget(q=q, k=k, v=v)
+    basis = w.value_basis
+    assert basis.shape == (16, 2)
+    np.testing.assert_allclose(basis.T @ basis, np.eye(2), atol=1e-12)  # orthonormal axes
+    mean = v.mean(axis=0)
+    pv, po = (v - mean) @ basis, (w.output - mean) @ basis
+    assert (Delaunay(pv).find_simplex(po, tol=1e-9) >= 0).all()
+    # the first axis carries the most variance
+    assert np.var(pv[:, 0]) >= np.var(pv[:, 1])
+
+
+def test_projection_follows_heads_and_new_values():
+    rng = np.random.default_rng(1)
+    w = AttentionWidget(q=rng.normal(size=(3, 6, 4)), k=rng.normal(size=(3, 6, 4)), v=rng.normal(size=(3, 6, 5)))
+    assert w.value_basis.shape == (3, 5, 2)
+    for h in range(3):
+        np.testing.assert_allclose(np.abs(w.value_basis[h]), np.abs(principal_axes(w.v[h])))
+    w.v = rng.normal(size=(3, 6, 2))
+    assert w.value_basis is None
