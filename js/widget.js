@@ -13,6 +13,7 @@ import { createBlend } from "./views/blend.js";
 import { createDial } from "./views/dial.js";
 import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
+import { localModel } from "./standalone.js";
 
 const TEMPERATURE_RANGE = [0.1, 5];
 const CAPTIONS = {
@@ -255,3 +256,17 @@ function render({ model, el: host }) {
 }
 
 export default { render };
+
+/** Render from embedded state with no kernel (exported pages); theme is "light", "dark" or "auto". */
+export function renderStandalone(el, payload) {
+  const cleanup = render({ model: localModel(payload), el });
+  const root = el.querySelector(".aw-root"), dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const setTheme = () => {
+    const isDark = payload.theme === "dark" || (payload.theme !== "light" && dark.matches);
+    root.classList.toggle("aw-dark", isDark);
+    document.body.classList.toggle("aw-page-dark", isDark);
+  };
+  setTheme();
+  dark.addEventListener("change", setTheme);
+  return () => { dark.removeEventListener("change", setTheme); cleanup(); };
+}

@@ -288,6 +288,13 @@ class AttentionWidget(anywidget.AnyWidget):
             self.send_state(list(sync_data))
             self.log.warning("attnwidget refused a value from the page: %s", err)
 
+    def to_html(self, path=None, *, theme="auto", title=None) -> str:
+        """One self-contained HTML page of this widget (no kernel, no network); written to
+        ``path`` when given, and returned. ``theme``: "auto", "light" or "dark"."""
+        from .export import to_html
+
+        return to_html(self, path, theme=theme, title=title)
+
     def set_vectors(self, *, tokens=None, q=None, k=None, v=None, x=None):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 

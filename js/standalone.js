@@ -1,0 +1,58 @@
+// A model that lives in the page alone: for exported pages with no kernel. It answers the
+// same get/set/on/off/save_changes calls as a live widget model, and does in the page the two
+// things Python does for a live widget: swapping in another sentence's or layer's vectors.
+
+function decode(value) {
+  if (value && typeof value === "object" && typeof value.base64 === "string") {
+    const bytes = Uint8Array.from(atob(value.base64), (c) => c.charCodeAt(0));
+    return { shape: value.shape, dtype: value.dtype, view: new DataView(bytes.buffer) };
+  }
+  return value;
+}
+
+const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v]) => [k, decode(v)]));
+
+/** localModel({state, variants}) -> an anywidget-style model */
+export function localModel({ state: raw, variants = {} }) {
+  const state = decodeAll(raw);
+  const swaps = Object.fromEntries(Object.entries(variants).map(([name, list]) => [name, list.map(decodeAll)]));
+  const listeners = new Map();
+  const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
+
+  function apply(changes) {
+    const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
+    Object.assign(state, changes);
+    changed.forEach((k) => emit(`change:${k}`));
+    for (const k of changed) if (swaps[k]) swap(k, changes[k]);
+  }
+
+  // Python's rule, in the page: a new sentence keeps the focus on the same word when it has it.
+  function swap(name, index) {
+    const next = swaps[name][index];
+    if (!next) return;
+    const extra = {};
+    if (name === "sentence_index") {
+      const word = (state.tokens[state.focus] || "").toLowerCase();
+      const found = next.tokens.findIndex((t) => t.toLowerCase() === word);
+      extra.focus = found >= 0 ? found : Math.min(state.focus, next.tokens.length - 1);
+      extra.cell = null;
+    }
+    apply({ ...next, ...extra });
+  }
+
+  return {
+    get: (name) => state[name],
+    set: (name, value) => apply({ [name]: value }),
+    save_changes() {},
+    send() {},
+    on(event, f) {
+      if (!listeners.has(event)) listeners.set(event, []);
+      listeners.get(event).push(f);
+    },
+    off(event, f) {
+      const list = listeners.get(event) || [];
+      if (f) listeners.set(event, list.filter((g) => g !== f));
+      else listeners.delete(event);
+    },
+  };
+}

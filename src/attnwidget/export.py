@@ -1,0 +1,118 @@
+"""A widget as one self-contained HTML page: the bundle inlined, the state embedded, no
+network request and no kernel. The page computes, so everything that needs no new vectors
+stays live: stages, temperature, focus, the causal toggle, cells, heads, the query dial, and
+the sentence and layer switchers (their vectors are embedded too)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import pathlib
+import re
+
+_STATIC = pathlib.Path(__file__).parent / "static"
+THEMES = ("auto", "light", "dark")
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:">
+<title>{title}</title>
+<style>
+body {{ margin: 0; padding: 16px; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }}
+body.aw-page-dark {{ background: #111418; }}
+{css}
+</style>
+</head>
+<body class="aw-page-{theme}">
+<div id="attnwidget"></div>
+<script type="application/json" id="attnwidget-state">{state}</script>
+<script type="module">
+{bundle}
+</script>
+</body>
+</html>
+"""
+
+
+
+def _script_safe(text: str) -> str:
+    """Text placed inside a <script> element cannot close it or open a comment: the only two
+    sequences the HTML parser looks for there. In the bundle they can only occur in strings,
+    where the added backslash reads as nothing."""
+    text = re.sub(r"</(script)", r"<\\/\1", text, flags=re.IGNORECASE)
+    return text.replace("<!--", "<\\!--")
+
+
+def _json_safe(value) -> str:
+    # "<" never appears raw, so no "</script>" or "<!--" can be formed; JSON.parse reads \u003c back.
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def _encode_arrays(widget, values: dict) -> dict:
+    """Trait values as the page receives them; arrays as base64 (where the live widget sends buffers)."""
+    out = {}
+    for name, value in values.items():
+        trait = widget.traits()[name]
+        to_json = trait.metadata.get("to_json")
+        data = to_json(value, widget) if to_json else value
+        if isinstance(data, dict) and "view" in data:
+            data = {**data, "view": None, "base64": base64.b64encode(bytes(data["view"])).decode("ascii")}
+        out[name] = data
+    return out
+
+
+def page_state(widget) -> dict:
+    """Everything the standalone page needs: the synced traits, and the vectors behind every
+    sentence and layer the page can switch to."""
+    import anywidget
+
+    base = set(anywidget.AnyWidget.class_trait_names(sync=True))
+    names = [n for n in widget.keys if n not in base and not n.startswith("_")]
+    state = _encode_arrays(widget, {n: getattr(widget, n) for n in names})
+    variants = {}
+    if widget._examples and len(widget._examples) > 1:
+        variants["sentence_index"] = [
+            _encode_arrays(widget, dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=None)) for e in widget._examples
+        ]
+    if widget._layers:
+        from .widget import principal_axes
+
+        variants["layer"] = [_encode_arrays(widget, dict(q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in widget._layers]
+    return {"state": state, "variants": variants}
+
+
+def _boot(bundle: str) -> str:
+    """The bundle as an inline module that renders itself: its closing export statement
+    (esbuild writes exactly one, last) becomes a call to renderStandalone."""
+    found = re.search(r"export\s*\{([^}]*)\}\s*;?\s*$", bundle)
+    names = dict(reversed(part.split(" as ")) if " as " in part else (part, part) for part in map(str.strip, found.group(1).split(","))) if found else {}
+    if "renderStandalone" not in names:
+        raise RuntimeError("the widget bundle does not export renderStandalone; rebuild it with `npm run build`")
+    call = f'{names["renderStandalone"]}(document.getElementById("attnwidget"), JSON.parse(document.getElementById("attnwidget-state").textContent));'
+    return bundle[: found.start()] + call
+
+
+def to_html(widget, path=None, *, theme: str = "auto", title: str | None = None) -> str:
+    """Write (when ``path`` is given) and return one self-contained HTML page of the widget.
+
+    ``theme`` is "light", "dark" or "auto" (follows the reader's system setting).
+    """
+    if theme not in THEMES:
+        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
+    bundle, css = (_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8")
+    payload = page_state(widget)
+    payload["theme"] = theme
+    page = _PAGE.format(
+        title=html.escape(title or "Attention: " + " ".join(widget.tokens)[:80]),
+        css=css,
+        theme=theme,
+        state=_json_safe(payload),
+        bundle=_script_safe(_boot(bundle)),
+    )
+    if path is not None:
+        pathlib.Path(path).write_text(page, encoding="utf-8")
+    return page

@@ -1,0 +1,96 @@
+"""TransformerLens ``HookedTransformer`` models.
+
+The model runs once with its activation cache on; each layer's queries and keys are
+read at the last hook before the scores are formed (``hook_rot_q``/``hook_rot_k`` for
+rotary models, else ``hook_q``/``hook_k``) and values at ``hook_v``: the model's own
+projections of that layer's input, after its own layer norm.
+
+Imported only by ``attnwidget.integrations.from_transformer_lens``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from . import ModelAttention, _tokens_of
+
+
+def extract(model, text: str) -> ModelAttention:
+    try:
+        from transformer_lens.HookedTransformer import HookedTransformer
+    except ImportError as e:  # TransformerLens 4 removed it
+        raise ImportError(
+            "from_transformer_lens needs TransformerLens < 4, which has HookedTransformer: "
+            'pip install "attnwidget[transformer-lens]"'
+        ) from e
+    if not isinstance(model, HookedTransformer):
+        raise NotImplementedError(
+            f"from_transformer_lens takes a transformer_lens HookedTransformer, got {type(model).__name__}"
+        )
+    cfg = model.cfg
+    _check_supported(cfg)
+    rotary = cfg.positional_embedding_type == "rotary"
+    names = ("hook_rot_q", "hook_rot_k", "hook_v") if rotary else ("hook_q", "hook_k", "hook_v")
+
+    tokens = model.to_tokens(text)  # prepends BOS when the model's config says so
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith(names))
+    finally:
+        model.train(was_training)
+
+    layers = []
+    for i in range(cfg.n_layers):
+        # cached as (batch, pos, heads, d_head); grouped-query K and V have fewer heads
+        q, k, v = (cache[f"blocks.{i}.attn.{name}"][0].transpose(0, 1) for name in names)
+        group = q.shape[0] // k.shape[0]
+        k, v = (t.repeat_interleave(group, dim=0) for t in (k, v))
+        layers.append(tuple(t.detach().to("cpu", torch.float64).numpy() for t in (q, k, v)))
+
+    # scores are divided by attn_scale (sqrt(d_head) unless the config says otherwise)
+    scales = {float(block.attn.attn_scale) for block in model.blocks}
+    if len(scales) > 1:
+        raise NotImplementedError("this model scales its attention scores differently in each layer")
+    scale = 1.0 / scales.pop()
+
+    return ModelAttention(
+        tokens=_tokens_of(model.tokenizer, tokens[0].tolist()),
+        layers=layers,
+        causal=cfg.attention_dir == "causal",
+        scale=None if math.isclose(scale, cfg.d_head ** -0.5, rel_tol=1e-9) else scale,
+        architecture=cfg.original_architecture or "hooked-transformer",
+        model_name=cfg.model_name,
+    )
+
+
+def _check_supported(cfg) -> None:
+    """Refuse configs whose attention pattern is not softmax(scale·q·kᵀ) with a causal or no mask."""
+    problems = []
+    if cfg.positional_embedding_type in ("alibi", "relative_positional_bias"):
+        problems.append(f"positional_embedding_type={cfg.positional_embedding_type!r}")
+    if getattr(cfg, "attn_scores_soft_cap", -1.0) > 0:
+        problems.append("attn_scores_soft_cap")
+    if "local" in (getattr(cfg, "attn_types", None) or ()):
+        problems.append("local attention")
+    for flag in ("use_attention_sinks", "use_logn_attn"):
+        if getattr(cfg, flag, False):
+            problems.append(flag)
+    # Q/K norms and clipping come after hook_q/hook_k; only the rotary hooks see them
+    if cfg.positional_embedding_type != "rotary" and (
+        getattr(cfg, "use_qk_norm", False) or getattr(cfg, "clip_qkv", None) is not None
+        or (cfg.original_architecture or "").startswith("Olmo")
+    ):
+        problems.append("Q/K normalisation or clipping without rotary embeddings")
+    if getattr(cfg, "clip_qkv", None) is not None:
+        problems.append("clip_qkv (values are clipped after hook_v)")
+    if cfg.attention_dir not in ("causal", "bidirectional"):
+        problems.append(f"attention_dir={cfg.attention_dir!r}")
+    if problems:
+        raise NotImplementedError(
+            f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}"
+        )

