@@ -109,7 +109,7 @@ export function createBlend(parent, { onResidual }) {
     // the label sits on the far side from the mean, inside the plot
     const right = f[0] < W * 0.55, below = f[1] > m[1];
     parts.push(svg("text", { class: "aw-output-label", x: f[0] + (right ? 10 : -10), y: f[1] + (below ? 18 : -10), "text-anchor": right ? "start" : "end" },
-      `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
+      basis ? `${tokens[focus]}'s output (projected)` : `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
     if (own) {
       const start = [x(own[0]), y(own[1])], end = [x(moved[0]), y(moved[1])];
       parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
