@@ -29,6 +29,16 @@ function render({ model, el: host }) {
   host.append(root);
   const get = (name) => model.get(name);
   const save = (name, value) => { model.set(name, value); model.save_changes(); };
+  // A dragged slider redraws at once but talks to Python at most every SEND_MS, so a slow
+  // observer in the kernel never has a backlog of stale values; the release sends the last.
+  const SEND_MS = 150;
+  let sendTimer = 0, lastSend = 0;
+  const flush = () => { clearTimeout(sendTimer); sendTimer = 0; lastSend = performance.now(); model.save_changes(); };
+  const saveSoon = (name, value, final) => {
+    model.set(name, value);
+    if (final || performance.now() - lastSend > SEND_MS) flush();
+    else if (!sendTimer) sendTimer = setTimeout(flush, SEND_MS);
+  };
 
   // --- derived numbers for the current head, recomputed only when their inputs change ---
   let cache = {};
@@ -76,7 +86,7 @@ function render({ model, el: host }) {
   const controls = createControls(root, {
     range: TEMPERATURE_RANGE,
     onStage: (s) => save("stage", s),
-    onTemperature: (t) => save("temperature", t),
+    onTemperature: (t, final) => saveSoon("temperature", t, final),
     onCausal: (b) => save("causal", b),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
@@ -247,6 +257,7 @@ function render({ model, el: host }) {
 
   return () => {
     cancelAnimationFrame(frame);
+    clearTimeout(sendTimer);
     for (const [name, h] of handlers) model.off(`change:${name}`, h);
     themeWatch.disconnect();
     resize.disconnect();

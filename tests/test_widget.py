@@ -131,3 +131,40 @@ def test_a_refused_value_from_the_page_resyncs_the_page(monkeypatch):
     assert sent and set(sent[-1]) == {"focus", "temperature"}
     w.set_state({"focus": 2})
     assert w.focus == 2
+
+
+class RecordingComm:
+    """Stands in for the kernel's comm: records what the widget sends to the page."""
+
+    kernel = object()
+    comm_id = "test"
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, data=None, buffers=None, **kwargs):
+        self.sent.append((data, buffers))
+
+    def on_msg(self, callback):
+        pass
+
+    def close(self, *args, **kwargs):
+        pass
+
+
+def test_replacing_all_vectors_is_one_message_and_a_temperature_is_a_few_bytes():
+    w = AttentionWidget("I sat on the river bank")
+    w.comm = RecordingComm()
+    q, k, v = qkv(n=3)
+    w.set_vectors(tokens=["x", "y", "z"], q=q, k=k, v=v)
+    assert len(w.comm.sent) == 1
+    state = w.comm.sent[0][0]["state"]
+    assert {"tokens", "q", "k", "v"} <= set(state)
+    w.comm.sent.clear()
+    w.temperature = 0.5
+    (data, buffers), = w.comm.sent
+    assert data["state"] == {"temperature": 0.5} and not buffers
+    w.comm.sent.clear()
+    with pytest.raises(traitlets.TraitError):
+        w.set_vectors(tokens=["a"], q=np.ones((1, 3)), k=np.ones((1, 2)), v=np.ones((1, 2)))
+    assert w.comm.sent == [] and w.tokens == ["x", "y", "z"]

@@ -2,7 +2,7 @@
 // sum (the output), and a 2-D plot of the values, their convex hull, their mean and the outputs.
 import { scaleLinear } from "d3-scale";
 import { polygonHull } from "d3-polygon";
-import { el, svg, fill, fmt2, fmt3, groupLabels } from "./dom.js";
+import { el, svg, fill, fmt2, fmt3, groupLabels, short } from "./dom.js";
 import { meanRow, project } from "../attention.js";
 
 const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
@@ -26,7 +26,7 @@ export function createBlend(parent, { onResidual }) {
   function drawTable({ tokens, focus, row, v, O, x, residual: withX }) {
     const d = v.cols, dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
     const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
-    const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${tokens[focus]}, ·)`),
+    const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${short(tokens[focus], 16)}, ·)`),
       dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)), dims.map((c) => el("th", {}, `a·v${sub(c)}`)));
     // long rows: the heaviest tokens in sentence order, the rest summed up in one line
     let shown = tokens.map((_, j) => j);
@@ -45,7 +45,7 @@ export function createBlend(parent, { onResidual }) {
       dims.map(() => el("td", { class: "aw-v" })),
       dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))));
     const own = withX && [
-      el("tr", { class: "aw-own" }, el("th", { scope: "row" }, `+ x(${tokens[focus]})`), el("td"), dims.map(() => el("td", { class: "aw-v" })),
+      el("tr", { class: "aw-own" }, el("th", { scope: "row" }, `+ x(${short(tokens[focus], 16)})`), el("td"), dims.map(() => el("td", { class: "aw-v" })),
         dims.map((c) => el("td", {}, fmt2(x.data[focus * d + c])))),
       el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "= x + mix"), el("td"), dims.map(() => el("td", { class: "aw-v" })),
         dims.map((c) => el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c])))),
@@ -109,13 +109,13 @@ export function createBlend(parent, { onResidual }) {
     // the label sits on the far side from the mean, inside the plot
     const right = f[0] < W * 0.55, below = f[1] > m[1];
     parts.push(svg("text", { class: "aw-output-label", x: f[0] + (right ? 10 : -10), y: f[1] + (below ? 18 : -10), "text-anchor": right ? "start" : "end" },
-      basis ? `${tokens[focus]}'s output (projected)` : `${tokens[focus]} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
+      basis ? `${short(tokens[focus])}'s output (projected)` : `${short(tokens[focus])} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
     if (own) {
       const start = [x(own[0]), y(own[1])], end = [x(moved[0]), y(moved[1])];
       parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
       parts.push(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }));
       parts.push(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }));
-      parts.push(svg("text", { class: "aw-output-label", x: end[0] + 9, y: end[1] + 4 }, `${tokens[focus]} + mix`));
+      parts.push(svg("text", { class: "aw-output-label", x: end[0] + 9, y: end[1] + 4 }, `${short(tokens[focus])} + mix`));
     }
     fill(plot, parts);
     plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);

@@ -32,7 +32,8 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
 
   const slider = el("input", { type: "range", min: 0, max: STEPS, step: 1, class: "aw-slider", "aria-label": "Temperature" });
   const value = el("output", { class: "aw-temp-value" });
-  slider.addEventListener("input", () => onTemperature(toT(Number(slider.value))));
+  slider.addEventListener("input", () => onTemperature(toT(Number(slider.value)), false));
+  slider.addEventListener("change", () => onTemperature(toT(Number(slider.value)), true)); // released
 
   const causal = el("input", { type: "checkbox", class: "aw-causal" });
   causal.addEventListener("change", () => onCausal(causal.checked));

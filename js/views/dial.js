@@ -1,7 +1,7 @@
 // The query dial: with two-number queries and keys, the keys are arrows and the focused
 // token's query is an arrow the reader turns by dragging; a Key | Score | Weight table follows.
 import { scaleLinear } from "d3-scale";
-import { el, svg, fill, fmt2, pct, groupLabels } from "./dom.js";
+import { el, svg, fill, fmt2, pct, groupLabels, short } from "./dom.js";
 
 const SIZE = 300, PAD = 26;
 let instances = 0; // marker ids must be unique in the document
@@ -67,7 +67,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         const w = weightRow[open[g.index]];
         parts.push(...arrow(g.x, g.y, "aw-key", `${g.label} key`, { style: `stroke-width:${(1 + 5 * w).toFixed(2)}px` }));
       }
-      parts.push(...arrow(query[0], query[1], "aw-query", `${tokens[focus]} query`, {}, 18));
+      parts.push(...arrow(query[0], query[1], "aw-query", `${short(tokens[focus])} query`, {}, 18));
       parts.push(svg("circle", { class: "aw-dial-handle", cx: X(query[0]), cy: Y(query[1]), r: 9, tabindex: -1 }));
       fill(plot, parts);
       plot.setAttribute("aria-label", `${tokens[focus]}'s query (${fmt2(query[0])}, ${fmt2(query[1])}) against ${k.rows} keys`);

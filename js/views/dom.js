@@ -57,8 +57,11 @@ export function groupLabels(points, labels, digits = 3) {
     if (!groups.has(key)) groups.set(key, { x, y, names: [], index: i });
     groups.get(key).names.push(labels[i]);
   });
-  return [...groups.values()].map((g) => ({
-    x: g.x, y: g.y, index: g.index,
-    label: g.names.length > 3 ? `${g.names.slice(0, 3).join(", ")} +${g.names.length - 3}` : g.names.join(", "),
-  }));
+  return [...groups.values()].map((g) => {
+    const names = g.names.map((name) => short(name));
+    return { x: g.x, y: g.y, index: g.index, label: names.length > 3 ? `${names.slice(0, 3).join(", ")} +${names.length - 3}` : names.join(", ") };
+  });
 }
+
+/** A label for a cramped place: long token text cut to `max` characters with an ellipsis. */
+export const short = (text, max = 24) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);

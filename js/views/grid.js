@@ -1,7 +1,7 @@
 // A labelled heatmap drawn on one canvas: fast for thousands of cells, crisp on high-DPI screens.
 // Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
 import { rgb } from "d3-color";
-import { el, palette } from "./dom.js";
+import { el, palette, short } from "./dom.js";
 
 const LABEL_FONT = 12, CELL_FONT = 11;
 
@@ -21,7 +21,7 @@ export function createGrid(parent, { title, onPick, describe }) {
 
   function layout(ctx, s) {
     ctx.font = `${LABEL_FONT}px ${palette(node).font}`;
-    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(t).width));
+    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(short(t, 18)).width));
     const left = Math.min(120, widest(s.rowLabels) + 10);
     const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
     const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
@@ -96,7 +96,7 @@ export function createGrid(parent, { title, onPick, describe }) {
       ctx.textAlign = "right";
       s.rowLabels.forEach((t, i) => {
         ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
-        ctx.fillText(t, b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
+        ctx.fillText(short(t, 18), b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
       });
     }
     if (b.cell >= 10) {
@@ -108,11 +108,11 @@ export function createGrid(parent, { title, onPick, describe }) {
           ctx.translate(cx, b.top - 6);
           ctx.rotate(-Math.PI / 4);
           ctx.textAlign = "left";
-          ctx.fillText(t, 0, 0, 110);
+          ctx.fillText(short(t, 18), 0, 0, 110);
           ctx.restore();
         } else {
           ctx.textAlign = "center";
-          ctx.fillText(t, cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
+          ctx.fillText(short(t, 18), cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
         }
       });
     }

@@ -18,19 +18,25 @@ def default_scale(d_k: int) -> float:
     return 1.0 / float(np.sqrt(d_k))
 
 
-def _softmax_rows(scores: np.ndarray, temperature: float, causal: bool) -> np.ndarray:
-    """Row-wise softmax of scores / temperature; masked cells are exactly 0.
+def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray:
+    """Row-wise softmax of scores / temperature over the allowed cells; the rest are exactly 0.
 
-    The row maximum is subtracted before dividing by the temperature, so every
-    exponent is <= 0 and no finite input overflows, however small T is.
+    The row maximum is subtracted before dividing by the temperature, so every exponent is
+    <= 0 and no finite input overflows, however small T is. A row with no allowed cell
+    reads nothing: all its weights are 0 (not NaN).
     """
     s = scores.copy()
-    if causal:
-        s[np.triu_indices(s.shape[0], k=1, m=s.shape[1])] = -np.inf
-    s -= s.max(axis=1, keepdims=True)
+    if allowed is not None:
+        s[~allowed] = -np.inf
+    top = s.max(axis=1, keepdims=True)
+    empty = ~np.isfinite(top[:, 0])
+    top[empty] = 0.0
+    s -= top
     s /= temperature
     np.exp(s, out=s)
-    s /= s.sum(axis=1, keepdims=True)
+    total = s.sum(axis=1, keepdims=True)
+    total[empty] = 1.0
+    s /= total
     return s
 
 
@@ -42,21 +48,29 @@ class Attention:
     ``output`` is weights·V. The metrics are computed on first use.
     """
 
-    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None):
+    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None):
         self.q, self.k, self.v = q, k, v
         self.temperature = float(temperature)
         self.causal = bool(causal)
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.scores = self.scale * (q @ k.T)
-        self.weights = _softmax_rows(self.scores, self.temperature, self.causal)
+        n = q.shape[0]
+        # which cells a row may read: the causal rule and an optional mask together (None: all)
+        allowed = None if mask is None else np.asarray(mask, dtype=bool)
+        if self.causal:
+            lower = np.tri(n, dtype=bool)
+            allowed = lower if allowed is None else allowed & lower
+        self.allowed = allowed
+        self.weights = _softmax_rows(self.scores, self.temperature, allowed)
         self.output = self.weights @ v
 
     @cached_property
     def effective_tokens(self) -> np.ndarray:
-        """exp(entropy) of each row: 1 = all on one token, n = an even split."""
+        """exp(entropy) of each row: 1 = all on one token, n = an even split; 0 for a row
+        that may read nothing."""
         w = self.weights
         logw = np.log(np.where(w > 0, w, 1.0))  # 0·ln 0 = 0
-        return np.exp(-(w * logw).sum(axis=1))
+        return np.where(w.sum(axis=1) > 0, np.exp(-(w * logw).sum(axis=1)), 0.0)
 
     @cached_property
     def sense_resolved(self) -> np.ndarray:
@@ -77,9 +91,10 @@ class Attention:
         n = self.weights.shape[0]
         if not (0 <= i < n and 0 <= j < n):
             raise IndexError(f"cell ({i}, {j}) is outside the {n}×{n} matrix")
-        row = self.scores[i, : i + 1] if self.causal else self.scores[i]
-        shift = float(row.max() / self.temperature) if row.max() / self.temperature > 700 else 0.0
-        masked = self.causal and j > i
+        row = self.scores[i] if self.allowed is None else self.scores[i, self.allowed[i]]
+        top = row.max() / self.temperature if row.size else 0.0
+        shift = float(top) if top > 700 else 0.0
+        masked = self.allowed is not None and not self.allowed[i, j]
         exp_row = np.exp(row / self.temperature - shift)
         dot = float(self.q[i] @ self.k[j])
         tempered = float(self.scores[i, j] / self.temperature)
@@ -106,11 +121,13 @@ def _as_matrix(name: str, x) -> np.ndarray:
     return a
 
 
-def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None) -> Attention:
+def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None) -> Attention:
     """Compute self-attention for queries ``q`` (n×d_k), keys ``k`` (n×d_k) and values ``v`` (n×d_v).
 
     ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores before the
-    softmax; ``causal`` stops row i reading columns j > i.
+    softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×n booleans, True
+    where row i may read column j, e.g. to leave out padding) is applied with it. A row that
+    may read nothing has all-zero weights, a zero output and 0 effective tokens.
     """
     q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
     if q.shape[1] != k.shape[1]:
@@ -121,4 +138,6 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     if scale is not None and not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
-    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale)
+    if mask is not None and np.shape(mask) != (q.shape[0], k.shape[0]):
+        raise ValueError(f"mask must be {q.shape[0]}×{k.shape[0]} booleans (True where a row may read), got shape {np.shape(mask)}")
+    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask)

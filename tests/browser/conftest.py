@@ -45,6 +45,10 @@ class Lab:
         settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
         settings.mkdir(parents=True)
         (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        # Notebooks keep their widget state when saved, so a reopened notebook shows the widget.
+        widgets = root / ".settings" / "@jupyter-widgets" / "jupyterlab-manager"
+        widgets.mkdir(parents=True)
+        (widgets / "plugin.jupyterlab-settings").write_text('{"saveState": true}')
         env = {
             **os.environ,
             "JUPYTER_RUNTIME_DIR": str(self.runtime),
@@ -200,7 +204,8 @@ def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280,
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(lab.url(f"/lab/tree/{name}"))
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.goto(lab.url(f"/lab/tree/{name}") + "&reset")  # a fresh workspace: no tabs left open by earlier tests
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
     kernel = lab.kernel_for(name)
     page.wait_for_function(
