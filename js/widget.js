@@ -14,6 +14,7 @@ import { createDial } from "./views/dial.js";
 import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { localModel } from "./standalone.js";
+import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
 
 const TEMPERATURE_RANGE = [0.1, 5];
 const CAPTIONS = {
@@ -90,6 +91,11 @@ function render({ model, el: host }) {
     onCausal: (b) => save("causal", b),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
+    onSave: async (kind) => {
+      const name = `attention-${get("stage")}`;
+      if (kind === "svg") download(`${name}.svg`, snapshotSVG(root), "image/svg+xml");
+      else download(`${name}.png`, await snapshotPNG(root), "image/png");
+    },
   });
   const heads = createHeads(root, { onHead: (h) => save("head", h) });
   const strip = createTokenStrip(root, { onFocus });
@@ -234,6 +240,15 @@ function render({ model, el: host }) {
       });
     }
   }
+
+  // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
+  root.attnwidget = {
+    numbers: () => {
+      const c = derived();
+      return { scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))), scale: c.scale };
+    },
+    snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
+  };
 
   // --- wiring ---
   const handlers = [];

@@ -11,7 +11,7 @@ export const STAGES = [
 const STEPS = 1000; // slider resolution along the log axis
 
 /** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t), onCausal(bool), onSentence(i)}) */
-export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence, onLayer }) {
+export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence, onLayer, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -51,7 +51,10 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
     el("div", { class: "aw-dials" },
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
-      layerBox),
+      layerBox,
+      el("span", { class: "aw-save" },
+        el("button", { type: "button", class: "aw-save-png", "aria-label": "Save the view as a PNG picture", onclick: () => onSave("png") }, "PNG"),
+        el("button", { type: "button", class: "aw-save-svg", "aria-label": "Save the view as an SVG picture", onclick: () => onSave("svg") }, "SVG"))),
     sentences);
   parent.append(node);
 

@@ -116,3 +116,61 @@ def to_html(widget, path=None, *, theme: str = "auto", title: str | None = None)
     if path is not None:
         pathlib.Path(path).write_text(page, encoding="utf-8")
     return page
+
+
+# Headless Chromium for pictures made from Python. These flags work with no sandbox, no GPU
+# and no outside network (as on CI machines and containers).
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def chromium_path():
+    """$ATTNWIDGET_CHROMIUM, else the system's /usr/bin/chromium, else Playwright's own browser."""
+    import os
+
+    path = os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium")
+    return path if os.path.exists(path) else None
+
+
+def _snapshot(widget, kind: str, scale: float) -> str:
+    """Render the widget's page headless and take its picture (an SVG text or a PNG data URL).
+
+    Runs Playwright in a worker thread: a notebook kernel already runs an event loop in
+    its main thread, where Playwright's synchronous API refuses to start.
+    """
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise ImportError('Saving pictures from Python needs Playwright and Chromium: pip install "attnwidget[images]", '
+                          "then install Chromium (apt-get install chromium, or playwright install chromium).") from None
+    from concurrent.futures import ThreadPoolExecutor
+
+    page_html = to_html(widget, theme="light")
+
+    def run():
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=scale)
+                page.set_content(page_html)
+                page.wait_for_selector(".aw-root")
+                page.wait_for_function("document.fonts.status === 'loaded'")
+                return page.evaluate("([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)", [kind, scale])
+            finally:
+                browser.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(run).result()
+
+
+def save_svg(widget, path) -> None:
+    """Write the current view as an SVG picture."""
+    pathlib.Path(path).write_text(_snapshot(widget, "svg", 1), encoding="utf-8")
+
+
+def save_png(widget, path, *, scale: float = 2) -> None:
+    """Write the current view as a PNG picture, at ``scale`` times its on-screen size."""
+    data_url = _snapshot(widget, "png", scale)
+    pathlib.Path(path).write_bytes(base64.b64decode(data_url.split(",", 1)[1]))

@@ -295,6 +295,18 @@ class AttentionWidget(anywidget.AnyWidget):
 
         return to_html(self, path, theme=theme, title=title)
 
+    def save_png(self, path, *, scale=2):
+        """Save the current view as a PNG picture (for slides and papers), rendered headless."""
+        from .export import save_png
+
+        save_png(self, path, scale=scale)
+
+    def save_svg(self, path):
+        """Save the current view as an SVG picture, rendered headless."""
+        from .export import save_svg
+
+        save_svg(self, path)
+
     def set_vectors(self, *, tokens=None, q=None, k=None, v=None, x=None):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 

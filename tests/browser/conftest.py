@@ -205,6 +205,7 @@ def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280,
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
     page.goto(lab.url(f"/lab/tree/{name}") + "&reset")  # a fresh workspace: no tabs left open by earlier tests
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
     kernel = lab.kernel_for(name)
