@@ -245,7 +245,7 @@ function render({ model, el: host }) {
   root.attnwidget = {
     numbers: () => {
       const c = derived();
-      return { scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))), scale: c.scale };
+      return { scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))), scale: c.scale, temperature: get("temperature") };
     },
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
   };

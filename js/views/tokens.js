@@ -19,10 +19,12 @@ export function createTokenStrip(parent, { onFocus }) {
     const step = { ArrowRight: 1, ArrowLeft: -1, Home: -Infinity, End: Infinity }[ev.key];
     if (step === undefined) return;
     ev.preventDefault();
+    // step from the button that has the keyboard focus: keys can come faster than redraws
+    const from = Number(ev.target.closest(".aw-token")?.dataset.index ?? last.focus);
     const n = last.tokens.length;
-    const i = Math.max(0, Math.min(n - 1, Number.isFinite(step) ? last.focus + step : step > 0 ? n - 1 : 0));
+    const i = Math.max(0, Math.min(n - 1, Number.isFinite(step) ? from + step : step > 0 ? n - 1 : 0));
     onFocus(i);
-    requestAnimationFrame(() => buttons[i] && buttons[i].focus());
+    buttons[i].focus();
   }
   list.addEventListener("keydown", onKey);
 

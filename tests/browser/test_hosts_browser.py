@@ -1,0 +1,267 @@
+"""The widget in two more hosts besides JupyterLab: Jupyter Notebook 7 and marimo. In each, the
+widget renders, and a click in the page reaches Python (checked on the Python side).
+
+Each host runs once for this module, on a free localhost port, and is stopped afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CELL = "from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A host's server process; ready once `probe` answers over HTTP."""
+
+    def __init__(self, name: str, cmd: list[str], cwd: pathlib.Path, env: dict, probe: str, headers=None):
+        self.name = name
+        self.log_path = cwd / f"{name}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log.close()
+                raise RuntimeError(f"{name} exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                self.get(probe, headers)
+                return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"{name} did not start within 60 s:\n{self.log_path.read_text()[-3000:]}")
+
+    def get(self, url: str, headers=None):
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
+            return r.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def _isolated_env(root: pathlib.Path) -> dict:
+    """Config, runtime and cache folders of our own, so the user's settings play no part and
+    the kernel's connection file lands where the test can find it."""
+    return {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(root / ".runtime"),
+        "JUPYTER_CONFIG_DIR": str(root / ".config"),
+        "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
+        "XDG_CONFIG_HOME": str(root / ".xdg-config"),
+        "XDG_CACHE_HOME": str(root / ".xdg-cache"),
+        "XDG_STATE_HOME": str(root / ".xdg-state"),
+    }
+
+
+def _new_page(browser):
+    page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return page, errors
+
+
+# --- Jupyter Notebook 7 ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def notebook7(tmp_path_factory):
+    root = tmp_path_factory.mktemp("notebook7")
+    token = uuid.uuid4().hex
+    port = _free_port()
+    # No news or update pop-up over the notebook (Notebook 7 uses JupyterLab's settings plugins).
+    settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    cmd = [
+        sys.executable, "-m", "notebook", "--no-browser", "--allow-root", f"--port={port}",
+        "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        # window.jupyterapp: run cells through the app's own command, not by keyboard focus
+        "--JupyterNotebookApp.expose_app_in_browser=True",
+    ]
+    server = Server("notebook7", cmd, root, _isolated_env(root), f"http://127.0.0.1:{port}/api/status",
+                    {"Authorization": f"token {token}"})
+    server.root, server.port, server.token = root, port, token
+    yield server
+    server.stop()
+
+
+def _kernel_client(server, notebook: str):
+    """A client on the kernel that the notebook server started for this notebook."""
+    from jupyter_client import BlockingKernelClient
+
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        sessions = json.loads(server.get(f"http://127.0.0.1:{server.port}/api/sessions",
+                                         {"Authorization": f"token {server.token}"}))
+        sessions = [s for s in sessions if s["path"].endswith(notebook)]
+        if sessions:
+            conn = server.root / ".runtime" / f"kernel-{sessions[0]['kernel']['id']}.json"
+            if conn.exists():
+                kc = BlockingKernelClient(connection_file=str(conn))
+                kc.load_connection_file()
+                kc.start_channels()
+                kc.wait_for_ready(timeout=60)
+                return kc
+        time.sleep(0.3)
+    raise RuntimeError(f"no kernel for {notebook}")
+
+
+def _kernel_eval(kc, expr: str):
+    out = []
+
+    def hook(msg):
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
+            out.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            out.append("ERROR " + msg["content"]["evalue"])
+
+    kc.execute_interactive(f"import json as _j; print(_j.dumps({expr}))", output_hook=hook, timeout=30, store_history=False)
+    text = "".join(out).strip()
+    if text.startswith("ERROR"):
+        raise AssertionError(f"kernel error evaluating {expr!r}: {text}")
+    return json.loads(text)
+
+
+def _kernel_wait_for(kc, expr: str, expected, timeout: float = 10.0):
+    """The page's message travels on its own connection and may land after our check."""
+    deadline = time.time() + timeout
+    while True:
+        value = _kernel_eval(kc, expr)
+        if value == expected or time.time() > deadline:
+            return value
+        time.sleep(0.1)
+
+
+def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, artifacts):
+    nb = {
+        "cells": [{"cell_type": "code", "id": "widget", "metadata": {}, "source": CELL, "outputs": [], "execution_count": None}],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    }
+    (notebook7.root / "hosts.ipynb").write_text(json.dumps(nb))
+    page, errors = _new_page(browser)
+    kc = None
+    try:
+        page.goto(f"http://127.0.0.1:{notebook7.port}/notebooks/hosts.ipynb?token={notebook7.token}")
+        page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
+        # the page is Notebook 7's own front end, not JupyterLab's
+        assert page.evaluate("window.jupyterapp.name") == "Jupyter Notebook"
+        page.wait_for_function(
+            "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000
+        )
+        kc = _kernel_client(notebook7, "hosts.ipynb")
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_selector(".aw-root", timeout=60_000)
+        assert page.locator(".aw-token-text").all_inner_texts() == ["She", "sat", "by", "the", "river", "bank"]
+
+        page.locator(".aw-token", has_text="bank").click()
+        page.wait_for_selector(".aw-token[data-index='5'][aria-pressed=true]")
+        assert _kernel_wait_for(kc, "w.focus", 5) == 5
+        # a stage button too, which also fills the matrix for the screenshot
+        page.click(".aw-stage[data-stage=weights]")
+        page.wait_for_selector(".aw-root[data-stage=weights]")
+        assert _kernel_wait_for(kc, "w.stage", "weights") == "weights"
+        page.screenshot(path=str(artifacts / "host-notebook7.png"))
+        assert not errors
+    finally:
+        if kc is not None:
+            kc.stop_channels()
+        page.context.close()
+
+
+# --- marimo ---------------------------------------------------------------------------------
+
+# The second cell reads ui.value, which marimo builds from the Python widget's traits; marimo
+# re-runs it when a change from the page arrives, so its text is what Python saw.
+MARIMO_APP = textwrap.dedent('''\
+    import marimo
+
+    app = marimo.App()
+
+
+    @app.cell
+    def _():
+        import marimo as mo
+        from attnwidget import AttentionWidget
+
+        w = AttentionWidget()
+        ui = mo.ui.anywidget(w)
+        ui
+        return mo, ui
+
+
+    @app.cell
+    def _(mo, ui):
+        mo.md(f"python sees focus={ui.value['focus']} stage={ui.value['stage']}")
+        return
+
+
+    if __name__ == "__main__":
+        app.run()
+''')
+
+
+@pytest.fixture(scope="module")
+def marimo_app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("marimo")
+    (root / "hosts_app.py").write_text(MARIMO_APP)
+    port = _free_port()
+    cmd = [
+        sys.executable, "-m", "marimo", "run", str(root / "hosts_app.py"), "--headless",
+        "--host", "127.0.0.1", "--port", str(port),
+        # a local test server: no login page, and never ask about running in a sandbox
+        "--no-token", "--no-sandbox",
+    ]
+    server = Server("marimo", cmd, root, _isolated_env(root), f"http://127.0.0.1:{port}/health")
+    server.url = f"http://127.0.0.1:{port}/"
+    yield server
+    server.stop()
+
+
+def test_marimo_shows_widget_and_click_reaches_python(marimo_app, browser, artifacts):
+    page, errors = _new_page(browser)
+    try:
+        page.goto(marimo_app.url)
+        # marimo mounts the widget in an open shadow root; Playwright's CSS locators pierce it
+        page.wait_for_selector(".aw-root", timeout=60_000)
+        assert page.locator(".aw-token-text").all_inner_texts() == ["She", "sat", "by", "the", "river", "bank"]
+        said = page.get_by_text("python sees")
+        said.wait_for()
+        assert said.inner_text() == "python sees focus=0 stage=tokens"
+
+        page.locator(".aw-token", has_text="bank").click()
+        page.wait_for_selector(".aw-token[data-index='5'][aria-pressed=true]")
+        page.get_by_text("python sees focus=5").wait_for(timeout=15_000)
+        page.click(".aw-stage[data-stage=weights]")
+        page.wait_for_selector(".aw-root[data-stage=weights]")
+        page.get_by_text("python sees focus=5 stage=weights").wait_for(timeout=15_000)
+        page.screenshot(path=str(artifacts / "host-marimo.png"))
+        assert not errors
+    finally:
+        page.context.close()
