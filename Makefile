@@ -27,7 +27,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: build $(VENV)/.demo-installed
-	$(BIN)/jupyter lab $(ROOT_FLAG) notebooks/01_attention_lab.ipynb
+	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/01_attention_lab.ipynb
 
 # Browser tests drive Debian's Chromium; install it when it is missing and we may.
 chromium:
