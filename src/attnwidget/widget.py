@@ -33,23 +33,27 @@ def _array_from_json(value, widget):
 _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
 
 
-def principal_axes(v):
+def principal_axes(v, iterations=40):
     """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
 
     A linear map keeps convex combinations, so every output still lands inside the
-    projected hull of the values.
+    projected hull of the values, whichever plane is chosen. The plane is found by subspace
+    iteration on the d_v × d_v covariance, all heads at once: a few small matrix products,
+    cheaper and steadier than a full eigendecomposition.
     """
     if v is None or v.shape[-1] <= 2:
         return None
     heads = v if v.ndim == 3 else v[None]
-    axes = []
-    for vh in heads:
-        centered = vh - vh.mean(axis=0)
-        _, _, vt = np.linalg.svd(centered, full_matrices=False)
-        basis = np.zeros((vh.shape[1], 2))
-        basis[:, : min(2, vt.shape[0])] = vt[:2].T
-        axes.append(basis)
-    return np.stack(axes) if v.ndim == 3 else axes[0]
+    centered = heads - heads.mean(axis=1, keepdims=True)
+    cov = np.swapaxes(centered, 1, 2) @ centered
+    axes = np.broadcast_to(np.random.default_rng(0).normal(size=(v.shape[-1], 2)), cov.shape[:2] + (2,)).copy()
+    for _ in range(iterations):
+        axes = cov @ axes
+        first = axes[..., 0] / np.maximum(np.linalg.norm(axes[..., 0], axis=-1, keepdims=True), 1e-300)
+        second = axes[..., 1] - (first * axes[..., 1]).sum(axis=-1, keepdims=True) * first
+        second /= np.maximum(np.linalg.norm(second, axis=-1, keepdims=True), 1e-300)
+        axes = np.stack([first, second], axis=-1)
+    return axes if v.ndim == 3 else axes[0]
 
 
 class Matrix(traitlets.TraitType):
@@ -87,6 +91,15 @@ class Matrix(traitlets.TraitType):
             raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
         a.setflags(write=False)
         return a
+
+    def set(self, obj, value):
+        # traitlets compares old and new values with ==, which for arrays is an elementwise
+        # pass over every number (and then an error); a new array is simply a change.
+        new = self._validate(obj, value)
+        old = obj._trait_values.get(self.name, self.default_value)
+        obj._trait_values[self.name] = new
+        if new is not old:
+            obj._notify_trait(self.name, old, new)
 
 
 _VECTORS = ("tokens", "q", "k", "v", "x")
