@@ -188,7 +188,10 @@ def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, art
         page.wait_for_selector(".aw-root[data-stage=weights]")
         assert _kernel_wait_for(kc, "w.stage", "weights") == "weights"
         page.screenshot(path=str(artifacts / "host-notebook7.png"))
-        assert not errors
+        # Notebook 7.6's own start-up can throw this from its keyboard-shortcut settings, before
+        # any cell runs (a race in the host: jupyter/notebook#7862); it is not the widget's.
+        host_race = "Cannot read properties of undefined (reading 'schema')"
+        assert [e for e in errors if e != host_race] == []
     finally:
         if kc is not None:
             kc.stop_channels()
