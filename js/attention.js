@@ -43,17 +43,19 @@ export function scores(q, k, scale) {
 /** Row-wise softmax of scores / T; with causal, cells j > i are exactly 0. */
 export function weights(S, n, temperature, causal) {
   const W = new Float64Array(n * n);
+  const inv = 1 / temperature;
   for (let i = 0; i < n; i++) {
     const last = causal ? i : n - 1, row = i * n;
     let max = -Infinity;
     for (let j = 0; j <= last; j++) if (S[row + j] > max) max = S[row + j];
     let sum = 0;
     for (let j = 0; j <= last; j++) {
-      const e = Math.exp((S[row + j] - max) / temperature); // max first: no overflow at any T
+      const e = Math.exp((S[row + j] - max) * inv); // max first: no overflow at any T
       W[row + j] = e;
       sum += e;
     }
-    for (let j = 0; j <= last; j++) W[row + j] /= sum;
+    const norm = 1 / sum;
+    for (let j = 0; j <= last; j++) W[row + j] *= norm;
   }
   return W;
 }

@@ -11,7 +11,7 @@ import { createTokenStrip } from "./views/tokens.js";
 import { createGrid } from "./views/grid.js";
 import { createBlend } from "./views/blend.js";
 import { createDial } from "./views/dial.js";
-import { createHeads } from "./views/heads.js";
+import { createHeads, thumbnail } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { localModel } from "./standalone.js";
 import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
@@ -24,6 +24,12 @@ const CAPTIONS = {
   weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
+
+function rowSums(W, n) {
+  const sums = new Float64Array(n);
+  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) sums[i] += W[i * n + j];
+  return sums;
+}
 
 function render({ model, el: host }) {
   const root = el("div", { class: "aw-root" });
@@ -57,24 +63,34 @@ function render({ model, el: host }) {
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
     if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
     return c; // outputs (A·V) are computed only by the blend stage, which shows them
-
   };
-  // every head's weights, for the small multiples (only when there are several heads)
-  const allHeads = () => {
-    const c = derived();
-    if (!c.heads) {
-      c.heads = Array.from({ length: c.all.q.heads }, (_, h) => {
-        const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
-        return A.weights(A.scores(q, k, get("scale") ?? A.defaultScale(q.cols)), q.rows, get("temperature"), get("causal"));
-      });
-    }
-    return c.heads;
-  };
-  const keepArrays = () => (cache = { all: cache.all });
-  const keepScores = () => (cache = { all: cache.all, q: cache.q, k: cache.k, v: cache.v, scale: cache.scale, S: cache.S });
+  // What each change leaves valid: everything else is recomputed on demand.
+  const keep = (...names) => () => (cache = Object.fromEntries(names.filter((k) => k in cache).map((k) => [k, cache[k]])));
   const invalidate = {
-    q: () => (cache = {}), k: () => (cache = {}), v: () => (cache = {}), x: () => (cache = {}), value_basis: () => (cache = {}),
-    head: keepArrays, scale: keepArrays, temperature: keepScores, causal: keepScores, // outputs go with the weights
+    q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(),
+    scale: keep("all"),
+    head: keep("all", "scale", "headScores", "thumbs"),
+    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores"),
+    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores"),
+  };
+
+  // Every head's thumbnail, for the small multiples. One head per task, so a long input never
+  // blocks the page; heads' scores are kept (they change only with q, k and scale).
+  let headsTimer = 0;
+  const computeHeads = () => {
+    clearTimeout(headsTimer);
+    const c = cache, H = c.all.q.heads, n = c.q.rows;
+    c.headScores ??= new Array(H).fill(null);
+    c.thumbs ??= new Array(H).fill(null);
+    const h = c.thumbs.indexOf(null);
+    if (h < 0) return;
+    if (!c.headScores[h]) {
+      const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
+      c.headScores[h] = Float32Array.from(A.scores(q, k, c.scale));
+    }
+    c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal")), n);
+    if (c.thumbs.includes(null)) headsTimer = setTimeout(() => cache === c && computeHeads(), 0);
+    schedule();
   };
 
   // --- views ---
@@ -194,7 +210,15 @@ function render({ model, el: host }) {
     const isMasked = causal ? (i, j) => j > i : null;
     const weightColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]);
     heads.node.hidden = c.all.q.heads < 2;
-    if (c.all.q.heads > 1) heads.update({ weights: allHeads(), n, head: get("head"), color: weightColor });
+    if (c.all.q.heads > 1) {
+      if (!c.thumbs || c.thumbs.includes(null)) {
+        clearTimeout(headsTimer);
+        // small inputs at once; long ones once the page is idle, so drags stay smooth
+        if (n <= 128) while (!c.thumbs || c.thumbs.includes(null)) computeHeads();
+        else headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
+      }
+      if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: weightColor });
+    }
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
       a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal }),
       reader: tokens[cell[0]], read: tokens[cell[1]],
@@ -218,14 +242,13 @@ function render({ model, el: host }) {
       let m = 1e-9, lo = Infinity, hi = -Infinity;
       for (const s of c.S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
-      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, cell, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, causal, cell, key: c.S, data: c.S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
       legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : " (set)"}; colour centred on 0`, color, -m, m);
     }
     if (showWeights) {
-      const sums = new Float64Array(n);
-      for (let i = 0; i < n * n; i++) sums[Math.floor(i / n)] += c.W[i];
+      const sums = (c.sums ??= rowSums(c.W, n));
       weightsGrid.update({
-        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, cell,
+        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal, cell, key: c.W, data: c.W,
         maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
         extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
@@ -248,6 +271,10 @@ function render({ model, el: host }) {
       return { scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))), scale: c.scale, temperature: get("temperature") };
     },
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
+    model,
+    // draw now rather than at the next frame: lets benchmarks time one redraw
+    redraw: () => { cancelAnimationFrame(frame); draw(); },
+    firstPaint: 0,
   };
 
   // --- wiring ---
@@ -269,10 +296,12 @@ function render({ model, el: host }) {
   resize.observe(root);
   resize.observe(strip.list);
   draw();
+  root.attnwidget.firstPaint = performance.now();
 
   return () => {
     cancelAnimationFrame(frame);
     clearTimeout(sendTimer);
+    clearTimeout(headsTimer);
     for (const [name, h] of handlers) model.off(`change:${name}`, h);
     themeWatch.disconnect();
     resize.disconnect();

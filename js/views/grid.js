@@ -10,18 +10,25 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  * onPick gets the row and the column clicked (null for a row label).
  * returns {node, update(spec), destroy()}
  * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
- *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel}
+ *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel,
+ *        data (optional: the values, row-major), causal (masked is j > i), key (data identity)}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
   parent.append(node);
-  let spec = null, box = null;
+  let spec = null, box = null, pixelsOf = null, pixelsKey = null; // what the cell image shows
+  const measured = new WeakMap(); // label list -> its widest label, in pixels
+  const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
   function layout(ctx, s) {
     ctx.font = `${LABEL_FONT}px ${palette(node).font}`;
-    const widest = (labels) => Math.max(0, ...labels.map((t) => ctx.measureText(short(t, 18)).width));
+    const widest = (labels) => {
+      // measured once per list of labels: long inputs have thousands
+      if (!measured.has(labels)) measured.set(labels, Math.max(0, ...labels.map((t) => ctx.measureText(short(t, 18)).width)));
+      return measured.get(labels);
+    };
     const left = Math.min(120, widest(s.rowLabels) + 10);
     const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
     const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
@@ -51,7 +58,17 @@ export function createGrid(parent, { title, onPick, describe }) {
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
     // cells: one pixel per cell, scaled up, when cells are too small for anything else
-    if (s.color && s.color.domain && (b.cell < 6 || b.cellH < 6)) paintPixels(ctx, s, b, pal);
+    if (s.color && s.color.domain && (b.cell < 6 || b.cellH < 6)) {
+      // the cell image is kept while the numbers and colours stay the same: a focus change
+      // only redraws labels and outlines over it
+      const key = [...s.color.domain(), s.color(s.color.domain()[0]), pal.masked, s.rows, s.cols, !!s.masked].join("|");
+      if (!s.key || s.key !== pixelsOf || key !== pixelsKey) {
+        paintPixels(pixels, s, pal);
+        [pixelsOf, pixelsKey] = [s.key, key];
+      }
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
+    }
     else for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
         const x = b.left + j * b.cell, y = b.top + i * b.cellH;
@@ -187,32 +204,30 @@ export function createGrid(parent, { title, onPick, describe }) {
   };
 }
 
-// Thousands of cells: colours from a 256-step lookup table into an image, one pixel per cell.
-const scratch = typeof document !== "undefined" ? document.createElement("canvas") : null;
-function paintPixels(ctx, s, b, pal) {
+// Thousands of cells: colours from a 256-step lookup table into an image, one pixel per cell,
+// written as whole 32-bit pixels (RGBA bytes in memory order).
+const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+const pack = ({ r, g, b }) => (littleEndian ? ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0 : ((r << 24) | (g << 16) | (b << 8) | 255) >>> 0);
+function paintPixels(target, s, pal) {
   const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
-  const lut = new Uint8ClampedArray(256 * 3);
-  for (let k = 0; k < 256; k++) {
-    const c = rgb(s.color(lo + ((hi - lo) * k) / 255));
-    lut.set([c.r, c.g, c.b], k * 3);
-  }
-  const m = rgb(pal.masked), img = new ImageData(s.cols, s.rows), px = img.data;
-  const step = hi > lo ? 255 / (hi - lo) : 0;
+  const lut = new Uint32Array(256);
+  for (let k = 0; k < 256; k++) lut[k] = pack(rgb(s.color(lo + ((hi - lo) * k) / 255)));
+  const maskedPixel = pack(rgb(pal.masked)), img = new ImageData(s.cols, s.rows);
+  const px = new Uint32Array(img.data.buffer), step = hi > lo ? 255 / (hi - lo) : 0;
+  // s.data (row-major numbers) and s.causal spare a function call per cell on the hot path
+  const data = s.data, value = s.value, masked = s.masked, cols = s.cols;
   for (let i = 0, p = 0; i < s.rows; i++) {
-    for (let j = 0; j < s.cols; j++, p += 4) {
-      if (s.masked && s.masked(i, j)) { px[p] = m.r; px[p + 1] = m.g; px[p + 2] = m.b; }
+    for (let j = 0; j < cols; j++, p++) {
+      if (s.causal ? j > i : masked && masked(i, j)) px[p] = maskedPixel;
       else {
-        const k = 3 * Math.max(0, Math.min(255, Math.round((s.value(i, j) - lo) * step)));
-        px[p] = lut[k]; px[p + 1] = lut[k + 1]; px[p + 2] = lut[k + 2];
+        const k = ((data ? data[p] : value(i, j)) - lo) * step;
+        px[p] = lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
       }
-      px[p + 3] = 255;
     }
   }
-  scratch.width = s.cols;
-  scratch.height = s.rows;
-  scratch.getContext("2d").putImageData(img, 0, 0);
-  ctx.imageSmoothingEnabled = false;
-  ctx.drawImage(scratch, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
+  target.width = s.cols;
+  target.height = s.rows;
+  target.getContext("2d").putImageData(img, 0, 0);
 }
 
 // Dark or light text for a cell, by the cell colour's luminance.

@@ -1,34 +1,56 @@
 // Small multiples: every head's weight matrix side by side; click one to select that head.
-import { el, fill, palette } from "./dom.js";
+// Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
+import { rgb } from "d3-color";
+import { el, fill } from "./dom.js";
 
 const SIZE = 84;
 
-/** createHeads(parent, {onHead(h)}) -> {update({weights: Float64Array[], n, head, color}), destroy()} */
+/** The mean weight of each block of cells, at most SIZE × SIZE blocks: {data, side, max, averaged}. */
+export function thumbnail(W, n) {
+  const side = Math.min(n, SIZE), sums = new Float32Array(side * side), counts = new Float32Array(side * side);
+  const block = new Int32Array(n).map((_, i) => Math.floor((i * side) / n));
+  for (let i = 0; i < n; i++) {
+    const row = block[i] * side;
+    for (let j = 0; j < n; j++) { sums[row + block[j]] += W[i * n + j]; counts[row + block[j]] += 1; }
+  }
+  let max = 0;
+  for (let p = 0; p < sums.length; p++) { sums[p] /= counts[p]; max = Math.max(max, sums[p]); }
+  return { data: sums, side, max, averaged: side < n };
+}
+
+/** createHeads(parent, {onHead(h)}) -> {update({thumbs, head, color}), destroy()} */
 export function createHeads(parent, { onHead }) {
+  const caption = el("figcaption", {}, "every head's weights");
   const list = el("div", { class: "aw-heads-list", role: "toolbar", "aria-label": "Heads: click one to select it" });
-  const node = el("figure", { class: "aw-figure aw-heads" }, el("figcaption", {}, "every head's weights"), list);
+  const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
+  let buttons = [];
+
+  function paint(canvas, thumb, color, scaled) {
+    const { data, side, max } = thumb, img = new ImageData(side, side), px = img.data;
+    const top = scaled && max > 0 ? max : 1;
+    for (let p = 0; p < data.length; p++) {
+      const c = rgb(color(Math.min(1, data[p] / top)));
+      px.set([c.r, c.g, c.b, 255], p * 4);
+    }
+    canvas.width = canvas.height = side;
+    canvas.getContext("2d").putImageData(img, 0, 0);
+  }
 
   return {
     node,
-    update({ weights, n, head, color }) {
-      const pal = palette(node);
-      const cell = SIZE / n, dpr = window.devicePixelRatio || 1;
-      fill(list, weights.map((W, h) => {
-        const canvas = el("canvas", { width: Math.ceil(SIZE * dpr), height: Math.ceil(SIZE * dpr), style: `width:${SIZE}px;height:${SIZE}px` });
-        const ctx = canvas.getContext("2d");
-        ctx.scale(dpr, dpr);
-        ctx.fillStyle = pal.zero;
-        ctx.fillRect(0, 0, SIZE, SIZE);
-        for (let i = 0; i < n; i++) {
-          for (let j = 0; j < n; j++) {
-            ctx.fillStyle = color(W[i * n + j]);
-            ctx.fillRect(j * cell, i * cell, Math.ceil(cell), Math.ceil(cell));
-          }
-        }
-        return el("button", { type: "button", class: "aw-head", "data-head": h, "aria-pressed": String(h === head), "aria-label": `head ${h + 1}`, onclick: () => onHead(h) },
-          canvas, el("span", {}, `head ${h + 1}`));
-      }));
+    /** thumbs[h] may be null while a head is still being computed: its old picture stays. */
+    update({ thumbs, head, color }) {
+      if (buttons.length !== thumbs.length) {
+        buttons = thumbs.map((_, h) => el("button", { type: "button", class: "aw-head", "data-head": h, "aria-label": `head ${h + 1}`, onclick: () => onHead(h) },
+          el("canvas", { style: `width:${SIZE}px;height:${SIZE}px` }), el("span", {}, `head ${h + 1}`)));
+        fill(list, buttons);
+      }
+      // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
+      const scaled = thumbs.some((t) => t && t.averaged);
+      caption.textContent = scaled ? "every head's weights (block means, each scaled to its maximum)" : "every head's weights";
+      thumbs.forEach((t, h) => { if (t) paint(buttons[h].firstChild, t, color, scaled); });
+      buttons.forEach((b, h) => b.setAttribute("aria-pressed", String(h === head)));
     },
     destroy() { node.remove(); },
   };

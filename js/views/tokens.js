@@ -3,6 +3,7 @@ import { el, svg, fill, pct } from "./dom.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
+const CONDENSE = 150; // past this many tokens the strip drops the percentages under each token
 
 /** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, focus, row}), destroy()} */
 export function createTokenStrip(parent, { onFocus }) {
@@ -74,9 +75,14 @@ export function createTokenStrip(parent, { onFocus }) {
     update({ tokens, focus, row }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       last = { tokens, focus };
+      // a long strip is condensed: the tint alone says how much each token is read
+      const condensed = tokens.length > CONDENSE;
+      node.classList.toggle("aw-condensed", condensed);
       buttons.forEach((b, i) => {
-        b.setAttribute("aria-pressed", String(i === focus));
-        b.tabIndex = i === focus ? 0 : -1;
+        const pressed = String(i === focus);
+        if (b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
+        // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
+        if (condensed) return;
         const w = row ? row[i] : null;
         b.style.setProperty("--aw-w", w == null ? 0 : w.toFixed(3));
         b.lastChild.textContent = w == null ? "" : pct(w);
