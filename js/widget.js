@@ -218,6 +218,7 @@ function render({ model, el: host }) {
         else headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
       }
       if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: weightColor });
+      heads.node.dataset.complete = String(!!c.thumbs && !c.thumbs.includes(null));
     }
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
       a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal }),
@@ -314,6 +315,7 @@ export default { render };
 
 /** Render from embedded state with no kernel (exported pages); theme is "light", "dark" or "auto". */
 export function renderStandalone(el, payload) {
+  const started = performance.now();
   const cleanup = render({ model: localModel(payload), el });
   const root = el.querySelector(".aw-root"), dark = window.matchMedia("(prefers-color-scheme: dark)");
   const setTheme = () => {
@@ -323,5 +325,6 @@ export function renderStandalone(el, payload) {
   };
   setTheme();
   dark.addEventListener("change", setTheme);
+  root.attnwidget.renderStart = started; // when the page's script began: decoding, then drawing
   return () => { dark.removeEventListener("change", setTheme); cleanup(); };
 }

@@ -115,7 +115,8 @@ export function createBlend(parent, { onResidual }) {
       parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
       parts.push(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }));
       parts.push(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }));
-      parts.push(svg("text", { class: "aw-output-label", x: end[0] + 9, y: end[1] + 4 }, `${short(tokens[focus])} + mix`));
+      const onRight = end[0] < W * 0.6;
+      parts.push(svg("text", { class: "aw-output-label", x: end[0] + (onRight ? 9 : -9), y: end[1] - 9, "text-anchor": onRight ? "start" : "end" }, `${short(tokens[focus])} + mix`));
     }
     fill(plot, parts);
     plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
