@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import traitlets
+
 from . import examples
 from .widget import STAGES, AttentionWidget
 
@@ -50,7 +52,7 @@ def main(argv=None) -> int:
             if args.focus is not None:
                 lowered = [t.lower() for t in w.tokens]
                 w.focus = int(args.focus) if args.focus.isdigit() else lowered.index(args.focus.lower())
-    except ValueError as err:  # TraitError is a ValueError too
+    except (ValueError, traitlets.TraitError) as err:
         parser.error(f"{err}" if "not in list" not in str(err) else f"--focus {args.focus!r} is not one of the tokens {w.tokens}")
 
     out = args.output

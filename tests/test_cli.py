@@ -1,0 +1,54 @@
+"""python -m attnwidget export: pages for authors without a notebook."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from attnwidget.__main__ import main
+
+
+def embedded_state(path):
+    text = path.read_text()
+    raw = re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', text, re.S).group(1)
+    return json.loads(raw)["state"]
+
+
+def test_export_a_sentence(tmp_path):
+    out = tmp_path / "lab.html"
+    assert main(["export", "I put my money in the bank", "--focus", "bank", "--stage", "blend", "--causal", "-o", str(out)]) == 0
+    state = embedded_state(out)
+    assert state["tokens"] == ["I", "put", "my", "money", "in", "the", "bank"]
+    assert (state["focus"], state["stage"], state["causal"]) == (6, "blend", True)
+
+
+def test_export_several_sentences_and_presets(tmp_path):
+    out = tmp_path / "two.html"
+    main(["export", "a river bank", "a money bank", "-o", str(out), "--theme", "dark"])
+    assert embedded_state(out)["sentences"] == ["a river bank", "a money bank"]
+    assert 'class="aw-page-dark"' in out.read_text()
+    main(["export", "--preset", "dial", "-o", str(out)])
+    assert embedded_state(out)["scale"] == 3.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["export", "a b", "--focus", "zebra"], "is not one of the tokens"),
+        (["export", "--preset", "lab", "a b"], "not both"),
+        (["export", "a b", "--temperature", "-1"], "temperature"),
+    ],
+)
+def test_mistakes_are_explained(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(args + ["-o", str(tmp_path / "x.html")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_runs_as_a_module(tmp_path):
+    out = tmp_path / "m.html"
+    done = subprocess.run([sys.executable, "-m", "attnwidget", "export", "--preset", "lab", "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0 and out.stat().st_size > 10_000
