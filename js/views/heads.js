@@ -26,12 +26,14 @@ export function createHeads(parent, { onHead }) {
   parent.append(node);
   let buttons = [];
 
-  function paint(canvas, thumb, color, scaled) {
+  const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
+
+  function paint(canvas, thumb, lut, scaled) {
     const { data, side, max } = thumb, img = new ImageData(side, side), px = img.data;
     const top = scaled && max > 0 ? max : 1;
     for (let p = 0; p < data.length; p++) {
-      const c = rgb(color(Math.min(1, data[p] / top)));
-      px.set([c.r, c.g, c.b, 255], p * 4);
+      const k = 3 * Math.min(255, Math.round((255 * data[p]) / top));
+      px[p * 4] = lut[k]; px[p * 4 + 1] = lut[k + 1]; px[p * 4 + 2] = lut[k + 2]; px[p * 4 + 3] = 255;
     }
     canvas.width = canvas.height = side;
     canvas.getContext("2d").putImageData(img, 0, 0);
@@ -49,7 +51,14 @@ export function createHeads(parent, { onHead }) {
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t && t.averaged);
       caption.textContent = scaled ? "every head's weights (block means, each scaled to its maximum)" : "every head's weights";
-      thumbs.forEach((t, h) => { if (t) paint(buttons[h].firstChild, t, color, scaled); });
+      let lut = null;
+      thumbs.forEach((t, h) => {
+        const canvas = buttons[h].firstChild, key = `${scaled}|${color(1)}`;
+        if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
+        lut ??= Uint8Array.from({ length: 256 * 3 }, (_, i) => { const c = rgb(color(Math.floor(i / 3) / 255)); return [c.r, c.g, c.b][i % 3]; });
+        paint(canvas, t, lut, scaled);
+        shown.set(canvas, { thumb: t, key });
+      });
       buttons.forEach((b, h) => b.setAttribute("aria-pressed", String(h === head)));
     },
     destroy() { node.remove(); },
