@@ -1,5 +1,5 @@
 // The same formulas as src/attnwidget/core.py, for drawing without a kernel round trip.
-// Matrices are row-major Float64Arrays with their shape beside them.
+// Matrices are {data, rows, cols} (data row-major: Float32Array inputs, Float64Array results).
 
 /** Decode a synced array {shape, dtype, view: DataView} into {data: Float32Array, heads, rows, cols}. */
 export function decodeMatrix(value) {
@@ -134,7 +134,7 @@ export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;
   for (let m = 0; m <= last; m++) max = Math.max(max, S[i * n + m]);
-  const shift = max / temperature > 700 ? max / temperature : 0; // exp would overflow: shift the row
+  const shift = Math.abs(max / temperature) > 700 ? max / temperature : 0; // exp would overflow or vanish: shift the row
   let rowSum = 0;
   for (let m = 0; m <= last; m++) rowSum += Math.exp(S[i * n + m] / temperature - shift);
   const masked = causal && j > i, tempered = S[i * n + j] / temperature, weight = W[i * n + j];

@@ -37,6 +37,7 @@ export function localModel({ state: raw, variants = {} }) {
       const found = next.tokens.findIndex((t) => t.toLowerCase() === word);
       extra.focus = found >= 0 ? found : Math.min(state.focus, next.tokens.length - 1);
       extra.cell = null;
+      if (!next.x) extra.residual = false; // nothing to add the mix to
     }
     apply({ ...next, ...extra });
   }

@@ -16,7 +16,7 @@ import { createCell } from "./views/cell.js";
 import { localModel } from "./standalone.js";
 import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
 
-const TEMPERATURE_RANGE = [0.1, 5];
+const TEMPERATURE_RANGE = [0.1, 5]; // AttentionWidget.temperature_range
 const CAPTIONS = {
   tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
   qk: "Each token makes a query (what it is looking for) and a key (what it contains). A score compares the row's query with the column's key: score = scale · q · k.",
@@ -57,7 +57,9 @@ function render({ model, el: host }) {
     const h = Math.min(get("head"), c.all.q.heads - 1);
     if (!c.q) {
       c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h);
-      c.basis = c.all.basis && A.headOf(c.all.basis, Math.min(h, c.all.basis.heads - 1));
+      // a basis for other values (its message may trail theirs by one frame) is not used
+      const b = c.all.basis, fits = b && b.heads === c.all.v.heads && b.rows === c.all.v.cols && b.cols === 2;
+      c.basis = fits ? A.headOf(b, h) : null;
     }
     const n = c.q.rows;
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
@@ -77,7 +79,7 @@ function render({ model, el: host }) {
   // Every head's thumbnail, for the small multiples. One head per task, so a long input never
   // blocks the page; heads' scores are kept (they change only with q, k and scale).
   let headsTimer = 0;
-  const computeHeads = () => {
+  const computeHeads = (later = true) => {
     clearTimeout(headsTimer);
     const c = cache, H = c.all.q.heads, n = c.q.rows;
     c.headScores ??= new Array(H).fill(null);
@@ -89,6 +91,7 @@ function render({ model, el: host }) {
       c.headScores[h] = Float32Array.from(A.scores(q, k, c.scale));
     }
     c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal")), n);
+    if (!later) return;
     if (c.thumbs.includes(null)) headsTimer = setTimeout(() => cache === c && computeHeads(), 0);
     schedule();
   };
@@ -137,7 +140,7 @@ function render({ model, el: host }) {
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${entry(derived().q, i, j)}` });
   const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${entry(derived().k, i, j)}` });
-  let dragged = null; // the query being turned, sent to Python at most once a frame
+  let dragged = null; // the query being turned: drawn at once, sent to Python on release
   const dial = createDial(qkPanel, {
     onQuery: (vec) => {
       const c = derived(), all = c.all.q, h = Math.min(get("head"), all.heads - 1), f = get("focus");
@@ -214,7 +217,7 @@ function render({ model, el: host }) {
       if (!c.thumbs || c.thumbs.includes(null)) {
         clearTimeout(headsTimer);
         // small inputs at once; long ones once the page is idle, so drags stay smooth
-        if (n <= 128) while (!c.thumbs || c.thumbs.includes(null)) computeHeads();
+        if (n <= 128) while (!c.thumbs || c.thumbs.includes(null)) computeHeads(false);
         else headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
       }
       if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: weightColor });
@@ -227,7 +230,8 @@ function render({ model, el: host }) {
 
     const base = { rows: n, rowLabels: tokens, colLabels: tokens, focusRow: focus, maxWidth };
     if (stage === "tokens") {
-      emptyGrid.update({ ...base, cols: n, value: () => 0, color: () => pal.zero, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
+      const blank = scaleSequential(() => pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
+      emptyGrid.update({ ...base, cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
       const m = Math.max(...c.q.data.map(Math.abs), ...c.k.data.map(Math.abs), 1e-9);
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);

@@ -169,3 +169,13 @@ def test_cell_arithmetic_survives_huge_scores():
 def test_from_lexicon_rejects_an_empty_sentence():
     with pytest.raises(ValueError, match="no tokens"):
         from_lexicon("   ")
+
+
+def test_cell_arithmetic_at_a_tiny_temperature_shows_finite_steps():
+    w = AttentionWidget(RIVER, temperature=1e-6, causal=True, cell=(0, 0))
+    a = w.cell_arithmetic
+    assert a["shift"] != 0 and a["row_sum"] > 0
+    assert a["exp"] / a["row_sum"] == pytest.approx(a["weight"]) == pytest.approx(1.0)
+    w.cell = (5, 4)
+    a = w.cell_arithmetic
+    assert a["exp"] / a["row_sum"] == pytest.approx(w.weights[5, 4])

@@ -168,3 +168,40 @@ def test_replacing_all_vectors_is_one_message_and_a_temperature_is_a_few_bytes()
     with pytest.raises(traitlets.TraitError):
         w.set_vectors(tokens=["a"], q=np.ones((1, 3)), k=np.ones((1, 2)), v=np.ones((1, 2)))
     assert w.comm.sent == [] and w.tokens == ["x", "y", "z"]
+
+
+def test_switching_to_a_sentence_without_embeddings_drops_them():
+    w = AttentionWidget(["She sat by the river bank", "I sat on the river bank"])
+    assert w.x is None
+    w.sentence_index = 1
+    w.residual = True
+    w.sentence_index = 0  # the lab sentence has no embeddings
+    assert w.x is None and w.residual is False
+    with pytest.raises(traitlets.TraitError, match="x="):
+        w.residual = True
+
+
+def test_observers_never_see_stale_numbers_during_a_replacement():
+    w = AttentionWidget("I sat on the river bank and read")
+    seen = []
+    w.observe(lambda ch: seen.append((len(ch["new"]), w.weights.shape)), names="tokens")
+    q, k, v = qkv(n=3)
+    w.set_vectors(tokens=["x", "y", "z"], q=q, k=k, v=v)
+    assert seen == [(3, (3, 3))]
+
+
+def test_derived_traits_are_read_only():
+    w = AttentionWidget(["a river bank", "a money bank"])
+    for name, value in [("value_basis", np.ones((2, 2))), ("n_layers", 3), ("sentences", ["x"]), ("model_name", "m")]:
+        with pytest.raises(traitlets.TraitError, match="read-only"):
+            setattr(w, name, value)
+    assert w.sentences == ["a river bank", "a money bank"]
+
+
+def test_a_malformed_array_from_the_page_is_refused(monkeypatch):
+    w = AttentionWidget("I sat on the river bank")
+    sent = []
+    monkeypatch.setattr(w, "send_state", lambda keys=None: sent.append(keys))
+    before = w.q
+    w.set_state({"q": {"shape": [5, 7], "dtype": "float32", "view": memoryview(b"\0" * 12)}})
+    assert w.q is before and sent == [["q"]]

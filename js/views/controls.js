@@ -10,7 +10,8 @@ export const STAGES = [
 ];
 const STEPS = 1000; // slider resolution along the log axis
 
-/** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t), onCausal(bool), onSentence(i)}) */
+/** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
+ *  onSentence(i), onLayer(i), onSave("png" | "svg")}) */
 export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence, onLayer, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));

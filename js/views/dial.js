@@ -33,12 +33,14 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
   function onUp(ev) {
     if (!dragging) return;
     dragging = false;
-    plot.releasePointerCapture(ev.pointerId);
+    if (plot.hasPointerCapture(ev.pointerId)) plot.releasePointerCapture(ev.pointerId);
     onQueryEnd();
   }
+  // a cancelled or lost pointer ends the drag too, so hovering never keeps turning the query
+  const ends = ["pointerup", "pointercancel", "lostpointercapture"];
   plot.addEventListener("pointerdown", onDown);
   plot.addEventListener("pointermove", onMove);
-  plot.addEventListener("pointerup", onUp);
+  for (const e of ends) plot.addEventListener(e, onUp);
 
   return {
     node,
@@ -47,6 +49,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       let reach = Math.hypot(...query);
       for (let j = 0; j < k.rows; j++) reach = Math.max(reach, Math.hypot(k.data[j * 2], k.data[j * 2 + 1]));
       // Keep the axes still while dragging, so the arrow stays under the pointer.
+      reach ||= 1; // all-zero vectors: any axes will do
       if (!dragging || !scale) scale = scaleLinear().domain([-reach * 1.25, reach * 1.25]).range([PAD, SIZE - PAD]);
       const X = (x) => scale(x), Y = (y) => SIZE - scale(y);
       // key labels sit above their tips, the query's below, so the two never cover each other
@@ -81,7 +84,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
     destroy() {
       plot.removeEventListener("pointerdown", onDown);
       plot.removeEventListener("pointermove", onMove);
-      plot.removeEventListener("pointerup", onUp);
+      for (const e of ends) plot.removeEventListener(e, onUp);
       node.remove();
     },
   };

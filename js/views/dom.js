@@ -36,7 +36,7 @@ export function palette(root) {
   const css = getComputedStyle(root);
   const get = (name) => css.getPropertyValue(name).trim();
   return {
-    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"), line: get("--aw-line"),
+    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"),
     pos: get("--aw-pos"), neg: get("--aw-neg"), zero: get("--aw-zero"), seq: get("--aw-seq"),
     accent: get("--aw-accent"), masked: get("--aw-masked"),
     font: css.fontFamily || "sans-serif",
@@ -46,8 +46,6 @@ export function palette(root) {
 export const fmt2 = format(".2f");
 export const fmt3 = format(".3f");
 export const pct = format(".0%");
-/** Signed, compact: −1.00 with a real minus sign. */
-export const num = (x) => fmt2(x);
 
 /** Points that land on the same spot share one label ("the, a, of +2"), so labels never pile up. */
 export function groupLabels(points, labels, digits = 3) {

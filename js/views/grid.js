@@ -194,7 +194,6 @@ export function createGrid(parent, { title, onPick, describe }) {
   return {
     node,
     update(next) { spec = next; draw(); },
-    redraw: draw,
     destroy() {
       canvas.removeEventListener("mousemove", onMove);
       canvas.removeEventListener("mouseleave", onLeave);

@@ -26,6 +26,7 @@ export function snapshotSVG(root) {
   const inputs = root.querySelectorAll("input, select");
   clone.querySelectorAll("input, select").forEach((copy, i) => {
     if (inputs[i].type === "checkbox") copy.toggleAttribute("checked", inputs[i].checked);
+    else if (copy.tagName === "SELECT") [...copy.options].forEach((o) => o.toggleAttribute("selected", o.value === inputs[i].value));
     else copy.setAttribute("value", inputs[i].value);
   });
   // the theme's colours come from the notebook around the widget: freeze them on the copy

@@ -1,7 +1,8 @@
 """The attention computation in plain numpy: no widget, no traitlets.
 
-One definition of every formula the widget shows; ``js/attention.js`` mirrors it
-line for line so the page can redraw without asking the kernel.
+One definition of every formula the widget shows; ``js/attention.js`` computes the same
+ones (all but the optional mask, which the widget does not use) so the page can redraw
+without asking the kernel.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     <= 0 and no finite input overflows, however small T is. A row with no allowed cell
     reads nothing: all its weights are 0 (not NaN).
     """
-    s = scores.copy()
+    big = np.finfo(float).max
+    s = np.clip(scores, -big, big)  # a score that overflowed to ±inf still has a row maximum
     if allowed is not None:
         s[~allowed] = -np.inf
     top = s.max(axis=1, keepdims=True)
@@ -92,8 +94,10 @@ class Attention:
         if not (0 <= i < n and 0 <= j < n):
             raise IndexError(f"cell ({i}, {j}) is outside the {n}×{n} matrix")
         row = self.scores[i] if self.allowed is None else self.scores[i, self.allowed[i]]
+        # exp is shown unshifted while it can be: outside ±700 every term would overflow or
+        # underflow, so the whole row is shifted by its maximum (ratios are unchanged)
         top = row.max() / self.temperature if row.size else 0.0
-        shift = float(top) if top > 700 else 0.0
+        shift = float(top) if abs(top) > 700 else 0.0
         masked = self.allowed is not None and not self.allowed[i, j]
         exp_row = np.exp(row / self.temperature - shift)
         dot = float(self.q[i] @ self.k[j])
@@ -108,7 +112,7 @@ class Attention:
     @cached_property
     def output_spread(self) -> float:
         """The largest distance between any two tokens' outputs."""
-        o = self.output
+        o = self.output - self.output.mean(axis=0)  # centred: the Gram form keeps its precision
         sq = (o * o).sum(axis=1)
         d2 = sq[:, None] + sq[None, :] - 2.0 * (o @ o.T)  # Gram form: O(n²) memory, not O(n²·d)
         return float(np.sqrt(max(d2.max(), 0.0)))

@@ -26,33 +26,28 @@ def _array_to_json(a, widget):
 def _array_from_json(value, widget):
     if value is None:
         return None
-    dtype = np.dtype(value.get("dtype", "float32"))
-    return np.frombuffer(value["view"], dtype=dtype).reshape(value["shape"]).astype(float)
+    try:
+        dtype = np.dtype(value.get("dtype", "float32"))
+        return np.frombuffer(value["view"], dtype=dtype).reshape(value["shape"]).astype(float)
+    except (KeyError, TypeError, ValueError) as err:
+        raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype, view}}") from None
 
 
 _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
 
 
-def principal_axes(v, iterations=40):
+def principal_axes(v):
     """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
 
     A linear map keeps convex combinations, so every output still lands inside the
-    projected hull of the values, whichever plane is chosen. The plane is found by subspace
-    iteration on the d_v × d_v covariance, all heads at once: a few small matrix products,
-    cheaper and steadier than a full eigendecomposition.
+    projected hull of the values. All heads at once, from the d_v × d_v covariance.
     """
     if v is None or v.shape[-1] <= 2:
         return None
     heads = v if v.ndim == 3 else v[None]
     centered = heads - heads.mean(axis=1, keepdims=True)
-    cov = np.swapaxes(centered, 1, 2) @ centered
-    axes = np.broadcast_to(np.random.default_rng(0).normal(size=(v.shape[-1], 2)), cov.shape[:2] + (2,)).copy()
-    for _ in range(iterations):
-        axes = cov @ axes
-        first = axes[..., 0] / np.maximum(np.linalg.norm(axes[..., 0], axis=-1, keepdims=True), 1e-300)
-        second = axes[..., 1] - (first * axes[..., 1]).sum(axis=-1, keepdims=True) * first
-        second /= np.maximum(np.linalg.norm(second, axis=-1, keepdims=True), 1e-300)
-        axes = np.stack([first, second], axis=-1)
+    _, vectors = np.linalg.eigh(np.swapaxes(centered, 1, 2) @ centered)
+    axes = vectors[:, :, ::-1][:, :, :2].copy()  # eigh sorts ascending: the last two carry the most variance
     return axes if v.ndim == 3 else axes[0]
 
 
@@ -103,6 +98,7 @@ class Matrix(traitlets.TraitType):
 
 
 _VECTORS = ("tokens", "q", "k", "v", "x")
+_KEEP = object()  # set_vectors: "leave this one as it is"
 
 
 class AttentionWidget(anywidget.AnyWidget):
@@ -139,17 +135,17 @@ class AttentionWidget(anywidget.AnyWidget):
     # The cell whose arithmetic is shown: (row, column), or None.
     cell = traitlets.Tuple(traitlets.Int(), traitlets.Int(), default_value=None, allow_none=True).tag(sync=True)
     # Sentences the page can switch between (empty for a single sentence or custom arrays).
-    sentences = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
     sentence_index = traitlets.Int(0).tag(sync=True)
     # Names of the two value axes in the blend plot (the built-in ones are senses of "bank").
     value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(sync=True)
     # Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2,
     # computed here with numpy whenever v changes; None when the values are already 2-D.
-    value_basis = Matrix(heads=True, allow_none=True).tag(**_ARRAY_SYNC)
+    value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
     # A real model's layers: the page offers a layer switcher when there are several.
     layer = traitlets.Int(0).tag(sync=True)
-    n_layers = traitlets.Int(0).tag(sync=True)
-    model_name = traitlets.Unicode("").tag(sync=True)
+    n_layers = traitlets.Int(0, read_only=True).tag(sync=True)
+    model_name = traitlets.Unicode("", read_only=True).tag(sync=True)
 
     def __init__(
         self,
@@ -190,7 +186,9 @@ class AttentionWidget(anywidget.AnyWidget):
             ex = self._examples[sentence_index]
             state.update(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x, value_axes=value_axes or ex.value_axes)
             if many:
-                state.update(sentences=[" ".join(e.tokens) if t is None else t for e, t in zip(self._examples, texts)], sentence_index=sentence_index)
+                # read-only for users; set before the traits that are checked against it
+                self.set_trait("sentences", [" ".join(e.tokens) if t is None else t for e, t in zip(self._examples, texts)])
+                state.update(sentence_index=sentence_index)
         elif q is None or k is None or v is None:
             missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
             raise TypeError(f"Custom vectors need q, k and v together; missing {', '.join(missing)}.")
@@ -246,8 +244,8 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("scale")
     def _check_scale(self, proposal):
         s = proposal["value"]
-        if s is not None and not np.isfinite(s):
-            raise traitlets.TraitError(f"'scale' must be a finite number, or None for 1/√d, got {s}.")
+        if s is not None and not (np.isfinite(s) and abs(s) <= 1e10):
+            raise traitlets.TraitError(f"'scale' must be a finite number no larger than 1e10 in size, or None for 1/√d; got {s}.")
         return s
 
     def _check_index(self, name, value, count, what):
@@ -297,7 +295,7 @@ class AttentionWidget(anywidget.AnyWidget):
         showing a state Python refused."""
         try:
             super().set_state(sync_data)
-        except traitlets.TraitError as err:
+        except (traitlets.TraitError, ValueError, TypeError) as err:
             self.send_state(list(sync_data))
             self.log.warning("attnwidget refused a value from the page: %s", err)
 
@@ -320,20 +318,25 @@ class AttentionWidget(anywidget.AnyWidget):
 
         save_svg(self, path)
 
-    def set_vectors(self, *, tokens=None, q=None, k=None, v=None, x=None):
+    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
-        One message to the page; if any part is invalid nothing changes. Focus, head and
-        cell are kept where they still fit and moved inside the new range otherwise.
+        One message to the page; if any part is invalid nothing changes. ``x=None`` removes
+        the embeddings (and the residual view); embeddings that no longer fit the new tokens
+        or values are removed too. Focus, head and cell are kept where they still fit and
+        moved inside the new range otherwise.
         """
-        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x)) if a is not None}
-        if tokens is not None:
-            new["tokens"] = list(tokens)
+        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x)) if a is not _KEEP}
+        if "tokens" in new:
+            new["tokens"] = list(new["tokens"])
         with self.hold_sync(), self.hold_trait_notifications():
+            if "x" not in new and self.x is not None:
+                n = len(new["tokens"]) if "tokens" in new else len(self.tokens)
+                width = new["v"].shape[-1] if "v" in new and hasattr(new["v"], "shape") else self.v.shape[-1]
+                if self.x.shape != (n, width):
+                    new["x"] = None  # the old embeddings no longer fit
             for name, value in new.items():
                 setattr(self, name, value)
-            if "q" in new and "x" not in new and self.x is not None and self.x.shape[0] != len(self.tokens):
-                self.x, self.residual = None, False  # old embeddings no longer fit the new tokens
             self._fit_indices()
 
     def _fit_indices(self):
@@ -345,6 +348,11 @@ class AttentionWidget(anywidget.AnyWidget):
         if self.cell is not None and max(self.cell) >= n:
             self.cell = None
 
+    @traitlets.observe("x")
+    def _x_gone(self, change):
+        if change["new"] is None and self.residual:
+            self.residual = False  # nothing to add the mix to
+
     @traitlets.observe("layer")
     def _switch_layer(self, change):
         if change["new"] < len(self._layers):
@@ -353,7 +361,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.observe("v")
     def _fit_value_basis(self, change):
-        self.value_basis = principal_axes(change["new"])
+        self.set_trait("value_basis", principal_axes(change["new"]))
 
     @classmethod
     def from_transformers(cls, model, tokenizer, text, *, layer=0, head=0, **kwargs):
@@ -383,9 +391,10 @@ class AttentionWidget(anywidget.AnyWidget):
         kwargs.setdefault("scale", found.scale)
         w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
         with w.hold_sync():
+            w.set_trait("n_layers", len(found.layers))
+            w.set_trait("model_name", found.model_name)
+            w.layer = layer  # before the layers are attached: the arrays for it are already in place
             w._layers = list(found.layers)
-            w.n_layers, w.model_name = len(found.layers), found.model_name
-            w.layer = layer
         return w
 
     @traitlets.observe("sentence_index")
@@ -404,10 +413,6 @@ class AttentionWidget(anywidget.AnyWidget):
 
     # --- derived, read-only numpy views of the current head ---
 
-    @traitlets.observe("q", "k", "v", "temperature", "causal", "scale", "head")
-    def _invalidate(self, change):
-        self._result = None
-
     @property
     def n_heads(self) -> int:
         """How many heads q, k and v carry (1 for 2-D arrays)."""
@@ -420,10 +425,14 @@ class AttentionWidget(anywidget.AnyWidget):
     @property
     def attention(self) -> Attention:
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
-        if self._result is None:
-            q, k, v = (self._head(a) for a in (self.q, self.k, self.v))
-            self._result = Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale)
-        return self._result
+        # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
+        # so even an observer called in the middle of set_vectors never sees stale numbers.
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head)
+        cached = self._result
+        if cached is None or any(a is not b if isinstance(a, np.ndarray) else a != b for a, b in zip(cached[0], key)):
+            q, k, v = (self._head(a) for a in key[:3])
+            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale))
+        return cached[1]
 
     def _frozen(self, a):
         a = np.asarray(a)
