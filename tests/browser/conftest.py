@@ -32,10 +32,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class Lab:
-    """A JupyterLab server on a free localhost port."""
+# What differs between the two Jupyter front ends: window.jupyterapp (to run cells by command,
+# not by keyboard focus) and their own update checks.
+APPS = {
+    "jupyterlab": ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+    "notebook": ["--JupyterNotebookApp.expose_app_in_browser=True"],
+}
 
-    def __init__(self, root: pathlib.Path):
+
+class Lab:
+    """A Jupyter server (JupyterLab, or Notebook 7 with app="notebook") on a free localhost port,
+    with settings, runtime files and kernels of its own."""
+
+    def __init__(self, root: pathlib.Path, app: str = "jupyterlab"):
         self.root = root
         self.port = _free_port()
         self.token = uuid.uuid4().hex
@@ -57,23 +67,22 @@ class Lab:
             "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
         }
         cmd = [
-            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+            sys.executable, "-m", app, "--no-browser", "--allow-root",
             f"--port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-            "--ServerApp.open_browser=False", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", *APPS[app],
         ]
-        self.log = open(root / "jupyterlab.log", "w")
+        self.log = open(root / f"{app}.log", "w")
         self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 90
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited early; see {root / 'jupyterlab.log'}")
+                raise RuntimeError(f"{app} exited early; see {root / f'{app}.log'}")
             try:
                 self.api("/api/status")
                 return
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError("JupyterLab did not start within 90 s")
+        raise RuntimeError(f"{app} did not start within 90 s")
 
     def api(self, path: str):
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"token {self.token}"})
@@ -173,6 +182,12 @@ def lab(tmp_path_factory):
     server = Lab(tmp_path_factory.mktemp("lab"))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def jupyter_server():
+    """jupyter_server(root, app): start another Jupyter server (e.g. Notebook 7); stop it yourself."""
+    return Lab
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ Each host runs once for this module, on a free localhost port, and is stopped af
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import socket
@@ -14,7 +13,6 @@ import sys
 import textwrap
 import time
 import urllib.request
-import uuid
 
 import pytest
 
@@ -90,111 +88,44 @@ def _new_page(browser):
 
 
 @pytest.fixture(scope="module")
-def notebook7(tmp_path_factory):
-    root = tmp_path_factory.mktemp("notebook7")
-    token = uuid.uuid4().hex
-    port = _free_port()
-    # No news or update pop-up over the notebook (Notebook 7 uses JupyterLab's settings plugins).
-    settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-    cmd = [
-        sys.executable, "-m", "notebook", "--no-browser", "--allow-root", f"--port={port}",
-        "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-        # window.jupyterapp: run cells through the app's own command, not by keyboard focus
-        "--JupyterNotebookApp.expose_app_in_browser=True",
-    ]
-    server = Server("notebook7", cmd, root, _isolated_env(root), f"http://127.0.0.1:{port}/api/status",
-                    {"Authorization": f"token {token}"})
-    server.root, server.port, server.token = root, port, token
+def notebook7(tmp_path_factory, jupyter_server):
+    server = jupyter_server(tmp_path_factory.mktemp("notebook7"), app="notebook")
     yield server
     server.stop()
 
 
-def _kernel_client(server, notebook: str):
-    """A client on the kernel that the notebook server started for this notebook."""
-    from jupyter_client import BlockingKernelClient
-
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        sessions = json.loads(server.get(f"http://127.0.0.1:{server.port}/api/sessions",
-                                         {"Authorization": f"token {server.token}"}))
-        sessions = [s for s in sessions if s["path"].endswith(notebook)]
-        if sessions:
-            conn = server.root / ".runtime" / f"kernel-{sessions[0]['kernel']['id']}.json"
-            if conn.exists():
-                kc = BlockingKernelClient(connection_file=str(conn))
-                kc.load_connection_file()
-                kc.start_channels()
-                kc.wait_for_ready(timeout=60)
-                return kc
-        time.sleep(0.3)
-    raise RuntimeError(f"no kernel for {notebook}")
-
-
-def _kernel_eval(kc, expr: str):
-    out = []
-
-    def hook(msg):
-        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":
-            out.append(msg["content"]["text"])
-        elif msg["msg_type"] == "error":
-            out.append("ERROR " + msg["content"]["evalue"])
-
-    kc.execute_interactive(f"import json as _j; print(_j.dumps({expr}))", output_hook=hook, timeout=30, store_history=False)
-    text = "".join(out).strip()
-    if text.startswith("ERROR"):
-        raise AssertionError(f"kernel error evaluating {expr!r}: {text}")
-    return json.loads(text)
-
-
-def _kernel_wait_for(kc, expr: str, expected, timeout: float = 10.0):
-    """The page's message travels on its own connection and may land after our check."""
-    deadline = time.time() + timeout
-    while True:
-        value = _kernel_eval(kc, expr)
-        if value == expected or time.time() > deadline:
-            return value
-        time.sleep(0.1)
-
-
 def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, artifacts):
-    nb = {
-        "cells": [{"cell_type": "code", "id": "widget", "metadata": {}, "source": CELL, "outputs": [], "execution_count": None}],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "nbformat": 4, "nbformat_minor": 5,
-    }
-    (notebook7.root / "hosts.ipynb").write_text(json.dumps(nb))
+    notebook7.write_notebook("hosts.ipynb", [CELL])
     page, errors = _new_page(browser)
-    kc = None
+    kernel = None
     try:
-        page.goto(f"http://127.0.0.1:{notebook7.port}/notebooks/hosts.ipynb?token={notebook7.token}")
+        page.goto(notebook7.url("/notebooks/hosts.ipynb"))
         page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
         # the page is Notebook 7's own front end, not JupyterLab's
         assert page.evaluate("window.jupyterapp.name") == "Jupyter Notebook"
         page.wait_for_function(
             "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000
         )
-        kc = _kernel_client(notebook7, "hosts.ipynb")
+        kernel = notebook7.kernel_for("hosts.ipynb")
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_selector(".aw-root", timeout=60_000)
         assert page.locator(".aw-token-text").all_inner_texts() == ["She", "sat", "by", "the", "river", "bank"]
 
         page.locator(".aw-token", has_text="bank").click()
         page.wait_for_selector(".aw-token[data-index='5'][aria-pressed=true]")
-        assert _kernel_wait_for(kc, "w.focus", 5) == 5
+        assert kernel.wait_for("w.focus", lambda f: f == 5) == 5
         # a stage button too, which also fills the matrix for the screenshot
         page.click(".aw-stage[data-stage=weights]")
         page.wait_for_selector(".aw-root[data-stage=weights]")
-        assert _kernel_wait_for(kc, "w.stage", "weights") == "weights"
+        assert kernel.wait_for("w.stage", lambda s: s == "weights") == "weights"
         page.screenshot(path=str(artifacts / "host-notebook7.png"))
         # Notebook 7.6's own start-up can throw this from its keyboard-shortcut settings, before
         # any cell runs (a race in the host: jupyter/notebook#7862); it is not the widget's.
         host_race = "Cannot read properties of undefined (reading 'schema')"
         assert [e for e in errors if e != host_race] == []
     finally:
-        if kc is not None:
-            kc.stop_channels()
+        if kernel is not None:
+            kernel.close()
         page.context.close()
 
 
