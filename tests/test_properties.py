@@ -2,7 +2,6 @@
 either take a value or refuse it and keep the state."""
 
 import numpy as np
-import pytest
 import traitlets
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,7 +1,6 @@
 """Exported pages in headless Chromium with every network request refused: the page renders,
 computes what numpy computes, answers the mouse and the keyboard, and makes pictures."""
 
-import base64
 import re
 import struct
 

@@ -1,9 +1,7 @@
 """Faults and hostile text in a real browser: nothing runs, nothing breaks, nothing is lost."""
 
-import pathlib
 import time
 
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.browser
