@@ -39,8 +39,12 @@ test: build $(VENV)/.test-installed chromium
 	npm test
 	$(BIN)/python -m pytest
 
+# Speed, size and memory (benchmarks/README.md), then the same attention in bertviz and CircuitsVis.
 bench: build $(VENV)/.test-installed
+	npm ci --no-audit --no-fund --prefix benchmarks
+	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/side_by_side.py
 
 clean:
 	rm -rf $(VENV) node_modules src/attnwidget/static dist tests/artifacts
