@@ -29,8 +29,13 @@ export function defaultScale(dk) {
 
 /** scale · Q Kᵀ, n×n, before temperature and mask. */
 export function scores(q, k, scale) {
-  const n = q.rows, d = q.cols, out = new Float64Array(n * k.rows);
-  for (let i = 0; i < n; i++) {
+  return scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows);
+}
+
+/** Rows r0..r1 of scale · Q Kᵀ, written into `out` (so long inputs can be done in pieces). */
+export function scoreRows(out, q, k, scale, r0, r1) {
+  const d = q.cols;
+  for (let i = r0; i < r1; i++) {
     for (let j = 0; j < k.rows; j++) {
       let s = 0;
       for (let c = 0; c < d; c++) s += q.data[i * d + c] * k.data[j * d + c];

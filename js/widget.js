@@ -71,26 +71,33 @@ function render({ model, el: host }) {
   const invalidate = {
     q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(),
     scale: keep("all"),
-    head: keep("all", "scale", "headScores", "thumbs"),
-    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores"),
-    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores"),
+    head: keep("all", "scale", "headScores", "headRows", "thumbs"),
+    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores", "headRows"),
+    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores", "headRows"),
   };
 
-  // Every head's thumbnail, for the small multiples. One head per task, so a long input never
-  // blocks the page; heads' scores are kept (they change only with q, k and scale).
-  let headsTimer = 0;
+  // Every head's thumbnail, for the small multiples. A few heads per task (about 25 ms of work),
+  // so a long input never blocks the page; heads' scores are kept (they change only with q, k
+  // and scale).
+  let headsTimer = 0, headsFor = null; // the cache whose thumbnails are being computed
   const computeHeads = (later = true) => {
     clearTimeout(headsTimer);
-    const c = cache, H = c.all.q.heads, n = c.q.rows;
+    const c = cache, H = c.all.q.heads, n = c.q.rows, started = performance.now();
     c.headScores ??= new Array(H).fill(null);
     c.thumbs ??= new Array(H).fill(null);
-    const h = c.thumbs.indexOf(null);
-    if (h < 0) return;
-    if (!c.headScores[h]) {
+    const busy = () => later && performance.now() - started > 25;
+    c.headRows ??= new Array(H).fill(0); // how many rows of each head's scores are done
+    for (let h = c.thumbs.indexOf(null); h >= 0 && !busy(); h = c.thumbs.indexOf(null)) {
+      c.headScores[h] ??= new Float32Array(n * n);
       const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
-      c.headScores[h] = Float32Array.from(A.scores(q, k, c.scale));
+      while (c.headRows[h] < n && !busy()) {
+        const r = c.headRows[h], step = Math.max(1, Math.floor(65536 / n));
+        A.scoreRows(c.headScores[h], q, k, c.scale, r, Math.min(n, r + step));
+        c.headRows[h] = Math.min(n, r + step);
+      }
+      if (c.headRows[h] < n) break;
+      c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal")), n);
     }
-    c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal")), n);
     if (!later) return;
     if (c.thumbs.includes(null)) headsTimer = setTimeout(() => cache === c && computeHeads(), 0);
     schedule();
@@ -215,10 +222,14 @@ function render({ model, el: host }) {
     heads.node.hidden = c.all.q.heads < 2;
     if (c.all.q.heads > 1) {
       if (!c.thumbs || c.thumbs.includes(null)) {
-        clearTimeout(headsTimer);
-        // small inputs at once; long ones once the page is idle, so drags stay smooth
-        if (n <= 128) while (!c.thumbs || c.thumbs.includes(null)) computeHeads(false);
-        else headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
+        // small inputs at once; long ones once the page is idle, so drags stay smooth (a redraw
+        // during the drag restarts the wait; one during the computation leaves it running)
+        if (n <= 128) computeHeads(false);
+        else if (headsFor !== c || !c.thumbs) {
+          clearTimeout(headsTimer);
+          headsFor = c;
+          headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
+        }
       }
       if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: weightColor });
       heads.node.dataset.complete = String(!!c.thumbs && !c.thumbs.includes(null));
