@@ -339,8 +339,8 @@ def machine() -> dict:
         except importlib.metadata.PackageNotFoundError:
             packages[name] = None
     npm = {name: npm_version(name) for name in ("requirejs", "d3", "jquery", "terser")}
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "nproc": nproc, "cpu": cpu, "python": platform.python_version(), "platform": platform.platform(),
-            "python_packages": packages, "npm_packages": npm}
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "nproc": nproc, "cpu": cpu,
+            "python": platform.python_version(), "platform": platform.platform(), "python_packages": packages, "npm_packages": npm}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -490,12 +490,13 @@ def markdown(report: dict) -> str:
            "## How it is measured", "",
            "- Each load: a new browser context (empty cache), `page.goto` of the tool's HTML from a local HTTP server, "
            "CDN scripts answered from local copies by Playwright routing. A script added before the page's own checks "
-           "each tool's conditions on every animation frame (requestAnimationFrame) and sends `performance.now()` "
-           "(ms since navigation start) of the first frame where each holds to Python as a console message. Loads "
-           f"are capped at {report['config']['timeout_s']:.0f} s; tools take turns in a rotating order.",
+           "each tool's conditions at the start of every animation frame (requestAnimationFrame); once one holds, "
+           "`performance.now()` (ms since navigation start) at the start of the next frame, after the browser has "
+           "rendered the frame that shows it, goes to Python as a console message. Loads are capped at "
+           f"{report['config']['timeout_s']:.0f} s; tools take turns in a rotating order.",
            "- First paint (the headline): attnwidget: `.aw-root` exists and a visible `canvas.aw-grid` (the weights "
-           "matrix, stage \"weights\") has a non-blank pixel. bertviz: the head view's SVG has its `#attention` lines "
-           "and a non-zero height. CircuitsVis: one of its Chart.js canvases has a non-blank pixel.",
+           "matrix, stage \"weights\") has a non-blank pixel. bertviz: the head view's SVG has its `#attention` lines. "
+           "CircuitsVis: one of its Chart.js canvases has a non-blank pixel.",
            f"- All heads drawn: attnwidget: also all {HEADS} head thumbnails non-blank. bertviz: the same moment as "
            f"first paint (it adds every head's lines in one synchronous pass). CircuitsVis: all {HEADS + 1} canvases "
            "(a thumbnail per head and the zoomed head) non-blank.",
@@ -515,11 +516,10 @@ def markdown(report: dict) -> str:
             "models); these weights are not causal. The same weights go to bertviz and CircuitsVis (computed by "
             "`attnwidget.attention` per head); attnwidget gets q, k, v and computes them in the page."]
     out += [f"- requests that could not be served: {', '.join(unserved) if unserved else 'none'}", ""]
-    out += ["## Requests per tool (first load at each n)", ""]
+    out += ["## What each tool requested (at any n)", ""]
     for tool in TOOLS:
-        first = next(iter(report["results"][tool].values()), None)
-        if first and first["sizes"]:
-            out += [f"- {tool}: " + "; ".join(f"{r['url']} ← {r['served_by']}" for r in first["sizes"]["requests"])]
+        asked = {r["url"]: r["served_by"] for c in report["results"][tool].values() if c["sizes"] for r in c["sizes"]["requests"]}
+        out += [f"- {tool}: " + "; ".join(f"{url} ← {by}" for url, by in asked.items())]
     out += ["", "## CDN stand-ins", ""]
     out += [f"- {url} ← {s['source']} ({fmt_bytes(s['bytes'])}; {s['note']})" for url, s in report["cdn_stand_ins"].items()]
     out += ["", "## Machine", "",
@@ -537,16 +537,21 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)")
     parser.add_argument("--chromium", default=os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium"))
     parser.add_argument("--out", default=str(RESULTS / "side_by_side"), help="results path without extension")
+    parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the existing .json, measuring nothing")
     args = parser.parse_args(argv)
 
-    report = run(args)
     out = pathlib.Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    if args.report_only:
+        report = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    else:
+        report = run(args)
+        out.with_suffix(".json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     md = markdown(report)
     out.with_suffix(".md").write_text(md, encoding="utf-8")
     print()
     print(table(report))
-    print(f"\nwritten: {out.with_suffix('.json')}, {out.with_suffix('.md')} ({report['run_seconds'] / 60:.1f} min)")
+    written = [out.with_suffix(".md")] if args.report_only else [out.with_suffix(".json"), out.with_suffix(".md")]
+    print(f"\nwritten: {', '.join(map(str, written))} (the measuring took {report['run_seconds'] / 60:.1f} min)")
 
 
 if __name__ == "__main__":
