@@ -218,7 +218,12 @@ function render({ model, el: host }) {
     fill(readout, describeRow(c, focus, tokens, stage));
 
     const isMasked = causal ? (i, j) => j > i : null;
-    const weightColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]);
+    // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
+    // (the legend says so), or the matrix would be a blank page of near-zero cells.
+    let topWeight = 1;
+    if (n > 64) { topWeight = 0; for (const w of c.W) if (w > topWeight) topWeight = w; }
+    const thumbColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]); // thumbnails scale themselves
+    const weightColor = thumbColor.copy().domain([0, topWeight || 1]);
     heads.node.hidden = c.all.q.heads < 2;
     if (c.all.q.heads > 1) {
       if (!c.thumbs || c.thumbs.includes(null)) {
@@ -231,7 +236,7 @@ function render({ model, el: host }) {
           headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
         }
       }
-      if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: weightColor });
+      if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: thumbColor });
       heads.node.dataset.complete = String(!!c.thumbs && !c.thumbs.includes(null));
     }
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
@@ -269,7 +274,7 @@ function render({ model, el: host }) {
         extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
       });
-      legend(weightsLegend, "weight", weightColor, 0, 1);
+      legend(weightsLegend, topWeight < 1 ? `weight (colour stretched to the largest, ${fmt3(topWeight)})` : "weight", weightColor, 0, topWeight);
     }
     if (stage === "blend") {
       blend.update({

@@ -74,6 +74,7 @@ export function createTokenStrip(parent, { onFocus }) {
     /** Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
     update({ tokens, focus, row }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
+      const moved = !last || last.focus !== focus || last.tokens !== tokens;
       last = { tokens, focus };
       // a long strip is condensed: the tint alone says how much each token is read
       const condensed = tokens.length > CONDENSE;
@@ -88,6 +89,11 @@ export function createTokenStrip(parent, { onFocus }) {
         b.lastChild.textContent = w == null ? "" : pct(w);
         b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
       });
+      if (moved && buttons[focus] && node.scrollWidth > node.clientWidth) {
+        // keep the focused token (and so its arcs) in view on a long, scrolling strip
+        const b = buttons[focus];
+        node.scrollLeft = b.offsetLeft - node.clientWidth / 2 + b.offsetWidth / 2;
+      }
       arcs.style.display = row ? "" : "none";
       if (!row) { fill(arcs); arcNote.hidden = true; return true; }
       return drawArcs(focus, row); // false when the strip had no layout to draw on
