@@ -17,12 +17,9 @@ import uuid
 
 import pytest
 
+from attnwidget.export import CHROMIUM_ARGS  # the flags that work with no sandbox, GPU or outside network
+
 CHROMIUM = os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium")
-# Flags that work on machines with no sandbox, no GPU and no outside network.
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 ARTIFACTS = pathlib.Path(__file__).resolve().parents[1] / "artifacts"
 
 
@@ -30,6 +27,43 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class Server:
+    """A server process on a free localhost port, ready once `probe` (a path) answers over HTTP.
+    `cmd(port)` gives its command line."""
+
+    def __init__(self, name: str, cmd, cwd: pathlib.Path, env: dict, probe: str, headers=None, timeout: float = 90):
+        self.port = _free_port()
+        self.log_path = cwd / f"{name}.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd(self.port), cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                self.log.close()
+                raise RuntimeError(f"{name} exited early:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                self.get(probe, headers)
+                return
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"{name} did not start within {timeout:.0f} s:\n{self.log_path.read_text()[-3000:]}")
+
+    def get(self, path: str, headers=None) -> bytes:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.read()
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
 
 
 # What differs between the two Jupyter front ends: window.jupyterapp (to run cells by command,
@@ -47,7 +81,6 @@ class Lab:
 
     def __init__(self, root: pathlib.Path, app: str = "jupyterlab"):
         self.root = root
-        self.port = _free_port()
         self.token = uuid.uuid4().hex
         self.runtime = root / ".runtime"
         self.runtime.mkdir(parents=True)
@@ -66,28 +99,16 @@ class Lab:
             "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
         }
-        cmd = [
+        cmd = lambda port: [  # noqa: E731
             sys.executable, "-m", app, "--no-browser", "--allow-root",
-            f"--port={self.port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
+            f"--port={port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", *APPS[app],
         ]
-        self.log = open(root / f"{app}.log", "w")
-        self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{app} exited early; see {root / f'{app}.log'}")
-            try:
-                self.api("/api/status")
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError(f"{app} did not start within 90 s")
+        self.server = Server(app, cmd, root, env, "/api/status", {"Authorization": f"token {self.token}"})
+        self.port = self.server.port
 
     def api(self, path: str):
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read() or b"null")
+        return json.loads(self.server.get(path, {"Authorization": f"token {self.token}"}) or b"null")
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}?token={self.token}"
@@ -120,12 +141,7 @@ class Lab:
         raise RuntimeError(f"no kernel for {notebook}")
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
+        self.server.stop()
 
 
 class Kernel:
@@ -188,6 +204,12 @@ def lab(tmp_path_factory):
 def jupyter_server():
     """jupyter_server(root, app): start another Jupyter server (e.g. Notebook 7); stop it yourself."""
     return Lab
+
+
+@pytest.fixture(scope="session")
+def server_process():
+    """server_process(name, cmd(port), cwd, env, probe_path): start any other server; stop it yourself."""
+    return Server
 
 
 @pytest.fixture(scope="session")

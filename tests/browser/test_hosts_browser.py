@@ -7,59 +7,14 @@ from __future__ import annotations
 
 import os
 import pathlib
-import socket
-import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
 CELL = "from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A host's server process; ready once `probe` answers over HTTP."""
-
-    def __init__(self, name: str, cmd: list[str], cwd: pathlib.Path, env: dict, probe: str, headers=None):
-        self.name = name
-        self.log_path = cwd / f"{name}.log"
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                self.log.close()
-                raise RuntimeError(f"{name} exited early:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                self.get(probe, headers)
-                return
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"{name} did not start within 60 s:\n{self.log_path.read_text()[-3000:]}")
-
-    def get(self, url: str, headers=None):
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as r:
-            return r.read()
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def _isolated_env(root: pathlib.Path) -> dict:
@@ -162,18 +117,17 @@ MARIMO_APP = textwrap.dedent('''\
 
 
 @pytest.fixture(scope="module")
-def marimo_app(tmp_path_factory):
+def marimo_app(tmp_path_factory, server_process):
     root = tmp_path_factory.mktemp("marimo")
     (root / "hosts_app.py").write_text(MARIMO_APP)
-    port = _free_port()
-    cmd = [
+    cmd = lambda port: [  # noqa: E731
         sys.executable, "-m", "marimo", "run", str(root / "hosts_app.py"), "--headless",
         "--host", "127.0.0.1", "--port", str(port),
         # a local test server: no login page, and never ask about running in a sandbox
         "--no-token", "--no-sandbox",
     ]
-    server = Server("marimo", cmd, root, _isolated_env(root), f"http://127.0.0.1:{port}/health")
-    server.url = f"http://127.0.0.1:{port}/"
+    server = server_process("marimo", cmd, root, _isolated_env(root), "/health", timeout=60)
+    server.url = f"http://127.0.0.1:{server.port}/"
     yield server
     server.stop()
 
