@@ -25,6 +25,12 @@ const CAPTIONS = {
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
 
+function largest(values) {
+  let top = 0;
+  for (let i = 0; i < values.length; i++) if (values[i] > top) top = values[i];
+  return top;
+}
+
 function rowSums(W, n) {
   const sums = new Float64Array(n);
   for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) sums[i] += W[i * n + j];
@@ -220,8 +226,7 @@ function render({ model, el: host }) {
     const isMasked = causal ? (i, j) => j > i : null;
     // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
     // (the legend says so), or the matrix would be a blank page of near-zero cells.
-    let topWeight = 1;
-    if (n > 64) { topWeight = 0; for (const w of c.W) if (w > topWeight) topWeight = w; }
+    const topWeight = n > 64 ? (c.topWeight ??= largest(c.W)) : 1; // once per weights
     const thumbColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]); // thumbnails scale themselves
     const weightColor = thumbColor.copy().domain([0, topWeight || 1]);
     heads.node.hidden = c.all.q.heads < 2;
