@@ -11,6 +11,8 @@ import json
 import pathlib
 import re
 
+from .widget import visible_text
+
 _STATIC = pathlib.Path(__file__).parent / "static"
 THEMES = ("auto", "light", "dark")
 
@@ -107,7 +109,7 @@ def to_html(widget, path=None, *, theme: str = "auto", title: str | None = None)
     payload = page_state(widget)
     payload["theme"] = theme
     page = _PAGE.format(
-        title=html.escape(title or "Attention: " + " ".join(widget.tokens)[:80]),
+        title=html.escape(visible_text(title or "Attention: " + " ".join(widget.tokens)[:80])),
         css=css,
         theme=theme,
         state=_json_safe(payload),

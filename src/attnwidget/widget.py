@@ -35,6 +35,22 @@ def _array_from_json(value, widget):
 
 _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
 
+# Text as the page shows it: C0 controls and DEL as their Unicode control pictures (NUL → ␀,
+# ESC → ␛), other control characters, lone surrogates and the non-characters U+FFFE/U+FFFF as
+# U+FFFD. Python keeps the text as given; every page, SVG, PNG and file gets text it can hold.
+_VISIBLE = str.maketrans({
+    **{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F: "\u2421",
+    **{c: "\ufffd" for c in (*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)},
+})
+
+
+def visible_text(text: str) -> str:
+    """``text`` with every character a page or an XML file cannot show as itself replaced by a visible stand-in."""
+    return text.translate(_VISIBLE)
+
+
+_TEXT_SYNC = {"sync": True, "to_json": lambda value, widget: [visible_text(t) for t in value]}
+
 
 def principal_axes(v):
     """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
@@ -119,7 +135,7 @@ class AttentionWidget(anywidget.AnyWidget):
     temperature_range = (0.1, 5.0)
     stages = STAGES
 
-    tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    tokens = traitlets.List(traitlets.Unicode()).tag(**_TEXT_SYNC)
     q = Matrix(heads=True).tag(**_ARRAY_SYNC)
     k = Matrix(heads=True).tag(**_ARRAY_SYNC)
     v = Matrix(heads=True).tag(**_ARRAY_SYNC)
@@ -135,17 +151,17 @@ class AttentionWidget(anywidget.AnyWidget):
     # The cell whose arithmetic is shown: (row, column), or None.
     cell = traitlets.Tuple(traitlets.Int(), traitlets.Int(), default_value=None, allow_none=True).tag(sync=True)
     # Sentences the page can switch between (empty for a single sentence or custom arrays).
-    sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
+    sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**_TEXT_SYNC)
     sentence_index = traitlets.Int(0).tag(sync=True)
     # Names of the two value axes in the blend plot (the built-in ones are senses of "bank").
-    value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(sync=True)
+    value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(**_TEXT_SYNC)
     # Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2,
     # computed here with numpy whenever v changes; None when the values are already 2-D.
     value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
     # A real model's layers: the page offers a layer switcher when there are several.
     layer = traitlets.Int(0).tag(sync=True)
     n_layers = traitlets.Int(0, read_only=True).tag(sync=True)
-    model_name = traitlets.Unicode("", read_only=True).tag(sync=True)
+    model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
 
     def __init__(
         self,
