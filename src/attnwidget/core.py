@@ -13,10 +13,38 @@ import numpy as np
 
 __all__ = ["Attention", "attention", "default_scale"]
 
+# Scores up to this size: a row's sums and differences stay finite in float64.
+SCORE_LIMIT = 1e300
+
 
 def default_scale(d_k: int) -> float:
     """The usual 1/sqrt(d_k)."""
     return 1.0 / float(np.sqrt(d_k))
+
+
+def score_bound(q: np.ndarray, k: np.ndarray, scale) -> float:
+    """An upper bound on |scale · q·k| and on every partial sum of it: |scale|·d·max|q|·max|k|
+    (inf when that overflows)."""
+    s = default_scale(q.shape[-1]) if scale is None else abs(scale)
+    with np.errstate(over="ignore"):
+        return float(s * q.shape[-1] * np.abs(q).max() * np.abs(k).max())
+
+
+def overflow_message(q, k, scale) -> str | None:
+    """Why these scores cannot be computed in float64, or None when they can."""
+    bound = score_bound(q, k, scale)
+    if bound <= SCORE_LIMIT:
+        return None
+    return (f"q and k are so large that their scores (up to about {bound:.1e} after scaling) would overflow float64; "
+            f"divide q or k by a constant, or pass a smaller scale, so that scale·|q|·|k| stays below {SCORE_LIMIT:.0e}.")
+
+
+def _scaled(a: np.ndarray):
+    """``a`` divided by its largest magnitude, and that magnitude (1 for all zeros): metrics of
+    huge values are computed on numbers near 1, then scaled back, so nothing overflows."""
+    m = float(np.abs(a).max()) if a.size else 0.0
+    m = m if m > 0 else 1.0
+    return a / m, m
 
 
 def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray:
@@ -78,11 +106,12 @@ class Attention:
     def sense_resolved(self) -> np.ndarray:
         """How far each output moved from the mean value, as a fraction of the
         furthest any single value lies from that mean (0 when all values coincide)."""
-        mean = self.v.mean(axis=0)
-        reach = np.linalg.norm(self.v - mean, axis=1).max()
+        v, m = _scaled(self.v)  # a ratio: the same for values scaled to near 1, which cannot overflow
+        mean = v.mean(axis=0)
+        reach = np.linalg.norm(v - mean, axis=1).max()
         if reach == 0:
             return np.zeros(self.output.shape[0])
-        return np.linalg.norm(self.output - mean, axis=1) / reach
+        return np.linalg.norm(self.output / m - mean, axis=1) / reach
 
     def cell(self, i: int, j: int) -> dict:
         """The arithmetic of one weight, step by step: row i (the reader) and column j.
@@ -112,10 +141,11 @@ class Attention:
     @cached_property
     def output_spread(self) -> float:
         """The largest distance between any two tokens' outputs."""
-        o = self.output - self.output.mean(axis=0)  # centred: the Gram form keeps its precision
+        o, m = _scaled(self.output)  # near 1: squares of huge outputs would overflow
+        o = o - o.mean(axis=0)  # centred: the Gram form keeps its precision
         sq = (o * o).sum(axis=1)
         d2 = sq[:, None] + sq[None, :] - 2.0 * (o @ o.T)  # Gram form: O(n²) memory, not O(n²·d)
-        return float(np.sqrt(max(d2.max(), 0.0)))
+        return float(np.sqrt(max(d2.max(), 0.0)) * m)
 
 
 def _as_matrix(name: str, x) -> np.ndarray:
@@ -142,6 +172,24 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     if scale is not None and not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
-    if mask is not None and np.shape(mask) != (q.shape[0], k.shape[0]):
-        raise ValueError(f"mask must be {q.shape[0]}×{k.shape[0]} booleans (True where a row may read), got shape {np.shape(mask)}")
+    if mask is not None:
+        mask = _as_mask(mask, q.shape[0])
+    problem = overflow_message(q, k, scale)
+    if problem:
+        raise ValueError(problem)
     return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask)
+
+
+def _as_mask(mask, n: int) -> np.ndarray:
+    """Booleans, or numbers that are exactly 0 and 1; anything else (0.5, NaN, text) is refused
+    rather than read as True."""
+    expected = f"mask must be {n}×{n} booleans (True where a row may read)"
+    m = np.asarray(mask)
+    if m.shape != (n, n):
+        raise ValueError(f"{expected}, got shape {m.shape}")
+    if m.dtype == bool:
+        return m
+    if not (np.issubdtype(m.dtype, np.number) and not np.iscomplexobj(m) and np.isin(m, (0, 1)).all()):
+        shown = m[~np.isin(m, (0, 1))].ravel()[:3] if np.issubdtype(m.dtype, np.number) else m.dtype
+        raise ValueError(f"{expected}, or numbers that are exactly 0 and 1; got {shown}")
+    return m == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import pathlib
 
 import anywidget
@@ -9,28 +11,38 @@ import numpy as np
 import traitlets
 
 from . import examples
-from .core import Attention
+from .core import Attention, overflow_message
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
 
 
 def _array_to_json(a, widget):
-    """numpy -> {shape, dtype, view}: one binary buffer on the wire, never a JSON list."""
+    """numpy -> {shape, dtype, view}: one binary buffer on the wire, never a JSON list.
+
+    float32 when that holds the array exactly (a real model's Q/K/V, anything passed as
+    float32), else float64: the page always computes on the very numbers Python holds.
+    """
     if a is None:
         return None
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    return {"shape": list(a.shape), "dtype": "float32", "view": memoryview(a.reshape(-1))}
+    with np.errstate(over="ignore"):  # a value beyond float32's range becomes inf: not exact
+        small = np.ascontiguousarray(a, dtype=np.float32)
+        exact = np.array_equal(small, a)
+    b = small if exact else np.ascontiguousarray(a, dtype=np.float64)
+    return {"shape": list(b.shape), "dtype": b.dtype.name, "view": memoryview(b.reshape(-1))}
 
 
 def _array_from_json(value, widget):
+    """The page's {shape, dtype, view} back into numpy; anything else is refused."""
     if value is None:
         return None
     try:
-        dtype = np.dtype(value.get("dtype", "float32"))
-        return np.frombuffer(value["view"], dtype=dtype).reshape(value["shape"]).astype(float)
-    except (KeyError, TypeError, ValueError) as err:
-        raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype, view}}") from None
+        dtype, shape = np.dtype(value["dtype"]), [int(n) for n in value["shape"]]
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype {dtype} is not float32 or float64")
+        return np.frombuffer(value["view"], dtype=dtype).reshape(shape).astype(float)
+    except Exception as err:  # a message from the page is untrusted: any failure is a refusal
+        raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype: float32 or float64, view}}") from None
 
 
 _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
@@ -61,6 +73,7 @@ def principal_axes(v):
     if v is None or v.shape[-1] <= 2:
         return None
     heads = v if v.ndim == 3 else v[None]
+    heads = heads / np.maximum(np.abs(heads).max(axis=(1, 2), keepdims=True), 1e-300)  # same axes; no overflow
     centered = heads - heads.mean(axis=1, keepdims=True)
     _, vectors = np.linalg.eigh(np.swapaxes(centered, 1, 2) @ centered)
     axes = vectors[:, :, ::-1][:, :, :2].copy()  # eigh sorts ascending: the last two carry the most variance
@@ -113,6 +126,33 @@ class Matrix(traitlets.TraitType):
             obj._notify_trait(self.name, old, new)
 
 
+class Index(traitlets.Int):
+    """A position: an int, and not a bool (True is 1 to Python, but a mask to numpy)."""
+
+    def validate(self, obj, value):
+        if isinstance(value, bool):
+            raise traitlets.TraitError(f"'{self.name}' must be an integer index, got {value}.")
+        return super().validate(obj, value)
+
+
+class Tokens(traitlets.List):
+    """One string per token."""
+
+    def __init__(self, **kwargs):
+        super().__init__(traitlets.Unicode(), **kwargs)
+
+    def set(self, obj, value):
+        _token_list(value, traitlets.TraitError)  # traitlets' List would take a string as [string]
+        super().set(obj, value)
+
+    def validate(self, obj, value):
+        value = _token_list(value, traitlets.TraitError)
+        bad = next((t for t in value if not isinstance(t, str)), None)
+        if bad is not None:
+            raise traitlets.TraitError(f"'tokens' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in tokens].")
+        return super().validate(obj, value)
+
+
 _VECTORS = ("tokens", "q", "k", "v", "x")
 _KEEP = object()  # set_vectors: "leave this one as it is"
 
@@ -129,13 +169,15 @@ class AttentionWidget(anywidget.AnyWidget):
     head, always consistent with the current traits.
     """
 
-    _esm = _STATIC / "widget.js"
-    _css = _STATIC / "widget.css"
+    # The bundle's text, not its path: anywidget watches a path (for hot reloading) with a
+    # callback that keeps every widget alive. ANYWIDGET_HMR=1 asks for the path, in development.
+    _esm, _css = (_STATIC / "widget.js", _STATIC / "widget.css") if os.environ.get("ANYWIDGET_HMR") else (
+        (_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8"))
 
     temperature_range = (0.1, 5.0)
     stages = STAGES
 
-    tokens = traitlets.List(traitlets.Unicode()).tag(**_TEXT_SYNC)
+    tokens = Tokens().tag(**_TEXT_SYNC)
     q = Matrix(heads=True).tag(**_ARRAY_SYNC)
     k = Matrix(heads=True).tag(**_ARRAY_SYNC)
     v = Matrix(heads=True).tag(**_ARRAY_SYNC)
@@ -143,23 +185,23 @@ class AttentionWidget(anywidget.AnyWidget):
     x = Matrix(allow_none=True).tag(**_ARRAY_SYNC)
     residual = traitlets.Bool(False).tag(sync=True)
     temperature = traitlets.Float(1.0).tag(sync=True)
-    focus = traitlets.Int(0).tag(sync=True)
+    focus = Index(0).tag(sync=True)
     stage = traitlets.Unicode("tokens").tag(sync=True)
     causal = traitlets.Bool(False).tag(sync=True)
     scale = traitlets.Float(None, allow_none=True).tag(sync=True)
-    head = traitlets.Int(0).tag(sync=True)
+    head = Index(0).tag(sync=True)
     # The cell whose arithmetic is shown: (row, column), or None.
-    cell = traitlets.Tuple(traitlets.Int(), traitlets.Int(), default_value=None, allow_none=True).tag(sync=True)
+    cell = traitlets.Tuple(Index(), Index(), default_value=None, allow_none=True).tag(sync=True)
     # Sentences the page can switch between (empty for a single sentence or custom arrays).
     sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**_TEXT_SYNC)
-    sentence_index = traitlets.Int(0).tag(sync=True)
+    sentence_index = Index(0).tag(sync=True)
     # Names of the two value axes in the blend plot (the built-in ones are senses of "bank").
     value_axes = traitlets.List(traitlets.Unicode(), default_value=["v₁", "v₂"]).tag(**_TEXT_SYNC)
     # Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2,
     # computed here with numpy whenever v changes; None when the values are already 2-D.
     value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
     # A real model's layers: the page offers a layer switcher when there are several.
-    layer = traitlets.Int(0).tag(sync=True)
+    layer = Index(0).tag(sync=True)
     n_layers = traitlets.Int(0, read_only=True).tag(sync=True)
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
 
@@ -185,7 +227,8 @@ class AttentionWidget(anywidget.AnyWidget):
     ):
         self._result = None
         self._examples = []
-        self._layers = []
+        self._layers, self._layer_tokens = [], []
+        self._committed = False
         state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
@@ -193,6 +236,8 @@ class AttentionWidget(anywidget.AnyWidget):
             if tokens is not None or x is not None:
                 raise TypeError("tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
             many = not isinstance(sentence, str) and sentence is not None
+            if many and not (isinstance(sentence, (list, tuple)) and all(isinstance(t, str) for t in sentence)):
+                raise TypeError(f"Pass a sentence as a string, or several as a list of strings; got {_kind(sentence)}.")
             texts = list(sentence) if many else [sentence]
             if many and not texts:
                 raise ValueError("The list of sentences is empty: give at least one sentence.")
@@ -210,7 +255,7 @@ class AttentionWidget(anywidget.AnyWidget):
             raise TypeError(f"Custom vectors need q, k and v together; missing {', '.join(missing)}.")
         else:
             n = np.shape(q)[-2] if np.ndim(q) >= 2 else 0
-            state.update(tokens=[str(i) for i in range(n)] if tokens is None else list(tokens), q=q, k=k, v=v, x=x)
+            state.update(tokens=[str(i) for i in range(n)] if tokens is None else _token_list(tokens), q=q, k=k, v=v, x=x)
             if value_axes is not None:
                 state["value_axes"] = list(value_axes)
         state["focus"] = 0 if focus is None else focus
@@ -227,6 +272,8 @@ class AttentionWidget(anywidget.AnyWidget):
         tokens, q, k, v, x = (cur[n] for n in _VECTORS)
         if name == "tokens" and len(value) == 0:
             raise traitlets.TraitError("'tokens' must not be empty: give one string per row of q, k and v.")
+        if name in ("q", "k") and q is not None and k is not None:
+            self._check_overflow(q, k, self._trait_values.get("scale"))
         arrays = {n: cur[n] for n in ("q", "k", "v") if cur[n] is not None}
         if len({a.ndim for a in arrays.values()}) > 1 or len({a.shape[0] for a in arrays.values() if a.ndim == 3}) > 1:
             told = ", ".join(f"{n} {a.shape}" for n, a in arrays.items())
@@ -262,7 +309,16 @@ class AttentionWidget(anywidget.AnyWidget):
         s = proposal["value"]
         if s is not None and not (np.isfinite(s) and abs(s) <= 1e10):
             raise traitlets.TraitError(f"'scale' must be a finite number no larger than 1e10 in size, or None for 1/√d; got {s}.")
+        q, k = self._trait_values.get("q"), self._trait_values.get("k")
+        if q is not None and k is not None:
+            self._check_overflow(q, k, s)
         return s
+
+    @staticmethod
+    def _check_overflow(q, k, scale):
+        problem = overflow_message(q, k, scale)
+        if problem:
+            raise traitlets.TraitError(problem)
 
     def _check_index(self, name, value, count, what):
         if not 0 <= value < count:
@@ -305,15 +361,115 @@ class AttentionWidget(anywidget.AnyWidget):
             raise traitlets.TraitError(f"'stage' must be one of {', '.join(STAGES)}; got {s!r}.")
         return s
 
+    # --- changes: validated together, the widget's own follow-ups settled, then one message ---
+
+    @contextlib.contextmanager
+    def hold_trait_notifications(self):
+        """Every change made inside is applied whole or not at all.
+
+        Validation runs on the final values together; the widget's own derived state (value
+        basis, residual, fitted indices, a layer's or sentence's arrays) is settled before
+        anyone is told; on any error every trait is put back exactly as it was. Then the
+        page gets one complete message, and only then do observers run: an observer that
+        raises cannot stop the rest of them, nor the page, from seeing the change.
+        """
+        if self._cross_validation_lock:  # nested: the outermost one does the work
+            yield
+            return
+        before, changed = dict(self._trait_values), {}
+        with self.hold_sync():
+            self.notify_change = lambda change: changed.setdefault(change.name, change.old)
+            self._cross_validation_lock = True
+            try:
+                yield
+                self._settle(before, set(changed))
+                for name in list(changed):
+                    getattr(type(self), name)._cross_validate(self, self._trait_values[name])
+            except BaseException:
+                for name in changed:  # every trait back to its value before, exactly
+                    if name in before:
+                        self._trait_values[name] = before[name]
+                    else:
+                        self._trait_values.pop(name, None)
+                raise
+            finally:
+                self._cross_validation_lock = False
+                del self.notify_change
+            self._committed = True
+            news = [(n, old, self._trait_values.get(n)) for n, old in changed.items()]
+            news = [(n, old, new) for n, old, new in news if not _same(old, new)]
+            for name, _, new in news:
+                if name in self.keys:
+                    self._should_send_property(name, new)  # queue it for the one message, unless it is the page's own echo
+            errors = []
+            for name, old, new in news:
+                try:
+                    self.notify_change(traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change"))
+                except Exception as err:  # an observer's bug: the others still run
+                    errors.append(err)
+            if errors:
+                raise errors[0]
+
+    def __setattr__(self, name, value):
+        # Each assignment of one of the widget's traits is a change like any other (above).
+        if name in _OWN_TRAITS and not self._cross_validation_lock:
+            with self.hold_trait_notifications():
+                super().__setattr__(name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def _settle(self, before, changed):
+        """The widget's own follow-ups to the changed traits, made before anyone is told."""
+        values = self._trait_values
+        # (an index out of range is left for validation to refuse, with its message)
+        if "sentence_index" in changed and 0 <= self.sentence_index < len(self._examples):
+            ex = self._examples[self.sentence_index]
+            old_tokens = before.get("tokens") or []
+            word = old_tokens[self.focus].lower() if self.focus < len(old_tokens) else None
+            lowered = [t.lower() for t in ex.tokens]
+            self.tokens, self.q, self.k, self.v, self.x = ex.tokens, ex.q, ex.k, ex.v, ex.x
+            if word in lowered and "focus" not in changed:
+                self.focus = lowered.index(word)  # the same word in the new sentence
+            self.cell = None
+        if "layer" in changed and 0 <= self.layer < len(self._layers):
+            self.tokens = self._layer_tokens  # the layer's arrays belong to the model's tokens
+            self.q, self.k, self.v = self._layers[self.layer]
+        changed = changed | {n for n in _OWN_TRAITS if not _same(values.get(n), before.get(n))}
+        n, x, v = len(self.tokens), values.get("x"), values.get("v")
+        if x is not None and "x" not in changed and v is not None and x.shape != (n, v.shape[-1]):
+            self.x = None  # the embeddings no longer fit the new tokens or values
+        if self.x is None and self.residual and "residual" not in changed:
+            self.residual = False  # nothing to add the mix to
+        if n != len(before.get("tokens") or []):
+            if "focus" not in changed and self.focus >= n:
+                self.focus = n - 1
+            if "cell" not in changed and self.cell is not None and max(self.cell) >= n:
+                self.cell = None
+        if "head" not in changed and self.head >= self.n_heads:
+            self.head = self.n_heads - 1
+        if "v" in changed or "value_basis" not in values:
+            self.set_trait("value_basis", principal_axes(v))
+
     def set_state(self, sync_data):
-        """Apply values sent by the page, validated like any assignment. A refused value
-        changes nothing and the page is put back on Python's state, so it never keeps
-        showing a state Python refused."""
+        """Apply a message from the page, an untrusted source: read-only, private and unknown
+        keys are refused, and so is a value that cannot be read or validated; a refused message
+        changes nothing and the page is put back on Python's state for the keys it sent."""
+        writable = {n for n in self.keys if not n.startswith("_") and not self.traits()[n].read_only}
+        self._committed = False
         try:
-            super().set_state(sync_data)
-        except (traitlets.TraitError, ValueError, TypeError) as err:
-            self.send_state(list(sync_data))
-            self.log.warning("attnwidget refused a value from the page: %s", err)
+            refused = [k for k in sync_data if k not in writable]
+            if refused:
+                raise traitlets.TraitError(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
+            values = {k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()}
+            with self._lock_property(**sync_data), self.hold_trait_notifications():
+                for name, value in values.items():
+                    setattr(self, name, value)
+        except Exception as err:
+            if self._committed:  # the change was made; an observer of it raised
+                self.log.error("An observer raised on a change from the page (the change was kept): %r", err, exc_info=err)
+            else:
+                self.send_state([k for k in sync_data if k in self.keys])
+                self.log.warning("attnwidget refused a message from the page: %s", err)
 
     def to_html(self, path=None, *, theme="auto", title=None) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
@@ -344,40 +500,10 @@ class AttentionWidget(anywidget.AnyWidget):
         """
         new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x)) if a is not _KEEP}
         if "tokens" in new:
-            new["tokens"] = list(new["tokens"])
-        with self.hold_sync(), self.hold_trait_notifications():
-            if "x" not in new and self.x is not None:
-                n = len(new["tokens"]) if "tokens" in new else len(self.tokens)
-                width = new["v"].shape[-1] if "v" in new and hasattr(new["v"], "shape") else self.v.shape[-1]
-                if self.x.shape != (n, width):
-                    new["x"] = None  # the old embeddings no longer fit
+            new["tokens"] = _token_list(new["tokens"], traitlets.TraitError)
+        with self.hold_trait_notifications():
             for name, value in new.items():
                 setattr(self, name, value)
-            self._fit_indices()
-
-    def _fit_indices(self):
-        n = len(self.tokens)
-        if self.focus >= n:
-            self.focus = n - 1
-        if self.head >= self.n_heads:
-            self.head = self.n_heads - 1
-        if self.cell is not None and max(self.cell) >= n:
-            self.cell = None
-
-    @traitlets.observe("x")
-    def _x_gone(self, change):
-        if change["new"] is None and self.residual:
-            self.residual = False  # nothing to add the mix to
-
-    @traitlets.observe("layer")
-    def _switch_layer(self, change):
-        if change["new"] < len(self._layers):
-            q, k, v = self._layers[change["new"]]
-            self.set_vectors(q=q, k=k, v=v)
-
-    @traitlets.observe("v")
-    def _fit_value_basis(self, change):
-        self.set_trait("value_basis", principal_axes(change["new"]))
 
     @classmethod
     def from_transformers(cls, model, tokenizer, text, *, layer=0, head=0, **kwargs):
@@ -406,26 +532,16 @@ class AttentionWidget(anywidget.AnyWidget):
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
         w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
-        with w.hold_sync():
+        with w.hold_trait_notifications():
             w.set_trait("n_layers", len(found.layers))
             w.set_trait("model_name", found.model_name)
             w.layer = layer  # before the layers are attached: the arrays for it are already in place
-            w._layers = list(found.layers)
+        w._layers, w._layer_tokens = list(found.layers), list(found.tokens)
         return w
 
-    @traitlets.observe("sentence_index")
-    def _switch_sentence(self, change):
-        if not self._examples or change["new"] >= len(self._examples):
-            return
-        ex = self._examples[change["new"]]
-        word = self.tokens[self.focus].lower() if self.focus < len(self.tokens) else None
-        lowered = [t.lower() for t in ex.tokens]
-        with self.hold_sync(), self.hold_trait_notifications():
-            # keep the focus on the same word when the new sentence has it
-            self.set_vectors(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x)
-            if word in lowered:
-                self.focus = lowered.index(word)
-            self.cell = None
+    @traitlets.default("value_basis")
+    def _value_basis_default(self):
+        return principal_axes(self._trait_values.get("v"))
 
     # --- derived, read-only numpy views of the current head ---
 
@@ -491,3 +607,29 @@ class AttentionWidget(anywidget.AnyWidget):
     def cell_arithmetic(self):
         """The steps from q·k to the weight and its share of the output for ``cell`` (None when no cell)."""
         return None if self.cell is None else self.attention.cell(*self.cell)
+
+
+# The traits AttentionWidget adds: assigning one is a whole change (hold_trait_notifications).
+_OWN_TRAITS = frozenset(AttentionWidget.class_trait_names()) - frozenset(anywidget.AnyWidget.class_trait_names())
+
+
+def _same(a, b) -> bool:
+    """Unchanged: the same array object (each assignment stores a new one), or an equal value."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return a is b
+    return type(a) is type(b) and a == b
+
+
+def _kind(value) -> str:
+    return f"a {type(value).__name__}" + (f" ({value!r:.40})" if isinstance(value, (int, float, dict)) else "")
+
+
+def _token_list(tokens, error=TypeError) -> list:
+    """One string per token; a single string would silently become its characters."""
+    if isinstance(tokens, (str, bytes)):
+        raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; "
+                    "pass tokens=text.split() or tokens=[text].")
+    try:
+        return list(tokens)
+    except TypeError:
+        raise error(f"tokens must be a list with one string per token, got {_kind(tokens)}.") from None
