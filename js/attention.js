@@ -1,12 +1,19 @@
 // The same formulas as src/attnwidget/core.py, for drawing without a kernel round trip.
-// Matrices are {data, rows, cols} (data row-major: Float32Array inputs, Float64Array results).
+// Matrices are {data, rows, cols} (data row-major: Float32Array or Float64Array inputs, exactly
+// the numbers Python holds; Float64Array results: every sum and product is in float64).
 
-/** Decode a synced array {shape, dtype, view: DataView} into {data: Float32Array, heads, rows, cols}. */
+const TYPES = { float32: Float32Array, float64: Float64Array };
+
+/** Decode a synced array {shape, dtype, view: DataView} into {data, heads, rows, cols}. */
 export function decodeMatrix(value) {
   if (!value) return null;
   const { view, shape } = value;
-  // A DataView may sit inside a larger buffer: honour its offset and length.
-  const data = new Float32Array(view.buffer, view.byteOffset, view.byteLength / 4);
+  const Type = TYPES[value.dtype || "float32"];
+  // A DataView may sit inside a larger buffer: honour its offset and length (copied when the
+  // offset does not suit the element size).
+  const data = view.byteOffset % Type.BYTES_PER_ELEMENT === 0
+    ? new Type(view.buffer, view.byteOffset, view.byteLength / Type.BYTES_PER_ELEMENT)
+    : new Type(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
   const [heads, rows, cols] = shape.length === 3 ? shape : [1, ...shape];
   return { data, heads, rows, cols };
 }
@@ -17,10 +24,10 @@ export function headOf(m, h) {
   return { data: m.data.subarray(h * size, (h + 1) * size), heads: 1, rows: m.rows, cols: m.cols };
 }
 
-/** Encode a Float32Array as a synced array, for sending an edited matrix back to Python. */
+/** Encode a typed array as a synced array of the same precision, for sending an edited matrix back to Python. */
 export function encodeMatrix(data, shape) {
-  const copy = Float32Array.from(data);
-  return { shape, dtype: "float32", view: new DataView(copy.buffer) };
+  const copy = data.slice();
+  return { shape, dtype: copy instanceof Float64Array ? "float64" : "float32", view: new DataView(copy.buffer) };
 }
 
 export function defaultScale(dk) {
@@ -48,14 +55,14 @@ export function scoreRows(out, q, k, scale, r0, r1) {
 /** Row-wise softmax of scores / T; with causal, cells j > i are exactly 0. */
 export function weights(S, n, temperature, causal) {
   const W = new Float64Array(n * n);
-  const inv = 1 / temperature;
   for (let i = 0; i < n; i++) {
     const last = causal ? i : n - 1, row = i * n;
     let max = -Infinity;
     for (let j = 0; j <= last; j++) if (S[row + j] > max) max = S[row + j];
     let sum = 0;
     for (let j = 0; j <= last; j++) {
-      const e = Math.exp((S[row + j] - max) * inv); // max first: no overflow at any T
+      // max first: no overflow at any T; divided, as numpy does (1/T overflows for a tiny T)
+      const e = Math.exp((S[row + j] - max) / temperature);
       W[row + j] = e;
       sum += e;
     }
@@ -88,11 +95,58 @@ export function effectiveTokens(W, n, i) {
   return Math.exp(h);
 }
 
+const U = 2 ** -53; // float64's unit roundoff
+
+/**
+ * Whether the page's numbers can be trusted to agree with numpy's. Both compute each score
+ * within (d+2)·u·|scale|·|q|·|k| of its true value, in different orders, so they may differ by
+ * twice that; a score off by δ moves a weight by up to 2δ/T. Returns the bound on a score's
+ * difference and the largest score; `agreement` turns them into a verdict for a temperature.
+ */
+export function roundingBound(q, k, scale, S) {
+  const norms = (m) => { // the largest row norm, of rows divided by their largest entry (no overflow)
+    const big = magnitude(m.data);
+    let top = 0;
+    for (let i = 0; i < m.rows; i++) {
+      let s = 0;
+      for (let c = 0; c < m.cols; c++) s += (m.data[i * m.cols + c] / big) ** 2;
+      top = Math.max(top, s);
+    }
+    return Math.sqrt(top) * big;
+  };
+  let top = 0;
+  for (let i = 0; i < S.length; i++) top = Math.max(top, Math.abs(S[i]));
+  return { score: 2 * (q.cols + 2) * U * Math.abs(scale) * norms(q) * norms(k) + 4 * U * top, top };
+}
+
+/**
+ * {exact, scoreError, weightError, top}: exact when the scores agree with numpy's to 1e-7 of the
+ * largest and the weights (so the outputs too) to about 5e-7, inside the promised 1e-6. A score
+ * off by δ moves a weight by a factor of up to e^(2δ/T); at a tiny T that is large, but a row
+ * where one score leads every other by more than 2δ + 40·T is still exact (the others are below
+ * e^-40 in both), so only rows with a near-tie are unsure.
+ */
+export function agreement({ score, top }, S, n, temperature, causal) {
+  const spread = (2 * score) / temperature;
+  const scoresOk = score <= 1e-7 * Math.max(1, top);
+  if (spread <= 2.5e-7) return { exact: scoresOk, scoreError: score, weightError: spread, top };
+  let unsure = 0;
+  for (let i = 0; i < n && !unsure; i++) {
+    const last = causal ? i : n - 1, row = i * n;
+    let max = -Infinity, near = 0;
+    for (let j = 0; j <= last; j++) max = Math.max(max, S[row + j]);
+    for (let j = 0; j <= last; j++) if (max - S[row + j] <= 2 * score + 40 * temperature) near++;
+    if (near > 1) unsure++;
+  }
+  return { exact: scoresOk && !unsure, scoreError: score, weightError: unsure ? Math.min(1, Math.expm1(spread)) : 0, top };
+}
+
 /** Mean of the value rows. */
 export function meanRow(v) {
   const m = new Float64Array(v.cols);
-  for (let j = 0; j < v.rows; j++) for (let c = 0; c < v.cols; c++) m[c] += v.data[j * v.cols + c];
-  return m.map((x) => x / v.rows);
+  // each term divided first: a sum of huge values would overflow
+  for (let j = 0; j < v.rows; j++) for (let c = 0; c < v.cols; c++) m[c] += v.data[j * v.cols + c] / v.rows;
+  return m;
 }
 
 /** Rows (n × d, flat) minus a centre, times a d × 2 basis: a 2-D projection, as a matrix. */
@@ -117,19 +171,41 @@ function dist(a, ai, b, bi, d) {
   return Math.sqrt(s);
 }
 
+/** [smallest, largest] of an array, by a loop: spreading a long array into Math.max overflows the stack. */
+export function extent(values) {
+  let lo = Infinity, hi = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    if (values[i] < lo) lo = values[i];
+    if (values[i] > hi) hi = values[i];
+  }
+  return [lo, hi];
+}
+
+/** The largest magnitude in an array (1 when all are 0): metrics of huge values are computed on
+ * values divided by it, near 1, so no square overflows. */
+export function magnitude(data) {
+  let top = 0;
+  for (let i = 0; i < data.length; i++) top = Math.max(top, Math.abs(data[i]));
+  return top > 0 ? top : 1;
+}
+
+const divided = (data, m) => Float64Array.from(data, (x) => x / m);
+
 /** ‖O_i − mean(V)‖ / max_j ‖V_j − mean(V)‖, 0 when all values coincide. */
 export function senseResolved(O, v, i) {
-  const mean = meanRow(v);
+  const m = magnitude(v.data), vs = { ...v, data: divided(v.data, m) }, Os = divided(O.subarray(i * v.cols, (i + 1) * v.cols), m);
+  const mean = meanRow(vs);
   let reach = 0;
-  for (let j = 0; j < v.rows; j++) reach = Math.max(reach, dist(v.data, j, mean, 0, v.cols));
-  return reach === 0 ? 0 : dist(O, i, mean, 0, v.cols) / reach;
+  for (let j = 0; j < v.rows; j++) reach = Math.max(reach, dist(vs.data, j, mean, 0, v.cols));
+  return reach === 0 ? 0 : dist(Os, 0, mean, 0, v.cols) / reach;
 }
 
 /** The largest distance between any two tokens' outputs. */
 export function outputSpread(O, n, d) {
+  const m = magnitude(O), Os = divided(O, m);
   let best = 0;
-  for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) best = Math.max(best, dist(O, i, O, j, d));
-  return best;
+  for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) best = Math.max(best, dist(Os, i, Os, j, d));
+  return best * m;
 }
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it. */

@@ -27,18 +27,23 @@ export function localModel({ state: raw, variants = {} }) {
     for (const k of changed) if (swaps[k]) swap(k, changes[k]);
   }
 
-  // Python's rule, in the page: a new sentence keeps the focus on the same word when it has it.
+  // Python's follow-ups, in the page: a new sentence keeps the focus on the same word when it
+  // has it; indices stay inside the new tokens, and embeddings that no longer fit are dropped.
   function swap(name, index) {
     const next = swaps[name][index];
     if (!next) return;
-    const extra = {};
+    const extra = {}, n = next.tokens.length;
     if (name === "sentence_index") {
       const word = (state.tokens[state.focus] || "").toLowerCase();
       const found = next.tokens.findIndex((t) => t.toLowerCase() === word);
-      extra.focus = found >= 0 ? found : Math.min(state.focus, next.tokens.length - 1);
+      if (found >= 0) extra.focus = found;
       extra.cell = null;
-      if (!next.x) extra.residual = false; // nothing to add the mix to
     }
+    if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
+    if (state.cell && Math.max(state.cell[0], state.cell[1]) >= n) extra.cell = null;
+    const x = "x" in next ? next.x : state.x;
+    if (x && (x.shape[0] !== n || x.shape[1] !== next.v.shape[next.v.shape.length - 1])) extra.x = null;
+    if (!(x && extra.x !== null)) extra.residual = false; // nothing to add the mix to
     apply({ ...next, ...extra });
   }
 

@@ -5,7 +5,7 @@ import "./widget.css";
 import { scaleDiverging, scaleSequential } from "d3-scale";
 import { interpolateLab, piecewise } from "d3-interpolate";
 import * as A from "./attention.js";
-import { el, fill, palette, fmt2, fmt3 } from "./views/dom.js";
+import { el, fill, palette, fmt2, fmt3, fmtE, fmtT } from "./views/dom.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
 import { createGrid } from "./views/grid.js";
@@ -70,6 +70,7 @@ function render({ model, el: host }) {
     const n = c.q.rows;
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
     if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
+    c.rounding ??= A.roundingBound(c.q, c.k, c.scale, c.S);
     return c; // outputs (A·V) are computed only by the blend stage, which shows them
   };
   // What each change leaves valid: everything else is recomputed on demand.
@@ -78,8 +79,8 @@ function render({ model, el: host }) {
     q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(),
     scale: keep("all"),
     head: keep("all", "scale", "headScores", "headRows", "thumbs"),
-    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores", "headRows"),
-    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "headScores", "headRows"),
+    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
+    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
   };
 
   // Every head's thumbnail, for the small multiples. A few heads per task (about 25 ms of work),
@@ -129,6 +130,16 @@ function render({ model, el: host }) {
       else download(`${name}.png`, await snapshotPNG(root), "image/png");
     },
   });
+  // Said plainly when rounding could make the page's numbers differ from Python's.
+  const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
+  root.append(notice);
+  const roundingNotice = (c) => {
+    const T = get("temperature"), agree = (c.agree ??= A.agreement(c.rounding, c.S, c.q.rows, T, get("causal")));
+    return agree.exact ? null : `These numbers are too sensitive to rounding to show exactly: a score here can differ from `
+      + `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(T)} can move `
+      + `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; `
+      + "raise the temperature, or scale q and k down, to see them here.";
+  };
   const heads = createHeads(root, { onHead: (h) => save("head", h) });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
@@ -157,7 +168,7 @@ function render({ model, el: host }) {
   const dial = createDial(qkPanel, {
     onQuery: (vec) => {
       const c = derived(), all = c.all.q, h = Math.min(get("head"), all.heads - 1), f = get("focus");
-      const data = Float32Array.from(all.data);
+      const data = all.data.slice(); // the same precision as Python sent
       data.set(vec, (h * all.rows + f) * all.cols);
       dragged = A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
       model.set("q", dragged);
@@ -220,6 +231,9 @@ function render({ model, el: host }) {
     if (strip.update({ tokens, focus, row: showWeights ? row : null })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     caption.textContent = CAPTIONS[stage] || "";
+    const warning = roundingNotice(c);
+    notice.hidden = !warning;
+    notice.textContent = warning || "";
     for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
     fill(readout, describeRow(c, focus, tokens, stage));
 
@@ -254,7 +268,7 @@ function render({ model, el: host }) {
       const blank = scaleSequential(() => pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
       emptyGrid.update({ ...base, cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
-      const m = Math.max(...c.q.data.map(Math.abs), ...c.k.data.map(Math.abs), 1e-9);
+      const m = Math.max(A.magnitude(c.q.data), A.magnitude(c.k.data));
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
       const dims = Array.from({ length: c.q.cols }, (_, j) => `${j + 1}`);
       const qk = { ...base, cols: c.q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
@@ -294,7 +308,11 @@ function render({ model, el: host }) {
   root.attnwidget = {
     numbers: () => {
       const c = derived();
-      return { scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))), scale: c.scale, temperature: get("temperature") };
+      const warning = roundingNotice(c);
+      return {
+        scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))),
+        scale: c.scale, temperature: get("temperature"), exact: !warning, notice: warning,
+      };
     },
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
     model,

@@ -3,7 +3,7 @@
 import { scaleLinear } from "d3-scale";
 import { polygonHull } from "d3-polygon";
 import { el, svg, fill, fmt2, fmt3, groupLabels, short } from "./dom.js";
-import { meanRow, project } from "../attention.js";
+import { extent, meanRow, project } from "../attention.js";
 
 const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
 const MAX_ROWS = 16; // longer sequences: the table lists the heaviest tokens
@@ -75,8 +75,9 @@ export function createBlend(parent, { onResidual }) {
     for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
     if (own) xs.push(own[0], moved[0]), ys.push(own[1], moved[1]);
     // One unit is the same length on both axes, so distances on the plot are true distances.
-    const span = Math.max(Math.max(...xs) - Math.min(...xs), Math.max(...ys) - Math.min(...ys), 1e-9) * 1.1;
-    const cx = (Math.max(...xs) + Math.min(...xs)) / 2, cy = (Math.max(...ys) + Math.min(...ys)) / 2;
+    const [x0, x1] = extent(xs), [y0, y1] = extent(ys);
+    const span = Math.max(x1 - x0, y1 - y0, 1e-9) * 1.1;
+    const cx = x0 / 2 + x1 / 2, cy = y0 / 2 + y1 / 2; // halves first: no overflow
     const x = scaleLinear().domain([cx - span / 2, cx + span / 2]).range([PAD, W - 10]);
     const y = scaleLinear().domain([cy - span / 2, cy + span / 2]).range([H - PAD + 6, 16]);
     const parts = [];

@@ -1,5 +1,5 @@
 // The stage stepper (back, next, and each stage by name) and the log-scale temperature slider.
-import { el, fill, fmt2 } from "./dom.js";
+import { el, fill, fmtT } from "./dom.js";
 
 export const STAGES = [
   ["tokens", "Tokens"],
@@ -83,8 +83,8 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
       next.disabled = stage === STAGES[STAGES.length - 1][0];
       // Python may hold a temperature outside the slider's range: pin the knob, show the true value.
       slider.value = String(Math.max(0, Math.min(STEPS, toP(temperature))));
-      slider.setAttribute("aria-valuetext", fmt2(temperature));
-      value.textContent = `T = ${fmt2(temperature)}`;
+      slider.setAttribute("aria-valuetext", fmtT(temperature));
+      value.textContent = `T = ${fmtT(temperature)}`;
     },
     destroy() { node.remove(); },
   };

@@ -26,7 +26,7 @@ export function createGrid(parent, { title, onPick, describe }) {
     ctx.font = `${LABEL_FONT}px ${palette(node).font}`;
     const widest = (labels) => {
       // measured once per list of labels: long inputs have thousands
-      if (!measured.has(labels)) measured.set(labels, Math.max(0, ...labels.map((t) => ctx.measureText(short(t, 18)).width)));
+      if (!measured.has(labels)) measured.set(labels, labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0));
       return measured.get(labels);
     };
     const left = Math.min(120, widest(s.rowLabels) + 10);

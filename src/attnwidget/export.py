@@ -83,7 +83,8 @@ def page_state(widget) -> dict:
     if widget._layers:
         from .widget import principal_axes
 
-        variants["layer"] = [_encode_arrays(widget, dict(q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in widget._layers]
+        tokens = widget._layer_tokens  # a layer's arrays come with the model's tokens, whatever was shown before
+        variants["layer"] = [_encode_arrays(widget, dict(tokens=tokens, q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in widget._layers]
     return {"state": state, "variants": variants}
 
 
