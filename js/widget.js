@@ -95,7 +95,7 @@ function render({ model, el: host }) {
     const busy = () => later && performance.now() - started > 25;
     c.headRows ??= new Array(H).fill(0); // how many rows of each head's scores are done
     for (let h = c.thumbs.indexOf(null); h >= 0 && !busy(); h = c.thumbs.indexOf(null)) {
-      c.headScores[h] ??= new Float32Array(n * n);
+      c.headScores[h] ??= new Float64Array(n * n);
       const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
       while (c.headRows[h] < n && !busy()) {
         const r = c.headRows[h], step = Math.max(1, Math.floor(65536 / n));

@@ -271,6 +271,26 @@ def test_a_closed_widget_is_freed():
     assert ref() is None
 
 
+def test_memory_stays_flat_when_long_widgets_are_made_and_closed():
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(2048, 64)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        after = []
+        for _ in range(5):
+            w = AttentionWidget(q=q, k=q, v=q[:, :2])
+            _ = w.weights  # 2048² numbers: 32 MB of scores and as much of weights
+            w.close()
+            del w
+            gc.collect()
+            after.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert after[-1] - after[0] < 2e6, [f"{a / 1e6:.1f} MB" for a in after]
+
+
 # --- 7. inputs that would mean something else ---
 
 @pytest.mark.parametrize("make, message", [

@@ -7,7 +7,7 @@ const SIZE = 84;
 
 /** The mean weight of each block of cells, at most SIZE × SIZE blocks: {data, side, max, averaged}. */
 export function thumbnail(W, n) {
-  const side = Math.min(n, SIZE), sums = new Float32Array(side * side), counts = new Float32Array(side * side);
+  const side = Math.min(n, SIZE), sums = new Float64Array(side * side), counts = new Float64Array(side * side);
   const block = new Int32Array(n).map((_, i) => Math.floor((i * side) / n));
   for (let i = 0; i < n; i++) {
     const row = block[i] * side;

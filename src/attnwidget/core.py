@@ -62,7 +62,8 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     empty = ~np.isfinite(top[:, 0])
     top[empty] = 0.0
     s -= top
-    s /= temperature
+    with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
+        s /= temperature
     np.exp(s, out=s)
     total = s.sum(axis=1, keepdims=True)
     total[empty] = 1.0

@@ -382,7 +382,12 @@ class AttentionWidget(anywidget.AnyWidget):
             self._cross_validation_lock = True
             try:
                 yield
-                self._settle(before, set(changed))
+                try:
+                    self._settle(before, set(changed))
+                except traitlets.TraitError:
+                    raise
+                except Exception as err:  # numpy failing on values it was given: a refusal like any other
+                    raise traitlets.TraitError(f"this change could not be applied ({type(err).__name__}: {err}); nothing was changed.") from err
                 for name in list(changed):
                     getattr(type(self), name)._cross_validate(self, self._trait_values[name])
             except BaseException:

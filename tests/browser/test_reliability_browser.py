@@ -171,7 +171,8 @@ def test_kernel_restart_then_rerun(open_notebook, lab):
         kernel = lab.kernel_for("restart.ipynb")
         page.locator(".aw-token[data-index='4']").click()
         assert kernel.wait_for("r.focus", lambda f: f == 4) == 4
-        assert not errors
+        # JupyterLab's debugger sometimes reports a request the restart cancelled: its own, not the widget's
+        assert not [e for e in errors if "Could not restore the debugger state" not in e], errors
     finally:
         kernel.close()
         page.context.close()
