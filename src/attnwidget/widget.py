@@ -456,10 +456,11 @@ class AttentionWidget(anywidget.AnyWidget):
             self.set_trait("value_basis", principal_axes(v))
 
     def set_state(self, sync_data):
-        """Apply a message from the page, an untrusted source: read-only, private and unknown
-        keys are refused, and so is a value that cannot be read or validated; a refused message
+        """Apply a message from the page, an untrusted source: read-only, private, unknown and
+        ipywidgets' own keys are refused, and so is a value that cannot be read or validated; a refused message
         changes nothing and the page is put back on Python's state for the keys it sent."""
-        writable = {n for n in self.keys if not n.startswith("_") and not self.traits()[n].read_only}
+        # the widget's own writable traits: the page has no business with ipywidgets' layout and such
+        writable = {n for n in _OWN_TRAITS if n in self.keys and not self.traits()[n].read_only}
         self._committed = False
         try:
             refused = [k for k in sync_data if k not in writable]
