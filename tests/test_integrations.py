@@ -200,6 +200,57 @@ def test_model_training_mode_is_restored(tf, gpt2_tokenizer):
     assert model.transformer.training
 
 
+# --- text or tokens the model cannot read -------------------------------------------
+
+def text_of(tokenizer, n):
+    """' sat' repeated so that the tokenizer gives exactly n tokens (specials included)."""
+    text = " sat" * (n - len(tokenizer("")["input_ids"]))
+    assert len(tokenizer(text)["input_ids"]) == n
+    return text
+
+
+@pytest.fixture(scope="module")
+def position_limited(tf, gpt2_tokenizer, minilm):
+    """name -> (model, tokenizer, positions it reads, the config attribute that says so)."""
+    return {
+        "bert": (minilm[0], minilm[1], 512, "max_position_embeddings"),
+        # RoBERTa numbers positions from pad_token_id + 1, so 80 embeddings hold 78 tokens
+        "roberta": (random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2,
+                                 intermediate_size=128, **{**TINY, "max_position_embeddings": 80}),
+                    gpt2_tokenizer, 78, "max_position_embeddings"),
+        "distilbert": (random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64,
+                                    hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=16),
+                       minilm[1], 16, "max_position_embeddings"),
+        "gpt2": (gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, 64, "n_positions"),
+        "llama": (llama_style(tf, gpt2_tokenizer, "Llama", 2), gpt2_tokenizer, 64, "max_position_embeddings"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert", "gpt2", "llama"])
+def test_text_longer_than_the_model_reads_is_refused(position_limited, kind):
+    model, tokenizer, limit, attribute = position_limited[kind]
+    assert len(from_transformers(model, tokenizer, text_of(tokenizer, limit)).tokens) == limit
+    with pytest.raises(ValueError, match=rf"is {limit + 1} tokens long but .* reads at most {limit} "
+                                         rf"positions \(.*{attribute}.*\); shorten the text"):
+        from_transformers(model, tokenizer, text_of(tokenizer, limit + 1))
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2", "llama"])
+def test_token_ids_outside_the_vocabulary_are_refused(tf, gpt2_tokenizer, minilm, kind):
+    """A tokenizer that does not match the model gives ids its embedding table lacks."""
+    tokenizer = minilm[1] if kind == "bert" else gpt2_tokenizer
+    model = {
+        "bert": lambda: random_model(tf, "BertModel", "BertConfig", 1000, intermediate_size=128, **TINY),
+        "gpt2": lambda: random_model(tf, "GPT2Model", "GPT2Config", 100, n_embd=64, n_layer=2, n_head=4),
+        "llama": lambda: random_model(tf, "LlamaModel", "LlamaConfig", 100, intermediate_size=128, **TINY),
+    }[kind]()
+    vocab = model.config.vocab_size
+    largest = max(tokenizer(TEXT)["input_ids"])
+    with pytest.raises(ValueError, match=rf"token id {largest} is outside the model's vocabulary of {vocab} "
+                                         r"\(.*vocab_size\): the tokenizer does not match the model"):
+        from_transformers(model, tokenizer, TEXT)
+
+
 # --- TransformerLens ----------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa", "bidirectional"])
@@ -229,6 +280,37 @@ def test_transformer_lens(gpt2_tokenizer, kind):
         for h in range(4):
             w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
             np.testing.assert_allclose(w, cache["pattern", layer][0, h].double().numpy(), atol=1e-5, rtol=0)
+
+
+def hooked(tl, tokenizer, kind, **cfg):
+    extra = {
+        "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
+        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
+                           n_key_value_heads=2),
+    }[kind]
+    cfg = tl.HookedTransformerConfig(**{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
+                                               d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **cfg})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return tl.HookedTransformer(cfg, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa"])
+def test_transformer_lens_refuses_what_the_model_cannot_read(gpt2_tokenizer, kind):
+    """Too long a text (to_tokens would cut it to n_ctx without a word), or ids beyond d_vocab."""
+    tl = pytest.importorskip("transformer_lens")
+    from attnwidget.integrations import from_transformer_lens
+
+    model = hooked(tl, gpt2_tokenizer, kind, n_ctx=16)
+    assert len(from_transformer_lens(model, " sat" * 15).tokens) == 16  # BOS + 15
+    with pytest.raises(ValueError, match=r"is 17 tokens long but .* reads at most 16 positions "
+                                         r"\(cfg.n_ctx\); shorten the text"):
+        from_transformer_lens(model, " sat" * 16)
+    small = hooked(tl, gpt2_tokenizer, kind, d_vocab=100)
+    largest = max(gpt2_tokenizer(TEXT)["input_ids"])
+    with pytest.raises(ValueError, match=rf"token id {largest} is outside the model's vocabulary of 100 "
+                                         r"\(cfg.d_vocab\): the tokenizer does not match the model"):
+        from_transformer_lens(small, TEXT)
 
 
 # --- readable tokens ----------------------------------------------------------------

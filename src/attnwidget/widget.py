@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import sys
 
 import anywidget
 import numpy as np
@@ -476,6 +477,12 @@ class AttentionWidget(anywidget.AnyWidget):
             else:
                 self.send_state([k for k in sync_data if k in self.keys])
                 self.log.warning("attnwidget refused a message from the page: %s", err)
+
+    def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals are gone
+        # Closed widgets are freed, some only at interpreter exit, when ipywidgets' own registry
+        # is already gone and its close() would fail: nothing is left to close then.
+        if not _finalizing():
+            super().__del__()
 
     def to_html(self, path=None, *, theme="auto", title=None) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
