@@ -46,7 +46,7 @@ export function palette(root) {
 export const fmt2 = format(".2f");
 export const fmt3 = format(".3f");
 export const pct = format(".0%");
-export const fmtE = format(".1e");
+export const fmtE = format(".2~g"); // 1.2e-7, 7.1e+7, 1
 /** A temperature: two decimals on the slider's scale, powers of ten beyond it (T = 1e-6 is not "0.00"). */
 export const fmtT = (t) => (t >= 0.01 && t < 1e4 ? fmt2(t) : format(".2~e")(t));
 
