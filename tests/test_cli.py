@@ -1,6 +1,7 @@
 """python -m attnwidget export: pages for authors without a notebook."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -36,7 +37,9 @@ def test_export_several_sentences_and_presets(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["export", "a b", "--focus", "zebra"], "is not one of the tokens"),
+        (["export", "a b", "--focus", "zebra"], "--focus 'zebra' is not one of the tokens ['a', 'b']"),
+        (["export", "a b", "--focus", "2"], "--focus 2 is out of range: the sentence has 2 tokens, 0 to 1"),
+        (["export", "a b", "--focus=-1"], "--focus -1 is out of range"),
         (["export", "--preset", "lab", "a b"], "not both"),
         (["export", "a b", "--temperature", "-1"], "temperature"),
     ],
@@ -44,8 +47,40 @@ def test_export_several_sentences_and_presets(tmp_path):
 def test_mistakes_are_explained(tmp_path, capsys, args, message):
     with pytest.raises(SystemExit) as exit_:
         main(args + ["-o", str(tmp_path / "x.html")])
-    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err.splitlines()[-1]
     assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("folder", "is a folder; name a file inside it"),
+        ("missing/x.html", "there is no folder"),
+        ("a-file/x.html", "there is no folder"),  # its parent is a regular file
+        ("/proc/attnwidget-x.html", "cannot be written"),  # refused even to root
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_first(tmp_path, capsys, monkeypatch, output, message):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "a-file").write_text("kept")
+    before = sorted(tmp_path.rglob("*"))
+    monkeypatch.setattr("attnwidget.__main__.AttentionWidget",
+                        lambda *a, **k: pytest.fail("built the widget before checking -o"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "a b", "-o", os.path.join(tmp_path, output)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err.splitlines()[-1]
+    assert sorted(tmp_path.rglob("*")) == before and not os.path.exists("/proc/attnwidget-x.html")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_is_refused(tmp_path, capsys):
+    (tmp_path / "ro").mkdir(mode=0o500)
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "a b", "-o", str(tmp_path / "ro" / "x.html")])
+    assert exit_.value.code == 2 and "cannot be written" in capsys.readouterr().err
+    assert not (tmp_path / "ro" / "x.html").exists()
 
 
 def test_runs_as_a_module(tmp_path):

@@ -253,23 +253,28 @@ def test_token_ids_outside_the_vocabulary_are_refused(tf, gpt2_tokenizer, minilm
 
 # --- TransformerLens ----------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa", "bidirectional"])
-def test_transformer_lens(gpt2_tokenizer, kind):
-    tl = pytest.importorskip("transformer_lens")
-    import torch
-    from attnwidget.integrations import from_transformer_lens
-
+def hooked(tl, tokenizer, kind, **config):
+    """A tiny random HookedTransformer of one of three kinds; ``config`` overrides."""
     extra = {
         "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
         "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
                            n_key_value_heads=2),
         "bidirectional": dict(normalization_type="LN", attention_dir="bidirectional"),
     }[kind]
-    cfg = tl.HookedTransformerConfig(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
-                                     d_vocab=len(gpt2_tokenizer), act_fn="gelu", seed=0, **extra)
+    cfg = tl.HookedTransformerConfig(**{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
+                                               d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **config})
     with warnings.catch_warnings():  # 3.x announces HookedTransformer's removal in 4.0
         warnings.simplefilter("ignore", DeprecationWarning)
-        model = tl.HookedTransformer(cfg, tokenizer=gpt2_tokenizer)
+        return tl.HookedTransformer(cfg, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa", "bidirectional"])
+def test_transformer_lens(gpt2_tokenizer, kind):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+    from attnwidget.integrations import from_transformer_lens
+
+    model = hooked(tl, gpt2_tokenizer, kind)
     ma = from_transformer_lens(model, "I sat on the riverbank")
     assert ma.tokens == ["<|endoftext|>", "I", "sat", "on", "the", "river", "·bank"]
     assert ma.causal is (kind != "bidirectional") and ma.scale is None
@@ -280,19 +285,6 @@ def test_transformer_lens(gpt2_tokenizer, kind):
         for h in range(4):
             w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
             np.testing.assert_allclose(w, cache["pattern", layer][0, h].double().numpy(), atol=1e-5, rtol=0)
-
-
-def hooked(tl, tokenizer, kind, **cfg):
-    extra = {
-        "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
-        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
-                           n_key_value_heads=2),
-    }[kind]
-    cfg = tl.HookedTransformerConfig(**{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
-                                               d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **cfg})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return tl.HookedTransformer(cfg, tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa"])
@@ -307,7 +299,7 @@ def test_transformer_lens_refuses_what_the_model_cannot_read(gpt2_tokenizer, kin
                                          r"\(cfg.n_ctx\); shorten the text"):
         from_transformer_lens(model, " sat" * 16)
     small = hooked(tl, gpt2_tokenizer, kind, d_vocab=100)
-    largest = max(gpt2_tokenizer(TEXT)["input_ids"])
+    largest = int(small.to_tokens(TEXT).max())  # the BOS that TransformerLens prepends
     with pytest.raises(ValueError, match=rf"token id {largest} is outside the model's vocabulary of 100 "
                                          r"\(cfg.d_vocab\): the tokenizer does not match the model"):
         from_transformer_lens(small, TEXT)

@@ -7,6 +7,7 @@ authors without a notebook.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import traitlets
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
 
     if bool(args.sentences) == bool(args.preset):
         parser.error("give one or more sentences, or --preset, not both")
+    _check_output(parser, args.output)  # before the slower work
     try:
         if args.preset:
             w = PRESETS[args.preset]()
@@ -50,10 +52,9 @@ def main(argv=None) -> int:
             if args.causal:
                 w.causal = True
             if args.focus is not None:
-                lowered = [t.lower() for t in w.tokens]
-                w.focus = int(args.focus) if args.focus.isdigit() else lowered.index(args.focus.lower())
+                w.focus = _focus_index(parser, args.focus, w.tokens)
     except (ValueError, traitlets.TraitError) as err:
-        parser.error(f"{err}" if "not in list" not in str(err) else f"--focus {args.focus!r} is not one of the tokens {w.tokens}")
+        parser.error(str(err))
 
     out = args.output
     if out.lower().endswith(".png"):
@@ -64,6 +65,35 @@ def main(argv=None) -> int:
         w.to_html(out, theme=args.theme)
     print(f"wrote {out}", file=sys.stderr)
     return 0
+
+
+def _check_output(parser, out: str) -> None:
+    """A usage error now, rather than a traceback after the work, if ``out`` cannot be written."""
+    folder = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        parser.error(f"-o {out!r} is a folder; name a file inside it, e.g. {os.path.join(out, 'lab.html')!r}")
+    if not os.path.isdir(folder):
+        parser.error(f"-o {out!r}: there is no folder {folder!r} to write into; create it or choose another path")
+    existed = os.path.lexists(out)
+    try:  # permission bits alone do not tell (root writes anyway, some file systems refuse anyway)
+        open(out, "a").close()  # "a" leaves an existing file as it is
+    except OSError as err:
+        parser.error(f"-o {out!r} cannot be written ({err.strerror}); choose another path")
+    if not existed:
+        os.remove(out)  # leave nothing behind if a later step fails
+
+
+def _focus_index(parser, focus: str, tokens: list[str]) -> int:
+    """--focus as a token's index, or its text in any case (the first match)."""
+    if focus.removeprefix("-").isdecimal():
+        n = len(tokens)
+        if not 0 <= int(focus) < n:
+            parser.error(f"--focus {focus} is out of range: the sentence has {n} tokens, 0 to {n - 1}")
+        return int(focus)
+    lowered = [t.lower() for t in tokens]
+    if focus.lower() not in lowered:
+        parser.error(f"--focus {focus!r} is not one of the tokens {tokens}; give one of them or its index")
+    return lowered.index(focus.lower())
 
 
 if __name__ == "__main__":

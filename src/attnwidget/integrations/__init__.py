@@ -40,6 +40,9 @@ def from_transformers(model, tokenizer, text: str) -> ModelAttention:
     model wrapping one. Supported: BERT-family encoders (bert, roberta, xlm-roberta,
     camembert, electra, distilbert), GPT-2, and LLaMA-style rotary decoders (llama,
     mistral, qwen2, including grouped-query attention).
+
+    Raises ValueError, before the model runs, when ``text`` has more tokens than the
+    model reads or the tokenizer gives ids outside the model's vocabulary.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
@@ -48,11 +51,35 @@ def from_transformers(model, tokenizer, text: str) -> ModelAttention:
 
 
 def from_transformer_lens(model, text: str) -> ModelAttention:
-    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text``."""
+    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text``.
+
+    Raises ValueError, before the model runs, when ``text`` has more tokens than
+    ``cfg.n_ctx`` or ids outside ``cfg.d_vocab``.
+    """
     _require(("torch", "transformer_lens"), "transformer-lens")
     from . import tlens
 
     return tlens.extract(model, text)
+
+
+def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:
+    """Refuse, before the model runs, tokens it cannot read: torch would fail deep inside
+    with an IndexError or a size mismatch, or (rotary models) run past the trained context.
+    ``positions`` and ``vocab`` are (limit, the config attribute it comes from)."""
+    size, source = vocab
+    bad = max(ids, default=0)
+    if bad >= size:
+        raise ValueError(
+            f"token id {bad} is outside the model's vocabulary of {size} ({source}): "
+            f"the tokenizer does not match the model; use the tokenizer made for {model_name}"
+        )
+    limit, source = positions
+    if len(ids) > limit:
+        shown = text if len(text) <= 40 else text[:40] + "…"
+        raise ValueError(
+            f"{shown!r} is {len(ids)} tokens long but {model_name} reads at most {limit} positions "
+            f"({source}); shorten the text"
+        )
 
 
 def _require(modules, extra: str) -> None:

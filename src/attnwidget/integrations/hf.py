@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 import torch
 
-from . import ModelAttention, _tokens_of
+from . import ModelAttention, _check_readable, _tokens_of
 
 BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
@@ -51,6 +51,8 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
     n = ids.shape[1]
     if n == 0:
         raise ValueError(f"{text!r} gives no tokens")
+    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind),
+                    (config.vocab_size, "config.vocab_size"))
     if kind in LLAMA_FAMILY:
         _check_window(config, n)
 
@@ -168,6 +170,16 @@ def _llama_layer(base, layer, i, h):
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _positions(config, kind):
+    """How many tokens the model reads, and the config attribute that says so."""
+    if kind == "gpt2":
+        return config.n_positions, "config.n_positions"
+    if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
+        return (config.max_position_embeddings - config.pad_token_id - 1,
+                "config.max_position_embeddings - config.pad_token_id - 1")
+    return config.max_position_embeddings, "config.max_position_embeddings"
 
 
 def _check_window(config, n):

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from . import ModelAttention, _tokens_of
+from . import ModelAttention, _check_readable, _tokens_of
 
 
 def extract(model, text: str) -> ModelAttention:
@@ -34,7 +34,9 @@ def extract(model, text: str) -> ModelAttention:
     rotary = cfg.positional_embedding_type == "rotary"
     names = ("hook_rot_q", "hook_rot_k", "hook_v") if rotary else ("hook_q", "hook_k", "hook_v")
 
-    tokens = model.to_tokens(text)  # prepends BOS when the model's config says so
+    # prepends BOS when the model's config says so; truncate=False, or it would cut at n_ctx unsaid
+    tokens = model.to_tokens(text, truncate=False)
+    _check_readable(text, tokens[0].tolist(), cfg.model_name, (cfg.n_ctx, "cfg.n_ctx"), (cfg.d_vocab, "cfg.d_vocab"))
     was_training = model.training
     model.eval()
     try:
