@@ -2,7 +2,7 @@
 // Matrices are {data, rows, cols} (data row-major: Float32Array or Float64Array inputs, exactly
 // the numbers Python holds; Float64Array results: every sum and product is in float64).
 
-const TYPES = { float32: Float32Array, float64: Float64Array };
+const TYPES = { float32: Float32Array, float64: Float64Array, uint8: Uint8Array };
 
 /** Decode a synced array {shape, dtype, view: DataView} into {data, heads, rows, cols}. */
 export function decodeMatrix(value) {
@@ -52,22 +52,26 @@ export function scoreRows(out, q, k, scale, r0, r1) {
   return out;
 }
 
-/** Row-wise softmax of scores / T; with causal, cells j > i are exactly 0. */
-export function weights(S, n, temperature, causal) {
+/**
+ * Row-wise softmax of scores / T over the cells a row may read: with causal, j ≤ i; with a mask
+ * (n×n, 1 = may read), its cells. The others are exactly 0, and so is a row that may read nothing.
+ */
+export function weights(S, n, temperature, causal, mask = null) {
   const W = new Float64Array(n * n);
   for (let i = 0; i < n; i++) {
     const last = causal ? i : n - 1, row = i * n;
     let max = -Infinity;
-    for (let j = 0; j <= last; j++) if (S[row + j] > max) max = S[row + j];
+    for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
+    if (max === -Infinity) continue;
     let sum = 0;
     for (let j = 0; j <= last; j++) {
+      if (mask && !mask[row + j]) continue;
       // max first: no overflow at any T; divided, as numpy does (1/T overflows for a tiny T)
       const e = Math.exp((S[row + j] - max) / temperature);
       W[row + j] = e;
       sum += e;
     }
-    const norm = 1 / sum;
-    for (let j = 0; j <= last; j++) W[row + j] *= norm;
+    for (let j = 0; j <= last; j++) W[row + j] /= sum;
   }
   return W;
 }
@@ -87,12 +91,13 @@ export function output(W, v) {
 
 /** exp(entropy) of row i. */
 export function effectiveTokens(W, n, i) {
-  let h = 0;
+  let h = 0, total = 0;
   for (let j = 0; j < n; j++) {
     const w = W[i * n + j];
     if (w > 0) h -= w * Math.log(w);
+    total += w;
   }
-  return Math.exp(h);
+  return total > 0 ? Math.exp(h) : 0; // a row that may read nothing: 0, as in numpy
 }
 
 const U = 2 ** -53; // float64's unit roundoff
@@ -126,7 +131,7 @@ export function roundingBound(q, k, scale, S) {
  * where one score leads every other by more than 2δ + 40·T is still exact (the others are below
  * e^-40 in both), so only rows with a near-tie are unsure.
  */
-export function agreement({ score, top }, S, n, temperature, causal) {
+export function agreement({ score, top }, S, n, temperature, causal, mask = null) {
   const spread = (2 * score) / temperature;
   const scoresOk = score <= 1e-7 * Math.max(1, top);
   if (spread <= 2.5e-7) return { exact: scoresOk, scoreError: score, weightError: spread, top };
@@ -134,8 +139,8 @@ export function agreement({ score, top }, S, n, temperature, causal) {
   for (let i = 0; i < n && !unsure; i++) {
     const last = causal ? i : n - 1, row = i * n;
     let max = -Infinity, near = 0;
-    for (let j = 0; j <= last; j++) max = Math.max(max, S[row + j]);
-    for (let j = 0; j <= last; j++) if (max - S[row + j] <= 2 * score + 40 * temperature) near++;
+    for (let j = 0; j <= last; j++) if (!mask || mask[row + j]) max = Math.max(max, S[row + j]);
+    for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && max - S[row + j] <= 2 * score + 40 * temperature) near++;
     if (near > 1) unsure++;
   }
   return { exact: scoresOk && !unsure, scoreError: score, weightError: unsure ? Math.min(1, Math.expm1(spread)) : 0, top };
@@ -209,24 +214,25 @@ export function outputSpread(O, n, d) {
 }
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it. */
-export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal }) {
-  const n = q.rows, last = causal ? i : n - 1;
+export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal, mask = null }) {
+  const n = q.rows, last = causal ? i : n - 1, open = (m) => !mask || mask[i * n + m];
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;
-  for (let m = 0; m <= last; m++) max = Math.max(max, S[i * n + m]);
+  for (let m = 0; m <= last; m++) if (open(m)) max = Math.max(max, S[i * n + m]);
+  if (max === -Infinity) max = 0;
   const shift = Math.abs(max / temperature) > 700 ? max / temperature : 0; // exp would overflow or vanish: shift the row
   let rowSum = 0;
-  for (let m = 0; m <= last; m++) rowSum += Math.exp(S[i * n + m] / temperature - shift);
-  const masked = causal && j > i, tempered = S[i * n + j] / temperature, weight = W[i * n + j];
+  for (let m = 0; m <= last; m++) if (open(m)) rowSum += Math.exp(S[i * n + m] / temperature - shift);
+  const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = W[i * n + j];
   const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
   return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : Math.exp(tempered - shift), rowSum, weight, value, share: value.map((x) => weight * x) };
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */
-export function attention(q, k, v, { temperature = 1, causal = false, scale = null } = {}) {
+export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null } = {}) {
   const n = q.rows, s = scale == null ? defaultScale(q.cols) : scale;
-  const S = scores(q, k, s), W = weights(S, n, temperature, causal), O = output(W, v);
+  const S = scores(q, k, s), W = weights(S, n, temperature, causal, mask), O = output(W, v);
   const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, n, i));
   const sense = Array.from({ length: n }, (_, i) => senseResolved(O, v, i));
   return { scale: s, scores: S, weights: W, output: O, effectiveTokens: eff, senseResolved: sense, outputSpread: outputSpread(O, n, v.cols) };

@@ -59,7 +59,10 @@ function render({ model, el: host }) {
     const c = cache;
     if (!c.all) {
       c.all = { q: A.decodeMatrix(get("q")), k: A.decodeMatrix(get("k")), v: A.decodeMatrix(get("v")), x: A.decodeMatrix(get("x")), basis: A.decodeMatrix(get("value_basis")) };
+      const m = A.decodeMatrix(get("mask")); // n×n, 1 where a row may read (None: every cell)
+      c.all.mask = m && m.rows === c.all.q.rows ? m.data : null; // a mask for other tokens (trailing by a frame) is not used
     }
+    c.mask = c.all.mask;
     const h = Math.min(get("head"), c.all.q.heads - 1);
     if (!c.q) {
       c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h);
@@ -69,19 +72,22 @@ function render({ model, el: host }) {
     }
     const n = c.q.rows;
     if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
-    if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"));
+    if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"), c.mask);
     c.rounding ??= A.roundingBound(c.q, c.k, c.scale, c.S);
     return c; // outputs (A·V) are computed only by the blend stage, which shows them
   };
   // What each change leaves valid: everything else is recomputed on demand.
   const keep = (...names) => () => (cache = Object.fromEntries(names.filter((k) => k in cache).map((k) => [k, cache[k]])));
   const invalidate = {
-    q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(),
+    q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(), mask: keep(),
     scale: keep("all"),
     head: keep("all", "scale", "headScores", "headRows", "thumbs"),
     temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
     causal: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
   };
+
+  // A cell row i may not read: ahead of it under the causal rule, or closed by the mask.
+  const closed = (c, i, j) => (get("causal") && j > i) || (!!c.mask && !c.mask[i * c.q.rows + j]);
 
   // Every head's thumbnail, for the small multiples. A few heads per task (about 25 ms of work),
   // so a long input never blocks the page; heads' scores are kept (they change only with q, k
@@ -103,7 +109,7 @@ function render({ model, el: host }) {
         c.headRows[h] = Math.min(n, r + step);
       }
       if (c.headRows[h] < n) break;
-      c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal")), n);
+      c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal"), c.mask), n);
     }
     if (!later) return;
     if (c.thumbs.includes(null)) headsTimer = setTimeout(() => cache === c && computeHeads(), 0);
@@ -134,7 +140,7 @@ function render({ model, el: host }) {
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
   const roundingNotice = (c) => {
-    const T = get("temperature"), agree = (c.agree ??= A.agreement(c.rounding, c.S, c.q.rows, T, get("causal")));
+    const T = get("temperature"), agree = (c.agree ??= A.agreement(c.rounding, c.S, c.q.rows, T, get("causal"), c.mask));
     return agree.exact ? null : `These numbers are too sensitive to rounding to show exactly: a score here can differ from `
       + `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(T)} can move `
       + `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; `
@@ -177,8 +183,8 @@ function render({ model, el: host }) {
   });
   const describeCell = (i, j) => {
     const c = derived(), n = c.q.rows;
-    const masked = get("causal") && j > i;
-    return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(c.S[i * n + j])}\nweight ${masked ? "0 (masked: cannot read ahead)" : fmt3(c.W[i * n + j])}`;
+    const masked = closed(c, i, j);
+    return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(c.S[i * n + j])}\nweight ${masked ? `0 (masked: ${get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell"})` : fmt3(c.W[i * n + j])}`;
   };
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
   const scoresLegend = el("div", { class: "aw-legend" });
@@ -201,7 +207,7 @@ function render({ model, el: host }) {
     const n = tokens.length, name = tokens[focus];
     if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
     const values = stage === "scores" ? c.S : c.W;
-    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !(get("causal") && j > focus));
+    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !closed(c, focus, j));
     order.sort((a, b) => values[focus * n + b] - values[focus * n + a]);
     const top = order.slice(0, 6).map((j) =>
       el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
@@ -237,7 +243,7 @@ function render({ model, el: host }) {
     for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
     fill(readout, describeRow(c, focus, tokens, stage));
 
-    const isMasked = causal ? (i, j) => j > i : null;
+    const isMasked = causal || c.mask ? (i, j) => closed(c, i, j) : null;
     // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
     // (the legend says so), or the matrix would be a blank page of near-zero cells.
     const topWeight = n > 64 ? (c.topWeight ??= largest(c.W)) : 1; // once per weights
@@ -259,7 +265,7 @@ function render({ model, el: host }) {
       heads.node.dataset.complete = String(!!c.thumbs && !c.thumbs.includes(null));
     }
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal }),
+      a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal, mask: c.mask }),
       reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);
 
@@ -276,19 +282,19 @@ function render({ model, el: host }) {
       kGrid.update({ ...qk, value: (i, j) => c.k.data[i * c.k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       dial.node.hidden = c.q.cols !== 2;
       if (c.q.cols === 2) {
-        dial.update({ tokens, focus, q: c.q, k: c.k, scoreRow: c.S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => causal && j > focus });
+        dial.update({ tokens, focus, q: c.q, k: c.k, scoreRow: c.S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => closed(c, focus, j) });
       }
     } else if (stage === "scores") {
       let m = 1e-9, lo = Infinity, hi = -Infinity;
       for (const s of c.S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
       const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
-      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, causal, cell, key: c.S, data: c.S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, causal: causal && !c.mask, cell, key: c.S, data: c.S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
       legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : " (set)"}; colour centred on 0`, color, -m, m);
     }
     if (showWeights) {
       const sums = (c.sums ??= rowSums(c.W, n));
       weightsGrid.update({
-        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal, cell, key: c.W, data: c.W,
+        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal: causal && !c.mask, cell, key: c.W, data: c.W,
         maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
         extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,

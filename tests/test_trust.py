@@ -64,6 +64,7 @@ def check_invariants(w):
     assert w.q.shape[:-1] == w.k.shape[:-1] == w.v.shape[:-1] and w.q.shape[-2] == n and w.q.shape[-1] == w.k.shape[-1]
     assert not w.residual or w.x is not None
     assert w.x is None or w.x.shape == (n, w.v.shape[-1])
+    assert w.mask is None or w.mask.shape == (n, n)
     expected = principal_axes(w.v)
     assert (w.value_basis is None) == (expected is None)
     if expected is not None:
@@ -129,7 +130,7 @@ def test_an_accepted_message_is_applied_whole_and_not_echoed():
     assert w.comm.sent == []  # the page already shows what it sent
 
 
-names = ["tokens", "q", "k", "v", "x", "residual", "temperature", "focus", "stage", "causal", "scale", "head", "cell",
+names = ["tokens", "q", "k", "v", "x", "mask", "residual", "temperature", "focus", "stage", "causal", "scale", "head", "cell",
          "sentence_index", "value_axes", "layer", "n_layers", "sentences", "value_basis", "model_name", "_esm", "junk", "layout"]
 junk_values = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 12), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
@@ -254,6 +255,21 @@ def test_switching_layer_after_other_vectors_restores_the_models_tokens():
     assert w.layer == 2 and w.tokens == found.tokens
     q, k, v = found.layers[2]
     np.testing.assert_allclose(w.weights, attention(q[0], k[0], v[0], causal=True).weights)
+    check_invariants(w)
+
+
+def test_a_mask_closes_cells_and_goes_when_the_tokens_change():
+    w = AttentionWidget("I sat on the river bank", mask=~np.eye(6, dtype=bool), stage="weights")
+    ref = attention(w.q, w.k, w.v, mask=~np.eye(6, dtype=bool))
+    np.testing.assert_allclose(w.weights, ref.weights)
+    assert (np.diag(w.weights) == 0).all()
+    for bad in (np.ones((3, 3)), np.full((6, 6), 0.5), np.ones(6)):
+        with pytest.raises(traitlets.TraitError, match="mask"):
+            w.mask = bad
+    state, paths, buffers = _remove_buffers(w.get_state())
+    assert state["mask"]["dtype"] == "uint8" and bytes(buffers[paths.index(["mask", "view"])]) == (~np.eye(6, dtype=bool)).astype(np.uint8).tobytes()
+    w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)))
+    assert w.mask is None
     check_invariants(w)
 
 

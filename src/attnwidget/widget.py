@@ -12,7 +12,7 @@ import numpy as np
 import traitlets
 
 from . import examples
-from .core import Attention, overflow_message
+from .core import Attention, _as_mask, overflow_message
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
@@ -154,7 +154,45 @@ class Tokens(traitlets.List):
         return super().validate(obj, value)
 
 
-_VECTORS = ("tokens", "q", "k", "v", "x")
+class Mask(traitlets.TraitType):
+    """Which cells each row may read: n×n booleans (True = may read), or None for every cell.
+    Numbers are taken only when they are exactly 0 and 1. Stored as a private read-only copy."""
+
+    default_value = None
+    allow_none = True
+
+    def validate(self, obj, value):
+        if value is None:
+            return None
+        try:
+            if np.ndim(value) != 2:
+                raise ValueError(f"mask must be n×n booleans (True where a row may read), got shape {np.shape(value)}")
+            m = _as_mask(value, np.shape(value)[0])
+        except ValueError as err:
+            raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
+        m = m.copy()
+        m.setflags(write=False)
+        return m
+
+    set = Matrix.set  # a new array is a change, without comparing element by element
+
+
+def _mask_to_json(m, widget):
+    return None if m is None else {"shape": list(m.shape), "dtype": "uint8", "view": memoryview(np.ascontiguousarray(m, dtype=np.uint8).reshape(-1))}
+
+
+def _mask_from_json(value, widget):
+    if value is None:
+        return None
+    try:
+        if value["dtype"] != "uint8":
+            raise ValueError(f"dtype {value['dtype']} is not uint8")
+        return np.frombuffer(value["view"], dtype=np.uint8).reshape([int(n) for n in value["shape"]])
+    except Exception as err:  # untrusted: any failure is a refusal
+        raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
+
+
+_VECTORS = ("tokens", "q", "k", "v", "x", "mask")
 _KEEP = object()  # set_vectors: "leave this one as it is"
 
 
@@ -185,6 +223,8 @@ class AttentionWidget(anywidget.AnyWidget):
     # Each token's own embedding (tokens × d_v): the blend stage can add the mix to it.
     x = Matrix(allow_none=True).tag(**_ARRAY_SYNC)
     residual = traitlets.Bool(False).tag(sync=True)
+    # Cells a row may read besides the causal rule (n×n, True = may read), e.g. to leave out padding.
+    mask = Mask().tag(sync=True, to_json=_mask_to_json, from_json=_mask_from_json)
     temperature = traitlets.Float(1.0).tag(sync=True)
     focus = Index(0).tag(sync=True)
     stage = traitlets.Unicode("tokens").tag(sync=True)
@@ -215,6 +255,7 @@ class AttentionWidget(anywidget.AnyWidget):
         k=None,
         v=None,
         x=None,
+        mask=None,
         temperature=1.0,
         focus=None,
         stage=None,
@@ -230,7 +271,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._examples = []
         self._layers, self._layer_tokens = [], []
         self._committed = False
-        state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual)
+        state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
@@ -270,7 +311,7 @@ class AttentionWidget(anywidget.AnyWidget):
         name, value = proposal["trait"].name, proposal["value"]
         cur = {n: self._trait_values.get(n) for n in _VECTORS}
         cur[name] = value
-        tokens, q, k, v, x = (cur[n] for n in _VECTORS)
+        tokens, q, k, v, x, mask = (cur[n] for n in _VECTORS)
         if name == "tokens" and len(value) == 0:
             raise traitlets.TraitError("'tokens' must not be empty: give one string per row of q, k and v.")
         if name in ("q", "k") and q is not None and k is not None:
@@ -284,11 +325,11 @@ class AttentionWidget(anywidget.AnyWidget):
                 f"'q' and 'k' must have the same width (they are compared by dot product), "
                 f"got q {q.shape} and k {k.shape}."
             )
-        counts = {n: (len(a) if n == "tokens" else a.shape[-2] if n != "x" else a.shape[0]) for n, a in cur.items() if a is not None}
+        counts = {n: (len(a) if n == "tokens" else a.shape[0] if n in ("x", "mask") else a.shape[-2]) for n, a in cur.items() if a is not None}
         if len(set(counts.values())) > 1:
             told = ", ".join(f"{n}: {c}" for n, c in counts.items())
             raise traitlets.TraitError(
-                f"tokens, q, k, v (and x) must agree on the number of tokens, got {told}. "
+                f"tokens, q, k, v (and x, mask) must agree on the number of tokens, got {told}. "
                 "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=)."
             )
         if x is not None and v is not None and x.shape[1] != v.shape[-1]:
@@ -444,6 +485,8 @@ class AttentionWidget(anywidget.AnyWidget):
         n, x, v = len(self.tokens), values.get("x"), values.get("v")
         if x is not None and "x" not in changed and v is not None and x.shape != (n, v.shape[-1]):
             self.x = None  # the embeddings no longer fit the new tokens or values
+        if values.get("mask") is not None and "mask" not in changed and len(self.mask) != n:
+            self.mask = None  # a mask for other tokens
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
         if n != len(before.get("tokens") or []):
@@ -503,15 +546,15 @@ class AttentionWidget(anywidget.AnyWidget):
 
         save_svg(self, path)
 
-    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP):
+    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
         One message to the page; if any part is invalid nothing changes. ``x=None`` removes
-        the embeddings (and the residual view); embeddings that no longer fit the new tokens
-        or values are removed too. Focus, head and cell are kept where they still fit and
+        the embeddings (and the residual view); embeddings and a mask that no longer fit the
+        new tokens or values are removed too. Focus, head and cell are kept where they still fit and
         moved inside the new range otherwise.
         """
-        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x)) if a is not _KEEP}
+        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x, mask)) if a is not _KEEP}
         if "tokens" in new:
             new["tokens"] = _token_list(new["tokens"], traitlets.TraitError)
         with self.hold_trait_notifications():
@@ -572,11 +615,11 @@ class AttentionWidget(anywidget.AnyWidget):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head)
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask)
         cached = self._result
-        if cached is None or any(a is not b if isinstance(a, np.ndarray) else a != b for a, b in zip(cached[0], key)):
+        if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
             q, k, v = (self._head(a) for a in key[:3])
-            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale))
+            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self.mask))
         return cached[1]
 
     def _frozen(self, a):

@@ -71,8 +71,9 @@ def states(draw):
             q, k, v = (a.astype(np.float32).astype(float) for a in (q, k, v))
     temperature = draw(st.one_of(st.sampled_from([5e-324, 1e-300, 1e-12, 1e-6, 0.1, 1.0, 5.0, 1e6, 1e300]), st.floats(1e-3, 1e3)))
     scale = draw(st.one_of(st.none(), st.sampled_from([0.0, 1e-10, -0.5, 3.0, 1e10]), st.floats(-10, 10)))
+    mask = rng.random((n, n)) < 0.7 if draw(st.booleans()) else None  # rows that may read nothing, too
     try:
-        return AttentionWidget(q=q, k=k, v=v, temperature=temperature, scale=scale, causal=draw(st.booleans()),
+        return AttentionWidget(q=q, k=k, v=v, mask=mask, temperature=temperature, scale=scale, causal=draw(st.booleans()),
                                head=draw(st.integers(0, heads - 1)), stage=draw(st.sampled_from(STAGES)))
     except traitlets.TraitError:
         assume(False)
