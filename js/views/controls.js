@@ -9,6 +9,8 @@ export const STAGES = [
   ["blend", "Blend"],
 ];
 const STEPS = 1000; // slider resolution along the log axis
+// Round temperatures, for the arrow keys: two significant digits, 0.10 to 9.9.
+const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
 
 /** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
  *  onSentence(i), onLayer(i), onSave("png" | "svg")}) */
@@ -31,10 +33,28 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
     if (j !== i) onStage(STAGES[j][0]);
   }
 
+  // The slider moves on a log scale but lands on the values it shows (two decimals), so the
+  // position labelled "T = 1.00" is T = 1 and reproduces the lab's figures exactly.
+  const landed = (p) => Math.min(range[1], Math.max(range[0], Math.round(toT(p) * 100) / 100));
   const slider = el("input", { type: "range", min: 0, max: STEPS, step: 1, class: "aw-slider", "aria-label": "Temperature" });
   const value = el("output", { class: "aw-temp-value" });
-  slider.addEventListener("input", () => onTemperature(toT(Number(slider.value)), false));
-  slider.addEventListener("change", () => onTemperature(toT(Number(slider.value)), true)); // released
+  let shown = 1;
+  slider.addEventListener("input", () => onTemperature(landed(Number(slider.value)), false));
+  slider.addEventListener("change", () => onTemperature(landed(Number(slider.value)), true)); // released
+  // Arrow keys step through round values: 0.10, 0.11 … 0.99, then 1.0, 1.1 … 5.0.
+  slider.addEventListener("keydown", (ev) => {
+    const up = { ArrowRight: 1, ArrowUp: 1, PageUp: 10, ArrowLeft: -1, ArrowDown: -1, PageDown: -10 }[ev.key];
+    const end = { Home: ROUND[0], End: ROUND[ROUND.length - 1] }[ev.key];
+    if (!up && end == null) return;
+    ev.preventDefault();
+    let t = end;
+    if (t == null) {
+      const i = up > 0 ? ROUND.findIndex((r) => r > shown + 1e-9) : ROUND.findLastIndex((r) => r < shown - 1e-9);
+      const at = i < 0 ? (up > 0 ? ROUND.length - 1 : 0) : i;
+      t = ROUND[Math.max(0, Math.min(ROUND.length - 1, at + (up > 0 ? up - 1 : up + 1)))];
+    }
+    onTemperature(Math.min(range[1], Math.max(range[0], t)), true);
+  });
 
   const causal = el("input", { type: "checkbox", class: "aw-causal" });
   causal.addEventListener("change", () => onCausal(causal.checked));
@@ -82,6 +102,7 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
       back.disabled = stage === STAGES[0][0];
       next.disabled = stage === STAGES[STAGES.length - 1][0];
       // Python may hold a temperature outside the slider's range: pin the knob, show the true value.
+      shown = temperature;
       slider.value = String(Math.max(0, Math.min(STEPS, toP(temperature))));
       slider.setAttribute("aria-valuetext", fmtT(temperature));
       value.textContent = `T = ${fmtT(temperature)}`;

@@ -47,8 +47,21 @@ export const fmt2 = format(".2f");
 export const fmt3 = format(".3f");
 export const pct = format(".0%");
 export const fmtE = format(".2~g"); // 1.2e-7, 7.1e+7, 1
-/** A temperature: two decimals on the slider's scale, powers of ten beyond it (T = 1e-6 is not "0.00"). */
-export const fmtT = (t) => (t >= 0.01 && t < 1e4 ? fmt2(t) : format(".2~e")(t));
+/** A temperature as it is: two decimals for the slider's own values, more digits for one set from
+ * Python (0.2371 is not "0.24"), powers of ten far from 1 (T = 1e-6 is not "0.00"). */
+export const fmtT = (t) => (t >= 0.01 && t < 1e4 ? (Math.round(t * 100) / 100 === t ? fmt2(t) : format(".4~g")(t)) : format(".2~e")(t));
+
+/** Whole percentages of a row of weights that add up to exactly 100 (largest remainders get the
+ * leftover points); a row that reads nothing stays all 0. */
+export function percentages(weights) {
+  const total = weights.reduce((a, w) => a + w, 0);
+  if (!(total > 0)) return weights.map(() => 0);
+  const exact = weights.map((w) => (100 * w) / total), out = exact.map(Math.floor);
+  let left = 100 - out.reduce((a, p) => a + p, 0);
+  const order = exact.map((x, i) => [x - out[i], i]).sort((a, b) => b[0] - a[0]);
+  for (const [, i] of order) { if (left-- <= 0) break; out[i] += 1; }
+  return out;
+}
 
 /** Points that land on the same spot share one label ("the, a, of +2"), so labels never pile up. */
 export function groupLabels(points, labels, digits = 3) {

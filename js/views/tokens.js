@@ -1,5 +1,5 @@
 // The token strip across the top, and the arcs from the focused token to the tokens it reads.
-import { el, svg, fill, pct } from "./dom.js";
+import { el, svg, fill, percentages } from "./dom.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
@@ -79,6 +79,7 @@ export function createTokenStrip(parent, { onFocus }) {
       // a long strip is condensed: the tint alone says how much each token is read
       const condensed = tokens.length > CONDENSE;
       node.classList.toggle("aw-condensed", condensed);
+      const shares = row && !condensed ? percentages(row) : null; // they add up to 100, as the text says
       buttons.forEach((b, i) => {
         const pressed = String(i === focus);
         if (b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
@@ -86,7 +87,7 @@ export function createTokenStrip(parent, { onFocus }) {
         if (condensed) return;
         const w = row ? row[i] : null;
         b.style.setProperty("--aw-w", w == null ? 0 : w.toFixed(3));
-        b.lastChild.textContent = w == null ? "" : pct(w);
+        b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
         b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
       });
       if (moved && buttons[focus] && node.scrollWidth > node.clientWidth) {

@@ -1,0 +1,90 @@
+"""The page teaches what the articles say: the temperature shown is the temperature used, and a
+row shown as whole percentages adds up to 100, as the text says."""
+
+import re
+
+import numpy as np
+import pytest
+
+from attnwidget import AttentionWidget
+
+pytestmark = pytest.mark.browser
+
+SWEEP = """() => {
+  const root = document.querySelector('.aw-root'), slider = root.querySelector('.aw-slider');
+  const out = [];
+  for (let p = 0; p <= Number(slider.max); p++) {
+    slider.value = String(p);
+    slider.dispatchEvent(new Event('input', { bubbles: true }));
+    root.attnwidget.redraw();
+    out.push([root.attnwidget.model.get('temperature'), root.querySelector('.aw-temp-value').textContent]);
+  }
+  return out;
+}"""
+
+
+def open_page(browser, w, tmp_path, name="page.html"):
+    path = tmp_path / name
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1100, "height": 900}, bypass_csp=True).new_page()
+    page.goto(path.as_uri())
+    page.wait_for_selector(".aw-root")
+    return page
+
+
+def test_every_slider_position_uses_the_temperature_it_shows(browser, tmp_path):
+    page = open_page(browser, AttentionWidget(stage="weights", focus=5), tmp_path)
+    swept = page.evaluate(SWEEP)
+    for t, text in swept:
+        assert text == f"T = {t:.2f}" and round(t, 2) == t, (t, text)
+    used = {t for t, _ in swept}
+    assert {0.1, 0.2, 1.0, 5.0} <= used  # the lab's temperatures are reachable by dragging
+    assert len(used) > 300  # and the log feel is kept: every shown value a position of its own
+    page.context.close()
+
+
+def test_the_lab_figures_by_dragging_and_by_keys(browser, tmp_path):
+    page = open_page(browser, AttentionWidget(stage="weights", focus=5), tmp_path)
+    root = page.locator(".aw-root")
+    slider = root.locator(".aw-slider")
+    slider.focus()
+    page.keyboard.press("ArrowRight")  # 1.00 → 1.1, then back
+    assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('temperature')") == 1.1
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('temperature')") == 0.99
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.querySelector('.aw-temp-value').textContent === 'T = 1.00'")
+    assert "3.13 effective tokens" in root.locator(".aw-readout").inner_text()
+    # drag to the position labelled 0.20
+    p = page.evaluate("""() => { const s = document.querySelector('.aw-slider');
+      for (let p = 0; p <= 1000; p++) { s.value = String(p); s.dispatchEvent(new Event('input', {bubbles: true}));
+        if (document.querySelector('.aw-root').attnwidget.model.get('temperature') === 0.2) return p; } return -1; }""")
+    assert p >= 0
+    page.wait_for_function("document.querySelector('.aw-temp-value').textContent === 'T = 0.20'")
+    assert "river 0.951" in root.locator(".aw-readout").inner_text()
+    for key, want in [("ArrowRight", 0.21), ("ArrowLeft", 0.2), ("Home", 0.1), ("End", 5.0)]:
+        page.keyboard.press(key)
+        assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('temperature')") == want
+    page.context.close()
+
+
+def test_a_temperature_set_from_python_is_shown_as_it_is(browser, tmp_path):
+    page = open_page(browser, AttentionWidget(stage="weights", temperature=0.2371), tmp_path)
+    assert page.locator(".aw-temp-value").inner_text() == "T = 0.2371"
+    page.context.close()
+
+
+@pytest.mark.parametrize("sentence", [None, "I put my money in the bank and left"])
+def test_the_token_strip_percentages_add_up_to_100(browser, tmp_path, sentence):
+    w = AttentionWidget(sentence, stage="weights")
+    page = open_page(browser, w, tmp_path)
+    model = "document.querySelector('.aw-root').attnwidget"
+    for t in (0.1, 0.2, 0.5, 1.0, 2.0, 5.0):
+        for focus in range(len(w.tokens)):
+            page.evaluate(f"{model}.model.set('temperature', {t}); {model}.model.set('focus', {focus}); {model}.redraw()")
+            shown = [int(re.sub(r"\D", "", s)) for s in page.locator(".aw-token-weight").all_inner_texts()]
+            assert sum(shown) == 100, (t, focus, shown)
+            w.temperature, w.focus = t, focus
+            assert max(abs(np.array(shown) - 100 * w.weights[focus])) < 1  # each within a point of the truth
+    page.context.close()
