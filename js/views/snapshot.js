@@ -11,7 +11,14 @@ function widgetCSS() {
   return rules.join("\n");
 }
 
-/** SVG markup of the view as it is now drawn. */
+// Characters XML cannot hold (C0 controls but tab, LF and CR; lone surrogates; U+FFFE/U+FFFF),
+// and DEL and C1 controls, which show as nothing. Text from Python arrives without them, but
+// the page can still make some: a name cut short in the middle of a surrogate pair. They get
+// the stand-ins Python's visible_text gives: control pictures for C0 and DEL, else U+FFFD.
+const NOT_XML = /[\0-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\uD800-\uDFFF\uFFFE\uFFFF]/gu;
+const standIn = (c) => (c < " " ? String.fromCharCode(0x2400 + c.charCodeAt(0)) : c === "\x7F" ? "\u2421" : "\uFFFD");
+
+/** SVG markup of the view as it is now drawn: well-formed XML whatever its text. */
 export function snapshotSVG(root) {
   const { width, height } = root.getBoundingClientRect();
   const clone = root.cloneNode(true);
@@ -36,8 +43,9 @@ export function snapshotSVG(root) {
   clone.setAttribute("style", frozen.join(";"));
   const body = new XMLSerializer().serializeToString(clone);
   const style = new XMLSerializer().serializeToString(Object.assign(document.createElement("style"), { textContent: widgetCSS() }));
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${Math.ceil(width)}" height="${Math.ceil(height)}" viewBox="0 0 ${Math.ceil(width)} ${Math.ceil(height)}">`
-    + `<foreignObject x="0" y="0" width="100%" height="100%"><div xmlns="http://www.w3.org/1999/xhtml">${style}${body}</div></foreignObject></svg>`;
+  return (`<svg xmlns="http://www.w3.org/2000/svg" width="${Math.ceil(width)}" height="${Math.ceil(height)}" viewBox="0 0 ${Math.ceil(width)} ${Math.ceil(height)}">`
+    + `<foreignObject x="0" y="0" width="100%" height="100%"><div xmlns="http://www.w3.org/1999/xhtml">${style}${body}</div></foreignObject></svg>`)
+    .replace(NOT_XML, standIn);
 }
 
 /** A PNG (data URL) of the view, at `scale` times its CSS size. */
@@ -53,7 +61,10 @@ export async function snapshotPNG(root, scale = 2) {
   const ctx = canvas.getContext("2d");
   ctx.scale(scale, scale);
   ctx.drawImage(img, 0, 0);
-  return canvas.toDataURL("image/png");
+  const png = canvas.toDataURL("image/png");
+  // a canvas larger than the browser can hold gives "data:," rather than an error
+  if (!png.startsWith("data:image/png")) throw new Error(`a ${canvas.width}×${canvas.height} PNG is too large for one canvas; use a smaller scale`);
+  return png;
 }
 
 /** Offer a data URL or text as a file download. */

@@ -8,8 +8,12 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
+import numbers
+import os
 import pathlib
 import re
+import secrets
 
 from .widget import visible_text
 
@@ -117,8 +121,23 @@ def to_html(widget, path=None, *, theme: str = "auto", title: str | None = None)
         bundle=_script_safe(_boot(bundle)),
     )
     if path is not None:
-        pathlib.Path(path).write_text(page, encoding="utf-8")
+        _write_whole(path, page.encode("utf-8"))
     return page
+
+
+def _write_whole(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` complete or not at all: into a new file beside it, moved into
+    place (atomically) only once written. On any failure, even an interrupt, nothing new is
+    left and a file already at ``path`` is as it was."""
+    path = pathlib.Path(path)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")  # same folder: os.replace cannot cross file systems
+    try:
+        with open(temporary, "xb") as f:  # "x": never someone else's file; mode from the umask, as for any new file
+            f.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 # Headless Chromium for pictures made from Python. These flags work with no sandbox, no GPU
@@ -170,10 +189,23 @@ def _snapshot(widget, kind: str, scale: float) -> str:
 
 def save_svg(widget, path) -> None:
     """Write the current view as an SVG picture."""
-    pathlib.Path(path).write_text(_snapshot(widget, "svg", 1), encoding="utf-8")
+    _write_whole(path, _snapshot(widget, "svg", 1).encode("utf-8"))
+
+
+# A PNG is drawn on one canvas, and Chromium's canvas is at most 32767 pixels a side (and
+# 16384² in all): 8 times a view already makes a poster; below 1/4 nothing is legible.
+PNG_SCALES = (0.25, 8)
 
 
 def save_png(widget, path, *, scale: float = 2) -> None:
-    """Write the current view as a PNG picture, at ``scale`` times its on-screen size."""
-    data_url = _snapshot(widget, "png", scale)
-    pathlib.Path(path).write_bytes(base64.b64decode(data_url.split(",", 1)[1]))
+    """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8)."""
+    low, high = PNG_SCALES
+    if not (isinstance(scale, numbers.Real) and not isinstance(scale, bool) and math.isfinite(scale) and low <= scale <= high):
+        raise ValueError(f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
+                         "for a larger picture save an SVG, which scales without limit")
+    data_url = _snapshot(widget, "png", float(scale))
+    data = base64.b64decode(data_url.partition(",")[2])
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError(f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); "
+                         "try a smaller scale, or save an SVG")
+    _write_whole(path, data)

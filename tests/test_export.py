@@ -1,0 +1,162 @@
+"""Files written by to_html, save_svg and save_png are whole or not there at all; a PNG scale
+that Chromium cannot draw is refused before any browser starts; any text the traits accept
+makes a page that is valid UTF-8 with no raw control character in it."""
+
+import base64
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnwidget import AttentionWidget, export
+from attnwidget.widget import visible_text
+
+# What no page or picture may carry raw: C0 controls but tab/LF/CR, DEL, C1, surrogates, U+FFFE/U+FFFF.
+RAW = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def embedded_state(text):
+    return json.loads(re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', text, re.S).group(1))["state"]
+
+
+@pytest.fixture
+def no_browser(monkeypatch):
+    """Starting Playwright fails the test."""
+    import playwright.sync_api
+
+    def refuse():
+        raise AssertionError("a browser was started")
+
+    monkeypatch.setattr(playwright.sync_api, "sync_playwright", refuse)
+
+
+@pytest.fixture
+def fake_pictures(monkeypatch):
+    """Pictures without a browser: _snapshot answers what `made` holds for each kind."""
+    made = {"svg": '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>',
+            "png": "data:image/png;base64," + base64.b64encode(PNG + b"rest").decode()}
+    monkeypatch.setattr(export, "_snapshot", lambda widget, kind, scale: made[kind])
+    return made
+
+
+@pytest.mark.parametrize("scale", [0, -1, 0.2, 8.01, 100, math.nan, math.inf, -math.inf, "2", None, True, 1j])
+def test_a_png_scale_outside_the_range_is_refused_before_a_browser_starts(tmp_path, no_browser, scale):
+    path = tmp_path / "lab.png"
+    with pytest.raises(ValueError, match=r"scale must be a finite number from 0\.25 to 8") as err:
+        AttentionWidget().save_png(path, scale=scale)
+    assert repr(scale) in str(err.value)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("scale", [0.25, 1, 2.5, np.float64(3), 8])
+def test_a_png_scale_inside_the_range_is_used(tmp_path, monkeypatch, fake_pictures, scale):
+    asked = []
+    monkeypatch.setattr(export, "_snapshot", lambda widget, kind, s: asked.append(s) or fake_pictures[kind])
+    AttentionWidget().save_png(tmp_path / "lab.png", scale=scale)
+    assert asked == [scale] and (tmp_path / "lab.png").read_bytes() == PNG + b"rest"
+
+
+WRITERS = {
+    "to_html": lambda w, path: w.to_html(path),
+    "save_svg": lambda w, path: w.save_svg(path),
+    "save_png": lambda w, path: w.save_png(path),
+}
+
+
+@pytest.mark.parametrize("write", WRITERS.values(), ids=WRITERS.keys())
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_a_write_that_fails_at_the_last_step_leaves_nothing(tmp_path, monkeypatch, fake_pictures, write, existing):
+    path = tmp_path / "out"
+    if existing:
+        path.write_text("before")
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write(AttentionWidget(), path)
+    assert os.listdir(tmp_path) == (["out"] if existing else [])  # no temporary file left either
+    if existing:
+        assert path.read_text() == "before"
+
+
+@pytest.mark.parametrize("write", WRITERS.values(), ids=WRITERS.keys())
+def test_a_write_completes_and_keeps_no_temporary_file(tmp_path, fake_pictures, write):
+    path = tmp_path / "out"
+    path.write_text("before")
+    write(AttentionWidget(), path)
+    assert os.listdir(tmp_path) == ["out"] and path.read_bytes() not in (b"", b"before")
+
+
+@pytest.mark.parametrize("kind, answer, error", [
+    ("svg", '<svg xmlns="http://www.w3.org/2000/svg"><text>\ud83d</text></svg>', UnicodeError),  # a lone surrogate from the page
+    ("png", "data:,", ValueError),  # what a canvas too large for Chromium gives
+    ("png", "data:image/png;base64,QUJD", ValueError),  # not a PNG
+])
+def test_a_picture_that_cannot_be_written_whole_leaves_nothing(tmp_path, fake_pictures, kind, answer, error):
+    fake_pictures[kind] = answer
+    new, old = tmp_path / f"new.{kind}", tmp_path / f"old.{kind}"
+    old.write_text("before")
+    for path in (new, old):
+        with pytest.raises(error):
+            WRITERS[f"save_{kind}"](AttentionWidget(), path)
+    assert sorted(os.listdir(tmp_path)) == [old.name] and old.read_text() == "before"
+
+
+def test_an_unwritable_path_leaves_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        AttentionWidget().to_html(tmp_path / "no such folder" / "lab.html")
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(OSError):
+        AttentionWidget().to_html(tmp_path / "folder")  # a folder is not replaced by a page
+    assert os.listdir(tmp_path) == ["folder"] and os.listdir(tmp_path / "folder") == []
+
+
+# Any text at all, surrogates and control characters included.
+any_text = st.text(st.characters(exclude_categories=()), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tokens=st.lists(any_text, min_size=1, max_size=4), axes=st.lists(any_text, min_size=2, max_size=2), title=st.none() | any_text)
+def test_to_html_writes_any_text_the_traits_accept(tokens, axes, title):
+    n = len(tokens)
+    w = AttentionWidget(tokens=tokens, q=np.eye(n), k=np.eye(n), v=np.ones((n, 2)), value_axes=axes)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "page.html")
+            returned = w.to_html(path, title=title)
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8")  # strict: no surrogate was written
+    finally:
+        w.close()
+    assert text == returned
+    assert not RAW.search(text)
+    state = embedded_state(text)
+    assert state["tokens"] == [visible_text(t) for t in tokens] and state["value_axes"] == [visible_text(a) for a in axes]
+
+
+def test_control_characters_from_the_command_line_become_visible_in_a_page(tmp_path):
+    out = tmp_path / "lab.html"
+    subprocess.run([sys.executable, "-m", "attnwidget", "export", "bank\x1b river \x9b\x07", "-o", str(out)], check=True, capture_output=True)
+    text = out.read_bytes().decode("utf-8")
+    assert not RAW.search(text)
+    assert embedded_state(text)["tokens"] == ["bank", "␛", "river", "\ufffd", "␇"]
+
+
+@pytest.mark.xfail(strict=True, reason="examples.word_vectors hashes the word as strict UTF-8: a lone surrogate "
+                   "(what Python makes of undecodable bytes in argv) raises UnicodeEncodeError")
+def test_undecodable_bytes_from_the_command_line_become_visible_in_a_page(tmp_path):
+    out = tmp_path / "lab.html"
+    done = subprocess.run([sys.executable, "-m", "attnwidget", "export", os.fsdecode(b"bank \xff"), "-o", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert embedded_state(out.read_bytes().decode("utf-8"))["tokens"] == ["bank", "\ufffd"]
