@@ -117,7 +117,11 @@ function render({ model, el: host }) {
   };
 
   // --- views ---
-  const onFocus = (i) => save("focus", i);
+  const onFocus = (i) => {
+    const cell = get("cell");
+    if (cell && cell[0] !== i) model.set("cell", null); // a cell is shown only for the focused row, as in Python
+    save("focus", i);
+  };
   const onPickCell = (i, j) => {
     if (j == null) return onFocus(i);
     model.set("focus", i);
@@ -234,7 +238,7 @@ function render({ model, el: host }) {
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(c.W.subarray(focus * n, focus * n + n));
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
-    if (strip.update({ tokens, focus, row: showWeights ? row : null })) layoutRetries = 0;
+    if (strip.update({ tokens, focus, row: showWeights ? row : null, pal })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     caption.textContent = CAPTIONS[stage] || "";
     const warning = roundingNotice(c);

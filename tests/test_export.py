@@ -153,8 +153,6 @@ def test_control_characters_from_the_command_line_become_visible_in_a_page(tmp_p
     assert embedded_state(text)["tokens"] == ["bank", "␛", "river", "\ufffd", "␇"]
 
 
-@pytest.mark.xfail(strict=True, reason="examples.word_vectors hashes the word as strict UTF-8: a lone surrogate "
-                   "(what Python makes of undecodable bytes in argv) raises UnicodeEncodeError")
 def test_undecodable_bytes_from_the_command_line_become_visible_in_a_page(tmp_path):
     out = tmp_path / "lab.html"
     done = subprocess.run([sys.executable, "-m", "attnwidget", "export", os.fsdecode(b"bank \xff"), "-o", str(out)], capture_output=True, text=True)

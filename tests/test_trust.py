@@ -65,6 +65,7 @@ def check_invariants(w):
     assert not w.residual or w.x is not None
     assert w.x is None or w.x.shape == (n, w.v.shape[-1])
     assert w.mask is None or w.mask.shape == (n, n)
+    assert w.cell is None or w.cell[0] == w.focus  # the cell shown is in the focused row
     expected = principal_axes(w.v)
     assert (w.value_basis is None) == (expected is None)
     if expected is not None:
@@ -271,6 +272,19 @@ def test_a_mask_closes_cells_and_goes_when_the_tokens_change():
     w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)))
     assert w.mask is None
     check_invariants(w)
+
+
+def test_the_cell_shown_is_always_in_the_focused_row():
+    w = AttentionWidget(stage="weights", cell=(5, 4))
+    assert w.focus == 5
+    w.focus = 2  # another reader: the cell goes
+    assert w.cell is None
+    w.cell = (3, 1)  # a cell: its reader is focused
+    assert w.focus == 3
+    w.set_state({"focus": 1})
+    assert w.cell is None
+    with pytest.raises(ValueError, match="focused row"):
+        AttentionWidget(stage="weights", cell=(5, 4), focus=2)
 
 
 # --- 4. resources are released ---

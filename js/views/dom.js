@@ -1,5 +1,6 @@
 // Small DOM helpers. Text always goes in as text nodes, never as HTML.
 import { format } from "d3-format";
+import { rgb } from "d3-color";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -36,7 +37,7 @@ export function palette(root) {
   const css = getComputedStyle(root);
   const get = (name) => css.getPropertyValue(name).trim();
   return {
-    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"),
+    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"), panel: get("--aw-panel"),
     pos: get("--aw-pos"), neg: get("--aw-neg"), zero: get("--aw-zero"), seq: get("--aw-seq"),
     accent: get("--aw-accent"), masked: get("--aw-masked"),
     font: css.fontFamily || "sans-serif",
@@ -78,4 +79,21 @@ export function groupLabels(points, labels, digits = 3) {
 }
 
 /** A label for a cramped place: long token text cut to `max` characters with an ellipsis. */
-export const short = (text, max = 24) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+export function short(text, max = 24) {
+  if (text.length <= max) return text;
+  const chars = Array.from(text); // whole characters: cutting UTF-16 units could split one in half
+  return chars.length > max ? `${chars.slice(0, max - 1).join("")}…` : text;
+}
+
+/** WCAG relative luminance of a CSS colour. */
+export function luminance(color) {
+  const { r, g, b } = rgb(color);
+  const lin = (c) => ((c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+  return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+}
+
+/** Near-black or white text, whichever contrasts more with the background (WCAG's ratio). */
+export function inkOn(background) {
+  const l = luminance(background), dark = luminance("#111");
+  return (l + 0.05) / (dark + 0.05) >= 1.05 / (l + 0.05) ? "#111" : "#fff";
+}

@@ -1,7 +1,7 @@
 // A labelled heatmap drawn on one canvas: fast for thousands of cells, crisp on high-DPI screens.
 // Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
 import { rgb } from "d3-color";
-import { el, palette, short } from "./dom.js";
+import { el, inkOn, palette, short } from "./dom.js";
 
 const LABEL_FONT = 12, CELL_FONT = 11;
 
@@ -90,7 +90,7 @@ export function createGrid(parent, { title, onPick, describe }) {
         ctx.fillRect(x, y, b.cell, b.cellH);
         if (showNumbers) {
           ctx.font = `${CELL_FONT}px ${pal.font}`;
-          ctx.fillStyle = s.color ? inkFor(ctx.fillStyle, pal) : pal.fg;
+          ctx.fillStyle = s.color ? inkOn(ctx.fillStyle) : pal.fg;
           ctx.textAlign = "center";
           ctx.textBaseline = "middle";
           ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5);
@@ -229,10 +229,3 @@ function paintPixels(target, s, pal) {
   target.getContext("2d").putImageData(img, 0, 0);
 }
 
-// Dark or light text for a cell, by the cell colour's luminance.
-function inkFor(fill, pal) {
-  const m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})/i.exec(fill);
-  if (!m) return pal.fg;
-  const [r, g, b] = m.slice(1).map((h) => parseInt(h, 16) / 255);
-  return 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 ? "#111" : "#fff";
-}

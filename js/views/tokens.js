@@ -1,5 +1,6 @@
 // The token strip across the top, and the arcs from the focused token to the tokens it reads.
-import { el, svg, fill, percentages } from "./dom.js";
+import { interpolateRgb } from "d3-interpolate";
+import { el, svg, fill, inkOn, percentages } from "./dom.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
@@ -72,7 +73,7 @@ export function createTokenStrip(parent, { onFocus }) {
     node,
     list, // its size follows the token buttons' layout
     /** Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, focus, row }) {
+    update({ tokens, focus, row, pal }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
       last = { tokens, focus };
@@ -86,7 +87,10 @@ export function createTokenStrip(parent, { onFocus }) {
         // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
         if (condensed) return;
         const w = row ? row[i] : null;
-        b.style.setProperty("--aw-w", w == null ? 0 : w.toFixed(3));
+        // the tint says how much the token is read; its text takes the ink that reads on it
+        const tint = interpolateRgb(pal.panel, pal.seq)(w == null ? 0 : 0.7 * w);
+        b.style.background = tint;
+        b.style.color = inkOn(tint);
         b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
         b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
       });

@@ -91,7 +91,7 @@ def word_vectors(word: str):
     found = LEXICON.get(word.lower())
     if found is not None:
         return tuple(np.array(x, dtype=float) for x in found)
-    digest = hashlib.sha256(word.lower().encode("utf-8")).digest()
+    digest = hashlib.sha256(word.lower().encode("utf-8", "surrogatepass")).digest()  # any str, lone surrogates too
     jitter = np.frombuffer(digest[:12], dtype=">u2").astype(float) / 65535 * 2 - 1  # six numbers in [-1, 1]
     base = np.array(_FUNCTION_VECTORS, dtype=float)
     return tuple(base[i] + np.array([0.1, 0.1]) * jitter[2 * i : 2 * i + 2] for i in range(3))

@@ -300,7 +300,10 @@ class AttentionWidget(anywidget.AnyWidget):
             state.update(tokens=[str(i) for i in range(n)] if tokens is None else _token_list(tokens), q=q, k=k, v=v, x=x)
             if value_axes is not None:
                 state["value_axes"] = list(value_axes)
-        state["focus"] = 0 if focus is None else focus
+        if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
+            raise ValueError(f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; "
+                             f"pass focus={cell[0]}, or leave focus out.")
+        state["focus"] = (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
         state["stage"] = STAGES[0] if stage is None else stage
         super().__init__(**state)
 
@@ -493,6 +496,12 @@ class AttentionWidget(anywidget.AnyWidget):
             if "focus" not in changed and self.focus >= n:
                 self.focus = n - 1
             if "cell" not in changed and self.cell is not None and max(self.cell) >= n:
+                self.cell = None
+        # the cell shown is always in the focused row: the arcs and readout are about its reader
+        if self.cell is not None and self.cell[0] != self.focus:
+            if "cell" in changed and "focus" not in changed:
+                self.focus = self.cell[0]
+            else:
                 self.cell = None
         if "head" not in changed and self.head >= self.n_heads:
             self.head = self.n_heads - 1

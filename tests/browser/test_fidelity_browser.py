@@ -88,3 +88,69 @@ def test_the_token_strip_percentages_add_up_to_100(browser, tmp_path, sentence):
             w.temperature, w.focus = t, focus
             assert max(abs(np.array(shown) - 100 * w.weights[focus])) < 1  # each within a point of the truth
     page.context.close()
+
+
+# Every visible piece of text in the widget, with its colour and what is behind it (the nearest
+# painted background, composited over the page), as WCAG contrast ratios. Canvas cell text has its
+# own rule (ink by the cell's colour); disabled buttons are exempt, as WCAG exempts them.
+CONTRAST = """() => {
+  const parse = (c) => { const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const over = ([r, g, b, a], [R, G, B]) => [r * a + R * (1 - a), g * a + G * (1 - a), b * a + B * (1 - a)];
+  const lum = (c) => { const [r, g, b] = c.map((x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const behind = (el) => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor);
+      if (c[3] > 0) layers.push(c);
+      if (c[3] >= 1) break;
+    }
+    let color = parse(getComputedStyle(document.body).backgroundColor).slice(0, 3);
+    if (parse(getComputedStyle(document.body).backgroundColor)[3] === 0) color = [255, 255, 255];
+    for (const c of layers.reverse()) color = over(c, color);
+    return color;
+  };
+  const root = document.querySelector('.aw-root'), bad = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement, text = node.textContent.trim();
+    if (!text || !el.getClientRects().length || el.closest('button:disabled, [hidden], option, select')) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden') continue;
+    let alpha = 1;
+    for (let e = el; e; e = e.parentElement) alpha *= Number(getComputedStyle(e).opacity);
+    const isSvg = el instanceof SVGElement;
+    const ink = parse(isSvg ? style.fill : style.color);
+    ink[3] *= alpha * (isSvg ? Number(style.fillOpacity) : 1);
+    const bg = behind(isSvg ? el.closest('svg').parentElement : el), fg = over(ink, bg);
+    const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a), ratio = (hi + 0.05) / (lo + 0.05);
+    if (ratio < 4.5) bad.push(`${text.slice(0, 30)} (${el.className.baseVal ?? el.className}): ${ratio.toFixed(2)}`);
+  }
+  return bad;
+}"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
+    from attnwidget.examples import query_dial
+
+    widgets = {
+        "lab": AttentionWidget(focus=5),
+        "visually": AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, residual=True, causal=True),
+        "dial": query_dial(),
+    }
+    problems = []
+    for name, w in widgets.items():
+        path = tmp_path / f"{name}-{theme}.html"
+        w.to_html(path, theme=theme)
+        page = browser.new_context(viewport={"width": 1200, "height": 1000}, bypass_csp=True).new_page()
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-root")
+        for stage in ["tokens", "qk", "scores", "weights", "blend"]:
+            for t in (0.1, 1.0, 5.0):
+                page.evaluate(f"(() => {{ const a = document.querySelector('.aw-root').attnwidget; a.model.set('stage', '{stage}'); "
+                              f"a.model.set('temperature', {t}); a.model.set('cell', [0, 0]); a.redraw(); }})()")
+                problems += [f"{name} {stage} T={t}: {p}" for p in page.evaluate(CONTRAST)]
+        page.locator(".aw-root").screenshot(path=str(artifacts / f"contrast-{name}-{theme}.png"))
+        page.context.close()
+    assert not problems, "\n".join(sorted(set(problems))[:40])
