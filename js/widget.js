@@ -3,7 +3,7 @@
 // clicks go back to Python as trait changes.
 import "./widget.css";
 import { scaleDiverging, scaleSequential } from "d3-scale";
-import { interpolateLab, piecewise } from "d3-interpolate";
+import { interpolateLab } from "d3-interpolate";
 import * as A from "./attention.js";
 import { el, fill, palette, fmt2, fmt3, fmtE, fmtT } from "./views/dom.js";
 import { createControls } from "./views/controls.js";
@@ -24,6 +24,13 @@ const CAPTIONS = {
   weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
+
+/** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
+ * score: a small negative and a small positive score never look alike, in either theme. */
+function diverging({ neg, zero, pos }) {
+  const toNeg = interpolateLab(zero, neg), toPos = interpolateLab(zero, pos);
+  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
+}
 
 function largest(values) {
   let top = 0;
@@ -199,7 +206,9 @@ function render({ model, el: host }) {
   const blend = createBlend(blendPanel, { onResidual: (b) => save("residual", b) });
 
   function legend(node, title, color, lo, hi) {
-    const stops = Array.from({ length: 11 }, (_, i) => color(lo + ((hi - lo) * i) / 10));
+    const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
+    if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
+    const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);
     fill(node,
       el("span", { class: "aw-legend-title" }, title),
       el("span", {}, fmt2(lo)),
@@ -279,7 +288,7 @@ function render({ model, el: host }) {
       emptyGrid.update({ ...base, cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
       const m = Math.max(A.magnitude(c.q.data), A.magnitude(c.k.data));
-      const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
+      const color = scaleDiverging(diverging(pal)).domain([-m, 0, m]);
       const dims = Array.from({ length: c.q.cols }, (_, j) => `${j + 1}`);
       const qk = { ...base, cols: c.q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => c.q.data[i * c.q.cols + j], ariaLabel: "query vectors" });
@@ -291,9 +300,10 @@ function render({ model, el: host }) {
     } else if (stage === "scores") {
       let m = 1e-9, lo = Infinity, hi = -Infinity;
       for (const s of c.S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
-      const color = scaleDiverging(piecewise(interpolateLab, [pal.neg, pal.zero, pal.pos])).domain([-m, 0, m]);
+      const color = scaleDiverging(diverging(pal)).domain([-m, 0, m]);
       scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, causal: causal && !c.mask, cell, key: c.S, data: c.S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
-      legend(scoresLegend, `scores: ${fmt2(lo)} to ${fmt2(hi)}; scale ${fmt3(c.scale)}${get("scale") == null ? " (1/√d)" : " (set)"}; colour centred on 0`, color, -m, m);
+      // one range, the matrix's own; its colours are those of a scale centred on 0
+      legend(scoresLegend, `score (scale ${fmt3(c.scale)}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
     }
     if (showWeights) {
       const sums = (c.sums ??= rowSums(c.W, n));

@@ -154,3 +154,37 @@ def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
         page.locator(".aw-root").screenshot(path=str(artifacts / f"contrast-{name}-{theme}.png"))
         page.context.close()
     assert not problems, "\n".join(sorted(set(problems))[:40])
+
+
+def lab_colour(rgb):
+    """CIELAB of an sRGB colour (D65), for colour differences as people see them."""
+    c = np.array(rgb[:3]) / 255
+    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ c / [0.9505, 1.0, 1.089]
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_small_positive_and_negative_scores_look_different(browser, tmp_path, theme):
+    # scores against the first query: the largest, +2% of it, -2% of it, and exactly 0
+    k = [[1.0, 0.0], [0.02, 0.0], [-0.02, 0.0], [0.0, 0.0]]
+    w = AttentionWidget(tokens=list("abcd"), q=[[1.0, 0.0]] * 4, k=k, v=np.eye(4)[:, :2], stage="scores")
+    path = tmp_path / f"signs-{theme}.html"
+    w.to_html(path, theme=theme)
+    page = browser.new_context(bypass_csp=True, device_scale_factor=1).new_page()
+    page.goto(path.as_uri())
+    page.wait_for_selector(".aw-root[data-stage=scores]")
+    colours = page.evaluate("""() => {
+      const c = [...document.querySelectorAll('canvas.aw-grid')].find((e) => e.getClientRects().length);
+      const d = c.dataset, ctx = c.getContext('2d');
+      return [1, 2, 3].map((j) => Array.from(ctx.getImageData(+d.left + j * +d.cellWidth + 2, +d.top + 2, 1, 1).data));
+    }""")
+    plus, minus, zero = (lab_colour(c) for c in colours)
+    assert np.linalg.norm(plus - minus) >= 10, (theme, colours)
+    assert min(np.linalg.norm(plus - zero), np.linalg.norm(minus - zero)) >= 4, (theme, colours)
+    # the legend gives one range, the matrix's own (d3 writes minus as U+2212)
+    spans = page.locator(".aw-legend:visible > span").all_inner_texts()
+    ends = [f"{x:.2f}".replace("-", "\u2212") for x in (w.scores.min(), w.scores.max())]
+    assert [spans[1], spans[3]] == ends and " to " not in spans[0], spans
+    page.context.close()
