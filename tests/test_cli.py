@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from attnwidget.__main__ import main
@@ -87,3 +88,16 @@ def test_runs_as_a_module(tmp_path):
     out = tmp_path / "m.html"
     done = subprocess.run([sys.executable, "-m", "attnwidget", "export", "--preset", "lab", "-o", str(out)], capture_output=True, text=True)
     assert done.returncode == 0 and out.stat().st_size > 10_000
+
+
+def test_the_visually_preset_is_the_articles_first_demo():
+    # "Notice the words after bank: they get nothing." Both sentences carry words after it.
+    from attnwidget.__main__ import PRESETS
+
+    w = PRESETS["visually"]()
+    for i in range(len(w.sentences)):
+        w.sentence_index = i
+        bank = w.tokens.index("bank")
+        assert w.causal and w.focus == bank and bank < len(w.tokens) - 1
+        assert (w.weights[bank, bank + 1:] == 0).all()
+        np.testing.assert_allclose(w.weights.sum(axis=1), 1.0)
