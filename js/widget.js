@@ -143,8 +143,13 @@ function render({ model, el: host }) {
     onLayer: (i) => save("layer", i),
     onSave: async (kind) => {
       const name = `attention-${get("stage")}`;
-      if (kind === "svg") download(`${name}.svg`, snapshotSVG(root), "image/svg+xml");
-      else download(`${name}.png`, await snapshotPNG(root), "image/png");
+      try {
+        if (kind === "svg") download(`${name}.svg`, snapshotSVG(root), "image/svg+xml");
+        else download(`${name}.png`, await snapshotPNG(root), "image/png");
+      } catch (err) { // said where the reader looks, until the next redraw
+        notice.hidden = false;
+        notice.textContent = `The ${kind.toUpperCase()} picture could not be made: ${err.message}`;
+      }
     },
   });
   // Said plainly when rounding could make the page's numbers differ from Python's.
