@@ -53,7 +53,8 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
       const at = i < 0 ? (up > 0 ? ROUND.length - 1 : 0) : i;
       t = ROUND[Math.max(0, Math.min(ROUND.length - 1, at + (up > 0 ? up - 1 : up + 1)))];
     }
-    onTemperature(Math.min(range[1], Math.max(range[0], t)), true);
+    shown = Math.min(range[1], Math.max(range[0], t)); // the next key steps on from here, drawn or not
+    onTemperature(shown, true);
   });
 
   const causal = el("input", { type: "checkbox", class: "aw-causal" });
