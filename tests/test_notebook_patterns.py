@@ -1,0 +1,243 @@
+"""What the course notebooks say is what their widgets show.
+
+Every pattern a notebook's text names (a head that reads the previous word, a token that
+scores highest against itself, words after bank that get nothing, ...) is checked against
+the weights of the widget it names, and every figure the source articles quote is checked
+where the notebook prints it. Each notebook is executed once, shared with
+``test_notebooks.py`` (``executed``).
+"""
+
+import re
+
+import numpy as np
+import pytest
+from test_notebooks import executed
+
+from attnwidget import AttentionWidget
+
+LAB, VISUALLY, REAL = "01_attention_lab.ipynb", "02_attention_visually.ipynb", "03_real_model.ipynb"
+SHE, SAT, BY, THE, RIVER, BANK = range(6)
+
+
+def plain(text: str) -> str:
+    """Markdown as a reader reads it: no emphasis marks or quotes, one space between words."""
+    text = re.sub(r"[*_`\"“”]", "", text)
+    return " ".join(text.split())
+
+
+def rebuild(state):
+    """The same widget, built again in this process from a notebook widget's state."""
+    kwargs = dict(temperature=state["temperature"], causal=state["causal"], scale=state["scale"], focus=state["focus"],
+                  stage=state["stage"], head=state["head"], cell=state["cell"], residual=state["residual"])
+    if state["sentences"]:
+        w = AttentionWidget(state["sentences"], sentence_index=state["sentence_index"], **kwargs)
+    else:
+        w = AttentionWidget(tokens=state["tokens"], q=state["q"], k=state["k"], v=state["v"], x=state["x"], mask=state["mask"], **kwargs)
+    np.testing.assert_array_equal(w.weights, state["weights"])  # it is the same widget
+    return w
+
+
+def reads(weights, i):
+    """The column row i gives the largest share of its budget."""
+    return int(np.argmax(weights[i]))
+
+
+# --- 01: the lab ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return executed(LAB)
+
+
+def test_lab_text_keeps_every_figure_the_lab_quotes(lab):
+    text = plain(lab.markdown)
+    for figure in ["−1.0 to 2.8", "3.13", "0.556", "0.306", "(0.69, 0.23)", "0.049", "0.503", "0.951"]:
+        assert figure in text, figure
+
+
+def test_lab_prints_every_figure_it_quotes(lab):
+    out = lab.all_printed
+    assert "scores run from -1.0 to 2.8" in out
+    assert "bank: river 0.556, itself 0.306, effective tokens 3.13" in out
+    assert "bank's output: (0.69, 0.23)" in out
+    assert re.search(r"output spread at T=5: 0\.049 .*at T=1: 0\.503", out)
+    assert "bank at T=0.2: river 0.951, itself 0.049" in out
+
+
+def test_lab_diagonal(lab):
+    """She, sat, by and river score highest against themselves; the and bank against river."""
+    s = lab.widgets["scores"]
+    assert s["stage"] == "scores" and s["tokens"] == ["She", "sat", "by", "the", "river", "bank"]
+    for i in (SHE, SAT, BY, RIVER):
+        assert reads(s["scores"], i) == i
+    assert reads(s["scores"], THE) == RIVER and reads(s["scores"], BANK) == RIVER
+    out = lab.printed_by("scores highest against")
+    assert "  the scores highest against river" in out and "  bank scores highest against river" in out
+    assert "river scores highest against river" in out
+
+
+def test_lab_budget_and_asymmetry(lab):
+    budget = lab.widgets["budget"]
+    np.testing.assert_allclose(budget["weights"].sum(axis=1), 1.0)
+    asym = lab.widgets["asym"]
+    w = asym["weights"]
+    assert reads(w, BANK) == RIVER  # bank's query strongly matches river's key
+    assert reads(w, RIVER) != BANK and w[RIVER, BANK] < w[BANK, RIVER] / 2  # river's query looks for something else
+
+
+def test_lab_blend_columns_and_sense_resolved(lab):
+    text = plain(lab.markdown).lower()
+    assert "multiply down each column of the two aligned grids" in text and "sum across" in text
+    assert "how far the blend moved from the average of all the values, as a fraction of the furthest a single token could have moved it" in text
+    blend = lab.widgets["blend"]
+    assert blend["stage"] == "blend" and blend["focus"] == BANK and blend["temperature"] == 1.0
+    v, out = blend["v"], blend["output"][BANK]
+    np.testing.assert_allclose((blend["weights"][BANK][:, None] * v).sum(axis=0), out)
+    centre = v.mean(axis=0)
+    resolved = np.linalg.norm(out - centre) / np.linalg.norm(v - centre, axis=1).max()
+    assert resolved == pytest.approx(blend["sense_resolved"][BANK])
+    printed = lab.all_printed
+    assert f"sense resolved: {resolved:.2f}" in printed
+    assert "sum: (0.69, 0.23)" in printed  # the column on the right
+
+
+def test_lab_hot_rows_go_uniform(lab):
+    hot = lab.widgets["hot"]
+    assert hot["temperature"] == AttentionWidget.temperature_range[1] == 5.0
+    assert (hot["effective_tokens"] > 5.7).all()  # of 6
+
+
+def test_lab_cold_blend_copies_rivers_value(lab):
+    """T = 0.2 at the blend stage: bank's output becomes (nearly) a copy of river's value."""
+    cold = [s for s in lab.shown if s["stage"] == "blend" and s["temperature"] == 0.2 and s["focus"] == BANK]
+    assert cold, "no blend-stage widget at T = 0.2 focused on bank"
+    cold = cold[0]
+    assert round(cold["weights"][BANK, RIVER], 3) == 0.951 and round(cold["weights"][BANK, BANK], 3) == 0.049
+    assert cold["effective_tokens"][BANK] < 1.3
+    out, river = cold["output"][BANK], cold["v"][RIVER]
+    assert np.linalg.norm(out - river) < 0.05
+    printed = lab.all_printed
+    assert f"bank's output at T=0.2: ({out[0]:.2f}, {out[1]:.2f})" in printed
+    assert f"river's value: ({river[0]:.2f}, {river[1]:.2f})" in printed
+
+
+def test_lab_take_away(lab):
+    text = plain(lab.markdown)
+    assert "enough concentration to resolve something, enough spread to still be reading a sentence rather than a single word" in text
+
+
+# --- 02: Attention, Visually ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def visually():
+    return executed(VISUALLY)
+
+
+def test_visually_quotes_the_article(visually):
+    text = plain(visually.markdown)
+    for quote in ["I sat on the river bank", "I put money in the bank", "Notice the words after bank: they get nothing.",
+                  "Real models have hundreds or thousands of numbers per word."]:
+        assert quote in text, quote
+
+
+def test_visually_says_real_sizes_where_the_toy_vectors_come_in(visually):
+    cells = [plain(c.source) for c in visually.nb.cells if c.cell_type == "markdown"]
+    assert any("two numbers" in c and "Real models have hundreds or thousands of numbers per word." in c for c in cells)
+
+
+def test_visually_first_widget_is_the_causal_demo(visually):
+    first = visually.shown[0]
+    assert first["causal"] and first["stage"] == "weights" and first["tokens"][first["focus"]] == "bank"
+    assert len(first["sentences"]) == 2
+    w = rebuild(first)
+    for index, context in enumerate(["river", "money"]):
+        w.sentence_index = index
+        bank = w.focus
+        assert w.tokens[bank] == "bank" and bank < len(w.tokens) - 1, "the sentence needs words after bank"
+        assert (w.weights[bank, bank + 1 :] == 0).all()  # they get nothing
+        assert (w.weights[np.triu_indices(len(w.tokens), 1)] == 0).all()
+        np.testing.assert_allclose(w.weights.sum(axis=1), 1.0)  # renormalised
+        assert w.tokens[reads(w.weights, bank)] == context
+
+
+def test_visually_non_causal_contrast_comes_later(visually):
+    later = [s for s in visually.shown[1:] if not s["causal"] and s["sentences"]]
+    assert later, "no non-causal view of the sentences"
+    s = later[0]
+    assert s["weights"][s["focus"], s["focus"] + 1 :].sum() > 0
+
+
+def test_visually_query_dial_table(visually):
+    text = plain(visually.markdown)
+    assert "dot product" in text and "multiplied by 3" in text
+    for row in ["river | 0.99 | 81%", "money | 0.48 | 18%", "the | -0.45 | 1%"]:
+        assert row in text.replace("−", "-"), row
+    dial = visually.widgets["dial"]
+    bank = dial["focus"]
+    assert dial["tokens"][bank] == "bank" and dial["scale"] == 3
+    out = visually.printed_by("dial.weights")
+    for word, score, pct in [("river", 0.99, 81), ("money", 0.48, 18), ("the", -0.45, 1)]:
+        j = dial["tokens"].index(word)
+        dot = dial["q"][bank] @ dial["k"][j]
+        assert round(dot, 2) == score and round(100 * dial["weights"][bank, j]) == pct
+        assert re.search(rf"{word}\s+{score:.2f}\s+× 3 =\s+{3 * dot:.2f}\s+{pct}%", out), (word, out)
+
+
+def test_visually_mix_uses_the_first_demos_weights(visually):
+    mix = visually.widgets["mix"]
+    assert mix["causal"] and mix["residual"] and mix["stage"] == "blend"
+    w = rebuild(mix)
+    for index, sense in [(0, 0), (1, 1)]:  # bank carries a bit of river, then a bit of money
+        w.sentence_index = index
+        moved = w.residual_output[w.focus] - w.x[w.focus]
+        assert w.tokens[w.focus] == "bank" and moved[sense] > moved[1 - sense]
+
+
+def test_visually_one_cell_is_the_focused_row(visually):
+    cells = [s for s in visually.shown if s["cell"] is not None]
+    assert cells, "no widget shows a cell"
+    for s in cells:
+        row, col = s["cell"]
+        assert s["focus"] == row, f"cell {s['cell']} shown with the focus on {s['tokens'][s['focus']]!r}"
+        assert s["cell_arithmetic"]["weight"] == pytest.approx(s["weights"][row, col])
+
+
+def test_visually_heads_read_what_the_text_says(visually):
+    text = plain(visually.markdown)
+    assert "reads the previous word" in text and "reads itself" in text
+    heads = visually.widgets["heads"]
+    lexicon, previous, itself = heads["head_weights"]
+    n = len(heads["tokens"])
+    bank = heads["tokens"].index("bank")
+    assert heads["tokens"][reads(lexicon, bank)] == "river"
+    assert [reads(previous, i) for i in range(1, n)] == list(range(n - 1))  # every word reads the one before it
+    assert reads(previous, 0) == 0  # the first word has none: it reads itself
+    assert [reads(itself, i) for i in range(n)] == list(range(n))
+    assert (previous[np.arange(1, n), np.arange(n - 1)] > 0.9).all() and (np.diag(itself) > 0.9).all()
+
+
+def test_visually_caution(visually):
+    text = plain(visually.markdown)
+    assert "in a real model they do not always explain why it gave an answer" in text
+    assert "one set of weights shows only a small part of the story" in text
+
+
+# --- 03: a real model ------------------------------------------------------------------
+
+
+def test_real_model_river_head_reads_the_previous_word():
+    real = executed(REAL)
+    best, other = real.widgets["best_river"], real.widgets["other"]
+    assert (best["layer"], best["head"]) == (other["layer"], other["head"])
+    for s in (best, other):
+        w, n = s["weights"], len(s["tokens"])
+        assert [reads(w, i) for i in range(1, n)] == list(range(n - 1)), s["tokens"]
+        assert (w[np.arange(1, n), np.arange(n - 1)] > 0.9).all()  # almost the whole budget
+        assert reads(w, 0) == 0  # [CLS] has nothing before it: it reads itself
+    assert "{'the': 1.0}" in real.printed_by("other.weights")
+    out = real.printed_by("argmax(axis=1)")  # what each token reads, in both sentences
+    for s in (best, other):
+        assert " ".join(f"{t}→{s['tokens'][i - 1]}" for i, t in enumerate(s["tokens"]) if i) in out
+    assert "This head reads the previous word" in plain(real.markdown)  # said, not only asked
