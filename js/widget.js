@@ -5,13 +5,14 @@ import "./widget.css";
 import { scaleDiverging, scaleSequential } from "d3-scale";
 import { interpolateLab } from "d3-interpolate";
 import * as A from "./attention.js";
+import { createStore } from "./derived.js";
 import { el, fill, palette, fmt2, fmt3, fmtE, fmtT } from "./views/dom.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
 import { createGrid } from "./views/grid.js";
 import { createBlend } from "./views/blend.js";
 import { createDial } from "./views/dial.js";
-import { createHeads, thumbnail } from "./views/heads.js";
+import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { localModel } from "./standalone.js";
 import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
@@ -32,18 +33,6 @@ function diverging({ neg, zero, pos }) {
   return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
 }
 
-function largest(values) {
-  let top = 0;
-  for (let i = 0; i < values.length; i++) if (values[i] > top) top = values[i];
-  return top;
-}
-
-function rowSums(W, n) {
-  const sums = new Float64Array(n);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) sums[i] += W[i * n + j];
-  return sums;
-}
-
 function render({ model, el: host }) {
   const root = el("div", { class: "aw-root" });
   host.append(root);
@@ -60,68 +49,8 @@ function render({ model, el: host }) {
     else if (!sendTimer) sendTimer = setTimeout(flush, SEND_MS);
   };
 
-  // --- derived numbers for the current head, recomputed only when their inputs change ---
-  let cache = {};
-  const derived = () => {
-    const c = cache;
-    if (!c.all) {
-      c.all = { q: A.decodeMatrix(get("q")), k: A.decodeMatrix(get("k")), v: A.decodeMatrix(get("v")), x: A.decodeMatrix(get("x")), basis: A.decodeMatrix(get("value_basis")) };
-      const m = A.decodeMatrix(get("mask")); // n×n, 1 where a row may read (None: every cell)
-      c.all.mask = m && m.rows === c.all.q.rows ? m.data : null; // a mask for other tokens (trailing by a frame) is not used
-    }
-    c.mask = c.all.mask;
-    const h = Math.min(get("head"), c.all.q.heads - 1);
-    if (!c.q) {
-      c.q = A.headOf(c.all.q, h); c.k = A.headOf(c.all.k, h); c.v = A.headOf(c.all.v, h);
-      // a basis for other values (its message may trail theirs by one frame) is not used
-      const b = c.all.basis, fits = b && b.heads === c.all.v.heads && b.rows === c.all.v.cols && b.cols === 2;
-      c.basis = fits ? A.headOf(b, h) : null;
-    }
-    const n = c.q.rows;
-    if (!c.S) { c.scale = get("scale") ?? A.defaultScale(c.q.cols); c.S = A.scores(c.q, c.k, c.scale); }
-    if (!c.W) c.W = A.weights(c.S, n, get("temperature"), get("causal"), c.mask);
-    c.rounding ??= A.roundingBound(c.q, c.k, c.scale, c.S);
-    return c; // outputs (A·V) are computed only by the blend stage, which shows them
-  };
-  // What each change leaves valid: everything else is recomputed on demand.
-  const keep = (...names) => () => (cache = Object.fromEntries(names.filter((k) => k in cache).map((k) => [k, cache[k]])));
-  const invalidate = {
-    q: keep(), k: keep(), v: keep(), x: keep(), value_basis: keep(), mask: keep(),
-    scale: keep("all"),
-    head: keep("all", "scale", "headScores", "headRows", "thumbs"),
-    temperature: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
-    causal: keep("all", "q", "k", "v", "basis", "scale", "S", "rounding", "headScores", "headRows"),
-  };
-
-  // A cell row i may not read: ahead of it under the causal rule, or closed by the mask.
-  const closed = (c, i, j) => (get("causal") && j > i) || (!!c.mask && !c.mask[i * c.q.rows + j]);
-
-  // Every head's thumbnail, for the small multiples. A few heads per task (about 25 ms of work),
-  // so a long input never blocks the page; heads' scores are kept (they change only with q, k
-  // and scale).
-  let headsTimer = 0, headsFor = null; // the cache whose thumbnails are being computed
-  const computeHeads = (later = true) => {
-    clearTimeout(headsTimer);
-    const c = cache, H = c.all.q.heads, n = c.q.rows, started = performance.now();
-    c.headScores ??= new Array(H).fill(null);
-    c.thumbs ??= new Array(H).fill(null);
-    const busy = () => later && performance.now() - started > 25;
-    c.headRows ??= new Array(H).fill(0); // how many rows of each head's scores are done
-    for (let h = c.thumbs.indexOf(null); h >= 0 && !busy(); h = c.thumbs.indexOf(null)) {
-      c.headScores[h] ??= new Float64Array(n * n);
-      const q = A.headOf(c.all.q, h), k = A.headOf(c.all.k, h);
-      while (c.headRows[h] < n && !busy()) {
-        const r = c.headRows[h], step = Math.max(1, Math.floor(65536 / n));
-        A.scoreRows(c.headScores[h], q, k, c.scale, r, Math.min(n, r + step));
-        c.headRows[h] = Math.min(n, r + step);
-      }
-      if (c.headRows[h] < n) break;
-      c.thumbs[h] = thumbnail(A.weights(c.headScores[h], n, get("temperature"), get("causal"), c.mask), n);
-    }
-    if (!later) return;
-    if (c.thumbs.includes(null)) headsTimer = setTimeout(() => cache === c && computeHeads(), 0);
-    schedule();
-  };
+  const store = createStore(get); // every derived number, memoised on its inputs
+  const closed = store.closed;
 
   // --- views ---
   const onFocus = (i) => {
@@ -155,14 +84,14 @@ function render({ model, el: host }) {
   // Said plainly when rounding could make the page's numbers differ from Python's.
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
-  const roundingNotice = (c) => {
-    const T = get("temperature"), agree = (c.agree ??= A.agreement(c.rounding, c.S, c.q.rows, T, get("causal"), c.mask));
+  const roundingNotice = () => {
+    const T = get("temperature"), agree = store.agreement();
     return agree.exact ? null : `These numbers are too sensitive to rounding to show exactly: a score here can differ from `
       + `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(T)} can move `
       + `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; `
       + "raise the temperature, or scale q and k down, to see them here.";
   };
-  const heads = createHeads(root, { onHead: (h) => save("head", h) });
+  const heads = createHeads(root, { onHead: (h) => save("head", h), onProgress: () => schedule() });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
   const body = el("div", { class: "aw-body" });
@@ -184,12 +113,12 @@ function render({ model, el: host }) {
   const tokenName = (i) => get("tokens")[i];
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${tokenName(i)} reads ${tokenName(j)}` });
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
-  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${entry(derived().q, i, j)}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${entry(derived().k, i, j)}` });
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${tokenName(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${tokenName(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
   let dragged = null; // the query being turned: drawn at once, sent to Python on release
   const dial = createDial(qkPanel, {
     onQuery: (vec) => {
-      const c = derived(), all = c.all.q, h = Math.min(get("head"), all.heads - 1), f = get("focus");
+      const all = store.all("q"), h = Math.min(get("head"), all.heads - 1), f = get("focus");
       const data = all.data.slice(); // the same precision as Python sent
       data.set(vec, (h * all.rows + f) * all.cols);
       dragged = A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
@@ -198,9 +127,8 @@ function render({ model, el: host }) {
     onQueryEnd: () => { if (dragged) model.save_changes(); dragged = null; },
   });
   const describeCell = (i, j) => {
-    const c = derived(), n = c.q.rows;
-    const masked = closed(c, i, j);
-    return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(c.S[i * n + j])}\nweight ${masked ? `0 (masked: ${get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell"})` : fmt3(c.W[i * n + j])}`;
+    const n = store.q().rows, masked = closed(i, j);
+    return `${tokenName(i)} reads ${tokenName(j)}\nscore ${fmt3(store.scores()[i * n + j])}\nweight ${masked ? `0 (masked: ${get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell"})` : fmt3(store.weights()[i * n + j])}`;
   };
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
   const scoresLegend = el("div", { class: "aw-legend" });
@@ -221,16 +149,16 @@ function render({ model, el: host }) {
       el("span", {}, fmt2(hi)));
   }
 
-  function describeRow(c, focus, tokens, stage) {
+  function describeRow(focus, tokens, stage) {
     const n = tokens.length, name = tokens[focus];
     if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
-    const values = stage === "scores" ? c.S : c.W;
-    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !closed(c, focus, j));
+    const values = stage === "scores" ? store.scores() : store.weights();
+    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !closed(focus, j));
     order.sort((a, b) => values[focus * n + b] - values[focus * n + a]);
     const top = order.slice(0, 6).map((j) =>
       el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
     const verb = stage === "scores" ? " scores " : " reads ";
-    const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(c.W, n, focus))} effective tokens`];
+    const tail = stage === "scores" ? [] : [` — ${fmt2(store.effective()[focus])} effective tokens`];
     return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
   }
 
@@ -240,7 +168,7 @@ function render({ model, el: host }) {
 
   function draw() {
     frame = 0;
-    const c = derived(), pal = palette(root);
+    const pal = palette(root), q = store.q(), k = store.k(), S = store.scores(), W = store.weights(), mask = store.mask();
     const tokens = get("tokens"), n = tokens.length, stage = get("stage"), causal = get("causal");
     const focus = Math.min(get("focus"), n - 1), cell = get("cell");
     root.dataset.stage = stage;
@@ -250,40 +178,27 @@ function render({ model, el: host }) {
       layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "",
     });
     const showWeights = stage === "weights" || stage === "blend";
-    const row = Array.from(c.W.subarray(focus * n, focus * n + n));
+    const row = Array.from(W.subarray(focus * n, focus * n + n));
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     if (strip.update({ tokens, focus, row: showWeights ? row : null, pal })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     caption.textContent = CAPTIONS[stage] || "";
-    const warning = roundingNotice(c);
+    const warning = roundingNotice();
     notice.hidden = !warning;
     notice.textContent = warning || "";
     for (const [p, stages] of panels) p.hidden = !stages.includes(stage);
-    fill(readout, describeRow(c, focus, tokens, stage));
+    fill(readout, describeRow(focus, tokens, stage));
 
-    const isMasked = causal || c.mask ? (i, j) => closed(c, i, j) : null;
+    const isMasked = causal || mask ? closed : null;
     // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
     // (the legend says so), or the matrix would be a blank page of near-zero cells.
-    const topWeight = n > 64 ? (c.topWeight ??= largest(c.W)) : 1; // once per weights
+    const topWeight = n > 64 ? store.topWeight() : 1;
     const thumbColor = scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, 1]); // thumbnails scale themselves
     const weightColor = thumbColor.copy().domain([0, topWeight || 1]);
-    heads.node.hidden = c.all.q.heads < 2;
-    if (c.all.q.heads > 1) {
-      if (!c.thumbs || c.thumbs.includes(null)) {
-        // small inputs at once; long ones once the page is idle, so drags stay smooth (a redraw
-        // during the drag restarts the wait; one during the computation leaves it running)
-        if (n <= 128) computeHeads(false);
-        else if (headsFor !== c || !c.thumbs) {
-          clearTimeout(headsTimer);
-          headsFor = c;
-          headsTimer = setTimeout(() => cache === c && computeHeads(), 120);
-        }
-      }
-      if (c.thumbs) heads.update({ thumbs: c.thumbs, head: get("head"), color: thumbColor });
-      heads.node.dataset.complete = String(!!c.thumbs && !c.thumbs.includes(null));
-    }
+    heads.node.hidden = store.all("q").heads < 2;
+    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), head: get("head"), color: thumbColor });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: A.cellArithmetic(c.q, c.k, c.v, c.S, c.W, { i: cell[0], j: cell[1], scale: c.scale, temperature: get("temperature"), causal, mask: c.mask }),
+      a: A.cellArithmetic(q, k, store.v(), S, W, { i: cell[0], j: cell[1], scale: store.scale(), temperature: get("temperature"), causal, mask }),
       reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);
 
@@ -292,39 +207,39 @@ function render({ model, el: host }) {
       const blank = scaleSequential(() => pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
       emptyGrid.update({ ...base, cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
     } else if (stage === "qk") {
-      const m = Math.max(A.magnitude(c.q.data), A.magnitude(c.k.data));
+      const m = Math.max(A.magnitude(q.data), A.magnitude(k.data));
       const color = scaleDiverging(diverging(pal)).domain([-m, 0, m]);
-      const dims = Array.from({ length: c.q.cols }, (_, j) => `${j + 1}`);
-      const qk = { ...base, cols: c.q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
-      qGrid.update({ ...qk, value: (i, j) => c.q.data[i * c.q.cols + j], ariaLabel: "query vectors" });
-      kGrid.update({ ...qk, value: (i, j) => c.k.data[i * c.k.cols + j], focusRow: null, ariaLabel: "key vectors" });
-      dial.node.hidden = c.q.cols !== 2;
-      if (c.q.cols === 2) {
-        dial.update({ tokens, focus, q: c.q, k: c.k, scoreRow: c.S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => closed(c, focus, j) });
+      const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
+      const qk = { ...base, cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(maxWidth / 2 - 20, 360) };
+      qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
+      kGrid.update({ ...qk, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
+      dial.node.hidden = q.cols !== 2;
+      if (q.cols === 2) {
+        dial.update({ tokens, focus, q, k, scoreRow: S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => closed(focus, j) });
       }
     } else if (stage === "scores") {
       let m = 1e-9, lo = Infinity, hi = -Infinity;
-      for (const s of c.S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
+      for (const s of S) { m = Math.max(m, Math.abs(s)); lo = Math.min(lo, s); hi = Math.max(hi, s); }
       const color = scaleDiverging(diverging(pal)).domain([-m, 0, m]);
-      scoresGrid.update({ ...base, cols: n, value: (i, j) => c.S[i * n + j], color, text: fmt2, masked: isMasked, causal: causal && !c.mask, cell, key: c.S, data: c.S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      scoresGrid.update({ ...base, cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, masked: isMasked, causal: causal && !mask, cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
       // one range, the matrix's own; its colours are those of a scale centred on 0
-      legend(scoresLegend, `score (scale ${fmt3(c.scale)}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
+      legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
     }
     if (showWeights) {
-      const sums = (c.sums ??= rowSums(c.W, n));
+      const sums = store.rowSums(), eff = store.effective();
       weightsGrid.update({
-        ...base, cols: n, value: (i, j) => c.W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal: causal && !c.mask, cell, key: c.W, data: c.W,
+        ...base, cols: n, value: (i, j) => W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal: causal && !mask, cell, key: W, data: W,
         maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
-        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(c.W, n, i)) }],
+        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(eff[i]) }],
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
       });
       legend(weightsLegend, topWeight < 1 ? `weight (colour stretched to the largest, ${fmt3(topWeight)})` : "weight", weightColor, 0, topWeight);
     }
     if (stage === "blend") {
+      const v = store.v(), O = store.output(), x = store.x();
       blend.update({
-        tokens, focus, row, v: c.v, O: (c.O ??= A.output(c.W, c.v)), sense: A.senseResolved(c.O, c.v, focus),
-        spread: (c.spread ??= A.outputSpread(c.O, n, c.v.cols)), axes: get("value_axes") || [],
-        x: c.all.x, residual: get("residual") && !!c.all.x, basis: c.basis,
+        tokens, focus, row, v, O, sense: A.senseResolved(O, v, focus), spread: store.spread(), axes: get("value_axes") || [],
+        x, residual: get("residual") && !!x, basis: store.basis(),
       });
     }
   }
@@ -332,11 +247,10 @@ function render({ model, el: host }) {
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
   root.attnwidget = {
     numbers: () => {
-      const c = derived();
-      const warning = roundingNotice(c);
+      const warning = roundingNotice();
       return {
-        scores: Array.from(c.S), weights: Array.from(c.W), output: Array.from((c.O ??= A.output(c.W, c.v))),
-        scale: c.scale, temperature: get("temperature"), exact: !warning, notice: warning,
+        scores: Array.from(store.scores()), weights: Array.from(store.weights()), output: Array.from(store.output()),
+        scale: store.scale(), temperature: get("temperature"), exact: !warning, notice: warning,
       };
     },
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
@@ -347,10 +261,11 @@ function render({ model, el: host }) {
   };
 
   // --- wiring ---
-  const handlers = [];
-  const on = (name, fn) => { const h = () => { fn(); schedule(); }; model.on(`change:${name}`, h); handlers.push([name, h]); };
-  for (const name of Object.keys(invalidate)) on(name, invalidate[name]);
-  for (const name of ["tokens", "focus", "stage", "value_axes", "cell", "residual", "sentences", "sentence_index", "layer", "n_layers", "model_name"]) on(name, () => {});
+  // any change redraws; the store recomputes only what depends on it
+  const NAMES = ["q", "k", "v", "x", "value_basis", "mask", "scale", "head", "temperature", "causal", "tokens", "focus", "stage",
+    "value_axes", "cell", "residual", "sentences", "sentence_index", "layer", "n_layers", "model_name"];
+  const handlers = NAMES.map((name) => [name, () => schedule()]);
+  for (const [name, h] of handlers) model.on(`change:${name}`, h);
   // Redraw when the notebook's theme changes (canvas colours come from CSS variables) or the cell resizes.
   const themeWatch = new MutationObserver(schedule);
   themeWatch.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
@@ -370,7 +285,6 @@ function render({ model, el: host }) {
   return () => {
     cancelAnimationFrame(frame);
     clearTimeout(sendTimer);
-    clearTimeout(headsTimer);
     for (const [name, h] of handlers) model.off(`change:${name}`, h);
     themeWatch.disconnect();
     resize.disconnect();

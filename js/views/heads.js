@@ -1,6 +1,7 @@
 // Small multiples: every head's weight matrix side by side; click one to select that head.
 // Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
 import { rgb } from "d3-color";
+import * as A from "../attention.js";
 import { el, fill } from "./dom.js";
 
 const SIZE = 84;
@@ -18,13 +19,41 @@ export function thumbnail(W, n) {
   return { data: sums, side, max, averaged: side < n };
 }
 
-/** createHeads(parent, {onHead(h)}) -> {update({thumbs, head, color}), destroy()} */
-export function createHeads(parent, { onHead }) {
+/** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
+ * rows, until all are done or busy() says stop; true when every head is done. */
+export function advance(work, busy) {
+  const { job } = work, n = job.q.rows, step = Math.max(1, Math.floor(65536 / n));
+  for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
+    job.scores[h] ??= new Float64Array(n * n);
+    const q = A.headOf(job.q, h), k = A.headOf(job.k, h);
+    while (job.rows[h] < n && !busy()) {
+      const r = job.rows[h];
+      A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step));
+      job.rows[h] = Math.min(n, r + step);
+    }
+    if (job.rows[h] < n) break;
+    work.thumbs[h] = thumbnail(A.weights(job.scores[h], n, work.temperature, work.causal, work.mask), n);
+  }
+  return !work.thumbs.includes(null);
+}
+
+/** createHeads(parent, {onHead(h), onProgress()}) -> {update({work, head, color}), destroy()}.
+ * Small inputs get their thumbnails at once; long ones once the page is idle, about 25 ms of
+ * work per task, so a drag stays smooth (new work during a drag restarts the wait; a redraw
+ * for the same work leaves it running) and onProgress asks for a redraw as heads complete. */
+export function createHeads(parent, { onHead, onProgress }) {
   const caption = el("figcaption", {}, "every head's weights");
   const list = el("div", { class: "aw-heads-list", role: "toolbar", "aria-label": "Heads: click one to select it" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
   let buttons = [];
+  let current = null, timer = 0;
+  const run = (work) => {
+    if (work !== current) return;
+    const started = performance.now(), done = advance(work, () => performance.now() - started > 25);
+    onProgress();
+    if (!done) timer = setTimeout(() => run(work), 0);
+  };
 
   const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
 
@@ -41,8 +70,16 @@ export function createHeads(parent, { onHead }) {
 
   return {
     node,
-    /** thumbs[h] may be null while a head is still being computed: its old picture stays. */
-    update({ thumbs, head, color }) {
+    /** A head still being computed keeps its old picture. */
+    update({ work, head, color }) {
+      if (work !== current) {
+        clearTimeout(timer);
+        current = work;
+        if (work.job.q.rows <= 128) advance(work, () => false);
+        else timer = setTimeout(() => run(work), 120);
+      }
+      const thumbs = work.thumbs;
+      node.dataset.complete = String(!thumbs.includes(null));
       if (buttons.length !== thumbs.length) {
         buttons = thumbs.map((_, h) => el("button", { type: "button", class: "aw-head", "data-head": h, "aria-label": `head ${h + 1}`, onclick: () => onHead(h) },
           el("canvas", { style: `width:${SIZE}px;height:${SIZE}px` }), el("span", {}, `head ${h + 1}`)));
@@ -61,6 +98,6 @@ export function createHeads(parent, { onHead }) {
       });
       buttons.forEach((b, h) => b.setAttribute("aria-pressed", String(h === head)));
     },
-    destroy() { node.remove(); },
+    destroy() { clearTimeout(timer); node.remove(); },
   };
 }

@@ -56,8 +56,9 @@ export async function snapshotPNG(root, scale = 2) {
   img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svgText)}`;
   await img.decode();
   const canvas = document.createElement("canvas");
-  canvas.width = Math.ceil(width * scale);
-  canvas.height = Math.ceil(height * scale);
+  // the SVG's whole-pixel size, scaled: the PNG is exactly the SVG picture at `scale`
+  canvas.width = Math.round(Math.ceil(width) * scale);
+  canvas.height = Math.round(Math.ceil(height) * scale);
   const ctx = canvas.getContext("2d");
   ctx.scale(scale, scale);
   ctx.drawImage(img, 0, 0);

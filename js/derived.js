@@ -1,0 +1,68 @@
+// Every number the page draws, derived from the synced state. Each is a getter memoised on the
+// identity of its inputs (the rule widget.py uses for `attention`): a changed input makes a new
+// object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
+import * as A from "./attention.js";
+
+/** fn, remembered for the last arguments it was called with (compared by identity). */
+export function memo(fn) {
+  let last = null, value;
+  return (...args) => {
+    if (!last || args.length !== last.length || args.some((a, i) => a !== last[i])) {
+      value = fn(...args);
+      last = args;
+    }
+    return value;
+  };
+}
+
+function largest(values) {
+  let top = 0;
+  for (let i = 0; i < values.length; i++) if (values[i] > top) top = values[i];
+  return top;
+}
+
+function rowSums(W, n) {
+  const sums = new Float64Array(n);
+  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) sums[i] += W[i * n + j];
+  return sums;
+}
+
+/** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait. */
+export function createStore(get) {
+  // the codec: each synced array decoded once, when its value (a new object) arrives
+  const codecs = {};
+  const array = (name) => (codecs[name] ??= memo(A.decodeMatrix))(get(name));
+  const heads = {};
+  const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
+  const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
+  const maskOf = memo((m, n) => (m && m.rows === n ? m.data : null));
+  const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
+  const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
+  const sums = memo(rowSums), top = memo(largest), spread = memo(A.outputSpread);
+  const effective = memo((W, n) => Float64Array.from({ length: n }, (_, i) => A.effectiveTokens(W, n, i)));
+  const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
+  // every head's scores are kept apart from the temperature: the heads view fills them in pieces
+  const headJob = memo((q, k, scale) => ({ q, k, scale, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
+  const thumbJob = memo((job, temperature, causal, mask) => ({ job, temperature, causal, mask, thumbs: new Array(job.q.heads).fill(null) }));
+
+  const s = {
+    all: (name) => array(name), // every head, decoded
+    q: () => ofHead("q"), k: () => ofHead("k"), v: () => ofHead("v"),
+    x: () => array("x"),
+    basis: () => basisOf(array("value_basis"), array("v"), get("head")),
+    mask: () => maskOf(array("mask"), array("q").rows), // n×n, 1 where a row may read; null: every cell
+    scale: () => scaleOf(get("scale"), array("q").cols),
+    scores: () => scores(s.q(), s.k(), s.scale()),
+    weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
+    output: () => output(s.weights(), s.v()),
+    rowSums: () => sums(s.weights(), s.q().rows),
+    effective: () => effective(s.weights(), s.q().rows),
+    topWeight: () => top(s.weights()),
+    spread: () => spread(s.output(), s.q().rows, s.v().cols),
+    agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
+    thumbnails: () => thumbJob(headJob(array("q"), array("k"), s.scale()), get("temperature"), get("causal"), s.mask()),
+    /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
+    closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.q().rows + j]),
+  };
+  return s;
+}
