@@ -17,7 +17,6 @@ import { createCell } from "./views/cell.js";
 import { localModel } from "./standalone.js";
 import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
 
-const TEMPERATURE_RANGE = [0.1, 5]; // AttentionWidget.temperature_range
 const CAPTIONS = {
   tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
   qk: "Each token makes a query (what it is looking for) and a key (what it contains). A score compares the row's query with the column's key: score = scale · q · k.",
@@ -63,8 +62,9 @@ function render({ model, el: host }) {
     model.set("focus", i);
     save("cell", [i, j]);
   };
+  const constants = get("_constants"); // AttentionWidget's stages and temperature range
   const controls = createControls(root, {
-    range: TEMPERATURE_RANGE,
+    stages: constants.stages, range: constants.temperature_range,
     onStage: (s) => save("stage", s),
     onTemperature: (t, final) => saveSoon("temperature", t, final),
     onCausal: (b) => save("causal", b),

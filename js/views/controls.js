@@ -1,20 +1,15 @@
 // The stage stepper (back, next, and each stage by name) and the log-scale temperature slider.
 import { el, fill, fmtT } from "./dom.js";
 
-export const STAGES = [
-  ["tokens", "Tokens"],
-  ["qk", "Query · Key"],
-  ["scores", "Scores"],
-  ["weights", "Weights"],
-  ["blend", "Blend"],
-];
+// Each stage's name on its button; which stages there are, and their order, come from Python.
+const LABELS = { tokens: "Tokens", qk: "Query · Key", scores: "Scores", weights: "Weights", blend: "Blend" };
 const STEPS = 1000; // slider resolution along the log axis
 // Round temperatures, for the arrow keys: two significant digits, 0.10 to 9.9.
 const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
 
-/** createControls(parent, {range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
+/** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
  *  onSentence(i), onLayer(i), onSave("png" | "svg")}) */
-export function createControls(parent, { range, onStage, onTemperature, onCausal, onSentence, onLayer, onSave }) {
+export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSentence, onLayer, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -22,6 +17,7 @@ export function createControls(parent, { range, onStage, onTemperature, onCausal
 
   const back = el("button", { type: "button", class: "aw-back", "aria-label": "Previous stage" }, "‹ Back");
   const next = el("button", { type: "button", class: "aw-next", "aria-label": "Next stage" }, "Next ›");
+  const STAGES = stages.map((name) => [name, LABELS[name] || name]);
   const stageButtons = STAGES.map(([name, label], i) =>
     el("button", { type: "button", class: "aw-stage", "data-stage": name, onclick: () => onStage(name) },
       el("span", { class: "aw-stage-num" }, i + 1), label));

@@ -11,7 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Attention", "attention", "default_scale"]
+__all__ = ["Attention", "attention", "default_scale", "principal_axes"]
 
 # Scores up to this size: a row's sums and differences stay finite in float64.
 SCORE_LIMIT = 1e300
@@ -147,6 +147,22 @@ class Attention:
         sq = (o * o).sum(axis=1)
         d2 = sq[:, None] + sq[None, :] - 2.0 * (o @ o.T)  # Gram form: O(n²) memory, not O(n²·d)
         return float(np.sqrt(max(d2.max(), 0.0)) * m)
+
+
+def principal_axes(v):
+    """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
+
+    A linear map keeps convex combinations, so every output still lands inside the
+    projected hull of the values. All heads at once, from the d_v × d_v covariance.
+    """
+    if v is None or v.shape[-1] <= 2:
+        return None
+    heads = v if v.ndim == 3 else v[None]
+    heads = heads / np.maximum(np.abs(heads).max(axis=(1, 2), keepdims=True), 1e-300)  # same axes; no overflow
+    centered = heads - heads.mean(axis=1, keepdims=True)
+    _, vectors = np.linalg.eigh(np.swapaxes(centered, 1, 2) @ centered)
+    axes = vectors[:, :, ::-1][:, :, :2].copy()  # eigh sorts ascending: the last two carry the most variance
+    return axes if v.ndim == 3 else axes[0]
 
 
 def _as_matrix(name: str, x) -> np.ndarray:

@@ -15,8 +15,6 @@ import pathlib
 import re
 import secrets
 
-from .widget import visible_text
-
 _STATIC = pathlib.Path(__file__).parent / "static"
 THEMES = ("auto", "light", "dark")
 
@@ -58,40 +56,6 @@ def _json_safe(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def _encode_arrays(widget, values: dict) -> dict:
-    """Trait values as the page receives them; arrays as base64 (where the live widget sends buffers)."""
-    out = {}
-    for name, value in values.items():
-        trait = widget.traits()[name]
-        to_json = trait.metadata.get("to_json")
-        data = to_json(value, widget) if to_json else value
-        if isinstance(data, dict) and "view" in data:
-            data = {**data, "view": None, "base64": base64.b64encode(bytes(data["view"])).decode("ascii")}
-        out[name] = data
-    return out
-
-
-def page_state(widget) -> dict:
-    """Everything the standalone page needs: the synced traits, and the vectors behind every
-    sentence and layer the page can switch to."""
-    import anywidget
-
-    base = set(anywidget.AnyWidget.class_trait_names(sync=True))
-    names = [n for n in widget.keys if n not in base and not n.startswith("_")]
-    state = _encode_arrays(widget, {n: getattr(widget, n) for n in names})
-    variants = {}
-    if widget._examples and len(widget._examples) > 1:
-        variants["sentence_index"] = [
-            _encode_arrays(widget, dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=None)) for e in widget._examples
-        ]
-    if widget._layers:
-        from .widget import principal_axes
-
-        tokens = widget._layer_tokens  # a layer's arrays come with the model's tokens, whatever was shown before
-        variants["layer"] = [_encode_arrays(widget, dict(tokens=tokens, q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in widget._layers]
-    return {"state": state, "variants": variants}
-
-
 def _boot(bundle: str) -> str:
     """The bundle as an inline module that renders itself: its closing export statement
     (esbuild writes exactly one, last) becomes a call to renderStandalone."""
@@ -103,18 +67,18 @@ def _boot(bundle: str) -> str:
     return bundle[: found.start()] + call
 
 
-def to_html(widget, path=None, *, theme: str = "auto", title: str | None = None) -> str:
-    """Write (when ``path`` is given) and return one self-contained HTML page of the widget.
+def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Attention") -> str:
+    """Write (when ``path`` is given) and return one self-contained HTML page of a widget's
+    ``payload`` (``AttentionWidget.page_state()``).
 
     ``theme`` is "light", "dark" or "auto" (follows the reader's system setting).
     """
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
     bundle, css = (_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8")
-    payload = page_state(widget)
-    payload["theme"] = theme
+    payload = {**payload, "theme": theme}
     page = _PAGE.format(
-        title=html.escape(visible_text(title or "Attention: " + " ".join(widget.tokens)[:80])),
+        title=html.escape(title),
         css=css,
         theme=theme,
         state=_json_safe(payload),
@@ -156,7 +120,7 @@ def chromium_path():
     return path if os.path.exists(path) else None
 
 
-def _snapshot(widget, kind: str, scale: float) -> str:
+def _snapshot(payload: dict, kind: str, scale: float) -> str:
     """Render the widget's page headless and take its picture (an SVG text or a PNG data URL).
 
     Runs Playwright in a worker thread: a notebook kernel already runs an event loop in
@@ -169,7 +133,7 @@ def _snapshot(widget, kind: str, scale: float) -> str:
                           "then install Chromium (apt-get install chromium, or playwright install chromium).") from None
     from concurrent.futures import ThreadPoolExecutor
 
-    page_html = to_html(widget, theme="light")
+    page_html = to_html(payload, theme="light")
 
     def run():
         with sync_playwright() as p:
@@ -187,9 +151,9 @@ def _snapshot(widget, kind: str, scale: float) -> str:
         return pool.submit(run).result()
 
 
-def save_svg(widget, path) -> None:
+def save_svg(payload: dict, path) -> None:
     """Write the current view as an SVG picture."""
-    _write_whole(path, _snapshot(widget, "svg", 1).encode("utf-8"))
+    _write_whole(path, _snapshot(payload, "svg", 1).encode("utf-8"))
 
 
 # A PNG is drawn on one canvas, and Chromium's canvas is at most 32767 pixels a side (and
@@ -197,13 +161,13 @@ def save_svg(widget, path) -> None:
 PNG_SCALES = (0.25, 8)
 
 
-def save_png(widget, path, *, scale: float = 2) -> None:
+def save_png(payload: dict, path, *, scale: float = 2) -> None:
     """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8)."""
     low, high = PNG_SCALES
     if not (isinstance(scale, numbers.Real) and not isinstance(scale, bool) and math.isfinite(scale) and low <= scale <= high):
         raise ValueError(f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
                          "for a larger picture save an SVG, which scales without limit")
-    data_url = _snapshot(widget, "png", float(scale))
+    data_url = _snapshot(payload, "png", float(scale))
     data = base64.b64decode(data_url.partition(",")[2])
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise ValueError(f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); "

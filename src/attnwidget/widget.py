@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import pathlib
@@ -12,7 +13,7 @@ import numpy as np
 import traitlets
 
 from . import examples
-from .core import Attention, _as_mask, overflow_message
+from .core import Attention, _as_mask, overflow_message, principal_axes
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
@@ -63,22 +64,6 @@ def visible_text(text: str) -> str:
 
 
 _TEXT_SYNC = {"sync": True, "to_json": lambda value, widget: [visible_text(t) for t in value]}
-
-
-def principal_axes(v):
-    """The two principal axes of the value rows (per head): d_v × 2, or None when d_v ≤ 2.
-
-    A linear map keeps convex combinations, so every output still lands inside the
-    projected hull of the values. All heads at once, from the d_v × d_v covariance.
-    """
-    if v is None or v.shape[-1] <= 2:
-        return None
-    heads = v if v.ndim == 3 else v[None]
-    heads = heads / np.maximum(np.abs(heads).max(axis=(1, 2), keepdims=True), 1e-300)  # same axes; no overflow
-    centered = heads - heads.mean(axis=1, keepdims=True)
-    _, vectors = np.linalg.eigh(np.swapaxes(centered, 1, 2) @ centered)
-    axes = vectors[:, :, ::-1][:, :, :2].copy()  # eigh sorts ascending: the last two carry the most variance
-    return axes if v.ndim == 3 else axes[0]
 
 
 class Matrix(traitlets.TraitType):
@@ -215,6 +200,8 @@ class AttentionWidget(anywidget.AnyWidget):
 
     temperature_range = (0.1, 5.0)
     stages = STAGES
+    # Constants the page needs, sent from here so there is no copy to keep in step.
+    _constants = traitlets.Dict({"stages": list(STAGES), "temperature_range": list(temperature_range)}, read_only=True).tag(sync=True)
 
     tokens = Tokens().tag(**_TEXT_SYNC)
     q = Matrix(heads=True).tag(**_ARRAY_SYNC)
@@ -536,24 +523,50 @@ class AttentionWidget(anywidget.AnyWidget):
         if not _finalizing():
             super().__del__()
 
+    def page_state(self) -> dict:
+        """Everything a page with no kernel needs, as plain data: the synced traits as the page
+        receives them (arrays in base64 where the live widget sends buffers), and the vectors
+        behind every sentence and layer the page can switch to."""
+        def encoded(values):
+            out = {}
+            for name, value in values.items():
+                to_json = self.trait_metadata(name, "to_json")
+                data = to_json(value, self) if to_json else value
+                if isinstance(data, dict) and "view" in data:
+                    data = {**data, "view": None, "base64": base64.b64encode(bytes(data["view"])).decode("ascii")}
+                out[name] = data
+            return out
+
+        names = [n for n in self.keys if n in _OWN_TRAITS]
+        variants = {}
+        if len(self._examples) > 1:
+            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=None)) for e in self._examples]
+        if self._layers:  # a layer's arrays come with the model's tokens, whatever was shown before
+            variants["layer"] = [encoded(dict(tokens=self._layer_tokens, q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in self._layers]
+        return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
+
+    def _title(self, title):
+        return visible_text(title or "Attention: " + " ".join(self.tokens)[:80])
+
     def to_html(self, path=None, *, theme="auto", title=None) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
         ``path`` when given, and returned. ``theme``: "auto", "light" or "dark"."""
         from .export import to_html
 
-        return to_html(self, path, theme=theme, title=title)
+        return to_html(self.page_state(), path, theme=theme, title=self._title(title))
 
     def save_png(self, path, *, scale=2):
-        """Save the current view as a PNG picture (for slides and papers), rendered headless."""
+        """Save the current view as a PNG picture (for slides and papers), rendered headless;
+        ``scale`` (0.25 to 8) times its on-screen size."""
         from .export import save_png
 
-        save_png(self, path, scale=scale)
+        save_png(self.page_state(), path, scale=scale)
 
     def save_svg(self, path):
         """Save the current view as an SVG picture, rendered headless."""
         from .export import save_svg
 
-        save_svg(self, path)
+        save_svg(self.page_state(), path)
 
     def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP):
         """Replace tokens and vectors together (the number of tokens or heads may change).

@@ -2,7 +2,6 @@
 out as their visible stand-ins (␀, ␛, �) in a well-formed SVG and a valid PNG, from Python,
 from the command line and from the buttons of an exported page."""
 
-import math
 import re
 import struct
 import subprocess

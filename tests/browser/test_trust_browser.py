@@ -10,8 +10,8 @@ import traitlets
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from attnwidget import AttentionWidget, attention
-from attnwidget.export import page_state
+from attnwidget import AttentionWidget
+
 
 pytestmark = pytest.mark.browser
 
@@ -46,7 +46,7 @@ def page(browser, tmp_path_factory):
 
 
 def load(page, w):
-    return page.evaluate(LOAD, page_state(w)["state"])
+    return page.evaluate(LOAD, w.page_state()["state"])
 
 
 def agrees(got, w):

@@ -12,24 +12,10 @@ one of these functions is called.
 from __future__ import annotations
 
 import importlib
-import re
-from dataclasses import dataclass
 
-import numpy as np
+from .common import ModelAttention, readable_tokens
 
 __all__ = ["ModelAttention", "from_transformers", "from_transformer_lens", "readable_tokens"]
-
-
-@dataclass
-class ModelAttention:
-    """Everything the widget needs to redraw one model's attention on one text."""
-
-    tokens: list[str]  # readable token pieces, one per position
-    layers: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per layer (q, k, v), each float64 (heads, n, d_head)
-    causal: bool  # True for decoders: position i reads only j <= i
-    scale: float | None  # None means 1/sqrt(d_head); a float only where the model uses another
-    architecture: str  # e.g. "bert", "gpt2", "llama"
-    model_name: str  # for display
 
 
 def from_transformers(model, tokenizer, text: str) -> ModelAttention:
@@ -62,26 +48,6 @@ def from_transformer_lens(model, text: str) -> ModelAttention:
     return tlens.extract(model, text)
 
 
-def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:
-    """Refuse, before the model runs, tokens it cannot read: torch would fail deep inside
-    with an IndexError or a size mismatch, or (rotary models) run past the trained context.
-    ``positions`` and ``vocab`` are (limit, the config attribute it comes from)."""
-    size, source = vocab
-    bad = max(ids, default=0)
-    if bad >= size:
-        raise ValueError(
-            f"token id {bad} is outside the model's vocabulary of {size} ({source}): "
-            f"the tokenizer does not match the model; use the tokenizer made for {model_name}"
-        )
-    limit, source = positions
-    if len(ids) > limit:
-        shown = text if len(text) <= 40 else text[:40] + "…"
-        raise ValueError(
-            f"{shown!r} is {len(ids)} tokens long but {model_name} reads at most {limit} positions "
-            f"({source}); shorten the text"
-        )
-
-
 def _require(modules, extra: str) -> None:
     for name in modules:
         try:
@@ -90,119 +56,3 @@ def _require(modules, extra: str) -> None:
             raise ImportError(
                 f"this needs the optional package {name!r}: pip install \"attnwidget[{extra}]\""
             ) from e
-
-
-# --- readable tokens -------------------------------------------------------------
-
-def _byte_decoder() -> dict[str, int]:
-    """Byte-level BPE (GPT-2 and its descendants) writes each byte as a printable
-    character: printable Latin-1 bytes stand for themselves, the rest are shifted
-    to U+0100 upwards (so a space is "Ġ", a newline "Ċ"). This is the inverse map."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars = {b: chr(b) for b in keep}
-    shifted = 0
-    for b in range(256):
-        if b not in chars:
-            chars[b] = chr(256 + shifted)
-            shifted += 1
-    return {c: b for b, c in chars.items()}
-
-
-_BYTE_DECODER = _byte_decoder()
-_SP_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # sentencepiece byte fallback, e.g. <0x0A>
-_VISIBLE = str.maketrans({"\n": "⏎", "\t": "⇥", "\r": "␍"})
-# what special tokens usually look like, for callers that do not pass the tokenizer's list
-_LOOKS_SPECIAL = re.compile(r"\[[A-Z_]+\]|<\|[^|]+\|>|</?s>|<(unk|pad|mask|bos|eos)>")
-SCHEMES = ("wordpiece", "bytelevel", "sentencepiece", "text")
-
-
-def _guess_scheme(pieces) -> str:
-    if any(c in p for p in pieces for c in "ĠĊ"):
-        return "bytelevel"
-    if any("▁" in p for p in pieces):
-        return "sentencepiece"
-    if any(p.startswith(" ") for p in pieces):
-        return "text"
-    return "wordpiece"  # no word-start markers: each piece is a word unless it says "##"
-
-
-def _to_text(piece: str, scheme: str) -> str:
-    """The piece as the text it stands for (markers for a leading space become a space)."""
-    if scheme == "bytelevel":
-        if all(c in _BYTE_DECODER for c in piece):
-            return bytes(_BYTE_DECODER[c] for c in piece).decode("utf-8", errors="replace")
-        return piece
-    if scheme == "sentencepiece":
-        m = _SP_BYTE.fullmatch(piece)
-        if m and int(m.group(1), 16) < 0x80:
-            return chr(int(m.group(1), 16))
-        return piece.replace("▁", " ")
-    return piece
-
-
-def readable_tokens(pieces, *, scheme: str | None = None, special=None) -> list[str]:
-    """Tokenizer pieces as short, readable labels, one per piece.
-
-    - ``special`` pieces are kept as they are; when None, pieces that look like
-      special tokens ([CLS], <|endoftext|>, <s>, <unk>, ...) are;
-    - the word-start markers of byte-level BPE ("Ġ") and sentencepiece ("▁"), or a
-      leading space in already decoded text, are dropped;
-    - a piece that continues a word is shown with a leading "·": word-piece "##s"
-      becomes "·s"; for the other schemes, a piece with no word-start marker that
-      follows an ordinary piece not ending in whitespace (whitespace itself never
-      continues a word);
-    - a newline shows as "⏎", a tab as "⇥", a piece that is only spaces as "␣"s;
-      no label is ever empty.
-
-    ``scheme`` is one of ``"wordpiece"``, ``"bytelevel"``, ``"sentencepiece"`` or
-    ``"text"`` (decoded strings such as TransformerLens' ``to_str_tokens``); when
-    None it is guessed from the markers the pieces carry.
-    """
-    pieces = [str(p) for p in pieces]
-    scheme = scheme or _guess_scheme(pieces)
-    if scheme not in SCHEMES:
-        raise ValueError(f"scheme must be one of {SCHEMES} or None, got {scheme!r}")
-    special = {p for p in pieces if _LOOKS_SPECIAL.fullmatch(p)} if special is None else set(special)
-    out: list[str] = []
-    prev_text = None  # text of the previous ordinary piece; None after a special one or at the start
-    for p in pieces:
-        if p in special:
-            out.append(p)
-            prev_text = None
-            continue
-        text = _to_text(p, scheme)
-        if scheme == "wordpiece":
-            cont = p.startswith("##") and len(p) > 2
-            label = text[2:] if cont else text
-        else:
-            starts_word = text.startswith(" ")
-            label = text[1:] if starts_word else text
-            cont = (not starts_word and prev_text is not None and not prev_text[-1:].isspace()
-                    and not text.isspace())
-        prev_text = text
-        if label == "" or label.strip(" ") == "":
-            label = "␣" * max(len(label), 1)
-        label = label.translate(_VISIBLE)
-        out.append("·" + label if cont else label)
-    return out
-
-
-def _tokens_of(tokenizer, ids) -> list[str]:
-    """Readable labels for token ids, using what the tokenizer says about its scheme."""
-    pieces = tokenizer.convert_ids_to_tokens(ids)
-    return readable_tokens(pieces, scheme=_scheme(tokenizer), special=getattr(tokenizer, "all_special_tokens", ()))
-
-
-def _scheme(tokenizer) -> str | None:
-    """How a Hugging Face tokenizer marks word boundaries; None lets readable_tokens guess."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust pipeline of "fast" tokenizers
-    if backend is None:
-        return None
-    if type(backend.model).__name__ == "WordPiece":
-        return "wordpiece"
-    pipeline = f"{backend.pre_tokenizer} {backend.decoder}"
-    if "ByteLevel" in pipeline:
-        return "bytelevel"
-    if "Metaspace" in pipeline or "▁" in pipeline:
-        return "sentencepiece"
-    return None

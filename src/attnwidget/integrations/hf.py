@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 import torch
 
-from . import ModelAttention, _check_readable, _tokens_of
+from .common import ModelAttention, _check_readable, _tokens_of
 
 BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from . import ModelAttention, _check_readable, _tokens_of
+from .common import ModelAttention, _check_readable, _tokens_of
 
 
 def extract(model, text: str) -> ModelAttention:
