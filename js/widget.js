@@ -19,7 +19,7 @@ import { snapshotSVG, snapshotPNG, download } from "./views/snapshot.js";
 
 const CAPTIONS = {
   tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
-  qk: "Each token makes a query (what it is looking for) and a key (what it contains). A score compares the row's query with the column's key: score = scale · q · k.",
+  qk: "Each token makes a query (what it is looking for) and a key (what it contains). The row's query is compared with the column's key by their dot product q · k; times the scale, that is the score the matrix shows.",
   scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
   weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
@@ -215,7 +215,8 @@ function render({ model, el: host }) {
       kGrid.update({ ...qk, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       dial.node.hidden = q.cols !== 2;
       if (q.cols === 2) {
-        dial.update({ tokens, focus, q, k, scoreRow: S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => closed(focus, j) });
+        dial.update({ tokens, focus, q, k, scoreRow: S.subarray(focus * n, focus * n + n), weightRow: row, masked: (j) => closed(focus, j),
+          scale: store.scale(), scaleSet: get("scale") != null, temperature: get("temperature") });
       }
     } else if (stage === "scores") {
       let m = 1e-9, lo = Infinity, hi = -Infinity;

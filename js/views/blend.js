@@ -3,12 +3,26 @@
 import { scaleLinear } from "d3-scale";
 import { polygonHull } from "d3-polygon";
 import { el, svg, fill, fmt2, fmt3, groupLabels, short } from "./dom.js";
+import { measurer, place, drawLabel } from "./labels.js";
 import { extent, meanRow, project } from "../attention.js";
 
 const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
 const MAX_ROWS = 16; // longer sequences: the table lists the heaviest tokens
 
-const W = 340, H = 300, PAD = 34;
+const W = 340, H = 300;
+const L = 42, R = W - 10, T = 20, B = H - 42; // the plotting area; ticks and axis names around it
+
+/** x and y scales on which one unit is as long across as up (distances on the plot are true
+ * distances), the data centred with a margin. */
+function equalScales([x0, x1], [y0, y1]) {
+  const k = Math.min((R - L) / Math.max(x1 - x0, 1e-9), (B - T) / Math.max(y1 - y0, 1e-9)) / 1.1;
+  const cx = x0 / 2 + x1 / 2, cy = y0 / 2 + y1 / 2; // halves first: no overflow
+  const hx = (R - L) / 2 / k, hy = (B - T) / 2 / k;
+  return { x: scaleLinear().domain([cx - hx, cx + hx]).range([L, R]), y: scaleLinear().domain([cy - hy, cy + hy]).range([B, T]) };
+}
+
+// The screen angle from a to b: a label at b goes this way, away from a.
+const away = (a, b) => (Math.hypot(b[0] - a[0], b[1] - a[1]) < 1 ? null : Math.atan2(b[1] - a[1], b[0] - a[0]));
 
 /** createBlend(parent, {onResidual(bool)}) -> {update(state), destroy()} */
 export function createBlend(parent, { onResidual }) {
@@ -18,9 +32,10 @@ export function createBlend(parent, { onResidual }) {
   const residualToggle = el("label", { class: "aw-toggle", hidden: true }, residual, "add the mix to the word's own numbers (x + mix)");
   const plot = svg("svg", { class: "aw-plot", width: W, height: H, role: "img" });
   const readout = el("p", { class: "aw-metrics" });
+  const legend = el("ul", { class: "aw-plot-legend" });
   const node = el("div", { class: "aw-blend" },
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "weights × values = output"), table, residualToggle),
-    el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, readout));
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, legend, readout));
   parent.append(node);
 
   function drawTable({ tokens, focus, row, v, O, x, residual: withX }) {
@@ -74,53 +89,76 @@ export function createBlend(parent, { onResidual }) {
     const xs = [0], ys = [0];
     for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
     if (own) xs.push(own[0], moved[0]), ys.push(own[1], moved[1]);
-    // One unit is the same length on both axes, so distances on the plot are true distances.
-    const [x0, x1] = extent(xs), [y0, y1] = extent(ys);
-    const span = Math.max(x1 - x0, y1 - y0, 1e-9) * 1.1;
-    const cx = x0 / 2 + x1 / 2, cy = y0 / 2 + y1 / 2; // halves first: no overflow
-    const x = scaleLinear().domain([cx - span / 2, cx + span / 2]).range([PAD, W - 10]);
-    const y = scaleLinear().domain([cy - span / 2, cy + span / 2]).range([H - PAD + 6, 16]);
-    const parts = [];
-    // axes through zero, with their names
-    parts.push(svg("line", { class: "aw-axis", x1: PAD, x2: W - 10, y1: y(0), y2: y(0) }));
-    parts.push(svg("line", { class: "aw-axis", x1: x(0), x2: x(0), y1: 16, y2: H - PAD + 6 }));
-    parts.push(svg("text", { class: "aw-axis-label", x: W - 10, y: y(0) + 14, "text-anchor": "end" }, `${axes[0] || "v₁"} →`));
-    parts.push(svg("text", { class: "aw-axis-label", x: x(0) + 6, y: 12 }, `↑ ${d > 1 ? axes[1] || "v₂" : ""}`));
-    for (const t of x.ticks(4)) parts.push(svg("text", { class: "aw-tick", x: x(t), y: H - 8, "text-anchor": "middle" }, fmt2(t)));
+    const { x, y } = equalScales(extent(xs), extent(ys));
+    const measure = measurer(plot), parts = [], taken = [], lines = [], marks = [];
+    // a text at a fixed place (ticks, axis titles): drawn now, and kept clear of the labels
+    const fixed = (text, cls, at, baseline, anchor) => {
+      const m = measure(text, cls), left = at - (anchor === "end" ? m.w : anchor === "middle" ? m.w / 2 : 0);
+      const box = [left, baseline - m.ascent, left + m.w, baseline - m.ascent + m.h];
+      taken.push(box);
+      parts.push(svg("text", { class: cls, x: left.toFixed(1), y: baseline }, text));
+    };
+    const line = (cls, x1, y1, x2, y2) => { lines.push([x1, y1, x2, y2]); parts.push(svg("line", { class: cls, x1, y1, x2, y2 })); };
+    const mark = (node, [cx, cy], r) => { marks.push([cx - r, cy - r, cx + r, cy + r]); parts.push(node); };
+
+    // axes through zero; numbers along the bottom and the left, one unit as long on both
+    line("aw-axis", L, y(0), R, y(0));
+    line("aw-axis", x(0), T, x(0), B);
+    for (const t of x.ticks(5)) { parts.push(svg("line", { class: "aw-tick-mark", x1: x(t), x2: x(t), y1: B, y2: B + 4 })); fixed(x.tickFormat(5)(t), "aw-tick aw-tick-x", x(t), B + 16, "middle"); }
+    if (d > 1) for (const t of y.ticks(5)) { parts.push(svg("line", { class: "aw-tick-mark", x1: L - 4, x2: L, y1: y(t), y2: y(t) })); fixed(y.tickFormat(5)(t), "aw-tick aw-tick-y", L - 6, y(t) + 4, "end"); }
+    fixed(`${short(axes[0] || "v₁", 40)} →`, "aw-axis-label", R, H - 5, "end");
+    if (d > 1) fixed(`↑ ${short(axes[1] || "v₂", 40)}`, "aw-axis-label", 4, 12, "start");
     // convex hull of the values: every output must land inside it
     const pts = Array.from({ length: n }, (_, j) => [x(px(j)), y(py(j))]);
     const hull = n >= 3 ? polygonHull(pts) : null;
-    if (hull) parts.push(svg("path", { class: "aw-hull", d: `M${hull.map((p) => p.join(",")).join("L")}Z` }));
-    else if (n === 2) parts.push(svg("line", { class: "aw-hull", x1: pts[0][0], y1: pts[0][1], x2: pts[1][0], y2: pts[1][1] }));
-    // the mean of the values
-    const mean = meanRow(v);
-    const m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
-    parts.push(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }));
-    parts.push(svg("text", { class: "aw-tick", x: m[0] - 7, y: m[1] + 14, "text-anchor": "end" }, "mean"));
-    // values, labelled
-    pts.forEach(([a, b]) => parts.push(svg("circle", { class: "aw-value", cx: a, cy: b, r: 4 })));
-    if (n <= 60) {
-      for (const g of groupLabels(pts, tokens, 0)) parts.push(svg("text", { class: "aw-value-label", x: g.x + 6, y: g.y - 6 }, g.label));
-    }
-    // every token's output, the focused one emphasised with the path from its own value
-    for (let i = 0; i < n; i++) if (i !== focus) parts.push(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }));
+    if (hull) {
+      parts.push(svg("path", { class: "aw-hull", d: `M${hull.map((p) => p.join(",")).join("L")}Z` }));
+      hull.forEach((p, i) => lines.push([...p, ...hull[(i + 1) % hull.length]]));
+    } else if (n === 2) line("aw-hull", ...pts[0], ...pts[1]);
+    // the mean of the values, the values, and every token's output
+    const mean = meanRow(v), m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
+    mark(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }), m, 5);
+    pts.forEach((p) => mark(svg("circle", { class: "aw-value", cx: p[0], cy: p[1], r: 4 }), p, 4));
+    for (let i = 0; i < n; i++) if (i !== focus) mark(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }), [x(ox(i)), y(oy(i))], 3);
+    // the focused output, with the path from its own value
     const f = [x(ox(focus)), y(oy(focus))];
-    parts.push(svg("line", { class: "aw-move", x1: pts[focus][0], y1: pts[focus][1], x2: f[0], y2: f[1] }));
-    parts.push(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }));
-    // the label sits on the far side from the mean, inside the plot
-    const right = f[0] < W * 0.55, below = f[1] > m[1];
-    parts.push(svg("text", { class: "aw-output-label", x: f[0] + (right ? 10 : -10), y: f[1] + (below ? 18 : -10), "text-anchor": right ? "start" : "end" },
-      basis ? `${short(tokens[focus])}'s output (projected)` : `${short(tokens[focus])} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`));
+    line("aw-move", ...pts[focus], ...f);
+    mark(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }), f, 6.5);
+    const name = short(tokens[focus]);
+    // the output's label first, on the far side from the mean, away from the crowd
+    const labels = [{ x: f[0], y: f[1], r: 6.5, toward: away(m, f), cls: "aw-output-label",
+      text: basis ? `${name}'s output (projected)` : `${name} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})` }];
     if (own) {
       const start = [x(own[0]), y(own[1])], end = [x(moved[0]), y(moved[1])];
-      parts.push(svg("line", { class: "aw-residual-move", x1: start[0], y1: start[1], x2: end[0], y2: end[1] }));
-      parts.push(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }));
-      parts.push(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }));
-      const onRight = end[0] < W * 0.6;
-      parts.push(svg("text", { class: "aw-output-label", x: end[0] + (onRight ? 9 : -9), y: end[1] - 9, "text-anchor": onRight ? "start" : "end" }, `${short(tokens[focus])} + mix`));
+      line("aw-residual-move", ...start, ...end);
+      mark(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }), start, 4);
+      mark(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }), end, 6.5);
+      labels.push({ x: end[0], y: end[1], r: 6.5, toward: away(start, end), text: `${name} + mix`, cls: "aw-output-label aw-with-x-label" });
     }
+    // then the values' names, each next to its point, or left out where there is no room (a
+    // few tokens' names may move further out, with leaders; a crowd's would tangle)
+    const far = n <= 12 ? Infinity : 18;
+    if (n <= 60) for (const g of groupLabels(pts, tokens, 0)) labels.push({ x: g.x, y: g.y, r: 4, far, text: g.label, cls: "aw-value-label", optional: true });
+    labels.push({ x: m[0], y: m[1], r: 5, toward: (3 * Math.PI) / 4, text: "mean", cls: "aw-tick aw-mean-label", optional: true });
+    for (const l of labels) Object.assign(l, measure(l.text, l.cls));
+    const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken });
+    placed.forEach((p, i) => parts.push(...drawLabel(p, labels[i])));
     fill(plot, parts);
     plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
+    drawLegend(name, !!own);
+  }
+
+  // What each kind of mark stands for, with the mark itself beside its name.
+  function drawLegend(name, withX) {
+    const item = (mark, ...text) => el("li", {}, svg("svg", { width: 16, height: 16, viewBox: "-8 -8 16 16", "aria-hidden": "true" }, mark), ...text);
+    fill(legend,
+      item(svg("circle", { class: "aw-value", r: 4 }), "values"),
+      item(svg("path", { class: "aw-mean", d: "M-5,-5L5,5M-5,5L5,-5" }), "mean of the values"),
+      item(svg("path", { class: "aw-hull", d: "M-6,5L0,-6L6,5Z" }), "hull of the values"),
+      item(svg("circle", { class: "aw-output aw-focus-output", r: 6 }), `${name}'s output`),
+      item(svg("circle", { class: "aw-output", r: 3 }), "the other tokens' outputs"),
+      withX ? item(svg("rect", { class: "aw-own-point", x: -4, y: -4, width: 8, height: 8 }), `${name}'s own numbers (x)`) : null,
+      withX ? item(svg("circle", { class: "aw-with-x-point", r: 6 }), `${name} + mix: x moved by its output`) : null);
   }
 
   return {

@@ -66,7 +66,8 @@ def test_dragging_the_query_arrow_changes_q_in_the_kernel(nb, artifacts):
     assert rows.nth(0).locator(".aw-dial-weight").inner_text() == "81%"
     assert rows.nth(1).locator(".aw-dial-weight").inner_text() == "18%"
     assert rows.nth(2).locator(".aw-dial-weight").inner_text() == "1%"
-    assert rows.nth(0).locator(".aw-dial-score").inner_text() == "2.97"  # 0.99 × 3
+    assert rows.nth(0).locator(".aw-dial-score").inner_text() == "0.99"  # the dot product, as in the article
+    assert rows.nth(0).locator(".aw-dial-scaled").inner_text() == "2.97"  # × 3, its own step
     d.screenshot(path=str(artifacts / "visually-dial.png"))
     handle = d.locator(".aw-dial-handle").bounding_box()
     # drag the query's tip onto money's key arrow
