@@ -9,7 +9,8 @@ import pytest
 import traitlets
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.examples import LEXICON, from_lexicon, query_dial, tokenize, word_vectors
+from attnwidget.examples import LEXICON, from_lexicon, tokenize, word_vectors
+from attnwidget.presets import query_dial
 
 RIVER = "I sat on the river bank and read"
 MONEY = "I put my money in the bank and left"

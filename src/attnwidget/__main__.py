@@ -12,15 +12,9 @@ import sys
 
 import traitlets
 
-from . import examples
+from .presets import PRESETS
 from .widget import STAGES, AttentionWidget
 
-PRESETS = {
-    "lab": lambda: AttentionWidget(stage="weights", focus=5),
-    # the article's first demo: the causal rule on, so the words after "bank" get nothing
-    "visually": lambda: AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="weights", causal=True),
-    "dial": examples.query_dial,
-}
 
 
 def main(argv=None) -> int:

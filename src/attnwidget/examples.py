@@ -113,21 +113,3 @@ def sentence_example(sentence=None) -> Example:
     if not isinstance(sentence, str):
         raise TypeError(f"A sentence must be a string, got {type(sentence).__name__}.")
     return from_lexicon(sentence)
-
-
-def query_dial():
-    """The query you can turn, as in "Attention, Visually": bank's two-number query against
-    the keys of river, money and the. The scores (dot products) are 0.99, 0.48 and -0.45;
-    multiplied by 3, softmax makes them 81%, 18% and 1%.
-
-    bank reads exactly those three keys: the mask closes its own cell, so its weights add up
-    to 100% over the article's table. Drag the query's tip in the query/key stage.
-    """
-    from .widget import AttentionWidget
-
-    tokens = ["river", "money", "the", "bank"]
-    q = [[0.60, 0.00], [0.00, 0.60], [0.30, 0.30], [0.60, 0.80]]
-    k = [[0.73, 0.69], [0.80, 0.00], [-0.35, -0.30], [-0.60, -0.80]]  # dot products with bank's query: 0.99, 0.48, -0.45
-    v = [[1.00, 0.00], [0.00, 1.00], [0.10, 0.10], [0.50, 0.50]]
-    mask = [[True] * 4, [True] * 4, [True] * 4, [True, True, True, False]]  # bank does not read itself
-    return AttentionWidget(tokens=tokens, q=q, k=k, v=v, x=v, mask=mask, scale=3.0, focus=3, stage="qk", value_axes=SENSE_AXES)

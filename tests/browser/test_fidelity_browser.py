@@ -132,7 +132,7 @@ CONTRAST = """() => {
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
-    from attnwidget.examples import query_dial
+    from attnwidget.presets import query_dial
 
     widgets = {
         "lab": AttentionWidget(focus=5),

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnwidget import AttentionWidget
-from attnwidget.examples import query_dial
+from attnwidget.presets import query_dial
 
 pytestmark = pytest.mark.browser
 

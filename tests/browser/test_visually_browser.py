@@ -9,7 +9,7 @@ pytestmark = pytest.mark.browser
 SETUP = """
 import numpy as np
 from attnwidget import AttentionWidget
-from attnwidget.examples import query_dial
+from attnwidget.presets import query_dial
 s = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="weights")
 display(s)
 d = query_dial()
