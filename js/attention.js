@@ -71,7 +71,8 @@ export function weights(S, n, temperature, causal, mask = null) {
       W[row + j] = e;
       sum += e;
     }
-    for (let j = 0; j <= last; j++) W[row + j] /= sum;
+    const norm = 1 / sum;
+    for (let j = 0; j <= last; j++) W[row + j] *= norm;
   }
   return W;
 }

@@ -39,7 +39,6 @@ export function createStore(get) {
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
   const sums = memo(rowSums), top = memo(largest), spread = memo(A.outputSpread);
-  const effective = memo((W, n) => Float64Array.from({ length: n }, (_, i) => A.effectiveTokens(W, n, i)));
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
   const headJob = memo((q, k, scale) => ({ q, k, scale, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
@@ -56,7 +55,6 @@ export function createStore(get) {
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     output: () => output(s.weights(), s.v()),
     rowSums: () => sums(s.weights(), s.q().rows),
-    effective: () => effective(s.weights(), s.q().rows),
     topWeight: () => top(s.weights()),
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),

@@ -158,7 +158,7 @@ function render({ model, el: host }) {
     const top = order.slice(0, 6).map((j) =>
       el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
     const verb = stage === "scores" ? " scores " : " reads ";
-    const tail = stage === "scores" ? [] : [` — ${fmt2(store.effective()[focus])} effective tokens`];
+    const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(store.weights(), n, focus))} effective tokens`];
     return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
   }
 
@@ -227,11 +227,11 @@ function render({ model, el: host }) {
       legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
     }
     if (showWeights) {
-      const sums = store.rowSums(), eff = store.effective();
+      const sums = store.rowSums();
       weightsGrid.update({
         ...base, cols: n, value: (i, j) => W[i * n + j], color: weightColor, text: fmt2, masked: isMasked, causal: causal && !mask, cell, key: W, data: W,
         maxWidth: stage === "blend" ? Math.min(maxWidth, 420) : maxWidth,
-        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(eff[i]) }],
+        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(W, n, i)) }], // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
       });
       legend(weightsLegend, topWeight < 1 ? `weight (colour stretched to the largest, ${fmt3(topWeight)})` : "weight", weightColor, 0, topWeight);
