@@ -1,0 +1,135 @@
+// The five stages' panels: the empty matrix, Q and K with the query dial, the scores, the weights
+// (kept for the blend) and the blend. Each stage draws from the store, in a function of its own.
+import { scaleDiverging, scaleSequential } from "d3-scale";
+import { interpolateLab } from "d3-interpolate";
+import * as A from "../attention.js";
+import { el, fill, fmt2, fmt3 } from "./dom.js";
+import { createGrid } from "./grid.js";
+import { createDial } from "./dial.js";
+import { createBlend } from "./blend.js";
+
+/** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
+ * score: a small negative and a small positive score never look alike, in either theme. */
+function diverging({ neg, zero, pos }) {
+  const toNeg = interpolateLab(zero, neg), toPos = interpolateLab(zero, pos);
+  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
+}
+
+/** The colours of the weights: 0 to 1, or (long inputs, max < 1) stretched to the largest. */
+export function weightColours(pal, top = 1) {
+  return scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, top || 1]);
+}
+
+function legend(node, title, color, lo, hi) {
+  const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
+  if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
+  const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);
+  fill(node,
+    el("span", { class: "aw-legend-title" }, title),
+    el("span", {}, fmt2(lo)),
+    el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
+    el("span", {}, fmt2(hi)));
+}
+
+/** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool)})
+ *  -> {update(view), destroy()}; view = {stage, tokens, focus, cell, row, pal, maxWidth}. */
+export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual }) {
+  // Each panel is shown in the stages it names; the weights matrix stays for the blend.
+  const panels = [];
+  const panel = (...stages) => {
+    const p = el("div", { class: "aw-panel" });
+    body.append(p);
+    panels.push([p, stages]);
+    return p;
+  };
+  const tokensPanel = panel("tokens"), qkPanel = panel("qk"), scoresPanel = panel("scores"), weightsPanel = panel("weights", "blend");
+  const blendPanel = panel("blend");
+  const name = (i) => get("tokens")[i];
+  const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
+  const describeCell = (i, j) => {
+    const n = store.q().rows, why = get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell";
+    const weight = store.closed(i, j) ? `0 (masked: ${why})` : fmt3(store.weights()[i * n + j]);
+    return `${name(i)} reads ${name(j)}\nscore ${fmt3(store.scores()[i * n + j])}\nweight ${weight}`;
+  };
+  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${name(j)}` });
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${name(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
+  const dial = createDial(qkPanel, { onQuery, onQueryEnd });
+  const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
+  const scoresLegend = el("div", { class: "aw-legend" });
+  scoresPanel.append(scoresLegend);
+  const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: onPickCell, describe: describeCell });
+  const weightsLegend = el("div", { class: "aw-legend" });
+  weightsPanel.append(weightsLegend);
+  const blend = createBlend(blendPanel, { onResidual });
+
+  // the rows are the readers, the columns what they read; cells a row may not read are hatched
+  const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth });
+  const masking = () => (get("causal") || store.mask()
+    ? { masked: store.closed, causal: get("causal") && !store.mask() } // causal alone has a fast path
+    : { masked: null, causal: false });
+
+  const draw = {
+    tokens(view) {
+      const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
+      const n = view.tokens.length;
+      emptyGrid.update({ ...grid(view), cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
+    },
+    qk(view) {
+      const q = store.q(), k = store.k(), n = view.tokens.length, { focus } = view;
+      const m = Math.max(A.magnitude(q.data), A.magnitude(k.data));
+      const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
+      const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
+      const qk = { ...grid(view), cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(view.maxWidth / 2 - 20, 360) };
+      qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
+      kGrid.update({ ...qk, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
+      dial.node.hidden = q.cols !== 2;
+      if (q.cols === 2) {
+        dial.update({
+          tokens: view.tokens, focus, q, k, scoreRow: store.scores().subarray(focus * n, focus * n + n), weightRow: view.row,
+          masked: (j) => store.closed(focus, j), scale: store.scale(), scaleSet: get("scale") != null, temperature: get("temperature"),
+        });
+      }
+    },
+    scores(view) {
+      const S = store.scores(), n = view.tokens.length;
+      let m = 1e-9, lo = Infinity, hi = -Infinity;
+      for (let p = 0; p < S.length; p++) { m = Math.max(m, Math.abs(S[p])); lo = Math.min(lo, S[p]); hi = Math.max(hi, S[p]); }
+      const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
+      scoresGrid.update({ ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      // one range, the matrix's own; its colours are those of a scale centred on 0
+      legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
+    },
+    weights(view) {
+      const W = store.weights(), n = view.tokens.length, sums = store.rowSums();
+      // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
+      // (the legend says so), or the matrix would be a blank page of near-zero cells.
+      const top = n > 64 ? store.topWeight() : 1, color = weightColours(view.pal, top);
+      weightsGrid.update({
+        ...grid(view), ...masking(), cols: n, value: (i, j) => W[i * n + j], color, text: fmt2, cell: view.cell, key: W, data: W,
+        maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
+        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(W, n, i)) }], // only for the rows drawn
+        ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
+      });
+      legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${fmt3(top)})` : "weight", color, 0, top);
+    },
+    blend(view) {
+      draw.weights(view);
+      const v = store.v(), O = store.output(), x = store.x();
+      blend.update({
+        tokens: view.tokens, focus: view.focus, row: view.row, v, O, sense: A.senseResolved(O, v, view.focus), spread: store.spread(),
+        axes: get("value_axes") || [], x, residual: get("residual") && !!x, basis: store.basis(),
+      });
+    },
+  };
+
+  return {
+    update(view) {
+      for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage);
+      draw[view.stage]?.(view);
+    },
+    destroy() {
+      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, weightsGrid, blend]) v.destroy();
+    },
+  };
+}
