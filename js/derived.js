@@ -51,14 +51,18 @@ export function createStore(get) {
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     mask: () => maskOf(array("mask"), array("q").rows), // n×n, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
-    scores: () => scores(s.q(), s.k(), s.scale()),
+    scores: () => { // a head the thumbnails have already scored needs no second pass (the same arithmetic)
+      const job = s.headJob(), h = Math.min(get("head"), job.q.heads - 1);
+      return job.rows[h] === job.q.rows ? job.scores[h] : scores(s.q(), s.k(), s.scale());
+    },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     output: () => output(s.weights(), s.v()),
     rowSums: () => sums(s.weights(), s.q().rows),
     topWeight: () => top(s.weights()),
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
-    thumbnails: () => thumbJob(headJob(array("q"), array("k"), s.scale()), get("temperature"), get("causal"), s.mask()),
+    headJob: () => headJob(array("q"), array("k"), s.scale()),
+    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask()),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
     closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.q().rows + j]),
   };

@@ -128,7 +128,55 @@ def test_an_accepted_message_is_applied_whole_and_not_echoed():
     w.comm = RecordingComm()
     w.set_state({"focus": 5, "temperature": 0.2, "stage": "weights"})
     assert (w.focus, w.temperature, w.stage) == (5, 0.2, "weights")
-    assert w.comm.sent == []  # the page already shows what it sent
+    # the page already shows what it sent: only the protocol's acknowledgement goes back
+    assert [m["method"] for m, _ in w.comm.sent] == ["echo_update"]
+
+
+def updates(w):
+    return [m["state"] for m, _ in w.comm.sent if m["method"] == "update"]
+
+
+def test_a_click_that_crosses_a_change_from_python_ends_on_the_same_value():
+    w = AttentionWidget()
+    w.comm = RecordingComm()
+    w.focus = 4  # on its way to the page
+    w.set_state({"focus": 2})  # a click sent before the page saw 4
+    assert w.focus == 2
+    echo = [m["state"] for m, _ in w.comm.sent if m["method"] == "echo_update"]
+    assert echo == [{"focus": 2}]  # the page learns that Python took its 2
+
+
+def test_a_page_value_the_widget_settles_otherwise_is_sent_back():
+    w = AttentionWidget(stage="weights")
+    w.comm = RecordingComm()
+    w.set_state({"focus": 3, "cell": [1, 0]})  # a cell outside the focused row
+    assert (w.focus, w.cell) == (3, None)
+    assert {"cell": None} in updates(w)
+
+
+def test_set_trait_is_a_whole_change_too():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 2)), rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+    w = AttentionWidget(tokens=list("abc"), q=q, k=k, v=v, x=np.ones((3, 2)), residual=True, cell=(1, 0))
+    w.set_trait("x", None)
+    assert w.residual is False
+    w.set_trait("focus", 2)
+    assert w.cell is None
+    w.set_trait("v", np.ones((3, 5)))
+    assert w.value_basis is not None
+    s = AttentionWidget(["a b c", "d e f g"])
+    s.set_trait("sentence_index", 1)
+    assert s.tokens == ["d", "e", "f", "g"]
+
+
+def test_observers_are_told_changes_in_order():
+    w = AttentionWidget()
+    w.focus = 5
+    seen = []
+    w.observe(lambda c: seen.append(c.new), names=["focus"])
+    w.observe(lambda c: setattr(w, "focus", 0), names=["tokens"])
+    w.set_vectors(tokens=list("abc"), q=np.ones((3, 2)), k=np.ones((3, 2)), v=np.ones((3, 2)))
+    assert w.focus == 0 and seen[-1] == 0
 
 
 names = ["tokens", "q", "k", "v", "x", "mask", "residual", "temperature", "focus", "stage", "causal", "scale", "head", "cell",

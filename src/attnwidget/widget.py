@@ -11,6 +11,7 @@ import sys
 import anywidget
 import numpy as np
 import traitlets
+from ipywidgets.widgets.widget import JUPYTER_WIDGETS_ECHO, _remove_buffers
 
 from . import examples
 from .core import Attention, _as_mask, overflow_message, principal_axes
@@ -257,7 +258,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._result = None
         self._examples = []
         self._layers, self._layer_tokens = [], []
-        self._committed = False
+        self._committed, self._page_keys = False, ()
         state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
@@ -401,9 +402,10 @@ class AttentionWidget(anywidget.AnyWidget):
 
         Validation runs on the final values together; the widget's own derived state (value
         basis, residual, fitted indices, a layer's or sentence's arrays) is settled before
-        anyone is told; on any error every trait is put back exactly as it was. Then the
-        page gets one complete message, and only then do observers run: an observer that
-        raises cannot stop the rest of them, nor the page, from seeing the change.
+        anyone is told; on any error every trait is put back exactly as it was. Then the page
+        is sent one complete message (at once, unless an outer hold_sync gathers more), and
+        then observers run: one that raises cannot stop the rest of them, nor the page, from
+        seeing the change.
         """
         if self._cross_validation_lock:  # nested: the outermost one does the work
             yield
@@ -435,17 +437,24 @@ class AttentionWidget(anywidget.AnyWidget):
             self._committed = True
             news = [(n, old, self._trait_values.get(n)) for n, old in changed.items()]
             news = [(n, old, new) for n, old, new in news if not _same(old, new)]
-            for name, _, new in news:
+            # queued for the one message: every change, and every key the page sent whose value
+            # is not the page's (ipywidgets compares each with what the page sent: no echoes)
+            for name in {n for n, _, _ in news} | set(self._page_keys):
                 if name in self.keys:
-                    self._should_send_property(name, new)  # queue it for the one message, unless it is the page's own echo
-            errors = []
-            for name, old, new in news:
-                try:
-                    self.notify_change(traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change"))
-                except Exception as err:  # an observer's bug: the others still run
-                    errors.append(err)
-            if errors:
-                raise errors[0]
+                    self._should_send_property(name, getattr(self, name))
+        errors = []
+        for name, old, new in news:
+            if not _same(self._trait_values.get(name), new):
+                continue  # an earlier observer changed it again, and that change told its own news
+            try:
+                # straight to the observers: ipywidgets' own notify_change would send it a second time
+                traitlets.HasTraits.notify_change(self, traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change"))
+            except Exception as err:  # an observer's bug: the others still run
+                errors.append(err)
+        for err in errors[1:]:
+            self.log.error("Another observer raised too: %r", err, exc_info=err)
+        if errors:
+            raise errors[0]
 
     def __setattr__(self, name, value):
         # Each assignment of one of the widget's traits is a change like any other (above).
@@ -454,6 +463,14 @@ class AttentionWidget(anywidget.AnyWidget):
                 super().__setattr__(name, value)
         else:
             super().__setattr__(name, value)
+
+    def set_trait(self, name, value):
+        # set_trait too (it skips only the read-only check)
+        if name in _OWN_TRAITS and not self._cross_validation_lock:
+            with self.hold_trait_notifications():
+                super().set_trait(name, value)
+        else:
+            super().set_trait(name, value)
 
     def _settle(self, before, changed):
         """The widget's own follow-ups to the changed traits, made before anyone is told."""
@@ -502,11 +519,16 @@ class AttentionWidget(anywidget.AnyWidget):
         # the widget's own writable traits: the page has no business with ipywidgets' layout and such
         writable = {n for n in _OWN_TRAITS if n in self.keys and not self.traits()[n].read_only}
         self._committed = False
+        if JUPYTER_WIDGETS_ECHO:  # the page's own values, acknowledged first, as ipywidgets does
+            echo, paths, buffers = _remove_buffers({k: v for k, v in sync_data.items() if k in self.keys})
+            if echo:
+                self._send({"method": "echo_update", "state": echo, "buffer_paths": paths}, buffers=buffers)
         try:
             refused = [k for k in sync_data if k not in writable]
             if refused:
                 raise traitlets.TraitError(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
             values = {k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()}
+            self._page_keys = list(values)
             with self._lock_property(**sync_data), self.hold_trait_notifications():
                 for name, value in values.items():
                     setattr(self, name, value)
@@ -516,6 +538,8 @@ class AttentionWidget(anywidget.AnyWidget):
             else:
                 self.send_state([k for k in sync_data if k in self.keys])
                 self.log.warning("attnwidget refused a message from the page: %s", err)
+        finally:
+            self._page_keys = ()
 
     def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals are gone
         # Closed widgets are freed, some only at interpreter exit, when ipywidgets' own registry
