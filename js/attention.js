@@ -122,7 +122,9 @@ export function roundingBound(q, k, scale, S) {
   };
   let top = 0;
   for (let i = 0; i < S.length; i++) top = Math.max(top, Math.abs(S[i]));
-  return { score: 2 * (q.cols + 2) * U * Math.abs(scale) * norms(q) * norms(k) + 4 * U * top, top };
+  // below 2^-1022 rounding errors are absolute, up to half the smallest number per operation
+  const tiny = 2 * (q.cols + 2) * (1 + Math.abs(scale)) * Number.MIN_VALUE;
+  return { score: 2 * (q.cols + 2) * U * Math.abs(scale) * norms(q) * norms(k) + 4 * U * top + tiny, top };
 }
 
 /**
@@ -223,11 +225,13 @@ export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal
   for (let m = 0; m <= last; m++) if (open(m)) max = Math.max(max, S[i * n + m]);
   if (max === -Infinity) max = 0;
   const shift = Math.abs(max / temperature) > 700 ? max / temperature : 0; // exp would overflow or vanish: shift the row
+  // shifted, each term is exp((s - max) / T): the same as exp(s / T - shift), and never ∞ - ∞
+  const expOf = shift ? (s) => Math.exp((s - max) / temperature) : (s) => Math.exp(s / temperature);
   let rowSum = 0;
-  for (let m = 0; m <= last; m++) if (open(m)) rowSum += Math.exp(S[i * n + m] / temperature - shift);
+  for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
   const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = W[i * n + j];
   const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
-  return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : Math.exp(tempered - shift), rowSum, weight, value, share: value.map((x) => weight * x) };
+  return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : expOf(S[i * n + j]), rowSum, weight, value, share: value.map((x) => weight * x) };
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */

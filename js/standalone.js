@@ -40,6 +40,7 @@ export function localModel({ state: raw, variants = {} }) {
       extra.cell = null;
     }
     if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
+    if (state.mask && state.tokens.length !== n && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
     if (state.cell && Math.max(state.cell[0], state.cell[1]) >= n) extra.cell = null;
     const x = "x" in next ? next.x : state.x;
     if (x && (x.shape[0] !== n || x.shape[1] !== next.v.shape[next.v.shape.length - 1])) extra.x = null;

@@ -289,7 +289,7 @@ def test_scores_that_would_overflow_are_refused_and_the_state_kept():
     w = AttentionWidget()
     before = snapshot(w)
     with pytest.raises(traitlets.TraitError, match="overflow"):
-        w.q = np.full((6, 4), 1e305)
+        w.q = np.full((6, 4), 1e299) * [1, 1, 1, 10]
     with pytest.raises(traitlets.TraitError, match="overflow"):
         w.set_vectors(q=np.full((6, 4), 1e160), k=np.full((6, 4), 1e160))
     assert same(snapshot(w), before)
@@ -413,3 +413,27 @@ def test_metrics_stay_finite_for_huge_values(size, seed):
     ref = attention(rng.normal(size=(5, 2)) * 0 + a.q, a.k, v / size)  # the same computation on scaled values
     assert a.output_spread / size == pytest.approx(ref.output_spread, rel=1e-9)
     np.testing.assert_allclose(a.sense_resolved, ref.sense_resolved, rtol=1e-9)
+
+
+def test_extreme_but_accepted_inputs_give_finite_numbers_everywhere():
+    # a dot product that overflows before a small scale would bring it back
+    with pytest.raises(traitlets.TraitError, match="overflow"):
+        AttentionWidget(tokens=["a", "b"], q=[[1e155], [1.0]], k=[[1e155], [1.0]], v=np.eye(2), scale=1e-10)
+    # values whose sums would overflow
+    with pytest.raises(traitlets.TraitError, match="at most 1e\\+300"):
+        AttentionWidget(tokens=["a", "b"], q=np.ones((2, 1)), k=np.ones((2, 1)), v=[[1.7e308, 0.0], [0.0, 1.0]])
+    # one cell's arithmetic when score / T overflows: shifted, never inf - inf
+    w = AttentionWidget(tokens=["a", "b"], q=[[1e150], [1.0]], k=[[1e149], [1.0]], v=np.eye(2), scale=1.0, temperature=1e-300)
+    w.cell = (0, 0)
+    steps = w.cell_arithmetic
+    assert steps["exp"] == 1.0 and steps["row_sum"] == 1.0 and steps["weight"] == 1.0
+    assert np.isfinite(w.weights).all()
+
+
+def test_tokens_are_read_once_and_only_from_a_sequence():
+    w = AttentionWidget(tokens=["a", "b"], q=np.ones((2, 1)), k=np.ones((2, 1)), v=np.ones((2, 1)))
+    w.tokens = (t for t in ["x", "y"])  # a generator is read once
+    assert w.tokens == ["x", "y"]
+    for bad in ({"x": 1, "y": 2}, {"x", "y"}):
+        with pytest.raises(traitlets.TraitError, match="one string per token"):
+            w.tokens = bad

@@ -11,14 +11,15 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  * returns {node, update(spec), destroy()}
  * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
  *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel,
- *        data (optional: the values, row-major), causal (masked is j > i), key (data identity)}
+ *        data (optional: the values, row-major), causal (masked is j > i), key (data identity),
+ *        readsAhead, maskData (what closes cells, for the cell image's cache)}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
   parent.append(node);
-  let spec = null, box = null, pixelsOf = null, pixelsKey = null; // what the cell image shows
+  let spec = null, box = null, pixelsOf = null, pixelsKey = null, pixelsMask = null; // what the cell image shows
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
@@ -61,10 +62,11 @@ export function createGrid(parent, { title, onPick, describe }) {
     if (s.color && s.color.domain && (b.cell < 6 || b.cellH < 6)) {
       // the cell image is kept while the numbers and colours stay the same: a focus change
       // only redraws labels and outlines over it
-      const key = [...s.color.domain(), s.color(s.color.domain()[0]), pal.masked, s.rows, s.cols, !!s.masked].join("|");
-      if (!s.key || s.key !== pixelsOf || key !== pixelsKey) {
+      // (which cells are closed counts too: scores stay the same when causal or the mask changes)
+      const key = [...s.color.domain(), s.color(s.color.domain()[0]), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
+      if (!s.key || s.key !== pixelsOf || key !== pixelsKey || s.maskData !== pixelsMask) {
         paintPixels(pixels, s, pal);
-        [pixelsOf, pixelsKey] = [s.key, key];
+        [pixelsOf, pixelsKey, pixelsMask] = [s.key, key, s.maskData];
       }
       ctx.imageSmoothingEnabled = false;
       ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);

@@ -65,9 +65,11 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
   const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth });
-  const masking = () => (get("causal") || store.mask()
-    ? { masked: store.closed, causal: get("causal") && !store.mask() } // causal alone has a fast path
-    : { masked: null, causal: false });
+  const masking = () => ({
+    masked: get("causal") || store.mask() ? store.closed : null,
+    causal: get("causal") && !store.mask(), // causal alone has a fast path
+    readsAhead: get("causal"), maskData: store.mask(),
+  });
 
   const draw = {
     tokens(view) {

@@ -1,8 +1,7 @@
 """The attention computation in plain numpy: no widget, no traitlets.
 
 One definition of every formula the widget shows; ``js/attention.js`` computes the same
-ones (all but the optional mask, which the widget does not use) so the page can redraw
-without asking the kernel.
+ones so the page can redraw without asking the kernel.
 """
 
 from __future__ import annotations
@@ -23,11 +22,12 @@ def default_scale(d_k: int) -> float:
 
 
 def score_bound(q: np.ndarray, k: np.ndarray, scale) -> float:
-    """An upper bound on |scale · q·k| and on every partial sum of it: |scale|·d·max|q|·max|k|
-    (inf when that overflows)."""
+    """An upper bound on every number computing scale · q·k makes: the dot product and each of
+    its partial sums (d·max|q|·max|k|), and the score (that times |scale|). inf when it overflows."""
     s = default_scale(q.shape[-1]) if scale is None else abs(scale)
     with np.errstate(over="ignore"):
-        return float(s * q.shape[-1] * np.abs(q).max() * np.abs(k).max())
+        dot = q.shape[-1] * np.abs(q).max() * np.abs(k).max()  # summed before it is scaled
+        return float(max(dot, s * dot))
 
 
 def overflow_message(q, k, scale) -> str | None:
@@ -35,8 +35,8 @@ def overflow_message(q, k, scale) -> str | None:
     bound = score_bound(q, k, scale)
     if bound <= SCORE_LIMIT:
         return None
-    return (f"q and k are so large that their scores (up to about {bound:.1e} after scaling) would overflow float64; "
-            f"divide q or k by a constant, or pass a smaller scale, so that scale·|q|·|k| stays below {SCORE_LIMIT:.0e}.")
+    return (f"q and k are so large that their dot products or scores (up to about {bound:.1e}) would overflow float64; "
+            f"divide q or k by a constant so that d·max|q|·max|k| and the score stay below {SCORE_LIMIT:.0e}.")
 
 
 def _scaled(a: np.ndarray):
@@ -126,16 +126,21 @@ class Attention:
         row = self.scores[i] if self.allowed is None else self.scores[i, self.allowed[i]]
         # exp is shown unshifted while it can be: outside ±700 every term would overflow or
         # underflow, so the whole row is shifted by its maximum (ratios are unchanged)
-        top = row.max() / self.temperature if row.size else 0.0
-        shift = float(top) if abs(top) > 700 else 0.0
-        masked = self.allowed is not None and not self.allowed[i, j]
-        exp_row = np.exp(row / self.temperature - shift)
-        dot = float(self.q[i] @ self.k[j])
-        tempered = float(self.scores[i, j] / self.temperature)
+        with np.errstate(over="ignore", under="ignore"):  # a tiny T: score / T may be ±inf, shown as such
+            top = row.max() / self.temperature if row.size else 0.0
+            shift = float(top) if abs(top) > 700 else 0.0
+            masked = self.allowed is not None and not self.allowed[i, j]
+            # shifted, each term is exp((s - max) / T): the same as exp(s / T - shift), and never inf - inf
+            t = self.temperature
+            exp_of = (lambda s: np.exp((s - row.max()) / t)) if shift else (lambda s: np.exp(s / t))
+            exp_row = exp_of(row)
+            dot = float(self.q[i] @ self.k[j])
+            tempered = float(self.scores[i, j] / t)
+            exp_cell = 0.0 if masked else float(exp_of(self.scores[i, j]))
         return {
             "dot": dot, "scale": self.scale, "score": float(self.scores[i, j]), "temperature": self.temperature,
             "tempered": tempered, "shift": shift, "masked": masked,
-            "exp": 0.0 if masked else float(np.exp(tempered - shift)), "row_sum": float(exp_row.sum()),
+            "exp": exp_cell, "row_sum": float(exp_row.sum()),
             "weight": float(self.weights[i, j]), "value": self.v[j].copy(), "share": self.weights[i, j] * self.v[j],
         }
 

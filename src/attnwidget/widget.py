@@ -14,6 +14,7 @@ import traitlets
 from ipywidgets.widgets.widget import JUPYTER_WIDGETS_ECHO, _remove_buffers
 
 from . import examples
+from .core import SCORE_LIMIT as ENTRY_LIMIT
 from .core import Attention, _as_mask, overflow_message, principal_axes
 
 _STATIC = pathlib.Path(__file__).parent / "static"
@@ -100,6 +101,10 @@ class Matrix(traitlets.TraitType):
         if not np.isfinite(a).all():
             bad = tuple(np.argwhere(~np.isfinite(a))[0])
             raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
+        if np.abs(a).max() > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
+            bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
+            raise traitlets.TraitError(f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index "
+                                       f"{list(map(int, bad))}: divide the array by a constant.")
         a.setflags(write=False)
         return a
 
@@ -129,8 +134,8 @@ class Tokens(traitlets.List):
         super().__init__(traitlets.Unicode(), **kwargs)
 
     def set(self, obj, value):
-        _token_list(value, traitlets.TraitError)  # traitlets' List would take a string as [string]
-        super().set(obj, value)
+        # read once (a generator is spent after that), and never a string, which traitlets' List would take as [string]
+        super().set(obj, _token_list(value, traitlets.TraitError))
 
     def validate(self, obj, value):
         value = _token_list(value, traitlets.TraitError)
@@ -727,10 +732,13 @@ def _kind(value) -> str:
 
 
 def _token_list(tokens, error=TypeError) -> list:
-    """One string per token; a single string would silently become its characters."""
+    """One string per token, in order; a single string would silently become its characters,
+    a dict its keys and a set an arbitrary order."""
     if isinstance(tokens, (str, bytes)):
         raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; "
                     "pass tokens=text.split() or tokens=[text].")
+    if isinstance(tokens, (dict, set, frozenset)):
+        raise error(f"tokens must be a list with one string per token, in order; got {_kind(tokens)}.")
     try:
         return list(tokens)
     except TypeError:

@@ -175,3 +175,45 @@ def test_every_stage_draws_at_4096_tokens(browser, tmp_path, artifacts):
     root.screenshot(path=str(artifacts / "long-4096-blend.png"))
     assert not errors, errors
     ctx.close()
+
+
+def test_a_mask_goes_with_its_sentence_in_an_exported_page(browser, tmp_path):
+    m = np.tri(6, dtype=bool)
+    m[5, 4] = False
+    w = AttentionWidget(["She sat by the river bank", "I put my money in the bank today"], mask=m, stage="weights")
+    path = tmp_path / "mask.html"
+    w.to_html(path)
+    page = browser.new_context(bypass_csp=True).new_page()
+    page.goto(path.as_uri())
+    for i in (1, 0):
+        page.locator(f".aw-sentence[data-index='{i}']").click()
+        w.sentence_index = i  # Python's answer to the same click
+    got = page.evaluate("document.querySelector('.aw-root').attnwidget.numbers()")
+    assert w.mask is None
+    np.testing.assert_allclose(got["weights"], w.weights.ravel(), atol=1e-6)
+    page.context.close()
+
+
+def test_the_hatching_follows_causal_and_the_mask_on_long_inputs(browser, tmp_path):
+    rng = np.random.default_rng(0)
+    n = 300  # one pixel per cell, from a kept image
+    mask = np.ones((n, n), dtype=bool)
+    mask[:, 0] = False  # a padding column: cells are closed before causal is switched on
+    w = AttentionWidget(q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)), stage="scores", mask=mask)
+    path = tmp_path / "hatch.html"
+    w.to_html(path)
+    page = browser.new_context(bypass_csp=True, device_scale_factor=1).new_page()
+    page.goto(path.as_uri())
+    pixel = """() => { const c = [...document.querySelectorAll('canvas.aw-grid')].find((e) => e.getClientRects().length);
+      const d = c.dataset, x = +d.left + (280 + 0.5) * +d.cellWidth, y = +d.top + (2 + 0.5) * +d.cellHeight;
+      return Array.from(c.getContext('2d').getImageData(Math.floor(x), Math.floor(y), 1, 1).data); }"""
+    open_cell = page.evaluate(pixel)  # row 2 reading column 280
+    page.locator(".aw-causal").check()
+    page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('causal')")
+    page.evaluate("document.querySelector('.aw-root').attnwidget.redraw()")
+    closed = page.evaluate(pixel)
+    assert closed != open_cell  # hatched now: scores are the same, the cell image is not
+    page.locator(".aw-causal").uncheck()
+    page.evaluate("document.querySelector('.aw-root').attnwidget.redraw()")
+    assert page.evaluate(pixel) == open_cell
+    page.context.close()
