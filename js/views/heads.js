@@ -90,7 +90,7 @@ export function createHeads(parent, { onHead, onProgress }) {
       caption.textContent = scaled ? "every head's weights (block means, each scaled to its maximum)" : "every head's weights";
       let lut = null;
       thumbs.forEach((t, h) => {
-        const canvas = buttons[h].firstChild, key = `${scaled}|${color(1)}`;
+        const canvas = buttons[h].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
         if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
         lut ??= Uint8Array.from({ length: 256 * 3 }, (_, i) => { const c = rgb(color(Math.floor(i / 3) / 255)); return [c.r, c.g, c.b][i % 3]; });
         paint(canvas, t, lut, scaled);

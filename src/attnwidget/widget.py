@@ -569,7 +569,7 @@ class AttentionWidget(anywidget.AnyWidget):
         names = [n for n in self.keys if n in _OWN_TRAITS]
         variants = {}
         if len(self._examples) > 1:
-            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=None)) for e in self._examples]
+            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
         if self._layers:  # a layer's arrays come with the model's tokens, whatever was shown before
             variants["layer"] = [encoded(dict(tokens=self._layer_tokens, q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in self._layers]
         return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
