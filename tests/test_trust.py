@@ -16,25 +16,7 @@ from ipywidgets.widgets.widget import _remove_buffers
 from attnwidget import AttentionWidget, attention
 from attnwidget.widget import principal_axes
 from test_layers import fake_model
-
-
-class RecordingComm:
-    """Stands in for the kernel's comm: records what the widget sends to the page."""
-
-    kernel = object()
-    comm_id = "test"
-
-    def __init__(self):
-        self.sent = []
-
-    def send(self, data=None, buffers=None, **kwargs):
-        self.sent.append((data, buffers))
-
-    def on_msg(self, callback):
-        pass
-
-    def close(self, *args, **kwargs):
-        pass
+from test_widget import RecordingComm
 
 
 def snapshot(w):
