@@ -23,7 +23,11 @@ function largest(values) {
 
 function rowSums(W, n) {
   const sums = new Float64Array(n);
-  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) sums[i] += W[i * n + j];
+  for (let i = 0; i < n; i++) {
+    let sum = 0; // a local: adding into the array itself is several times slower
+    for (let j = i * n, end = j + n; j < end; j++) sum += W[j];
+    sums[i] = sum;
+  }
   return sums;
 }
 
