@@ -99,6 +99,7 @@ function render({ model, el: host }) {
     },
     onQueryEnd: () => { if (dragged) model.save_changes(); dragged = null; },
     onResidual: (b) => save("residual", b),
+    onWindow: () => schedule(),
   });
 
   function describeRow(focus, tokens, stage) {

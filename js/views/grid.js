@@ -12,7 +12,8 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
  *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel,
  *        data (optional: the values, row-major), causal (masked is j > i), key (data identity),
- *        readsAhead, maskData (what closes cells, for the cell image's cache)}
+ *        readsAhead, maskData (what closes cells, for the cell image's cache),
+ *        frame: {r0, c0, rows, cols} (the detail view's window, outlined on an overview)}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
@@ -155,6 +156,15 @@ export function createGrid(parent, { title, onPick, describe }) {
       ctx.strokeStyle = pal.accent;
       ctx.lineWidth = 2.5;
       ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
+    }
+    // the window a detail view shows, on the overview
+    if (s.frame) {
+      const f = s.frame;
+      ctx.strokeStyle = pal.fg;
+      ctx.lineWidth = 1.5;
+      ctx.setLineDash([4, 3]);
+      ctx.strokeRect(b.left + f.c0 * b.cell, b.top + f.r0 * b.cellH, f.cols * b.cell, f.rows * b.cellH);
+      ctx.setLineDash([]);
     }
     // the cell whose arithmetic is shown
     if (s.cell && s.cell[0] < s.rows && s.cell[1] < s.cols) {

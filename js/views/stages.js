@@ -31,9 +31,89 @@ function legend(node, title, color, lo, hi) {
     el("span", {}, fmt2(hi)));
 }
 
-/** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool)})
+const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
+
+/**
+ * A detail view beside a long matrix: a window of it with its labels and numbers, moved by
+ * the wheel (zoom), a drag or the arrow keys (pan, + and - zoom); a click picks that cell.
+ * The window follows the focused row and the picked cell; it is the page's own, not synced.
+ */
+function createDetail(panel, { win, onPickCell, describe, onMove }) {
+  const grid = createGrid(panel, { title: "detail", onPick: (i, j) => !dragged && onPickCell(win.r0 + i, j == null ? null : win.c0 + j), describe: (i, j) => describe(win.r0 + i, win.c0 + j) });
+  const note = el("p", { class: "aw-detail-note" });
+  grid.node.append(note);
+  const canvas = grid.node.querySelector("canvas");
+  canvas.tabIndex = 0;
+  let drag = null, dragged = false;
+  const cells = () => [Number(canvas.dataset.cellWidth) || 20, Number(canvas.dataset.cellHeight) || 20];
+  const listeners = {
+    wheel(ev) {
+      ev.preventDefault();
+      zoom(win, ev.deltaY > 0 ? 1.25 : 0.8);
+      onMove();
+    },
+    pointerdown(ev) { drag = { x: ev.clientX, y: ev.clientY, r0: win.r0, c0: win.c0 }; dragged = false; },
+    pointermove(ev) {
+      if (!drag || !(ev.buttons & 1)) return;
+      const [w, h] = cells(), dc = Math.round((drag.x - ev.clientX) / w), dr = Math.round((drag.y - ev.clientY) / h);
+      if (!dc && !dr) return;
+      dragged = true;
+      move(win, drag.r0 + dr - win.r0, drag.c0 + dc - win.c0);
+      onMove();
+    },
+    pointerup() { drag = null; setTimeout(() => { dragged = false; }); }, // the click that ends a drag picks nothing
+    keydown(ev) {
+      const by = ev.shiftKey ? Math.max(1, win.size >> 1) : 1;
+      const step = { ArrowUp: [-by, 0], ArrowDown: [by, 0], ArrowLeft: [0, -by], ArrowRight: [0, by] }[ev.key];
+      if (step) move(win, ...step);
+      else if (ev.key === "+" || ev.key === "=") zoom(win, 0.8);
+      else if (ev.key === "-") zoom(win, 1.25);
+      else return;
+      ev.preventDefault();
+      onMove();
+    },
+  };
+  for (const [name, f] of Object.entries(listeners)) canvas.addEventListener(name, f);
+  return {
+    node: grid.node,
+    update(spec) {
+      grid.update(spec);
+      note.textContent = `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.n}: `
+        + "the wheel zooms, a drag or the arrow keys move the window";
+    },
+    destroy() {
+      for (const [name, f] of Object.entries(listeners)) canvas.removeEventListener(name, f);
+      grid.destroy();
+    },
+  };
+}
+
+// the window, kept inside the matrix
+function move(win, dr, dc) {
+  win.r0 = Math.max(0, Math.min(win.n - win.size, win.r0 + dr));
+  win.c0 = Math.max(0, Math.min(win.n - win.size, win.c0 + dc));
+}
+function zoom(win, by) {
+  const size = Math.max(4, Math.min(64, win.n, Math.round(win.size * by)));
+  move(win, (win.size - size) >> 1, (win.size - size) >> 1);
+  win.size = size;
+  move(win, 0, 0);
+}
+/** Keeps the focused row, and the picked cell, inside the window when either changes. */
+function follow(win, n, focus, cell) {
+  if (win.n !== n) Object.assign(win, { n, size: Math.min(16, n), r0: 0, c0: 0, seen: null });
+  const seen = `${focus}|${cell}`;
+  if (seen === win.seen) return;
+  win.seen = seen;
+  const into = (start, at) => (at >= start && at < start + win.size ? start : at - (win.size >> 1));
+  win.r0 = into(win.r0, cell ? cell[0] : focus);
+  win.c0 = into(win.c0, cell ? cell[1] : win.r0 + (win.size >> 1));
+  move(win, 0, 0);
+}
+
+/** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
  *  -> {update(view), destroy()}; view = {stage, tokens, focus, cell, row, pal, maxWidth}. */
-export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual }) {
+export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   // Each panel is shown in the stages it names; the weights matrix stays for the blend.
   const panels = [];
   const panel = (...stages) => {
@@ -56,15 +136,34 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${name(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
+  const win = { n: 0 }; // the detail views' window, shared: it stays put across stages
+  const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
   const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: onPickCell, describe: describeCell });
+  const weightsDetail = createDetail(weightsPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const weightsLegend = el("div", { class: "aw-legend" });
   weightsPanel.append(weightsLegend);
   const blend = createBlend(blendPanel, { onResidual });
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
   const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth });
+  // the detail of a long matrix: the window's rows and columns, with their labels and numbers
+  const zoomed = (view, detail, spec) => {
+    const n = view.tokens.length, on = n > ZOOM_FROM;
+    detail.node.hidden = !on;
+    if (!on) return null;
+    follow(win, n, view.focus, view.cell);
+    const { r0, c0, size } = win, inside = (i, j) => i >= 0 && i < size && j >= 0 && j < size;
+    const cell = view.cell && inside(view.cell[0] - r0, view.cell[1] - c0) ? [view.cell[0] - r0, view.cell[1] - c0] : null;
+    detail.update({
+      ...spec, rows: size, cols: size, rowLabels: view.tokens.slice(r0, r0 + size), colLabels: view.tokens.slice(c0, c0 + size),
+      focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null, cell, maxWidth: Math.min(view.maxWidth, 760),
+      value: (i, j) => spec.data[(r0 + i) * n + c0 + j], masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
+      data: null, key: null, causal: false, extra: null, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + size}, columns ${c0 + 1} to ${c0 + size}`,
+    });
+    return { r0, c0, rows: size, cols: size };
+  };
   const masking = () => ({
     masked: get("causal") || store.mask() ? store.closed : null,
     causal: get("causal") && !store.mask(), // causal alone has a fast path
@@ -98,7 +197,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       let m = 1e-9, lo = Infinity, hi = -Infinity;
       for (let p = 0; p < S.length; p++) { m = Math.max(m, Math.abs(S[p])); lo = Math.min(lo, S[p]); hi = Math.max(hi, S[p]); }
       const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
-      scoresGrid.update({ ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` });
+      const spec = { ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
+      scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
       legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
     },
@@ -107,12 +207,13 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       const top = n > 64 ? store.topWeight() : 1, color = weightColours(view.pal, top);
-      weightsGrid.update({
+      const spec = {
         ...grid(view), ...masking(), cols: n, value: (i, j) => W[i * n + j], color, text: fmt2, cell: view.cell, key: W, data: W,
         maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
         extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(W, n, i)) }], // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
-      });
+      };
+      weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : (weightsDetail.node.hidden = true, null) });
       legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${fmt3(top)})` : "weight", color, 0, top);
     },
     blend(view) {
@@ -131,7 +232,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       draw[view.stage]?.(view);
     },
     destroy() {
-      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, weightsGrid, blend]) v.destroy();
+      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, weightsGrid, weightsDetail, blend]) v.destroy();
     },
   };
 }

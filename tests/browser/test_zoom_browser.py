@@ -1,0 +1,96 @@
+"""Long inputs a person can read: beside a matrix of hundreds of tokens, a detail view of a
+window of it, moved by the wheel, a drag and the keys; a click in it picks that cell, in the
+page and in Python."""
+
+import re
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+N = 300
+SETUP = f"""
+import numpy as np
+from attnwidget import AttentionWidget
+rng = np.random.default_rng(0)
+z = AttentionWidget(tokens=[f"w{{i}}" for i in range({N})], q=rng.normal(size=({N}, 8)), k=rng.normal(size=({N}, 8)),
+                    v=rng.normal(size=({N}, 2)), stage="weights", focus=120)
+z
+"""
+
+
+def detail(root):
+    canvas = root.locator(".aw-panel:visible canvas.aw-grid").nth(1)
+    note = root.locator(".aw-panel:visible .aw-detail-note")
+    return canvas, note
+
+
+def window(note):
+    r0, r1, c0, c1 = map(int, re.findall(r"\d+", note.inner_text())[:4])
+    return r0 - 1, r1 - r0 + 1, c0 - 1  # first row, size, first column
+
+
+def click_cell(canvas, i, j):
+    d = canvas.evaluate("(c) => ({...c.dataset})")
+    canvas.click(position={"x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]), "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"])})
+
+
+def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_notebook, artifacts):
+    page, kernel, errors = open_notebook("zoom.ipynb", [SETUP])
+    try:
+        root = page.locator(".aw-root")
+        canvas, note = detail(root)
+        r0, size, c0 = window(note)
+        assert r0 <= 120 < r0 + size  # the focused row is in the window
+        labels = canvas.get_attribute("aria-label")
+        assert f"rows {r0 + 1} to {r0 + size}" in labels
+        # the keys move it, the wheel zooms it
+        canvas.focus()
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("(want) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.textContent.startsWith(want))",
+                               arg=f"rows {r0 + 2}–{r0 + size + 1}, columns {c0 + 2}–")
+        canvas.hover()
+        page.mouse.wheel(0, -200)  # zoom in
+        page.wait_for_function("(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && !e.textContent.includes(was))",
+                               arg=f"columns {c0 + 2}–{c0 + size + 1} ")
+        assert window(note)[1] < size
+        # a click in the detail picks that cell, in Python too
+        r0, size, c0 = window(note)
+        click_cell(canvas, 2, 3)
+        assert kernel.wait_for("z.cell", lambda c: c == [r0 + 2, c0 + 3]) == [r0 + 2, c0 + 3]
+        assert kernel.eval("z.focus") == r0 + 2
+        root.screenshot(path=str(artifacts / "zoom-live.png"))
+        assert not errors, errors
+    finally:
+        kernel.close()
+        page.context.close()
+
+
+def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(1)
+    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="scores")
+    path = tmp_path / "zoom.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1200, "height": 1400}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    root = page.locator(".aw-root")
+    overview = root.locator(".aw-panel:visible canvas.aw-grid").nth(0)
+    canvas, note = detail(root)
+    click_cell(overview, 250, 40)  # far from the window
+    page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('cell')?.[0] === 250")
+    r0, size, c0 = window(note)
+    assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
+    # hovering a detail cell tells its row, column and value
+    click_cell(canvas, 0, 0)
+    canvas.hover(position={"x": float(canvas.get_attribute("data-left")) + 5, "y": float(canvas.get_attribute("data-top")) + 5})
+    tip = root.locator(".aw-panel:visible .aw-tip:visible")
+    assert f"{w.tokens[r0]} reads {w.tokens[c0]}" in tip.inner_text()
+    assert f"score {w.scores[r0, c0]:.3f}".replace("-", "−") in tip.inner_text().replace("-", "−")
+    assert not errors, errors
+    page.context.close()
