@@ -61,11 +61,11 @@ CHROMIUM_ARGS = [
 # The data and the three pages
 
 def make_data(n: int):
-    """q, k, v for 12 heads (random normal, d=64, fixed seed) and the weights attnwidget computes."""
+    """q, k, v for 12 heads (random normal in float32, d=64, fixed seed) and the weights attnwidget computes."""
     import attnwidget
 
     rng = np.random.default_rng(SEED)
-    q, k, v = rng.normal(size=(3, HEADS, n, D))
+    q, k, v = rng.normal(size=(3, HEADS, n, D)).astype(np.float32)  # a real model's numbers (they travel as float32)
     weights = np.stack([attnwidget.attention(q[h], k[h], v[h]).weights for h in range(HEADS)])
     return [f"t{i}" for i in range(n)], q, k, v, weights
 
