@@ -518,9 +518,11 @@ class AttentionWidget(anywidget.AnyWidget):
             self.set_trait("value_basis", principal_axes(v))
 
     def set_state(self, sync_data):
-        """Apply a message from the page, an untrusted source: read-only, private, unknown and
-        ipywidgets' own keys are refused, and so is a value that cannot be read or validated; a refused message
-        changes nothing and the page is put back on Python's state for the keys it sent."""
+        """Apply a message from the page, an untrusted source. Read-only, private, unknown and
+        ipywidgets' own keys are refused, and so is a value that cannot be read or validated:
+        a refused message changes nothing, and the page is put back on Python's state for the
+        keys it sent. A value the widget settles otherwise (e.g. a cell outside the focused
+        row) is sent back too."""
         # the widget's own writable traits: the page has no business with ipywidgets' layout and such
         writable = {n for n in _OWN_TRAITS if n in self.keys and not self.traits()[n].read_only}
         self._committed = False
