@@ -132,9 +132,7 @@ function render({ model, el: host }) {
     });
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(W.subarray(focus * n, focus * n + n));
-    // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
-    if (strip.update({ tokens, focus, row: showWeights ? row : null, pal })) layoutRetries = 0;
-    else if (layoutRetries++ < 60) schedule();
+
     caption.textContent = CAPTIONS[stage] || "";
     const warning = roundingNotice();
     notice.hidden = !warning;
@@ -148,6 +146,9 @@ function render({ model, el: host }) {
       reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);
     stages.update({ stage, tokens, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
+    // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
+    if (strip.update({ tokens, focus, row: showWeights ? row : null, pal, span: stages.span() })) layoutRetries = 0;
+    else if (layoutRetries++ < 60) schedule();
   }
 
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.

@@ -231,6 +231,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage);
       draw[view.stage]?.(view);
     },
+    /** The detail window's columns, [first, count], while one is shown; else null. */
+    span: () => ([scoresDetail, weightsDetail].some((d) => !d.node.hidden && d.node.closest(".aw-panel:not([hidden])")) ? [win.c0, win.size] : null),
     destroy() {
       for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, weightsGrid, weightsDetail, blend]) v.destroy();
     },

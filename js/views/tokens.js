@@ -73,10 +73,12 @@ export function createTokenStrip(parent, { onFocus }) {
     node,
     list, // its size follows the token buttons' layout
     /** Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, focus, row, pal }) {
+    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null. */
+    update({ tokens, focus, row, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
-      last = { tokens, focus };
+      const spanMoved = span && String(span) !== String(last?.span);
+      last = { tokens, focus, span };
       // a long strip is condensed: the tint alone says how much each token is read
       const condensed = tokens.length > CONDENSE;
       node.classList.toggle("aw-condensed", condensed);
@@ -94,7 +96,11 @@ export function createTokenStrip(parent, { onFocus }) {
         b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
         b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
       });
-      if (moved && buttons[focus] && node.scrollWidth > node.clientWidth) {
+      if (spanMoved && !moved && node.scrollWidth > node.clientWidth) {
+        // the detail window moved: show its columns' tokens
+        const [a, b] = [buttons[span[0]], buttons[Math.min(buttons.length, span[0] + span[1]) - 1]];
+        if (a && b) node.scrollLeft = (a.offsetLeft + b.offsetLeft + b.offsetWidth) / 2 - node.clientWidth / 2;
+      } else if (moved && buttons[focus] && node.scrollWidth > node.clientWidth) {
         // keep the focused token (and so its arcs) in view on a long, scrolling strip
         const b = buttons[focus];
         node.scrollLeft = b.offsetLeft - node.clientWidth / 2 + b.offsetWidth / 2;

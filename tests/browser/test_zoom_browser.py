@@ -94,3 +94,25 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     assert f"score {w.scores[r0, c0]:.3f}".replace("-", "−") in tip.inner_text().replace("-", "−")
     assert not errors, errors
     page.context.close()
+
+
+def test_the_token_strip_follows_the_window(browser, tmp_path):
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(2)
+    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="weights", focus=10)
+    path = tmp_path / "strip.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1000, "height": 1400}, bypass_csp=True).new_page()
+    page.goto(path.as_uri())
+    root = page.locator(".aw-root")
+    canvas, note = detail(root)
+    canvas.focus()
+    for _ in range(12):
+        page.keyboard.press("Shift+ArrowRight")  # half a window at a time, far to the right
+    page.wait_for_function("() => /columns (\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent)[1] > 60")
+    r0, size, c0 = window(note)
+    first = root.locator(f".aw-token[data-index='{c0}']").bounding_box()
+    strip = root.locator(".aw-strip").bounding_box()
+    assert strip["x"] <= first["x"] and first["x"] + first["width"] <= strip["x"] + strip["width"]
+    page.context.close()
