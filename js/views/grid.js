@@ -13,7 +13,8 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel,
  *        data (optional: the values, row-major), causal (masked is j > i), key (data identity),
  *        readsAhead, maskData (what closes cells, for the cell image's cache),
- *        frame: {r0, c0, rows, cols} (the detail view's window, outlined on an overview)}
+ *        frame: {r0, c0, rows, cols} (the detail view's window, outlined on an overview),
+ *        measure (labels to make room for, when the shown ones are a window of them)}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
@@ -31,14 +32,14 @@ export function createGrid(parent, { title, onPick, describe }) {
       if (!measured.has(labels)) measured.set(labels, labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0));
       return measured.get(labels);
     };
-    const left = Math.min(120, widest(s.rowLabels) + 10);
+    const left = Math.min(120, widest(s.measure || s.rowLabels) + 10); // measure: labels to make room for, if not these
     const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
     const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
     // whole pixels while cells are big enough to read; fractions when thousands must fit the width
     const fit = avail / s.cols;
     const cell = fit >= 6 ? Math.min(54, Math.floor(fit)) : fit;
     const cellH = Math.min(30, cell);
-    const colW = widest(s.colLabels);
+    const colW = widest(s.measure || s.colLabels);
     const rotate = colW + 6 > cell;
     const top = s.colLabels.length ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : 4;
     return { left, top, cell, cellH, rotate, extraW, width: left + cell * s.cols + extraW.reduce((a, b) => a + b, 0) + 4, height: top + cellH * s.rows + 4 };

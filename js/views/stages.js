@@ -34,9 +34,10 @@ function legend(node, title, color, lo, hi) {
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 
 /**
- * A detail view beside a long matrix: a window of it with its labels and numbers, moved by
- * the wheel (zoom), a drag or the arrow keys (pan, + and - zoom); a click picks that cell.
- * The window follows the focused row and the picked cell; it is the page's own, not synced.
+ * A detail view beside a long matrix: a window of it with its labels and numbers, moved by a
+ * drag or the arrow keys, zoomed by Ctrl (or ⌘) and the wheel or a pinch, or + and -; a click
+ * picks that cell. The window follows the focused row and the picked cell; it is the page's
+ * own, not synced. A plain wheel still scrolls the notebook.
  */
 function createDetail(panel, { win, onPickCell, describe, onMove }) {
   const grid = createGrid(panel, { title: "detail", onPick: (i, j) => !dragged && onPickCell(win.r0 + i, j == null ? null : win.c0 + j), describe: (i, j) => describe(win.r0 + i, win.c0 + j) });
@@ -44,15 +45,22 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
   grid.node.append(note);
   const canvas = grid.node.querySelector("canvas");
   canvas.tabIndex = 0;
+  canvas.classList.add("aw-detail");
+  canvas.setAttribute("data-lm-suppress-shortcuts", ""); // JupyterLab's command-mode keys (D D, A, B) are not for it
   let drag = null, dragged = false;
   const cells = () => [Number(canvas.dataset.cellWidth) || 20, Number(canvas.dataset.cellHeight) || 20];
   const listeners = {
     wheel(ev) {
+      if (!(ev.ctrlKey || ev.metaKey) || !ev.deltaY) return; // Chrome sends a pinch as Ctrl + wheel
       ev.preventDefault();
-      zoom(win, ev.deltaY > 0 ? 1.25 : 0.8);
+      zoom(win, Math.exp(Math.max(-1, Math.min(1, ev.deltaY / 200)) * 0.5)); // by how far it turned
       onMove();
     },
-    pointerdown(ev) { drag = { x: ev.clientX, y: ev.clientY, r0: win.r0, c0: win.c0 }; dragged = false; },
+    pointerdown(ev) {
+      drag = { x: ev.clientX, y: ev.clientY, r0: win.r0, c0: win.c0 };
+      dragged = false;
+      canvas.setPointerCapture(ev.pointerId); // the drag goes on outside the canvas, and ends wherever it ends
+    },
     pointermove(ev) {
       if (!drag || !(ev.buttons & 1)) return;
       const [w, h] = cells(), dc = Math.round((drag.x - ev.clientX) / w), dr = Math.round((drag.y - ev.clientY) / h);
@@ -62,7 +70,9 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
       onMove();
     },
     pointerup() { drag = null; setTimeout(() => { dragged = false; }); }, // the click that ends a drag picks nothing
+    pointercancel() { drag = null; dragged = false; },
     keydown(ev) {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey) return; // the browser's and the notebook's own keys
       const by = ev.shiftKey ? Math.max(1, win.size >> 1) : 1;
       const step = { ArrowUp: [-by, 0], ArrowDown: [by, 0], ArrowLeft: [0, -by], ArrowRight: [0, by] }[ev.key];
       if (step) move(win, ...step);
@@ -79,7 +89,7 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
     update(spec) {
       grid.update(spec);
       note.textContent = `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.n}: `
-        + "the wheel zooms, a drag or the arrow keys move the window";
+        + "a drag or the arrow keys move the window; Ctrl + wheel, a pinch, or + and − zoom it";
     },
     destroy() {
       for (const [name, f] of Object.entries(listeners)) canvas.removeEventListener(name, f);
@@ -94,20 +104,25 @@ function move(win, dr, dc) {
   win.c0 = Math.max(0, Math.min(win.n - win.size, win.c0 + dc));
 }
 function zoom(win, by) {
-  const size = Math.max(4, Math.min(64, win.n, Math.round(win.size * by)));
-  move(win, (win.size - size) >> 1, (win.size - size) >> 1);
+  win.exact = Math.max(4, Math.min(64, win.n, (win.exact ?? win.size) * by)); // small turns add up
+  const size = Math.round(win.exact), d = win.size - size;
+  // about the middle, or held at an edge of the matrix it touches
+  const shift = (start) => (start === 0 ? 0 : start + win.size >= win.n ? d : d >> 1);
+  const [dr, dc] = [shift(win.r0), shift(win.c0)];
   win.size = size;
-  move(win, 0, 0);
+  move(win, dr, dc); // clamped with the new size
 }
 /** Keeps the focused row, and the picked cell, inside the window when either changes. */
 function follow(win, n, focus, cell) {
-  if (win.n !== n) Object.assign(win, { n, size: Math.min(16, n), r0: 0, c0: 0, seen: null });
+  if (win.n !== n) Object.assign(win, { n, size: Math.min(16, n), exact: null, r0: 0, c0: null, seen: null });
   const seen = `${focus}|${cell}`;
   if (seen === win.seen) return;
   win.seen = seen;
   const into = (start, at) => (at >= start && at < start + win.size ? start : at - (win.size >> 1));
+  const first = win.c0 == null;
   win.r0 = into(win.r0, cell ? cell[0] : focus);
-  win.c0 = into(win.c0, cell ? cell[1] : win.r0 + (win.size >> 1));
+  // columns move only for a cell (or to start on the diagonal): a new focused row keeps them
+  if (cell || first) win.c0 = into(first ? 0 : win.c0, cell ? cell[1] : win.r0 + (win.size >> 1));
   move(win, 0, 0);
 }
 
@@ -135,12 +150,14 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
   const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${name(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
-  const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: onPickCell, describe: describeCell });
+  // a click on an overview brings the window to that cell, even the one already picked
+  const pickOnOverview = (i, j) => { win.seen = null; onPickCell(i, j); onWindow(); };
+  const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: pickOnOverview, describe: describeCell });
   const win = { n: 0 }; // the detail views' window, shared: it stays put across stages
   const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
-  const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: onPickCell, describe: describeCell });
+  const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: pickOnOverview, describe: describeCell });
   const weightsDetail = createDetail(weightsPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const weightsLegend = el("div", { class: "aw-legend" });
   weightsPanel.append(weightsLegend);
@@ -158,6 +175,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     const cell = view.cell && inside(view.cell[0] - r0, view.cell[1] - c0) ? [view.cell[0] - r0, view.cell[1] - c0] : null;
     detail.update({
       ...spec, rows: size, cols: size, rowLabels: view.tokens.slice(r0, r0 + size), colLabels: view.tokens.slice(c0, c0 + size),
+      measure: view.tokens, // label room from every token: the view keeps its size as the window moves
       focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null, cell, maxWidth: Math.min(view.maxWidth, 760),
       value: (i, j) => spec.data[(r0 + i) * n + c0 + j], masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
       data: null, key: null, causal: false, extra: null, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + size}, columns ${c0 + 1} to ${c0 + size}`,

@@ -52,7 +52,9 @@ def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_noteb
         page.wait_for_function("(want) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.textContent.startsWith(want))",
                                arg=f"rows {r0 + 2}–{r0 + size + 1}, columns {c0 + 2}–")
         canvas.hover()
-        page.mouse.wheel(0, -200)  # zoom in
+        page.keyboard.down("Control")
+        page.mouse.wheel(0, -200)  # Ctrl + wheel zooms in
+        page.keyboard.up("Control")
         page.wait_for_function("(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && !e.textContent.includes(was))",
                                arg=f"columns {c0 + 2}–{c0 + size + 1} ")
         assert window(note)[1] < size
@@ -115,4 +117,63 @@ def test_the_token_strip_follows_the_window(browser, tmp_path):
     first = root.locator(f".aw-token[data-index='{c0}']").bounding_box()
     strip = root.locator(".aw-strip").bounding_box()
     assert strip["x"] <= first["x"] and first["x"] + first["width"] <= strip["x"] + strip["width"]
+    page.context.close()
+
+
+def test_the_window_is_moved_only_when_asked(browser, tmp_path):
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(3)
+    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="scores", focus=0)
+    path = tmp_path / "asked.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1100, "height": 900}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    root = page.locator(".aw-root")
+    overview = root.locator(".aw-panel:visible canvas.aw-grid").nth(0)
+    canvas, note = detail(root)
+    redrawn = "document.querySelector('.aw-root').attnwidget.redraw()"
+    start = window(note)
+    canvas.scroll_into_view_if_needed()
+    canvas.hover()
+    before = page.evaluate("window.scrollY")
+    assert before > 0
+    page.mouse.wheel(0, -100)  # a plain wheel scrolls the page and leaves the window alone
+    page.wait_for_function("(y) => window.scrollY < y", arg=before)
+    page.evaluate(redrawn)
+    assert window(note) == start
+    canvas.focus()
+    for _ in range(3):
+        page.keyboard.press("+")  # zoomed at the top edge: row 1 stays in view
+    page.evaluate(redrawn)
+    r0, size, c0 = window(note)
+    assert r0 == 0 and size < start[1]
+    page.keyboard.press("Control+-")  # the browser's key, not the window's
+    page.evaluate(redrawn)
+    assert window(note)[1] == size
+    # panned columns stay when the focused row changes within the window
+    for _ in range(4):
+        page.keyboard.press("Shift+ArrowRight")
+    page.evaluate(redrawn)
+    r0, size, c0 = window(note)
+    d = canvas.evaluate("(c) => ({...c.dataset})")
+    canvas.click(position={"x": float(d["left"]) - 8, "y": float(d["top"]) + 2.5 * float(d["cellHeight"])})  # a row label
+    page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('focus') === 2")
+    page.evaluate(redrawn)
+    assert window(note) == (r0, size, c0)
+    # a click on the overview's cell brings the window back to it, even the cell already picked
+    click_cell(overview, 250, 40)
+    page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('cell')?.[0] === 250")
+    canvas.focus()
+    for _ in range(10):
+        page.keyboard.press("Shift+ArrowUp")
+    page.evaluate(redrawn)
+    assert not window(note)[0] <= 250 < window(note)[0] + window(note)[1]
+    click_cell(overview, 250, 40)
+    page.evaluate(redrawn)
+    r0, size, c0 = window(note)
+    assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
+    assert not errors, errors
     page.context.close()
