@@ -36,6 +36,21 @@ def click_cell(canvas, i, j):
     canvas.click(position={"x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]), "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"])})
 
 
+def exported(browser, tmp_path, seed, viewport, **kwargs):
+    """An exported page of N random tokens: the widget, the page (its errors in page.errors) and its root."""
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(seed)
+    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), **kwargs)
+    path = tmp_path / f"zoom-{seed}.html"
+    w.to_html(path)
+    page = browser.new_context(viewport=viewport, bypass_csp=True).new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto(path.as_uri())
+    return w, page, page.locator(".aw-root")
+
+
 def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_notebook, artifacts):
     page, kernel, errors = open_notebook("zoom.ipynb", [SETUP])
     try:
@@ -71,17 +86,7 @@ def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_noteb
 
 
 def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
-    from attnwidget import AttentionWidget
-
-    rng = np.random.default_rng(1)
-    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="scores")
-    path = tmp_path / "zoom.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1200, "height": 1400}, bypass_csp=True).new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.as_uri())
-    root = page.locator(".aw-root")
+    w, page, root = exported(browser, tmp_path, 1, {"width": 1200, "height": 1400}, stage="scores")
     overview = root.locator(".aw-panel:visible canvas.aw-grid").nth(0)
     canvas, note = detail(root)
     click_cell(overview, 250, 40)  # far from the window
@@ -94,20 +99,12 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     tip = root.locator(".aw-panel:visible .aw-tip:visible")
     assert f"{w.tokens[r0]} reads {w.tokens[c0]}" in tip.inner_text()
     assert f"score {w.scores[r0, c0]:.3f}".replace("-", "−") in tip.inner_text().replace("-", "−")
-    assert not errors, errors
+    assert not page.errors, page.errors
     page.context.close()
 
 
 def test_the_token_strip_follows_the_window(browser, tmp_path):
-    from attnwidget import AttentionWidget
-
-    rng = np.random.default_rng(2)
-    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="weights", focus=10)
-    path = tmp_path / "strip.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1000, "height": 1400}, bypass_csp=True).new_page()
-    page.goto(path.as_uri())
-    root = page.locator(".aw-root")
+    w, page, root = exported(browser, tmp_path, 2, {"width": 1000, "height": 1400}, stage="weights", focus=10)
     canvas, note = detail(root)
     canvas.focus()
     for _ in range(12):
@@ -117,21 +114,12 @@ def test_the_token_strip_follows_the_window(browser, tmp_path):
     first = root.locator(f".aw-token[data-index='{c0}']").bounding_box()
     strip = root.locator(".aw-strip").bounding_box()
     assert strip["x"] <= first["x"] and first["x"] + first["width"] <= strip["x"] + strip["width"]
+    assert not page.errors, page.errors
     page.context.close()
 
 
 def test_the_window_is_moved_only_when_asked(browser, tmp_path):
-    from attnwidget import AttentionWidget
-
-    rng = np.random.default_rng(3)
-    w = AttentionWidget(q=rng.normal(size=(N, 4)), k=rng.normal(size=(N, 4)), v=rng.normal(size=(N, 2)), stage="scores", focus=0)
-    path = tmp_path / "asked.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1100, "height": 900}, bypass_csp=True).new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.as_uri())
-    root = page.locator(".aw-root")
+    w, page, root = exported(browser, tmp_path, 3, {"width": 1100, "height": 900}, stage="scores", focus=0)
     overview = root.locator(".aw-panel:visible canvas.aw-grid").nth(0)
     canvas, note = detail(root)
     redrawn = "document.querySelector('.aw-root').attnwidget.redraw()"
@@ -175,5 +163,5 @@ def test_the_window_is_moved_only_when_asked(browser, tmp_path):
     page.evaluate(redrawn)
     r0, size, c0 = window(note)
     assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
-    assert not errors, errors
+    assert not page.errors, page.errors
     page.context.close()
