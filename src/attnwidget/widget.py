@@ -461,20 +461,17 @@ class AttentionWidget(anywidget.AnyWidget):
         if errors:
             raise errors[0]
 
+    def _whole(self, name):
+        """The change one of the widget's own traits makes is a whole change (above); others, as they are."""
+        own = name in _OWN_TRAITS and not self._cross_validation_lock
+        return self.hold_trait_notifications() if own else contextlib.nullcontext()
+
     def __setattr__(self, name, value):
-        # Each assignment of one of the widget's traits is a change like any other (above).
-        if name in _OWN_TRAITS and not self._cross_validation_lock:
-            with self.hold_trait_notifications():
-                super().__setattr__(name, value)
-        else:
+        with self._whole(name):
             super().__setattr__(name, value)
 
-    def set_trait(self, name, value):
-        # set_trait too (it skips only the read-only check)
-        if name in _OWN_TRAITS and not self._cross_validation_lock:
-            with self.hold_trait_notifications():
-                super().set_trait(name, value)
-        else:
+    def set_trait(self, name, value):  # set_trait skips only the read-only check
+        with self._whole(name):
             super().set_trait(name, value)
 
     def _settle(self, before, changed):
