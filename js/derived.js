@@ -15,12 +15,6 @@ export function memo(fn) {
   };
 }
 
-function largest(values) {
-  let top = 0;
-  for (let i = 0; i < values.length; i++) if (values[i] > top) top = values[i];
-  return top;
-}
-
 function rowSums(W, n) {
   const sums = new Float64Array(n);
   for (let i = 0; i < n; i++) {
@@ -42,7 +36,8 @@ export function createStore(get) {
   const maskOf = memo((m, n) => (m && m.rows === n ? m.data : null));
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
-  const sums = memo(rowSums), top = memo(largest), spread = memo(A.outputSpread);
+  const sums = memo(rowSums), spread = memo(A.outputSpread);
+  const scoreRange = memo(A.extent), weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
   const headJob = memo((q, k, scale) => ({ q, k, scale, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
@@ -62,7 +57,8 @@ export function createStore(get) {
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     output: () => output(s.weights(), s.v()),
     rowSums: () => sums(s.weights(), s.q().rows),
-    topWeight: () => top(s.weights()),
+    scoreRange: () => scoreRange(s.scores()), // [lowest, highest]
+    topWeight: () => weightRange(s.weights())[1],
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     headJob: () => headJob(array("q"), array("k"), s.scale()),

@@ -212,8 +212,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     },
     scores(view) {
       const S = store.scores(), n = view.tokens.length;
-      let m = 1e-9, lo = Infinity, hi = -Infinity;
-      for (let p = 0; p < S.length; p++) { m = Math.max(m, Math.abs(S[p])); lo = Math.min(lo, S[p]); hi = Math.max(hi, S[p]); }
+      const [lo, hi] = store.scoreRange(), m = Math.max(1e-9, -lo, hi); // once per scores, not per draw
       const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
       const spec = { ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
