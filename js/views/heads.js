@@ -50,8 +50,9 @@ export function createHeads(parent, { onHead, onProgress }) {
   let current = null, timer = 0;
   const run = (work) => {
     if (work !== current) return;
-    const started = performance.now(), done = advance(work, () => performance.now() - started > 25);
-    onProgress();
+    const finished = work.thumbs.filter(Boolean).length, started = performance.now();
+    const done = advance(work, () => performance.now() - started > 25);
+    if (work.thumbs.filter(Boolean).length > finished) onProgress(); // a redraw only for a new picture
     if (!done) timer = setTimeout(() => run(work), 0);
   };
 
