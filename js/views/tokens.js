@@ -72,8 +72,8 @@ export function createTokenStrip(parent, { onFocus }) {
   return {
     node,
     list, // its size follows the token buttons' layout
-    /** Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null. */
+    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null.
+     * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
     update({ tokens, focus, row, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
