@@ -4,7 +4,8 @@
 import "./widget.css";
 import * as A from "./attention.js";
 import { createStore } from "./derived.js";
-import { el, fill, palette, fmt2, fmt3, fmtE, fmtT } from "./views/dom.js";
+import { el, fill, palette } from "./views/dom.js";
+import { describeRow, roundingWarning } from "./views/readout.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
 import { createStages, weightColours } from "./views/stages.js";
@@ -72,13 +73,6 @@ function render({ model, el: host }) {
   // Said plainly when rounding could make the page's numbers differ from Python's.
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
-  const roundingNotice = () => {
-    const T = get("temperature"), agree = store.agreement();
-    return agree.exact ? null : `These numbers are too sensitive to rounding to show exactly: a score here can differ from `
-      + `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(T)} can move `
-      + `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; `
-      + "raise the temperature, or scale q and k down, to see them here.";
-  };
   const heads = createHeads(root, { onHead: (h) => save("head", h), onProgress: () => schedule() });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
@@ -102,19 +96,6 @@ function render({ model, el: host }) {
     onWindow: () => schedule(),
   });
 
-  function describeRow(focus, tokens, stage) {
-    const n = tokens.length, name = tokens[focus];
-    if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
-    const values = stage === "scores" ? store.scores() : store.weights();
-    const order = Array.from({ length: n }, (_, j) => j).filter((j) => !store.closed(focus, j));
-    order.sort((a, b) => values[focus * n + b] - values[focus * n + a]);
-    const top = order.slice(0, 6).map((j) =>
-      el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
-    const verb = stage === "scores" ? " scores " : " reads ";
-    const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(store.weights(), n, focus))} effective tokens`];
-    return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
-  }
-
   // --- drawing, batched to one frame ---
   let frame = 0, layoutRetries = 0;
   const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
@@ -134,10 +115,10 @@ function render({ model, el: host }) {
     const row = Array.from(W.subarray(focus * n, focus * n + n));
 
     caption.textContent = CAPTIONS[stage] || "";
-    const warning = roundingNotice();
+    const warning = roundingWarning(store, get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
-    fill(readout, describeRow(focus, tokens, stage));
+    fill(readout, describeRow(store, focus, tokens, stage));
 
     heads.node.hidden = store.all("q").heads < 2; // thumbnails scale themselves
     if (!heads.node.hidden) heads.update({ work: store.thumbnails(), head: get("head"), color: weightColours(pal) });
@@ -154,7 +135,7 @@ function render({ model, el: host }) {
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
   root.attnwidget = {
     numbers: () => {
-      const warning = roundingNotice();
+      const warning = roundingWarning(store, get("temperature"));
       return {
         scores: Array.from(store.scores()), weights: Array.from(store.weights()), output: Array.from(store.output()),
         scale: store.scale(), temperature: get("temperature"), exact: !warning, notice: warning,
