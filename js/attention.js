@@ -41,14 +41,33 @@ export function scores(q, k, scale) {
 
 /** Rows r0..r1 of scale · Q Kᵀ, written into `out` (so long inputs can be done in pieces). */
 export function scoreRows(out, q, k, scale, r0, r1) {
-  const d = q.cols;
-  for (let i = r0; i < r1; i++) {
-    for (let j = 0; j < k.rows; j++) {
-      let s = 0;
-      for (let c = 0; c < d; c++) s += q.data[i * d + c] * k.data[j * d + c];
-      out[i * k.rows + j] = scale * s;
+  // Two queries against four keys at a time: each loaded number serves several sums, about four
+  // times as fast as one dot product at a time. Every sum still runs over c in order, so each
+  // score is the very same number as the plain loop's.
+  const d = q.cols, m = k.rows, Q = q.data, K = k.data;
+  const dot = (i, j) => {
+    let s = 0;
+    for (let c = 0; c < d; c++) s += Q[i * d + c] * K[j * d + c];
+    return s;
+  };
+  let i = r0;
+  for (; i + 1 < r1; i += 2) {
+    const qa = i * d, qb = qa + d, oa = i * m, ob = oa + m;
+    let j = 0;
+    for (; j + 3 < m; j += 4) {
+      const k0 = j * d, k1 = k0 + d, k2 = k1 + d, k3 = k2 + d;
+      let a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+      for (let c = 0; c < d; c++) {
+        const x = Q[qa + c], y = Q[qb + c], u0 = K[k0 + c], u1 = K[k1 + c], u2 = K[k2 + c], u3 = K[k3 + c];
+        a0 += x * u0; a1 += x * u1; a2 += x * u2; a3 += x * u3;
+        b0 += y * u0; b1 += y * u1; b2 += y * u2; b3 += y * u3;
+      }
+      out[oa + j] = scale * a0; out[oa + j + 1] = scale * a1; out[oa + j + 2] = scale * a2; out[oa + j + 3] = scale * a3;
+      out[ob + j] = scale * b0; out[ob + j + 1] = scale * b1; out[ob + j + 2] = scale * b2; out[ob + j + 3] = scale * b3;
     }
+    for (; j < m; j++) { out[oa + j] = scale * dot(i, j); out[ob + j] = scale * dot(i + 1, j); }
   }
+  for (; i < r1; i++) for (let j = 0; j < m; j++) out[i * m + j] = scale * dot(i, j);
   return out;
 }
 
@@ -56,25 +75,28 @@ export function scoreRows(out, q, k, scale, r0, r1) {
  * Row-wise softmax of scores / T over the cells a row may read: with causal, j ≤ i; with a mask
  * (n×n, 1 = may read), its cells. The others are exactly 0, and so is a row that may read nothing.
  */
-export function weights(S, n, temperature, causal, mask = null) {
-  const W = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) {
-    const last = causal ? i : n - 1, row = i * n;
-    let max = -Infinity;
-    for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
-    if (max === -Infinity) continue;
-    let sum = 0;
-    for (let j = 0; j <= last; j++) {
-      if (mask && !mask[row + j]) continue;
-      // max first: no overflow at any T; divided, as numpy does (1/T overflows for a tiny T)
-      const e = Math.exp((S[row + j] - max) / temperature);
-      W[row + j] = e;
-      sum += e;
-    }
-    const norm = 1 / sum;
-    for (let j = 0; j <= last; j++) W[row + j] *= norm;
-  }
+export function weights(S, n, temperature, causal, mask = null, W = new Float64Array(n * n)) {
+  for (let i = 0; i < n; i++) weightRow(S, n, i, temperature, causal, mask, W.subarray(i * n, i * n + n));
   return W;
+}
+
+/** Row i of `weights`, into `out` (n numbers, zeros where the row may not read). */
+export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n)) {
+  const last = causal ? i : n - 1, row = i * n;
+  out.fill(0);
+  let max = -Infinity;
+  for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
+  if (max === -Infinity) return out;
+  let sum = 0;
+  for (let j = 0; j <= last; j++) {
+    if (mask && !mask[row + j]) continue;
+    // max first: no overflow at any T; divided, as numpy does (1/T overflows for a tiny T)
+    const e = Math.exp((S[row + j] - max) / temperature);
+    out[j] = e;
+    sum += e;
+  }
+  for (let j = 0; j <= last; j++) out[j] /= sum; // divided, as numpy divides by the row's total
+  return out;
 }
 
 /** W · V, n×d_v. */
@@ -216,8 +238,8 @@ export function outputSpread(O, n, d) {
   return best * m;
 }
 
-/** The arithmetic of one weight, step by step, as core.Attention.cell computes it. */
-export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal, mask = null }) {
+/** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
+export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null }) {
   const n = q.rows, last = causal ? i : n - 1, open = (m) => !mask || mask[i * n + m];
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
@@ -229,7 +251,7 @@ export function cellArithmetic(q, k, v, S, W, { i, j, scale, temperature, causal
   const expOf = shift ? (s) => Math.exp((s - max) / temperature) : (s) => Math.exp(s / temperature);
   let rowSum = 0;
   for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
-  const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = W[i * n + j];
+  const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = Wi[j];
   const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
   return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : expOf(S[i * n + j]), rowSum, weight, value, share: value.map((x) => weight * x) };
 }

@@ -15,16 +15,6 @@ export function memo(fn) {
   };
 }
 
-function rowSums(W, n) {
-  const sums = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    let sum = 0; // a local: adding into the array itself is several times slower
-    for (let j = i * n, end = j + n; j < end; j++) sum += W[j];
-    sums[i] = sum;
-  }
-  return sums;
-}
-
 /** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait. */
 export function createStore(get) {
   // the codec: each synced array decoded once, when its value (a new object) arrives
@@ -36,7 +26,8 @@ export function createStore(get) {
   const maskOf = memo((m, n) => (m && m.rows === n ? m.data : null));
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
-  const sums = memo(rowSums), spread = memo(A.outputSpread);
+  const spread = memo(A.outputSpread);
+  const rowsAt = memo(() => new Map()); // the weight rows asked for at these scores, T, causal and mask
   const scoreRange = memo(A.extent), weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
@@ -55,8 +46,14 @@ export function createStore(get) {
       return job.rows[h] === job.q.rows ? job.scores[h] : scores(s.q(), s.k(), s.scale());
     },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
+    /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is
+     * the painting worker's, and the page needs only the rows it shows in numbers. */
+    weightRow: (i) => {
+      const S = s.scores(), T = get("temperature"), causal = get("causal"), mask = s.mask(), rows = rowsAt(S, T, causal, mask);
+      if (!rows.has(i)) rows.set(i, A.weightRow(S, s.q().rows, i, T, causal, mask));
+      return rows.get(i);
+    },
     output: () => output(s.weights(), s.v()),
-    rowSums: () => sums(s.weights(), s.q().rows),
     scoreRange: () => scoreRange(s.scores()), // [lowest, highest]
     topWeight: () => weightRange(s.weights())[1],
     spread: () => spread(s.output(), s.q().rows, s.v().cols),

@@ -2,6 +2,7 @@
 // Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
 import { rgb } from "d3-color";
 import { el, inkOn, palette, short } from "./dom.js";
+import { lookupTable, pack, paint } from "../picture.js";
 
 const LABEL_FONT = 12, CELL_FONT = 11;
 
@@ -14,14 +15,16 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  *        data (optional: the values, row-major), causal (masked is j > i), key (data identity),
  *        readsAhead, maskData (what closes cells, for the cell image's cache),
  *        frame: {r0, c0, rows, cols} (the detail view's window, outlined on an overview),
- *        measure (labels to make room for, when the shown ones are a window of them)}
+ *        measure (labels to make room for, when the shown ones are a window of them),
+ *        picture ({pixels, width, height} painted elsewhere, or null while it is painted: the
+ *        cell image of a long input), pending (the picture shown is not yet the current one)}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
   parent.append(node);
-  let spec = null, box = null, pixelsOf = null, pixelsKey = null, pixelsMask = null; // what the cell image shows
+  let spec = null, box = null, painted = null, paintedFor = null, shown = null; // the cell image, what it shows, what is on `pixels`
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
@@ -61,17 +64,16 @@ export function createGrid(parent, { title, onPick, describe }) {
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
     // cells: one pixel per cell, scaled up, when cells are too small for anything else
-    if (s.color && s.color.domain && (b.cell < 6 || b.cellH < 6)) {
-      // the cell image is kept while the numbers and colours stay the same: a focus change
-      // only redraws labels and outlines over it
-      // (which cells are closed counts too: scores stay the same when causal or the mask changes)
-      const key = [...s.color.domain(), s.color(s.color.domain()[0]), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
-      if (!s.key || s.key !== pixelsOf || key !== pixelsKey || s.maskData !== pixelsMask) {
-        paintPixels(pixels, s, pal);
-        [pixelsOf, pixelsKey, pixelsMask] = [s.key, key, s.maskData];
+    if ((s.picture !== undefined || (s.color && s.color.domain)) && (b.cell < 6 || b.cellH < 6)) {
+      const image = s.picture !== undefined ? s.picture : cellImage(s, pal);
+      if (image && image !== shown) {
+        pixels.width = image.width;
+        pixels.height = image.height;
+        pixels.getContext("2d").putImageData(new ImageData(new Uint8ClampedArray(image.pixels.buffer), image.width, image.height), 0, 0);
+        shown = image;
       }
       ctx.imageSmoothingEnabled = false;
-      ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
+      if (image) ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
     }
     else for (let i = 0; i < s.rows; i++) {
       for (let j = 0; j < s.cols; j++) {
@@ -174,8 +176,25 @@ export function createGrid(parent, { title, onPick, describe }) {
       ctx.strokeRect(b.left + s.cell[1] * b.cell + 1, b.top + s.cell[0] * b.cellH + 1, b.cell - 2, b.cellH - 2);
     }
     canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
+    canvas.toggleAttribute("data-pending", !!s.pending);
     // where the cells are, in CSS pixels: lets scripts and tests point at a cell
     Object.assign(canvas.dataset, { left: b.left, top: b.top, cellWidth: b.cell, cellHeight: b.cellH });
+  }
+
+  // The cell image is kept while the numbers and colours stay the same: a focus change only
+  // redraws labels and outlines over it. Which cells are closed counts too (scores stay the same
+  // when causal or the mask changes).
+  function cellImage(s, pal) {
+    const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
+    const key = [...domain, s.color(lo), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
+    if (!(s.key && paintedFor && s.key === paintedFor.data && key === paintedFor.key && s.maskData === paintedFor.mask)) {
+      painted = paint({
+        rows: s.rows, cols: s.cols, data: s.data, value: s.value, lo, hi, lut: lookupTable(s.color, lo, hi, rgb), closedPixel: pack(rgb(pal.masked)),
+        causal: !!s.causal, closed: s.causal ? null : s.masked, // s.causal: causal alone, a test with no call per cell
+      });
+      paintedFor = { data: s.key, key, mask: s.maskData };
+    }
+    return painted;
   }
 
   function cellAt(ev) {
@@ -215,30 +234,3 @@ export function createGrid(parent, { title, onPick, describe }) {
     },
   };
 }
-
-// Thousands of cells: colours from a 256-step lookup table into an image, one pixel per cell,
-// written as whole 32-bit pixels (RGBA bytes in memory order).
-const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-const pack = ({ r, g, b }) => (littleEndian ? ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0 : ((r << 24) | (g << 16) | (b << 8) | 255) >>> 0);
-function paintPixels(target, s, pal) {
-  const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
-  const lut = new Uint32Array(256);
-  for (let k = 0; k < 256; k++) lut[k] = pack(rgb(s.color(lo + ((hi - lo) * k) / 255)));
-  const maskedPixel = pack(rgb(pal.masked)), img = new ImageData(s.cols, s.rows);
-  const px = new Uint32Array(img.data.buffer), step = hi > lo ? 255 / (hi - lo) : 0;
-  // s.data (row-major numbers) and s.causal spare a function call per cell on the hot path
-  const data = s.data, value = s.value, masked = s.masked, cols = s.cols;
-  for (let i = 0, p = 0; i < s.rows; i++) {
-    for (let j = 0; j < cols; j++, p++) {
-      if (s.causal ? j > i : masked && masked(i, j)) px[p] = maskedPixel;
-      else {
-        const k = ((data ? data[p] : value(i, j)) - lo) * step;
-        px[p] = lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
-      }
-    }
-  }
-  target.width = s.cols;
-  target.height = s.rows;
-  target.getContext("2d").putImageData(img, 0, 0);
-}
-

@@ -16,12 +16,12 @@ export function roundingWarning(store, temperature) {
 export function describeRow(store, focus, tokens, stage) {
   const n = tokens.length, name = tokens[focus];
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
-  const values = stage === "scores" ? store.scores() : store.weights();
+  const row = stage === "scores" ? store.scores().subarray(focus * n, focus * n + n) : store.weightRow(focus);
   const order = Array.from({ length: n }, (_, j) => j).filter((j) => !store.closed(focus, j));
-  order.sort((a, b) => values[focus * n + b] - values[focus * n + a]);
+  order.sort((a, b) => row[b] - row[a]);
   const top = order.slice(0, 6).map((j) =>
-    el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(values[focus * n + j]) : fmt3(values[focus * n + j])}`));
+    el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`));
   const verb = stage === "scores" ? " scores " : " reads ";
-  const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(store.weights(), n, focus))} effective tokens`];
+  const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(row, n, 0))} effective tokens`];
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

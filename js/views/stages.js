@@ -2,7 +2,11 @@
 // (kept for the blend) and the blend. Each stage draws from the store, in a function of its own.
 import { scaleDiverging, scaleSequential } from "d3-scale";
 import { interpolateLab } from "d3-interpolate";
+import { rgb } from "d3-color";
 import * as A from "../attention.js";
+import { memo } from "../derived.js";
+import { createPainter } from "../painter.js";
+import { lookupTable, pack } from "../picture.js";
 import { el, fill, fmt2, fmt3 } from "./dom.js";
 import { createGrid } from "./grid.js";
 import { createDial } from "./dial.js";
@@ -32,6 +36,7 @@ function legend(node, title, color, lo, hi) {
 }
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
+const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
 
 /**
  * A detail view beside a long matrix: a window of it with its labels and numbers, moved by a
@@ -129,6 +134,10 @@ function follow(win, n, focus, cell) {
 /** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
  *  -> {update(view), destroy()}; view = {stage, tokens, focus, cell, row, pal, maxWidth}. */
 export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
+  const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
+  const paintColours = memo((zero, seq, masked) => ({
+    lut: lookupTable(weightColours({ zero, seq }), 0, 1, rgb), closedPixel: pack(rgb(masked)), colours: `${zero}|${seq}|${masked}`,
+  }));
   // Each panel is shown in the stages it names; the weights matrix stays for the blend.
   const panels = [];
   const panel = (...stages) => {
@@ -143,7 +152,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const describeCell = (i, j) => {
     const n = store.q().rows, why = get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell";
-    const weight = store.closed(i, j) ? `0 (masked: ${why})` : fmt3(store.weights()[i * n + j]);
+    const weight = store.closed(i, j) ? `0 (masked: ${why})` : fmt3(store.weightRow(i)[j]);
     return `${name(i)} reads ${name(j)}\nscore ${fmt3(store.scores()[i * n + j])}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${name(j)}` });
@@ -177,8 +186,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       ...spec, rows: size, cols: size, rowLabels: view.tokens.slice(r0, r0 + size), colLabels: view.tokens.slice(c0, c0 + size),
       measure: view.tokens, // label room from every token: the view keeps its size as the window moves
       focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null, cell, maxWidth: Math.min(view.maxWidth, 760),
-      value: (i, j) => spec.data[(r0 + i) * n + c0 + j], masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
-      data: null, key: null, causal: false, extra: null, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + size}, columns ${c0 + 1} to ${c0 + size}`,
+      value: (i, j) => spec.value(r0 + i, c0 + j), masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
+      data: null, key: null, causal: false, extra: null, picture: undefined, pending: false, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + size}, columns ${c0 + 1} to ${c0 + size}`,
     });
     return { r0, c0, rows: size, cols: size };
   };
@@ -220,15 +229,25 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
     },
     weights(view) {
-      const W = store.weights(), n = view.tokens.length, sums = store.rowSums();
+      const n = view.tokens.length, T = get("temperature"), stretch = n > 64;
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
-      const top = n > 64 ? store.topWeight() : 1, color = weightColours(view.pal, top);
+      let top = 1, W = null, picture, pending = false;
+      if (n >= PAINT_FROM) { // the worker's picture; the numbers shown come from the rows alone
+        const { pal } = view;
+        picture = painter.request({ q: store.q(), k: store.k(), scale: store.scale(), scores: store.scores, n, temperature: T, causal: get("causal"), mask: store.mask(), stretch, ...paintColours(pal.zero, pal.seq, pal.masked) });
+        pending = !picture?.current;
+        top = picture ? picture.top : 1;
+      } else {
+        W = store.weights();
+        if (stretch) top = store.topWeight();
+      }
+      const color = weightColours(view.pal, top), row = (i) => store.weightRow(i);
       const spec = {
-        ...grid(view), ...masking(), cols: n, value: (i, j) => W[i * n + j], color, text: fmt2, cell: view.cell, key: W, data: W,
-        maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
-        extra: [{ title: "Σ row", value: (i) => fmt2(sums[i]) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(W, n, i)) }], // only for the rows drawn
-        ariaLabel: `weights at temperature ${fmt2(get("temperature"))}`,
+        ...grid(view), ...masking(), cols: n, value: W ? (i, j) => W[i * n + j] : (i, j) => row(i)[j], color, text: fmt2, cell: view.cell, key: W, data: W,
+        picture, pending, maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
+        extra: [{ title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), n, 0)) }], // only for the rows drawn
+        ariaLabel: `weights at temperature ${fmt2(T)}`,
       };
       weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : (weightsDetail.node.hidden = true, null) });
       legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${fmt3(top)})` : "weight", color, 0, top);
@@ -248,10 +267,12 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage);
       draw[view.stage]?.(view);
     },
+    /** True while the weights picture shown is not yet the current one. */
+    pending: () => painter.pending(),
     /** The detail window's columns, [first, count], while one is shown; else null. */
     span: () => ([scoresDetail, weightsDetail].some((d) => !d.node.hidden && d.node.closest(".aw-panel:not([hidden])")) ? [win.c0, win.size] : null),
     destroy() {
-      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, weightsGrid, weightsDetail, blend]) v.destroy();
+      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, weightsGrid, weightsDetail, blend, painter]) v.destroy();
     },
   };
 }
