@@ -60,6 +60,17 @@ export function createStore(get) {
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     headJob: () => headJob(array("q"), array("k"), s.scale()),
     thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask()),
+    /** q as a synced array, with the focused token's query in the current head set to `vec`
+     * (the query dial's drag), in the precision Python sent. */
+    withQuery: (vec) => {
+      const all = array("q"), h = Math.min(get("head"), all.heads - 1), data = all.data.slice();
+      data.set(vec, (h * all.rows + get("focus")) * all.cols);
+      return A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
+    },
+    /** The arithmetic of the weight of cell (i, j), step by step. */
+    cellArithmetic: (i, j) => A.cellArithmetic(s.q(), s.k(), s.v(), s.scores(), s.weightRow(i), {
+      i, j, scale: s.scale(), temperature: get("temperature"), causal: get("causal"), mask: s.mask(),
+    }),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
     closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.q().rows + j]),
   };

@@ -13,8 +13,25 @@ function decode(value) {
 
 const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v]) => [k, decode(v)]));
 
+/** A widget's render({model, el}) on embedded state (exported pages); payload.theme is "light",
+ * "dark" or "auto" (the reader's setting). Returns the cleanup. */
+export function standalone(render, el, payload) {
+  const started = performance.now();
+  const cleanup = render({ model: localModel(payload), el });
+  const root = el.querySelector(".aw-root"), dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const setTheme = () => {
+    const isDark = payload.theme === "dark" || (payload.theme !== "light" && dark.matches);
+    root.classList.toggle("aw-dark", isDark);
+    document.body.classList.toggle("aw-page-dark", isDark);
+  };
+  setTheme();
+  dark.addEventListener("change", setTheme);
+  root.attnwidget.renderStart = started; // when the page's script began: decoding, then drawing
+  return () => { dark.removeEventListener("change", setTheme); cleanup(); };
+}
+
 /** localModel({state, variants}) -> an anywidget-style model */
-export function localModel({ state: raw, variants = {} }) {
+function localModel({ state: raw, variants = {} }) {
   const state = decodeAll(raw);
   const swaps = Object.fromEntries(Object.entries(variants).map(([name, list]) => [name, list.map(decodeAll)]));
   const listeners = new Map();
@@ -24,6 +41,7 @@ export function localModel({ state: raw, variants = {} }) {
     const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
     Object.assign(state, changes);
     changed.forEach((k) => emit(`change:${k}`));
+    if (changed.length) emit("change"); // once for the whole change, as a live model does
     for (const k of changed) if (swaps[k]) swap(k, changes[k]);
   }
 

@@ -1,7 +1,8 @@
 // Builds the page's bundle (src/attnwidget/static/widget.js and .css). The painting worker is
 // bundled first and carried inside the widget's script as text, so the widget stays one file:
 // the page starts the worker from it (anywidget loads a single ES module, with no folder to fetch
-// a second script from). `node scripts/build.mjs --dev` keeps rebuilding, with source maps.
+// a second script from). `node scripts/build.mjs --dev` keeps rebuilding, with source maps;
+// `--plain` builds once unminified (for reading a profile).
 import * as esbuild from "esbuild";
 
 const dev = process.argv.includes("--dev"), plain = process.argv.includes("--plain");

@@ -97,3 +97,20 @@ export function inkOn(background) {
   const l = luminance(background), dark = luminance("#111");
   return (l + 0.05) / (dark + 0.05) >= 1.05 / (l + 0.05) ? "#111" : "#fff";
 }
+
+/** Calls redraw when the notebook's theme changes (canvas colours come from CSS variables) or
+ * when the root or `also` changes width (a theme switch briefly collapses the token strip, and
+ * arcs need its real layout). Returns the function that stops watching. */
+export function watchLayout(root, also, redraw) {
+  const theme = new MutationObserver(redraw);
+  theme.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
+  const widths = new WeakMap();
+  const resize = new ResizeObserver((entries) => {
+    for (const e of entries) {
+      if (widths.get(e.target) !== e.contentRect.width) { widths.set(e.target, e.contentRect.width); redraw(); }
+    }
+  });
+  resize.observe(root);
+  resize.observe(also);
+  return () => { theme.disconnect(); resize.disconnect(); };
+}

@@ -206,7 +206,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     return { i, j: j >= 0 && j < spec.cols && x >= box.left ? j : null, x, y };
   }
 
+  let pointer = null; // where the pointer last was over the canvas: a redraw under it retells its cell
   function onMove(ev) {
+    pointer = { clientX: ev.clientX, clientY: ev.clientY };
     const c = cellAt(ev);
     if (!c || c.j == null || !describe) { tip.hidden = true; return; }
     tip.textContent = describe(c.i, c.j);
@@ -214,7 +216,7 @@ export function createGrid(parent, { title, onPick, describe }) {
     tip.style.left = `${c.x + 14}px`;
     tip.style.top = `${c.y + 12}px`;
   }
-  const onLeave = () => { tip.hidden = true; };
+  const onLeave = () => { tip.hidden = true; pointer = null; };
   function onClick(ev) {
     const c = cellAt(ev);
     if (c && onPick) onPick(c.i, c.j);
@@ -225,7 +227,11 @@ export function createGrid(parent, { title, onPick, describe }) {
 
   return {
     node,
-    update(next) { spec = next; draw(); },
+    update(next) {
+      spec = next;
+      draw();
+      if (pointer && !tip.hidden) onMove(pointer); // the window moved, or the numbers changed, under the pointer
+    },
     destroy() {
       canvas.removeEventListener("mousemove", onMove);
       canvas.removeEventListener("mouseleave", onLeave);

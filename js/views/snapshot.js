@@ -68,8 +68,14 @@ export async function snapshotPNG(root, scale = 2) {
   return png;
 }
 
+/** Offer the view as an "svg" or "png" file download named `name`; rejects when it cannot be made. */
+export async function savePicture(root, kind, name) {
+  if (kind === "svg") download(`${name}.svg`, snapshotSVG(root), "image/svg+xml");
+  else download(`${name}.png`, await snapshotPNG(root), "image/png");
+}
+
 /** Offer a data URL or text as a file download. */
-export function download(name, data, type) {
+function download(name, data, type) {
   const a = document.createElement("a");
   a.href = data.startsWith("data:") ? data : URL.createObjectURL(new Blob([data], { type }));
   a.download = name;

@@ -35,6 +35,15 @@ function legend(node, title, color, lo, hi) {
     el("span", {}, fmt2(hi)));
 }
 
+/** What each stage shows, in a sentence under the controls. */
+export const CAPTIONS = {
+  tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
+  qk: "Each token makes a query (what it is looking for) and a key (what it contains). The row's query is compared with the column's key by their dot product q · k; times the scale, that is the score the matrix shows.",
+  scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
+  weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
+  blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
+};
+
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
 
@@ -197,6 +206,12 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     readsAhead: get("causal"), maskData: store.mask(),
   });
 
+  // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
+  const requestPicture = ({ tokens, pal }) => painter.request({
+    q: store.q(), k: store.k(), scale: store.scale(), scores: store.scores, n: tokens.length, temperature: get("temperature"),
+    causal: get("causal"), mask: store.mask(), stretch: tokens.length > 64, ...paintColours(pal.zero, pal.seq, pal.masked),
+  });
+
   const draw = {
     tokens(view) {
       const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
@@ -234,8 +249,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       let top = 1, W = null, picture, pending = false;
       if (n >= PAINT_FROM) { // the worker's picture; the numbers shown come from the rows alone
-        const { pal } = view;
-        picture = painter.request({ q: store.q(), k: store.k(), scale: store.scale(), scores: store.scores, n, temperature: T, causal: get("causal"), mask: store.mask(), stretch, ...paintColours(pal.zero, pal.seq, pal.masked) });
+        picture = requestPicture(view);
         pending = !picture?.current;
         top = picture ? picture.top : 1;
       } else {
@@ -266,6 +280,10 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     update(view) {
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage);
       draw[view.stage]?.(view);
+    },
+    /** Starts the worker on the view's weights picture, if it has one, before the page computes its own numbers. */
+    start(view) {
+      if ((view.stage === "weights" || view.stage === "blend") && view.tokens.length >= PAINT_FROM) requestPicture(view);
     },
     /** True while the weights picture shown is not yet the current one. */
     pending: () => painter.pending(),

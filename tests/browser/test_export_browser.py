@@ -52,6 +52,7 @@ def test_exported_page_is_live_with_no_network(browser, tmp_path, artifacts):
     for _ in range(40):
         page.keyboard.press("ArrowLeft")
     page.wait_for_function("!document.querySelector('.aw-readout').textContent.includes('0.556')")
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # the last key's redraw
     t = page_numbers(page)["temperature"]
     assert root.locator(".aw-temp-value").inner_text() == f"T = {t:.2f}" and t < 1
     expected = attention(w.q, w.k, w.v, temperature=t).weights[5, 4]

@@ -99,6 +99,12 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     tip = root.locator(".aw-panel:visible .aw-tip:visible")
     assert f"{w.tokens[r0]} reads {w.tokens[c0]}" in tip.inner_text()
     assert f"score {w.scores[r0, c0]:.3f}".replace("-", "−") in tip.inner_text().replace("-", "−")
+    # the window moves under a still pointer: the tip tells the cell now under it
+    canvas.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("(r) => document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent.startsWith(`rows ${r}`)", arg=r0 + 2)
+    assert f"{w.tokens[r0 + 1]} reads {w.tokens[c0 + 1]}" in tip.inner_text()
     assert not page.errors, page.errors
     page.context.close()
 
