@@ -3,6 +3,13 @@ page, bertviz's head_view and CircuitsVis's attention_heads. For each tool and s
 the time to first paint and the bytes the browser receives.
 
     python benchmarks/side_by_side.py            # from the repo root, after the set-up below
+    python benchmarks/side_by_side.py --quick    # a smoke test: small n, few loads and changes
+
+At n = 256 it also measures the main-thread work per change, with real mouse events, for the
+moments of benchmarks/run.py's goals (a temperature step, a focus, head and stage change), and
+sets these and the paint times beside run.py's own figures from results/latest.json (run.py
+runs first in `make bench`). bertviz and CircuitsVis have no temperature and no stages, and
+CircuitsVis's attention_heads no token to focus: those are reported as "no such control".
 
 Set-up (once):
     npm ci --prefix benchmarks                   # requirejs, d3, jquery and terser (see package.json)
@@ -50,6 +57,8 @@ HEADS, D, SEED = 12, 64, 0
 # (first load took at least this many seconds, loads in that cell).
 FEWER_SAMPLES = ((90, 1), (30, 2))
 SCREENSHOT_N = 64
+# --quick: a smoke test of every part, in under a minute
+QUICK = {"ns": [16, 64], "samples": 2, "change_n": 64, "changes": 4, "change_budget": 10.0}
 VIEWPORT = {"width": 1100, "height": 900}
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -244,8 +253,10 @@ def watch_script(tool: str) -> str:
     return WATCH % ("{" + conditions + "}", MARK)
 
 
-def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, screenshot: pathlib.Path | None):
-    """One cold load in a fresh context: {first, all_heads (ms, None if not by the cap), requests, unserved, errors}."""
+def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, screenshot: pathlib.Path | None, then=None):
+    """One cold load in a fresh context: {first, all_heads (ms, None if not by the cap), requests, unserved, errors}.
+    then(page), when given, runs on the loaded page (once everything is drawn) before the context
+    closes; its answer, or its error, is the result's "then"."""
     requests, unserved, errors, times = [], [], [], {}
     context = browser.new_context(viewport=VIEWPORT)
     try:
@@ -286,10 +297,180 @@ def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, s
         if screenshot is not None and error is None:
             page.wait_for_timeout(500)  # let anything drawn after the last frame settle
             page.screenshot(path=str(screenshot))
+        after = None
+        if then is not None:
+            if error is not None:
+                after = {"error": "the page was not drawn within the cap"}
+            else:
+                try:
+                    after = then(page)
+                except Exception as err:
+                    after = {"error": str(err).splitlines()[0][:300]}
         return {**{name: times.get(name) for name in MOMENTS}, "error": error, "wall_s": wall,
-                "requests": requests, "unserved": unserved, "errors": errors}
+                "requests": requests, "unserved": unserved, "errors": errors, "then": after}
     finally:
         context.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Main-thread work per change: the moments the tools share, driven by real mouse events
+
+# The same window as benchmarks/run.py's task_ms_per_change: Chrome's own task timer (CDP
+# Performance.getMetrics, TaskDuration, in thread time) read before the mouse event and after the
+# two frames that follow it, minus the same two frames with no change before it. The mouse is
+# first put on the control (and the control scrolled into view) outside the window, so the
+# window holds the change alone: a click (button down and up) or, for a control that answers
+# hovering, the move onto it. Work the page still does after those two frames is counted too,
+# apart ("later"): frame pairs are read until one costs no more than 1.5 × idle + 1 ms.
+FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+CHANGES = ("temperature step", "focus change", "head change", "stage change")
+# What each change is in each tool; None: the tool has no such control.
+HOW = {
+    "attnwidget": {
+        "temperature step": "click on the temperature slider (a new point each time)",
+        "focus change": "click a token in the token strip",
+        "head change": "click a head thumbnail",
+        "stage change": "click a stage button (Scores, Weights, Blend, Query · Key in turn)",
+    },
+    "bertviz": {
+        "temperature step": None,
+        "focus change": "hover a token in the left column (its lines and the colour boxes follow)",
+        "head change": "click a head's colour box at the top (it toggles that head: off, then on again)",
+        "stage change": None,
+    },
+    "circuitsvis": {
+        "temperature step": None,
+        "focus change": None,  # attention_heads has no tokens to hover; its zoomed pattern has a tooltip per cell
+        "head change": "hover a head thumbnail (the zoomed pattern shows that head)",
+        "stage change": None,
+    },
+}
+MIN_CHANGES = 3  # a moment stops early, past its time budget, only once it has this many
+
+
+def work_per_change(page, steps, settle, budget_s: float) -> dict:
+    """steps: [(prepare, act)]. Main-thread ms per act (see FRAMES above), until the steps run
+    out or, past MIN_CHANGES, budget_s seconds have gone."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+
+    def busy():
+        return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration") * 1000
+
+    work, idle, later = [], [], []
+    began = time.monotonic()
+    for prepare, act in steps:
+        if len(work) >= MIN_CHANGES and time.monotonic() - began > budget_s:
+            break
+        if settle:
+            settle()
+        prepare()
+        page.evaluate(FRAMES)
+        t0 = busy()
+        page.evaluate(FRAMES)
+        idle.append(busy() - t0)
+        t0 = busy()
+        act()
+        page.evaluate(FRAMES)
+        work.append(busy() - t0)
+        extra = 0.0
+        for _ in range(60):
+            t0 = busy()
+            page.evaluate(FRAMES)
+            spent = busy() - t0
+            if spent <= 1.5 * idle[-1] + 1:
+                break
+            extra += spent
+        later.append(extra)
+    rest = statistics.median(idle)
+    return {"median_ms": statistics.median(work) - rest, "p95_ms": p95(work) - rest, "n": len(work),
+            "idle_median_ms": rest, "later_median_ms": statistics.median(later), "later_max_ms": max(later),
+            "work_ms": [round(w, 1) for w in work], "later_ms": [round(x, 1) for x in later],
+            "seconds": round(time.monotonic() - began, 1)}
+
+
+def change_steps(page, tool: str, change: str, n: int, count: int):
+    """(steps, settle) for one tool and change: count (prepare, act) pairs, each a real mouse event."""
+    mouse = page.mouse
+    rng = np.random.default_rng(SEED + 1)
+
+    def centre(locator):
+        locator.scroll_into_view_if_needed()
+        b = locator.bounding_box()
+        return b["x"] + b["width"] / 2, b["y"] + b["height"] / 2
+
+    def click(locator):  # the pointer goes there first, outside the window; the click is the change
+        return (lambda: mouse.move(*centre(locator)), lambda: (mouse.down(), mouse.up()))
+
+    def hover(locator, start=None):  # the move onto it is the change
+        return ((lambda: mouse.move(*centre(start))) if start is not None else (lambda: None),
+                lambda: mouse.move(*centre(locator)))
+
+    def others(size, first):  # count indices in range(size), none the same as the one before it
+        out, last = [], first
+        while len(out) < count:
+            i = int(rng.integers(0, size))
+            if i != last:
+                out.append(i)
+                last = i
+        return out
+
+    heads = [h % HEADS for h in range(1, count + 1)]
+    if tool == "attnwidget":
+        def settle():  # head thumbnails finished, as in run.py
+            page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=120_000)
+
+        if change == "temperature step":
+            slider = page.locator(".aw-slider")
+            points = [0.2, 0.6, 0.35, 0.8, 0.5, 0.1, 0.7, 0.3, 0.9, 0.45, 0.25, 0.65]
+
+            def at(frac):
+                def prepare():
+                    slider.scroll_into_view_if_needed()
+                    b = slider.bounding_box()
+                    mouse.move(b["x"] + 4 + (b["width"] - 8) * frac, b["y"] + b["height"] / 2)
+                return prepare, lambda: (mouse.down(), mouse.up())
+            return [at(points[i % len(points)]) for i in range(count)], settle
+        if change == "focus change":
+            return [click(page.locator(f".aw-token[data-index='{i}']")) for i in others(n, 0)], settle
+        if change == "head change":
+            return [click(page.locator(f".aw-head[data-head='{h}']")) for h in heads], settle
+        if change == "stage change":
+            stages = ("scores", "weights", "blend", "qk")
+            return [click(page.locator(f".aw-stage[data-stage='{stages[i % 4]}']")) for i in range(count)], settle
+    if tool == "bertviz":
+        if change == "focus change":
+            tokens = page.locator("#vis svg #left > g:nth-child(2) > g")
+            # tokens in view without scrolling: scrolling would move the tokens under the pointer
+            shown = page.evaluate("""() => [...document.querySelectorAll('#vis svg #left > g:nth-child(2) > g')]
+                .filter((g) => g.getBoundingClientRect().bottom < innerHeight).length""")
+            picks = others(max(2, min(shown, n)), 0)
+            return [hover(tokens.nth(i), tokens.nth(0) if k == 0 else None) for k, i in enumerate(picks)], None
+        if change == "head change":
+            boxes = page.locator("#vis svg > g:last-child > rect")
+            return [click(boxes.nth(1 + (k // 2) % (HEADS - 1))) for k in range(count)], None
+    if tool == "circuitsvis" and change == "head change":
+        thumbs = page.locator('[id^="circuits-vis-"] canvas')  # the 12 thumbnails come first, then the zoomed head
+        return [hover(thumbs.nth(h), thumbs.nth(0) if k == 0 else None) for k, h in enumerate(heads)], None
+    return None, None
+
+
+def measure_changes(page, tool: str, n: int, count: int, budget_s: float) -> dict:
+    """Every change the tool has, on one loaded page: {change: result, or None for no such control}."""
+    out = {}
+    for change in CHANGES:
+        steps, settle = change_steps(page, tool, change, n, count) if HOW[tool][change] else (None, None)
+        if steps is None:
+            out[change] = None
+            continue
+        try:
+            out[change] = work_per_change(page, steps, settle, budget_s)
+        except Exception as err:
+            out[change] = {"error": str(err).splitlines()[0][:300]}
+        r = out[change]
+        shown = r.get("error") or f"median {r['median_ms']:,.1f} ms over {r['n']} changes ({r['seconds']:.0f} s)"
+        print(f"  {tool:<11} n={n:<4} {change}: {shown}", flush=True)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,9 +530,16 @@ def machine() -> dict:
 def run(args) -> dict:
     from playwright.sync_api import sync_playwright
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     stand_ins = cdn_stand_ins()
     cells = {tool: {} for tool in TOOLS}
+    # main-thread work per change at n = args.change_n, measured on each tool's first load there
+    changes = {tool: None for tool in TOOLS}
+
+    def probe(tool, n):
+        return lambda page: measure_changes(page, tool, n, args.changes, args.change_budget)
+
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="side_by_side_") as tmp, sync_playwright() as p:
         folder = pathlib.Path(tmp)
@@ -382,8 +570,11 @@ def run(args) -> dict:
                         if c["loads"] >= wanted[tool]:
                             continue
                         url = server.base + paths[tool].name
-                        shot = RESULTS / f"side_by_side_{tool}_{n}.png" if n == SCREENSHOT_N and not c["first_ms"] else None
-                        r = load_once(browser, url, tool, stand_ins, args.timeout, shot)
+                        shot = out.parent / f"side_by_side_{tool}_{n}.png" if n == SCREENSHOT_N and not c["first_ms"] else None
+                        then = probe(tool, n) if n == args.change_n and changes[tool] is None else None
+                        r = load_once(browser, url, tool, stand_ins, args.timeout, shot, then)
+                        if then is not None:
+                            changes[tool] = r["then"]
                         c["loads"] += 1
                         c["wall_s"].append(round(r["wall_s"], 2))
                         c["errors"] += [e for e in r["errors"] if e not in c["errors"]]
@@ -421,20 +612,34 @@ def run(args) -> dict:
                     for name in MOMENTS:
                         base, mine = cells["attnwidget"][n][f"{name}_median_ms"], cells[tool][n][f"{name}_median_ms"]
                         cells[tool][n][f"{name}_ratio_to_attnwidget"] = mine / base if base and mine else None
+                for tool in TOOLS:
+                    if n == args.change_n and changes[tool] is None:
+                        changes[tool] = {"error": cell[tool]["note"] or "not loaded"}
                 # The big pages take memory; they are not needed once measured.
                 for path in paths.values():
                     path.unlink()
+            if args.change_n not in args.ns:  # one load per tool just for the changes
+                paths = write_pages(args.change_n, folder)
+                for tool in TOOLS:
+                    r = load_once(browser, server.base + paths[tool].name, tool, stand_ins, args.timeout, None, probe(tool, args.change_n))
+                    changes[tool] = r["then"]
+                    if r["error"] is not None:
+                        browser.close()
+                        browser = launch()
         finally:
             browser.close()
             server.close()
     return {
         "config": {"ns": list(args.ns), "heads": HEADS, "d": D, "seed": SEED, "samples": args.samples,
+                   "change_n": args.change_n, "changes": args.changes, "change_budget_s": args.change_budget, "min_changes": MIN_CHANGES,
                    "fewer_samples_after_s": dict(FEWER_SAMPLES), "timeout_s": args.timeout,
                    "viewport": VIEWPORT, "chromium_args": CHROMIUM_ARGS},
         "machine": info,
         "paint_conditions": CONDITIONS,
         "cdn_stand_ins": {url: {"source": s["source"], "note": s["note"], "bytes": len(s["body"])} for url, s in stand_ins.items()},
         "results": {tool: {str(n): c for n, c in cells[tool].items()} for tool in TOOLS},
+        "changes": {"n": args.change_n, "how": HOW, "tools": changes},
+        "run_py": run_py_goals(pathlib.Path(args.run_results)),
         "run_seconds": round(time.monotonic() - began, 1),
     }
 
@@ -480,14 +685,116 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def run_py_goals(path: pathlib.Path):
+    """benchmarks/run.py's goals, from its results file (run.py runs first in `make bench`), or None."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return {"path": str(path), "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime)),
+            "goals": {g["id"]: g for g in data.get("goals", [])}}
+
+
+# The comparison at n = change_n: (moment, goal, run.py's goal id, what this script measured).
+MOMENT_ROWS = [
+    ("temperature step: main-thread work", "≤ 16 ms", "temperature_256", ("change", "temperature step")),
+    ("focus change: main-thread work", "≤ 16 ms", "focus_256", ("change", "focus change")),
+    ("head change: main-thread work", "≤ 16 ms", "head_256", ("change", "head change")),
+    ("stage change: main-thread work", "≤ 16 ms", "stage_256", ("change", "stage change")),
+    ("first paint, from navigation", "≤ 300 ms", "first_paint_256", ("paint", "first")),
+    ("all 12 heads drawn, from navigation", "≤ 1 s", "all_heads_256", ("paint", "all_heads")),
+]
+RUN_PY_N = 256  # run.py measures these goals at 256 tokens × 12 heads
+
+
+def moments_table(report: dict) -> str | None:
+    """The goals' moments in all three tools, one row each; None for a report made before these were measured."""
+    ch = report.get("changes")
+    if not ch:
+        return None
+    n, run_py = ch["n"], report.get("run_py")
+    cap = report["config"]["timeout_s"] * 1000
+    names = {"attnwidget": "attnwidget, this script", "bertviz": "bertviz", "circuitsvis": "CircuitsVis"}
+    lines = [f"| n = {n}, {HEADS} heads | goal | attnwidget, run.py | " + " | ".join(names[t] for t in TOOLS) + " |",
+             "| --- | --- | ---: | " + " | ".join("---:" for _ in TOOLS) + " |"]
+
+    def tool_change(tool, key):  # the result, None for no such control
+        found = ch["tools"].get(tool)
+        if not HOW[tool][key]:
+            return None
+        if found is None or "error" in found:  # the whole page, not one change, went wrong
+            return {"error": (found or {}).get("error", "not loaded")}
+        return found.get(key) or {"error": "not measured"}
+
+    def change_cell(r):
+        if r is None:
+            return "no such control"
+        if "error" in r:
+            return f"not measured: {r['error']}"
+        return f"{fmt_ms(r['median_ms'])} ms (p95 {fmt_ms(r['p95_ms'])}; {r['n']} change{'s' if r['n'] > 1 else ''})"
+
+    def paint_cell(tool, moment):
+        c = report["results"][tool].get(str(n))
+        if c is None:
+            return "– (not loaded at this n)"
+        if c["note"].startswith("skipped"):
+            return "skipped (nothing painted by the cap at a smaller n)"
+        median = c[f"{moment}_median_ms"]
+        if median is None:
+            return f"> {cap:,.0f} ms (the cap)" if c["timeouts"] else "–"
+        loads = len(c[f"{moment}_ms"])
+        return f"{fmt_ms(median)} ms (p95 {fmt_ms(c[f'{moment}_p95_ms'])}; {loads} load{'s' if loads > 1 else ''})"
+
+    for label, goal, gid, (kind, key) in MOMENT_ROWS:
+        g = (run_py or {}).get("goals", {}).get(gid)
+        if n != RUN_PY_N:
+            mine = f"– (run.py: n = {RUN_PY_N})"
+        elif g is None or g.get("median") is None:
+            mine = "– (no run.py result)"
+        else:
+            mine = f"{fmt_ms(g['median'])} ms (p95 {fmt_ms(g['p95'])}; {g['n']}): {'met' if g['met'] else 'not met'}"
+        if kind == "change":
+            cells = [change_cell(tool_change(t, key)) for t in TOOLS]
+        else:
+            cells = [paint_cell(t, key) for t in TOOLS]
+        lines.append(f"| {label} | {goal} | {mine} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def later_note(report: dict) -> str:
+    """Work a page still did after the two frames of a change, where it was over 1 ms (median)."""
+    ch = report.get("changes") or {}
+    found = [f"{tool} {change} {r['later_median_ms']:,.1f} ms (most {r['later_max_ms']:,.1f})"
+             for tool, rs in (ch.get("tools") or {}).items() if rs and "error" not in rs
+             for change, r in rs.items() if r and "error" not in r and r["later_median_ms"] > 1]
+    if not found:
+        return "- After the two frames, no tool did more than 1 ms of further work per change (median)."
+    return "- Work done after the two frames, not in the table (median per change; most): " + "; ".join(found) + "."
+
+
 def markdown(report: dict) -> str:
     m = report["machine"]
     out = ["# Side by side: attnwidget, bertviz, CircuitsVis", "",
            f"Same random attention ({report['config']['heads']} heads, seed {report['config']['seed']}) in each tool, "
            "cold loads in a fresh headless Chromium context. First paint: ms from navigation start to the first "
            "animation frame where the tool's attention is drawn. Sizes: the document and every script it loads.", "",
-           table(report), "",
-           "## How it is measured", "",
+           table(report), ""]
+    moments = moments_table(report)
+    if moments:
+        ch, run_py = report["changes"], report.get("run_py")
+        source = (f"`{pathlib.Path(run_py['path']).name}`, written {run_py['written']}" if run_py else "not found")
+        out += [f"## The goals' moments, side by side (n = {ch['n']}, {HEADS} heads)", "",
+                "Main-thread work per change (Chrome's task timer, in thread time) and paint times, each as median (p95; "
+                "how many). *attnwidget, run.py*: benchmarks/run.py's goal measurements (changes made through the page's "
+                "model, first paint at the end of the widget's first draw, all heads at the moment the page marks its "
+                f"thumbnails complete; results file {source}). The other three columns are measured here, alike for each tool: "
+                "changes by real mouse events, paints by the watcher described below.", "",
+                moments, "",
+                "What each change is:", ""]
+        out += [f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES)
+                for tool in TOOLS]
+        out += [""]
+    out += ["## How it is measured", "",
            "- Each load: a new browser context (empty cache), `page.goto` of the tool's HTML from a local HTTP server, "
            "CDN scripts answered from local copies by Playwright routing. A script added before the page's own checks "
            "each tool's conditions at the start of every animation frame (requestAnimationFrame); once one holds, "
@@ -506,7 +813,19 @@ def markdown(report: dict) -> str:
            "- Sizes: the HTML document plus every script it loads, as bodies (not compressed); \"total gzip\" is what a "
            "server compressing at gzip level 6 would send. The document is what each tool's Python API returns "
            "(attnwidget: `to_html`, bertviz: `head_view(..., html_action='return').data`, CircuitsVis: `str(attention_heads(...))`, "
-           "its CDN form).", ""]
+           "its CDN form)."]
+    if moments:
+        c = report["config"]
+        out += ["- Main-thread work per change (the goals' table): on each tool's first load at that n, once all is drawn. "
+                "Chrome's task timer (CDP `Performance.getMetrics`, `TaskDuration`, in thread time) is read before the mouse "
+                "event and after the two animation frames that follow it, less the same two frames with no change just "
+                "before (as benchmarks/run.py does; the idle two frames' median comes off the median and the p95). The "
+                "pointer is put on the control (scrolled into view) outside that window, so the window holds only a click "
+                "(button down and up) or, where hovering is the control, the move onto it. attnwidget's head thumbnails "
+                f"are let finish between changes, as in run.py. Each moment gets up to {c['changes']} changes, fewer "
+                f"(at least {c['min_changes']}) when it has taken {c['change_budget_s']:.0f} s.",
+                later_note(report)]
+    out += [""]
     notes = [f"- {tool} n={n}: {c['note']}" for tool in TOOLS for n, c in report["results"][tool].items() if c["note"]]
     unserved = sorted({u for tool in TOOLS for c in report["results"][tool].values() for u in c["unserved"]})
     out += ["## Notes", ""] + (notes or [f"- every cell has all its {report['config']['samples']} loads"])
@@ -532,13 +851,27 @@ def markdown(report: dict) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ns", type=int, nargs="+", default=list(NS), help="token counts (default: %(default)s)")
-    parser.add_argument("--samples", type=int, default=5, help="loads per tool and n (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a smoke test: n = {' '.join(map(str, QUICK['ns']))}, {QUICK['samples']} loads, "
+                             f"changes at n = {QUICK['change_n']}, {QUICK['changes']} per moment (any option given wins)")
+    parser.add_argument("--ns", type=int, nargs="+", help=f"token counts (default: {' '.join(map(str, NS))})")
+    parser.add_argument("--samples", type=int, help="loads per tool and n (default: 5)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)")
+    parser.add_argument("--change-n", type=int, help="token count for the main-thread work per change (default: 256)")
+    parser.add_argument("--changes", type=int, help="changes per moment and tool (default: 12)")
+    parser.add_argument("--change-budget", type=float,
+                        help=f"seconds per moment and tool after which no new change is begun, once it has {MIN_CHANGES} (default: 20)")
+    parser.add_argument("--run-results", default=str(RESULTS / "latest.json"),
+                        help="benchmarks/run.py's results, for its goal numbers beside these (default: %(default)s)")
     parser.add_argument("--chromium", default=os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium"))
-    parser.add_argument("--out", default=str(RESULTS / "side_by_side"), help="results path without extension")
+    parser.add_argument("--out", default=str(RESULTS / "side_by_side"),
+                        help="results path without extension; the screenshots go beside it (default: %(default)s)")
     parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the existing .json, measuring nothing")
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else {"ns": list(NS), "samples": 5, "change_n": 256, "changes": 12, "change_budget": 20.0}
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
     out = pathlib.Path(args.out)
     if args.report_only:
@@ -550,6 +883,10 @@ def main(argv=None):
     out.with_suffix(".md").write_text(md, encoding="utf-8")
     print()
     print(table(report))
+    moments = moments_table(report)
+    if moments:
+        print(f"\nThe goals' moments at n = {report['changes']['n']}, {HEADS} heads (run.py's figures beside those measured here):\n")
+        print(moments)
     written = [out.with_suffix(".md")] if args.report_only else [out.with_suffix(".json"), out.with_suffix(".md")]
     print(f"\nwritten: {', '.join(map(str, written))} (the measuring took {report['run_seconds'] / 60:.1f} min)")
 
