@@ -4,13 +4,11 @@
 import { scores } from "./attention.js";
 import { weightPicture } from "./picture.js";
 
-let S = null, W = null, mask = null;
+let S = null, mask = null;
 self.onmessage = ({ data: job }) => {
-  if (job.q) {
-    S = scores(job.q, job.k, job.scale); // the page's own arithmetic: the same numbers it shows
-    W = new Float64Array(S.length);
-  }
+  if (job.q) S = scores(job.q, job.k, job.scale); // the page's own arithmetic: the same numbers it shows
   if (job.newMask) mask = job.mask;
-  const { pixels, width, height, top } = weightPicture({ ...job, scores: S, mask }, W);
+  const { pixels, width, height, top } = weightPicture({ ...job, scores: S, mask });
   self.postMessage({ id: job.id, pixels, width, height, top }, [pixels.buffer]);
 };
+self.postMessage({ ready: true }); // a worker starts only when the page's thread is free: say when it has

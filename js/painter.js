@@ -25,13 +25,35 @@ const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
  * no worker runs, which then computes its own), n, temperature, causal, mask, stretch, lut,
  * closedPixel, colours (a key naming the lut)}. request returns the newest picture, {pixels, width, height,
  * top, current}: current is false while the one asked for is still being painted (null before
- * the first). onPicture() is called when a picture arrives.
+ * the first). onPicture() is called when a picture arrives, and when the worker has started or
+ * failed (a worker cannot start while the page's thread is busy: the page waits for it).
  */
 export function createPainter(onPicture) {
-  let started = typeof Worker === "function" ? startWorker() : null;
-  let held = null, busy = null, next = null, last = null, id = 0, W = null;
-  const here = (job) => weightPicture({ ...job, scores: job.scores() }, W?.length === job.n * job.n ? W : (W = new Float64Array(job.n * job.n)));
+  let started = null, tried = false, ready = false; // the worker, started at the first request
+  let held = null, busy = null, next = null, last = null, id = 0;
+  const here = (job) => weightPicture({ ...job, scores: job.scores() });
 
+  function start() {
+    tried = true;
+    started = typeof Worker === "function" ? startWorker() : null;
+    if (!started) return;
+    started.worker.onmessage = ({ data }) => {
+      if (data.ready) { ready = true; return onPicture(); } // running: the page may busy itself now
+      if (!busy || data.id !== busy.id) return;
+      last = { job: busy, picture: data };
+      busy = null;
+      if (next) post(next);
+      next = null;
+      onPicture();
+    };
+    // a worker that cannot run (a policy, a script error): paint here from now on
+    started.worker.onerror = (ev) => {
+      ev.preventDefault();
+      stop();
+      busy = next = null;
+      onPicture();
+    };
+  }
   function post(job) {
     busy = { ...job, id: ++id };
     // q, k and the mask travel only when they change: the worker keeps the last ones
@@ -48,26 +70,10 @@ export function createPainter(onPicture) {
     if (started) URL.revokeObjectURL(started.url);
     started = null;
   }
-  if (started) {
-    started.worker.onmessage = ({ data }) => {
-      if (!busy || data.id !== busy.id) return;
-      last = { job: busy, picture: data };
-      busy = null;
-      if (next) post(next);
-      next = null;
-      onPicture();
-    };
-    // a worker that cannot run (a policy, a script error): paint here from now on
-    started.worker.onerror = (ev) => {
-      ev.preventDefault();
-      stop();
-      busy = next = null;
-      onPicture();
-    };
-  }
 
   return {
     request(job) {
+      if (!tried) start();
       if (!(last && same(last.job, job))) {
         if (!started) last = { job, picture: here(job) };
         else if (busy && same(busy, job)) next = null;
@@ -78,6 +84,9 @@ export function createPainter(onPicture) {
     },
     /** True while a picture is being painted. */
     pending: () => !!busy,
+    /** True while the worker has been asked but has not yet begun: it cannot while the page's
+     * thread is busy, so the page holds its own heavy work back until then. */
+    starting: () => !!started && !ready,
     destroy: stop,
   };
 }

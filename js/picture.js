@@ -3,7 +3,7 @@
 // largest magnitude (the strongest weight, the most extreme score), so no spike is lost to
 // scaling. The page and its painting worker share this file, so both draw exactly alike.
 
-import { extent, weights } from "./attention.js";
+import { weightRow } from "./attention.js";
 
 export const MAX_SIDE = 1024;
 
@@ -11,49 +11,46 @@ const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** An opaque colour {r, g, b} as one 32-bit pixel (RGBA bytes in memory order). */
 export const pack = ({ r, g, b }) => (littleEndian ? ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0 : ((r << 24) | (g << 16) | (b << 8) | 255) >>> 0);
 
-/** For each of `side` blocks of `n` cells, the first cell of the next block (side + 1 bounds). */
-function bounds(n, side) {
-  return Int32Array.from({ length: side + 1 }, (_, b) => Math.floor((b * n) / side));
+/** For each of n cells, its block among `side` blocks of whole cells (block b holds cells
+ * floor(b·n/side) up to, not including, floor((b+1)·n/side)). */
+function blockOf(n, side) {
+  const of = new Int32Array(n);
+  for (let b = 0; b < side; b++) of.fill(b, Math.floor((b * n) / side), Math.floor(((b + 1) * n) / side));
+  return of;
 }
 
 /**
- * paint({rows, cols, data | value(i, j), lo, hi, lut, closedPixel, causal, mask, closed(i, j)})
- * -> {pixels: Uint32Array, width, height}. `lut` holds 256 packed colours from lo to hi; a cell
- * is closed when causal and j > i, when the mask (rows × cols, 0 = closed) says so, or when
- * closed(i, j) is true; a block of closed cells gets closedPixel.
+ * paint({rows, cols, row(i, out), lo, hi, lut, closedPixel, causal, mask, closed(i, j)})
+ * -> {pixels: Uint32Array, width, height, top}. row(i, out) gives row i's values (filling `out`,
+ * cols long, or returning its own array); `lut` holds 256 packed colours from lo to hi, and
+ * hi = "max" runs them up to the largest value shown (returned as top). A cell is closed when
+ * causal and j > i, when the mask (rows × cols, 0 = closed) says so, or when closed(i, j); a
+ * block with no open cell gets closedPixel. Rows are read one at a time: a long input's whole
+ * matrix need never be held.
  */
-export function paint({ rows, cols, data, value, lo, hi, lut, closedPixel, causal = false, mask = null, closed = null }) {
+export function paint({ rows, cols, row, lo, hi, lut, closedPixel, causal = false, mask = null, closed = null }) {
   const width = Math.min(cols, MAX_SIDE), height = Math.min(rows, MAX_SIDE);
-  const pixels = new Uint32Array(width * height), step = hi > lo ? 255 / (hi - lo) : 0;
-  const colour = (v) => {
-    const k = (v - lo) * step;
-    return lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
-  };
-  if (width === cols && height === rows) { // one pixel per cell: the hot path, no block bookkeeping
-    for (let i = 0, p = 0; i < rows; i++) {
-      for (let j = 0; j < cols; j++, p++) {
-        const shut = (causal && j > i) || (mask && !mask[p]) || (closed && closed(i, j));
-        pixels[p] = shut ? closedPixel : colour(data ? data[p] : value(i, j));
-      }
-    }
-    return { pixels, width, height };
-  }
-  const rb = bounds(rows, height), cb = bounds(cols, width);
-  for (let y = 0; y < height; y++) {
-    for (let x = 0; x < width; x++) {
-      let best = NaN, size = -1;
-      for (let i = rb[y]; i < rb[y + 1]; i++) {
-        for (let j = cb[x]; j < cb[x + 1]; j++) {
-          const p = i * cols + j;
-          if ((causal && j > i) || (mask && !mask[p]) || (closed && closed(i, j))) continue;
-          const v = data ? data[p] : value(i, j), m = Math.abs(v);
-          if (m > size) { size = m; best = v; }
-        }
-      }
-      pixels[y * width + x] = size < 0 ? closedPixel : colour(best);
+  const rowBlock = blockOf(rows, height), colBlock = blockOf(cols, width);
+  const best = new Float64Array(width * height), size = new Float64Array(width * height).fill(-1); // -1: no open cell
+  const out = new Float64Array(cols);
+  for (let i = 0; i < rows; i++) {
+    const values = row(i, out), y = rowBlock[i] * width, end = causal ? Math.min(cols, i + 1) : cols;
+    for (let j = 0; j < end; j++) {
+      if ((mask && !mask[i * cols + j]) || (closed && closed(i, j))) continue;
+      const v = values[j], m = v < 0 ? -v : v, p = y + colBlock[j];
+      if (m > size[p] || size[p] < 0) { size[p] = m; best[p] = v; }
     }
   }
-  return { pixels, width, height };
+  let top = -Infinity;
+  if (hi === "max") for (let p = 0; p < best.length; p++) if (size[p] >= 0 && best[p] > top) top = best[p];
+  const high = hi === "max" ? (top > lo ? top : lo + 1) : hi, step = high > lo ? 255 / (high - lo) : 0;
+  const pixels = new Uint32Array(width * height);
+  for (let p = 0; p < pixels.length; p++) {
+    if (size[p] < 0) { pixels[p] = closedPixel; continue; }
+    const k = (best[p] - lo) * step;
+    pixels[p] = lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
+  }
+  return { pixels, width, height, top: top === -Infinity ? 0 : top };
 }
 
 /** A colour scale as 256 packed colours from lo to hi: `rgb` turns a CSS colour into {r, g, b}. */
@@ -62,12 +59,11 @@ export function lookupTable(color, lo, hi, rgb) {
 }
 
 /**
- * The weights at a temperature and their picture, from scores held apart: what the painting
- * worker does for each message, and the page itself where no worker can start. `W` (n×n) is
- * written over. The colours run from 0 to 1, or to the largest weight when `stretch`.
+ * The weights at a temperature, row by row, and their picture: what the painting worker does for
+ * each message, and the page itself where no worker can start. The colours run from 0 to 1, or to
+ * the largest weight when `stretch` (returned as top either way).
  */
-export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel }, W) {
-  weights(scores, n, temperature, causal, mask, W);
-  const top = stretch ? extent(W)[1] : 1;
-  return { ...paint({ rows: n, cols: n, data: W, lo: 0, hi: top || 1, lut, closedPixel, causal, mask }), top };
+export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel }) {
+  const row = (i, out) => weightRow(scores, n, i, temperature, causal, mask, out);
+  return paint({ rows: n, cols: n, row, lo: 0, hi: stretch ? "max" : 1, lut, closedPixel, causal, mask });
 }

@@ -71,6 +71,7 @@ function render({ model, el: host }) {
 
   function draw() {
     frame = 0;
+    if (stages.starting() && !waited) return; // the worker's start comes first (below)
     const pal = palette(root);
     const tokens = get("tokens"), n = tokens.length, stage = get("stage");
     const focus = Math.min(get("focus"), n - 1), cell = get("cell");
@@ -97,7 +98,7 @@ function render({ model, el: host }) {
     } : null);
     stages.update({ stage, tokens, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
-    if (strip.update({ tokens, focus, row: showWeights ? row : null, pal, span: stages.span() })) layoutRetries = 0;
+    if (strip.update({ tokens, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: stages.span() })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
@@ -123,10 +124,17 @@ function render({ model, el: host }) {
   // any change redraws, at most once a frame; the store recomputes only what depends on it
   model.on("change", schedule);
   const unwatch = watchLayout(root, strip.list, schedule);
+  // A long input's worker is asked before the first draw, which waits until it runs (it says so,
+  // or fails, through onWindow): a worker cannot start while this thread computes the page's
+  // own numbers. One that says nothing holds the page up for a second at most.
+  stages.start({ stage: get("stage"), tokens: get("tokens"), pal: palette(root) });
+  let waited = false;
+  const firstDraw = setTimeout(() => { waited = true; schedule(); }, 1000);
   draw();
 
   return () => {
     cancelAnimationFrame(frame);
+    clearTimeout(firstDraw);
     sender.destroy();
     model.off("change", schedule);
     unwatch();

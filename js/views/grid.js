@@ -10,7 +10,7 @@ const LABEL_FONT = 12, CELL_FONT = 11;
  * createGrid(parent, {title, onPick(i, j | null), describe(i, j) -> string})
  * onPick gets the row and the column clicked (null for a row label).
  * returns {node, update(spec), destroy()}
- * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow,
+ * spec: {rows, cols, value(i, j), color(v), text(v), rowLabels, colLabels, focusRow, pal (dom.js palette),
  *        masked(i, j), extra: [{title, value(i) -> string}], maxWidth, ariaLabel,
  *        data (optional: the values, row-major), causal (masked is j > i), key (data identity),
  *        readsAhead, maskData (what closes cells, for the cell image's cache),
@@ -28,8 +28,8 @@ export function createGrid(parent, { title, onPick, describe }) {
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
-  function layout(ctx, s) {
-    ctx.font = `${LABEL_FONT}px ${palette(node).font}`;
+  function layout(ctx, s, pal) {
+    ctx.font = `${LABEL_FONT}px ${pal.font}`;
     const widest = (labels) => {
       // measured once per list of labels: long inputs have thousands
       if (!measured.has(labels)) measured.set(labels, labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0));
@@ -50,9 +50,9 @@ export function createGrid(parent, { title, onPick, describe }) {
 
   function draw() {
     if (!spec) return;
-    const s = spec, pal = palette(node);
+    const s = spec, pal = s.pal || palette(node); // the caller's, read once a draw: each read here could force a style pass
     const ctx = canvas.getContext("2d");
-    const b = (box = layout(ctx, s));
+    const b = (box = layout(ctx, s, pal));
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.ceil(b.width * dpr);
     canvas.height = Math.ceil(b.height * dpr);
@@ -188,8 +188,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
     const key = [...domain, s.color(lo), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
     if (!(s.key && paintedFor && s.key === paintedFor.data && key === paintedFor.key && s.maskData === paintedFor.mask)) {
+      const row = s.data ? (i) => s.data.subarray(i * s.cols, (i + 1) * s.cols) : (i, out) => { for (let j = 0; j < s.cols; j++) out[j] = s.value(i, j); return out; };
       painted = paint({
-        rows: s.rows, cols: s.cols, data: s.data, value: s.value, lo, hi, lut: lookupTable(s.color, lo, hi, rgb), closedPixel: pack(rgb(pal.masked)),
+        rows: s.rows, cols: s.cols, row, lo, hi, lut: lookupTable(s.color, lo, hi, rgb), closedPixel: pack(rgb(pal.masked)),
         causal: !!s.causal, closed: s.causal ? null : s.masked, // s.causal: causal alone, a test with no call per cell
       });
       paintedFor = { data: s.key, key, mask: s.maskData };

@@ -182,7 +182,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const blend = createBlend(blendPanel, { onResidual });
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
-  const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth });
+  const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth, pal: view.pal });
   // the detail of a long matrix: the window's rows and columns, with their labels and numbers
   const zoomed = (view, detail, spec) => {
     const n = view.tokens.length, on = n > ZOOM_FROM;
@@ -287,6 +287,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     },
     /** True while the weights picture shown is not yet the current one. */
     pending: () => painter.pending(),
+    /** True while a worker asked for a picture has not yet begun (see painter.js). */
+    starting: () => painter.starting(),
     /** The detail window's columns, [first, count], while one is shown; else null. */
     span: () => ([scoresDetail, weightsDetail].some((d) => !d.node.hidden && d.node.closest(".aw-panel:not([hidden])")) ? [win.c0, win.size] : null),
     destroy() {

@@ -14,7 +14,9 @@ export function createTokenStrip(parent, { onFocus }) {
   const node = el("div", { class: "aw-strip" }, arcs, list);
   parent.append(arcNote);
   parent.append(node);
-  let buttons = [], last = null;
+  let buttons = [], last = null, arcsFor = null; // what the arcs drawn show: redrawn only when it changes
+  const resized = new ResizeObserver(() => { arcsFor = null; }); // a new width moves every token
+  resized.observe(list);
 
   function onKey(ev) {
     if (!last) return;
@@ -72,9 +74,10 @@ export function createTokenStrip(parent, { onFocus }) {
   return {
     node,
     list, // its size follows the token buttons' layout
-    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null.
+    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null;
+     * rowKey: an object that is the same exactly while the row's numbers are (the store's row).
      * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, focus, row, pal, span = null }) {
+    update({ tokens, focus, row, rowKey = null, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
       const spanMoved = span && String(span) !== String(last?.span);
@@ -106,11 +109,16 @@ export function createTokenStrip(parent, { onFocus }) {
         node.scrollLeft = b.offsetLeft - node.clientWidth / 2 + b.offsetWidth / 2;
       }
       arcs.style.display = row ? "" : "none";
-      if (!row) { fill(arcs); arcNote.hidden = true; return true; }
-      return drawArcs(focus, row); // false when the strip had no layout to draw on
+      if (!row) { fill(arcs); arcNote.hidden = true; arcsFor = null; return true; }
+      // the same row read by the same token (a stage change): the arcs drawn are still right
+      if (arcsFor && arcsFor.rowKey === rowKey && arcsFor.focus === focus && arcsFor.tokens === tokens && rowKey) return true;
+      const drawn = drawArcs(focus, row); // false when the strip had no layout to draw on
+      arcsFor = drawn ? { rowKey, focus, tokens } : null;
+      return drawn;
     },
     destroy() {
       list.removeEventListener("keydown", onKey);
+      resized.disconnect();
       node.remove();
       arcNote.remove();
     },

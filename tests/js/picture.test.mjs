@@ -2,12 +2,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as A from "../../js/attention.js";
-import { MAX_SIDE, paint } from "../../js/picture.js";
+import { MAX_SIDE, paint, weightPicture } from "../../js/picture.js";
 
 function random(seed) { // a small deterministic generator: the same cases every run
   let s = seed >>> 0;
   return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32) * 2 - 1;
 }
+const rowsOf = (data, cols) => (i) => data.subarray(i * cols, (i + 1) * cols);
 const matrix = (rand, rows, cols, Type = Float64Array) => ({ data: Type.from({ length: rows * cols }, () => rand() * 3), heads: 1, rows, cols });
 
 test("scoreRows gives exactly the plain dot product's numbers, for any shape and any piece of rows", () => {
@@ -46,7 +47,7 @@ test("weightRow is row i of weights, exactly, with causal rows and a mask", () =
 test("a pixel per cell: the colour of its value, the closed colour where causal or the mask closes it", () => {
   const n = 6, lut = Uint32Array.from({ length: 256 }, (_, k) => k), data = Float64Array.from({ length: n * n }, (_, p) => p / (n * n - 1));
   const mask = Uint8Array.from({ length: n * n }, (_, p) => (p === 1 ? 0 : 1));
-  const { pixels, width, height } = paint({ rows: n, cols: n, data, lo: 0, hi: 1, lut, closedPixel: 999, causal: true, mask });
+  const { pixels, width, height } = paint({ rows: n, cols: n, row: rowsOf(data, n), lo: 0, hi: 1, lut, closedPixel: 999, causal: true, mask });
   assert.equal(width, n);
   assert.equal(height, n);
   for (let i = 0; i < n; i++) {
@@ -65,7 +66,7 @@ test("past MAX_SIDE a pixel shows its block's cell of largest magnitude, and a c
   data[500 * cols + 700] = 0.9;
   data[1500 * cols + 20] = -0.95;
   const closed = (i, j) => i < 4 && j < 4; // the first block, closed whole
-  const { pixels, width, height } = paint({ rows, cols, data, lo: -1, hi: 1, lut, closedPixel: 999, closed });
+  const { pixels, width, height } = paint({ rows, cols, row: rowsOf(data, cols), lo: -1, hi: 1, lut, closedPixel: 999, closed });
   assert.equal(width, MAX_SIDE);
   assert.equal(height, MAX_SIDE);
   const block = (n, side, x) => [Math.floor((x * n) / side), Math.floor(((x + 1) * n) / side)];
@@ -83,4 +84,19 @@ test("past MAX_SIDE a pixel shows its block's cell of largest magnitude, and a c
   assert.equal(at(500, 700), Math.floor(1.9 * 127.5)); // the spike is not lost to the scaling
   assert.equal(at(1500, 20), Math.floor(0.05 * 127.5));
   assert.equal(pixels[0], 999);
+});
+
+test("the weights picture, row by row, is the picture of the whole weights matrix, stretched to its largest weight", () => {
+  const rand = random(5), lut = Uint32Array.from({ length: 256 }, (_, k) => k);
+  for (const n of [7, 40, MAX_SIDE + 9]) {
+    const S = Float64Array.from({ length: n * n }, () => rand() * 4);
+    const mask = Uint8Array.from({ length: n * n }, (_, p) => (p % 7 === 3 ? 0 : 1));
+    for (const [causal, m, stretch] of [[false, null, true], [true, mask, true], [true, null, false]]) {
+      const W = A.weights(S, n, 0.7, causal, m);
+      const whole = paint({ rows: n, cols: n, row: rowsOf(W, n), lo: 0, hi: stretch ? A.extent(W)[1] : 1, lut, closedPixel: 999, causal, mask: m });
+      const picture = weightPicture({ scores: S, n, temperature: 0.7, causal, mask: m, stretch, lut, closedPixel: 999 });
+      assert.deepEqual(picture.pixels, whole.pixels);
+      if (stretch) assert.equal(picture.top, A.extent(W)[1]);
+    }
+  }
 });
