@@ -35,17 +35,34 @@ export function createGrid(parent, { title, onPick, describe }) {
       if (!measured.has(labels)) measured.set(labels, labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0));
       return measured.get(labels);
     };
-    const left = Math.min(120, widest(s.measure || s.rowLabels) + 10); // measure: labels to make room for, if not these
-    const extraW = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
-    const avail = (s.maxWidth || 640) - left - extraW.reduce((a, b) => a + b, 0);
+    const sum = (a) => a.reduce((x, y) => x + y, 0);
     // whole pixels while cells are big enough to read; fractions when thousands must fit the width
-    const fit = avail / s.cols;
-    const cell = fit >= 6 ? Math.min(54, Math.floor(fit)) : fit;
-    const cellH = Math.min(30, cell);
-    const colW = widest(s.measure || s.colLabels);
+    const fit = (left, extraW) => {
+      const f = ((s.maxWidth || 640) - left - sum(extraW)) / s.cols, cell = f >= 6 ? Math.min(54, Math.floor(f)) : f;
+      return [cell, Math.min(30, cell)];
+    };
+    // Labels and the extra columns take room only where cells are big enough for them to be
+    // drawn: a long input's overview is all matrix, and its thousands of labels are not measured.
+    let left = 4, extraW = [], [cell, cellH] = fit(left, extraW);
+    if (cellH >= 10) {
+      left = Math.min(120, widest(s.measure || s.rowLabels) + 10); // measure: labels to make room for, if not these
+      [cell, cellH] = fit(left, extraW);
+      const withExtra = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
+      const [c, h] = fit(left, withExtra);
+      if (withExtra.length && h >= 12) [extraW, cell, cellH] = [withExtra, c, h]; // their numbers need rows of 12
+      if (cellH < 10) [left, cell, cellH] = [4, ...fit(4, extraW)];
+    }
+    const rowFont = Math.min(LABEL_FONT, Math.floor(cellH) - 1), showRows = left > 4 && rowFont >= 9;
+    const colW = cell >= 10 ? widest(s.measure || s.colLabels) : 0;
     const rotate = colW + 6 > cell;
-    const top = s.colLabels.length ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : 4;
-    return { left, top, cell, cellH, rotate, extraW, width: left + cell * s.cols + extraW.reduce((a, b) => a + b, 0) + 4, height: top + cellH * s.rows + 4 };
+    // a slanted label is a cell's width × sin 45° from the next: small type for small cells, none below 9 px
+    const colFont = rotate ? Math.min(LABEL_FONT, Math.floor(cell * 0.7)) : LABEL_FONT;
+    const showCols = cell >= 10 && colFont >= 9 && s.colLabels.length > 0;
+    // a slanted label rises to the right of its column: room for the last one's
+    const right = showCols && rotate ? Math.max(0, Math.min(110, colW) * 0.71 - cell / 2) : 0;
+    if (right) [cell, cellH] = fit(left + right, extraW);
+    const top = showCols ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : extraW.length ? LABEL_FONT + 10 : 4;
+    return { left, top, cell, cellH, rotate, extraW, rowFont, colFont, showRows, showCols, width: left + cell * s.cols + sum(extraW) + right + 4, height: top + cellH * s.rows + 4 };
   }
 
   function draw() {
@@ -60,7 +77,6 @@ export function createGrid(parent, { title, onPick, describe }) {
     canvas.style.height = `${b.height}px`;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, b.width, b.height);
-    const showLabels = b.cellH >= 10;
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
     // cells: one pixel per cell, scaled up, when cells are too small for anything else
@@ -112,17 +128,19 @@ export function createGrid(parent, { title, onPick, describe }) {
       for (let j = 0; j <= s.cols; j++) { ctx.moveTo(b.left + j * b.cell, b.top); ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH); }
       ctx.stroke();
     }
-    // labels
-    ctx.font = `${LABEL_FONT}px ${pal.font}`;
+    // labels: smaller type for small cells, so that no two overlap (layout says which fit)
     ctx.textBaseline = "middle";
-    if (showLabels) {
+    const { rowFont, colFont } = b;
+    if (b.showRows) {
+      ctx.font = `${rowFont}px ${pal.font}`;
       ctx.textAlign = "right";
       s.rowLabels.forEach((t, i) => {
         ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
         ctx.fillText(short(t, 18), b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
       });
     }
-    if (b.cell >= 10) {
+    if (b.showCols) {
+      ctx.font = `${colFont}px ${pal.font}`;
       s.colLabels.forEach((t, j) => {
         const cx = b.left + j * b.cell + b.cell / 2;
         ctx.fillStyle = pal.fg;
@@ -141,11 +159,13 @@ export function createGrid(parent, { title, onPick, describe }) {
     }
     // extra text columns
     let x0 = b.left + s.cols * b.cell;
-    (s.extra || []).forEach((col, c) => {
+    (s.extra || []).slice(0, b.extraW.length).forEach((col, c) => {
       const w = b.extraW[c], cx = x0 + w / 2 + 4;
       ctx.textAlign = "center";
       ctx.fillStyle = pal.muted;
+      ctx.font = `${LABEL_FONT}px ${pal.font}`;
       ctx.fillText(col.title, cx, b.top - LABEL_FONT / 2 - 4);
+      ctx.font = `${rowFont}px ${pal.font}`;
       if (b.cellH >= 12) {
         for (let i = 0; i < s.rows; i++) {
           ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
