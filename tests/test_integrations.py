@@ -364,3 +364,20 @@ def test_importing_needs_neither_torch_nor_transformers():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['a', '·b']"
+
+
+def test_head_summary_covers_every_layer_and_head_as_the_model_attends(tf, gpt2_tokenizer):
+    import torch
+
+    from test_summaries import by_hand
+
+    model, text = gpt2(tf, gpt2_tokenizer), "I sat on the riverbank and watched"
+    w = attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, text)
+    with torch.no_grad():
+        reference = model(**gpt2_tokenizer(text, return_tensors="pt"), output_attentions=True).attentions
+    got, n = w.head_summary(), reference[0].shape[-1]
+    assert {name: a.shape for name, a in got.items()} == dict.fromkeys(got, (len(reference), reference[0].shape[1]))
+    for layer, attentions in enumerate(reference):
+        for h in range(attentions.shape[1]):
+            for name, value in by_hand(attentions[0, h].double().numpy(), np.tri(n, dtype=bool)).items():
+                np.testing.assert_allclose(got[name][layer, h], value, atol=1e-5, err_msg=f"{name}, layer {layer}, head {h}")

@@ -71,6 +71,50 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     return s
 
 
+def allowed_cells(n: int, causal: bool, mask=None):
+    """Which cells a row may read (n×n booleans): the causal rule and an optional mask
+    together; None when every cell may be read."""
+    allowed = None if mask is None else np.asarray(mask, dtype=bool)
+    if causal:
+        lower = np.tri(n, dtype=bool)
+        allowed = lower if allowed is None else allowed & lower
+    return allowed
+
+
+SUMMARIES = ("first", "self", "previous", "effective_tokens")
+
+
+def head_summaries(weights: np.ndarray, allowed=None) -> dict[str, np.ndarray]:
+    """What each head does, in one number per head: weights is (..., n, n), rows read;
+    allowed the cells rows may read (n×n, None: all). Each is a mean over the rows where it
+    exists, so a causal or masked head is measured on what its rows could do:
+
+    - ``"first"``: the weight on token 0 (attention-sink mass), over rows that may read it;
+    - ``"self"``: the weight on the row's own token, over rows that may read themselves;
+    - ``"previous"``: the weight on token i − 1, over rows i ≥ 1 that may read it;
+    - ``"effective_tokens"``: exp(entropy) of the row, over rows that may read anything.
+
+    A summary no row has (the previous token of a one-token input) is NaN.
+    """
+    n = weights.shape[-1]
+    may = np.ones((n, n), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    i = np.arange(n)
+
+    def mean(values, rows):  # values (..., n) per row; rows (n,) where the summary exists
+        with np.errstate(invalid="ignore"):
+            return np.where(rows.any(), (values * rows).sum(axis=-1) / max(1, rows.sum()), np.nan)
+
+    previous = np.zeros(weights.shape[:-1])
+    previous[..., 1:] = weights[..., i[1:], i[1:] - 1]
+    logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
+    return {
+        "first": mean(weights[..., :, 0], may[:, 0]),
+        "self": mean(weights[..., i, i], may[i, i]),
+        "previous": mean(previous, np.concatenate([[False], may[i[1:], i[1:] - 1]])),
+        "effective_tokens": mean(np.exp(-(weights * logw).sum(axis=-1)), may.any(axis=1)),
+    }
+
+
 class Attention:
     """The result of one attention computation.
 
@@ -85,14 +129,8 @@ class Attention:
         self.causal = bool(causal)
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.scores = self.scale * (q @ k.T)
-        n = q.shape[0]
-        # which cells a row may read: the causal rule and an optional mask together (None: all)
-        allowed = None if mask is None else np.asarray(mask, dtype=bool)
-        if self.causal:
-            lower = np.tri(n, dtype=bool)
-            allowed = lower if allowed is None else allowed & lower
-        self.allowed = allowed
-        self.weights = _softmax_rows(self.scores, self.temperature, allowed)
+        self.allowed = allowed_cells(q.shape[0], self.causal, mask)
+        self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v
 
     @cached_property

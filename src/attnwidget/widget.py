@@ -15,7 +15,7 @@ from ipywidgets.widgets.widget import JUPYTER_WIDGETS_ECHO, _remove_buffers
 
 from . import examples
 from .core import SCORE_LIMIT as ENTRY_LIMIT
-from .core import Attention, _as_mask, overflow_message, principal_axes
+from .core import Attention, _as_mask, _softmax_rows, allowed_cells, default_scale, head_summaries, overflow_message, principal_axes
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
@@ -671,6 +671,25 @@ class AttentionWidget(anywidget.AnyWidget):
             q, k, v = (self._head(a) for a in key[:3])
             cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self.mask))
         return cached[1]
+
+    def head_summary(self) -> dict[str, np.ndarray]:
+        """One number per layer and head for each of ``"first"`` (the weight on token 0),
+        ``"self"``, ``"previous"`` (the weight on token i − 1) and ``"effective_tokens"``:
+        arrays of layers × heads (one row when the widget has no model layers), computed with
+        numpy at the current temperature, causal rule and mask. Each is a mean over the rows
+        where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
+        ``"previous"`` leaves out the first row, which has no previous token. A new dict of new
+        arrays every call."""
+        layers = self._layers or [(self.q, self.k, self.v)]
+        n = len(self.tokens)
+        allowed = allowed_cells(n, self.causal, self.mask)
+        rows = []
+        for q, k, _ in layers:
+            q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
+            scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
+            weights = np.stack([_softmax_rows(scale * (q[h] @ k[h].T), self.temperature, allowed) for h in range(q.shape[0])])
+            rows.append(head_summaries(weights, allowed))
+        return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):
         a = np.asarray(a)
