@@ -23,7 +23,14 @@ export function createStore(get) {
   const heads = {};
   const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
   const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
-  const maskOf = memo((m, n) => (m && m.rows === n ? m.data : null));
+  // the cells rows may read besides the causal rule: the mask, and with `sink` the first token's column closed
+  const maskOf = memo((m, n, sink) => {
+    const given = m && m.rows === n ? m.data : null;
+    if (!sink) return given;
+    const open = given ? Uint8Array.from(given) : new Uint8Array(n * n).fill(1);
+    for (let i = 0; i < n; i++) open[i * n] = 0;
+    return open;
+  });
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
   const spread = memo(A.outputSpread);
@@ -39,7 +46,7 @@ export function createStore(get) {
     q: () => ofHead("q"), k: () => ofHead("k"), v: () => ofHead("v"),
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
-    mask: () => maskOf(array("mask"), array("q").rows), // n×n, 1 where a row may read; null: every cell
+    mask: () => maskOf(array("mask"), array("q").rows, !!get("sink")), // n×n, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
     scores: () => { // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(), h = Math.min(get("head"), job.q.heads - 1);
@@ -71,6 +78,9 @@ export function createStore(get) {
     cellArithmetic: (i, j) => A.cellArithmetic(s.q(), s.k(), s.v(), s.scores(), s.weightRow(i), {
       i, j, scale: s.scale(), temperature: get("temperature"), causal: get("causal"), mask: s.mask(),
     }),
+    /** Why row i may not read column j: "ahead" (the causal rule), "sink" (the first token, left
+     * out), "mask"; null when it may. */
+    closedWhy: (i, j) => (get("causal") && j > i ? "ahead" : !s.closed(i, j) ? null : get("sink") && j === 0 ? "sink" : "mask"),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
     closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.q().rows + j]),
   };

@@ -7,7 +7,7 @@ import { el, fill, palette, watchLayout } from "./views/dom.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
-import { CAPTIONS, createStages, weightColours } from "./views/stages.js";
+import { CAPTIONS, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
 import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { standalone } from "./standalone.js";
@@ -38,6 +38,7 @@ function render({ model, el: host }) {
     onStage: (s) => save("stage", s),
     onTemperature: (t, final) => saveSoon("temperature", t, final),
     onCausal: (b) => save("causal", b),
+    onSink: (b) => save("sink", b),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
     onSave: (kind) => savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
@@ -78,14 +79,14 @@ function render({ model, el: host }) {
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     controls.update({
-      stage, temperature: get("temperature"), causal: get("causal"), sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index"),
+      stage, temperature: get("temperature"), causal: get("causal"), sink: !!get("sink"), sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index"),
       layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "",
     });
     stages.start({ stage, tokens, pal }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
 
-    caption.textContent = CAPTIONS[stage] || "";
+    caption.textContent = `${CAPTIONS[stage] || ""}${get("sink") && stage !== "tokens" && stage !== "qk" ? ` ${SINK_NOTE(tokens[0])}` : ""}`;
     const warning = roundingWarning(store, get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
@@ -94,7 +95,7 @@ function render({ model, el: host }) {
     heads.node.hidden = store.all("q").heads < 2; // thumbnails scale themselves
     if (!heads.node.hidden) heads.update({ work: store.thumbnails(), head: get("head"), color: weightColours(pal) });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: store.cellArithmetic(...cell), reader: tokens[cell[0]], read: tokens[cell[1]],
+      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);
     stages.update({ stage, tokens, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.

@@ -18,10 +18,12 @@ export function createCell(parent, { onClose }) {
     update(state) {
       node.hidden = !state;
       if (!state) return;
-      const { a, reader, read } = state;
+      const { a, reader, read, why } = state;
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
-        fill(steps, step("weight", `${read} comes after ${reader}: with the causal rule it cannot be read, weight =`, "0"));
+        const because = { ahead: `${read} comes after ${reader}: with the causal rule it cannot be read`,
+          sink: `${read} is the first token, left out in the sink view`, mask: `the mask closes this cell: ${reader} may not read ${read}` }[why];
+        fill(steps, step("weight", `${because}, weight =`, "0"));
         return;
       }
       const shifted = a.shift ? ` − ${fmt3(a.shift)} (row max, against overflow)` : "";

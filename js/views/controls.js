@@ -9,7 +9,7 @@ const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
  *  onSentence(i), onLayer(i), onSave("png" | "svg")}) */
-export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSentence, onLayer, onSave }) {
+export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -55,6 +55,10 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
 
   const causal = el("input", { type: "checkbox", class: "aw-causal" });
   causal.addEventListener("change", () => onCausal(causal.checked));
+  // attention sinks: offered for a real model's heads, or whenever it is on
+  const sink = el("input", { type: "checkbox", class: "aw-sink" });
+  sink.addEventListener("change", () => onSink(sink.checked));
+  const sinkBox = el("label", { class: "aw-toggle", hidden: true, title: "Attention sinks: leave out the first token's column and spread each row's budget over the rest" }, sink, "hide first token");
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
   // a real model's layers
   const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer" });
@@ -69,6 +73,7 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
     el("div", { class: "aw-dials" },
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
+      sinkBox,
       layerBox,
       el("span", { class: "aw-save" },
         el("button", { type: "button", class: "aw-save-png", "aria-label": "Save the view as a PNG picture", onclick: () => onSave("png") }, "PNG"),
@@ -78,7 +83,9 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
 
   return {
     node,
-    update({ stage, temperature, causal: isCausal, sentenceList, sentenceIndex, layers, layer, modelName: name }) {
+    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name }) {
+      sink.checked = isSink;
+      sinkBox.hidden = !isSink && layers < 1;
       layerBox.hidden = layers < 1;
       modelName.textContent = name;
       if (layers !== shownLayers) {

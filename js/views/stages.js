@@ -44,6 +44,12 @@ export const CAPTIONS = {
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
 
+/** Why a cell cannot be read, in words (store.closedWhy). */
+export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
+
+/** Said under the caption while the first token is left out. */
+export const SINK_NOTE = (first) => `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
+
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
 
@@ -160,8 +166,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const name = (i) => get("tokens")[i];
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const describeCell = (i, j) => {
-    const n = store.q().rows, why = get("causal") && j > i ? "cannot read ahead" : "the mask closes this cell";
-    const weight = store.closed(i, j) ? `0 (masked: ${why})` : fmt3(store.weightRow(i)[j]);
+    const n = store.q().rows, why = store.closedWhy(i, j);
+    const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(store.weightRow(i)[j]);
     return `${name(i)} reads ${name(j)}\nscore ${fmt3(store.scores()[i * n + j])}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${name(j)}` });

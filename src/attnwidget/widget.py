@@ -222,6 +222,8 @@ class AttentionWidget(anywidget.AnyWidget):
     focus = Index(0).tag(sync=True)
     stage = traitlets.Unicode("tokens").tag(sync=True)
     causal = traitlets.Bool(False).tag(sync=True)
+    # Attention sinks: the first token's column left out and every row renormalised over the rest.
+    sink = traitlets.Bool(False).tag(sync=True)
     scale = traitlets.Float(None, allow_none=True).tag(sync=True)
     head = Index(0).tag(sync=True)
     # The cell whose arithmetic is shown: (row, column), or None.
@@ -253,6 +255,7 @@ class AttentionWidget(anywidget.AnyWidget):
         focus=None,
         stage=None,
         causal=False,
+        sink=False,
         scale=None,
         head=0,
         cell=None,
@@ -264,7 +267,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._examples = []
         self._layers, self._layer_tokens = [], []
         self._committed, self._page_keys = False, ()
-        state = dict(temperature=temperature, causal=causal, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
+        state = dict(temperature=temperature, causal=causal, sink=sink, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
@@ -665,24 +668,36 @@ class AttentionWidget(anywidget.AnyWidget):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask)
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink)
         cached = self._result
         if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
             q, k, v = (self._head(a) for a in key[:3])
-            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self.mask))
+            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self._reading_mask()))
         return cached[1]
+
+    def _reading_mask(self):
+        """The cells the numbers let rows read besides the causal rule: the mask, and with
+        ``sink`` every cell of the first token's column closed (so each row is renormalised
+        over the other tokens)."""
+        if not self.sink:
+            return self.mask
+        n = len(self.tokens)
+        closed = np.ones((n, n), dtype=bool) if self.mask is None else np.array(self.mask, dtype=bool)
+        closed[:, 0] = False
+        return closed
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),
         ``"self"``, ``"previous"`` (the weight on token i − 1) and ``"effective_tokens"``:
         arrays of layers × heads (one row when the widget has no model layers), computed with
-        numpy at the current temperature, causal rule and mask. Each is a mean over the rows
+        numpy at the current temperature, causal rule, mask and ``sink`` (with which no row
+        reads token 0, and ``"first"`` is NaN). Each is a mean over the rows
         where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
         ``"previous"`` leaves out the first row, which has no previous token. A new dict of new
         arrays every call."""
         layers = self._layers or [(self.q, self.k, self.v)]
         n = len(self.tokens)
-        allowed = allowed_cells(n, self.causal, self.mask)
+        allowed = allowed_cells(n, self.causal, self._reading_mask())
         rows = []
         for q, k, _ in layers:
             q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
