@@ -75,7 +75,8 @@ export function scoreRows(out, q, k, scale, r0, r1) {
  * Row-wise softmax of scores / T over the cells a row may read: with causal, j ≤ i; with a mask
  * (n×n, 1 = may read), its cells. The others are exactly 0, and so is a row that may read nothing.
  */
-export function weights(S, n, temperature, causal, mask = null, W = new Float64Array(n * n)) {
+export function weights(S, n, temperature, causal, mask = null) {
+  const W = new Float64Array(n * n);
   for (let i = 0; i < n; i++) weightRow(S, n, i, temperature, causal, mask, W.subarray(i * n, i * n + n));
   return W;
 }

@@ -34,7 +34,10 @@ export function createStore(get) {
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
   const spread = memo(A.outputSpread);
-  const rowsAt = memo(() => new Map()); // the weight rows asked for at these scores, T, causal and mask
+  // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
+  // oldest asked for going first, so hovering a long input never builds up its whole matrix.
+  const ROWS = 128;
+  const rowsAt = memo(() => new Map());
   const scoreRange = memo(A.extent), weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
@@ -57,8 +60,12 @@ export function createStore(get) {
      * the painting worker's, and the page needs only the rows it shows in numbers. */
     weightRow: (i) => {
       const S = s.scores(), T = get("temperature"), causal = get("causal"), mask = s.mask(), rows = rowsAt(S, T, causal, mask);
-      if (!rows.has(i)) rows.set(i, A.weightRow(S, s.q().rows, i, T, causal, mask));
-      return rows.get(i);
+      let row = rows.get(i);
+      if (row) rows.delete(i); // asked again: to the back of the queue
+      else row = A.weightRow(S, s.q().rows, i, T, causal, mask);
+      rows.set(i, row);
+      if (rows.size > ROWS) rows.delete(rows.keys().next().value);
+      return row;
     },
     output: () => output(s.weights(), s.v()),
     scoreRange: () => scoreRange(s.scores()), // [lowest, highest]

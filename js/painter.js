@@ -1,7 +1,8 @@
-// The weights picture of a long input, painted by a worker: a temperature drag never waits for a
-// million exponentials on the page's main thread. Only the newest request waits while one is
-// painted, so a fast drag skips the values in between. Where no worker can start (a host that
-// forbids them) the page paints with the same code itself.
+// The weights picture of a long input, painted by a worker: in the weights stage a temperature
+// drag never waits for a million exponentials on the page's main thread. Only the newest request
+// waits while one is painted, so a fast drag skips the values in between. Where no worker can
+// start (a host that forbids them, or one that never says it started) the page paints with the
+// same code itself.
 import { weightPicture } from "./picture.js";
 
 /* global PAINT_WORKER_SOURCE */ // the worker's bundle, as text (scripts/build.mjs)
@@ -20,27 +21,32 @@ const copy = (m) => ({ data: m.data.slice(), rows: m.rows, cols: m.cols }); // a
 const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
 
 /**
- * createPainter(onPicture) -> {request(job), pending(), destroy()}.
+ * createPainter(onPicture) -> {request(job), pending(), starting(), paintHere(), release(), destroy()}.
  * job: {q, k (one head's, kept by identity), scale, scores() (the page's scores: used only where
  * no worker runs, which then computes its own), n, temperature, causal, mask, stretch, lut,
- * closedPixel, colours (a key naming the lut)}. request returns the newest picture, {pixels, width, height,
- * top, current}: current is false while the one asked for is still being painted (null before
- * the first). onPicture() is called when a picture arrives, and when the worker has started or
- * failed (a worker cannot start while the page's thread is busy: the page waits for it).
+ * closedPixel, colours (a key naming the lut)}. request returns {image: {pixels, width, height,
+ * top}, current}, the newest picture (the same object until another arrives) and whether it is
+ * the one asked for; null before the first. onPicture() is called when a picture arrives, and
+ * when the worker has started or failed (a worker cannot start while the page's thread is busy:
+ * the page waits for it).
  */
 export function createPainter(onPicture) {
   let started = null, tried = false, ready = false; // the worker, started at the first request
-  let held = null, busy = null, next = null, last = null, id = 0;
+  let held = null, busy = null, next = null, last = null, want = null, id = 0, silent = 0;
   const here = (job) => weightPicture({ ...job, scores: job.scores() });
+  const wanted = () => !!last && same(last.job, want);
 
   function start() {
     tried = true;
     started = typeof Worker === "function" ? startWorker() : null;
     if (!started) return;
+    // one that has not said it started within a second (the page holds back meanwhile) is given up
+    silent = setTimeout(() => !ready && paintHere(), 1000);
     started.worker.onmessage = ({ data }) => {
-      if (data.ready) { ready = true; return onPicture(); } // running: the page may busy itself now
+      if (data.ready) { ready = true; clearTimeout(silent); return onPicture(); } // running: the page may busy itself now
       if (!busy || data.id !== busy.id) return;
-      last = { job: busy, picture: data };
+      // a late answer to a request since taken back (a toggle undone) never replaces the one wanted
+      if (!wanted()) last = { job: busy, picture: data };
       busy = null;
       if (next) post(next);
       next = null;
@@ -49,9 +55,7 @@ export function createPainter(onPicture) {
     // a worker that cannot run (a policy, a script error): paint here from now on
     started.worker.onerror = (ev) => {
       ev.preventDefault();
-      stop();
-      busy = next = null;
-      onPicture();
+      paintHere();
     };
   }
   function post(job) {
@@ -66,27 +70,42 @@ export function createPainter(onPicture) {
     held = job;
   }
   function stop() {
+    clearTimeout(silent);
     started?.worker.terminate();
     if (started) URL.revokeObjectURL(started.url);
-    started = null;
+    started = held = busy = next = null;
+    ready = false;
+  }
+  /** No worker from now on (one that failed, or never said it started): the page paints itself. */
+  function paintHere() {
+    stop();
+    tried = true;
+    onPicture();
   }
 
   return {
     request(job) {
       if (!tried) start();
-      if (!(last && same(last.job, job))) {
-        if (!started) last = { job, picture: here(job) };
-        else if (busy && same(busy, job)) next = null;
-        else if (busy) next = job;
-        else post(job);
-      }
-      return last && { ...last.picture, current: same(last.job, job) };
+      want = job;
+      if (wanted()) next = null; // back to the picture shown: nothing in between is needed
+      else if (!started) last = { job, picture: here(job) };
+      else if (busy && same(busy, job)) next = null;
+      else if (busy) next = job;
+      else post(job);
+      return last && { image: last.picture, current: wanted() };
     },
-    /** True while a picture is being painted. */
-    pending: () => !!busy,
+    /** True while the picture asked for last is not yet the one there is. */
+    pending: () => !!want && !wanted(),
     /** True while the worker has been asked but has not yet begun: it cannot while the page's
      * thread is busy, so the page holds its own heavy work back until then. */
     starting: () => !!started && !ready,
+    paintHere,
+    /** Lets the worker and the scores it holds go (a short input needs none); the next request starts another. */
+    release() {
+      stop();
+      tried = false;
+      want = last = null;
+    },
     destroy: stop,
   };
 }

@@ -72,7 +72,7 @@ function render({ model, el: host }) {
 
   function draw() {
     frame = 0;
-    if (stages.starting() && !waited) return; // the worker's start comes first (below)
+    if (stages.starting()) return; // the worker's start comes first (below)
     const pal = palette(root);
     const tokens = get("tokens"), n = tokens.length, stage = get("stage");
     const focus = Math.min(get("focus"), n - 1), cell = get("cell");
@@ -129,13 +129,10 @@ function render({ model, el: host }) {
   // or fails, through onWindow): a worker cannot start while this thread computes the page's
   // own numbers. One that says nothing holds the page up for a second at most.
   stages.start({ stage: get("stage"), tokens: get("tokens"), pal: palette(root) });
-  let waited = false;
-  const firstDraw = setTimeout(() => { waited = true; schedule(); }, 1000);
   draw();
 
   return () => {
     cancelAnimationFrame(frame);
-    clearTimeout(firstDraw);
     sender.destroy();
     model.off("change", schedule);
     unwatch();

@@ -43,24 +43,31 @@ export function createGrid(parent, { title, onPick, describe }) {
     };
     // Labels and the extra columns take room only where cells are big enough for them to be
     // drawn: a long input's overview is all matrix, and its thousands of labels are not measured.
-    let left = 4, extraW = [], [cell, cellH] = fit(left, extraW);
+    let left = 4, extraW = [], right = 0, [cell, cellH] = fit(left, extraW);
     if (cellH >= 10) {
       left = Math.min(120, widest(s.measure || s.rowLabels) + 10); // measure: labels to make room for, if not these
-      [cell, cellH] = fit(left, extraW);
       const withExtra = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
-      const [c, h] = fit(left, withExtra);
-      if (withExtra.length && h >= 12) [extraW, cell, cellH] = [withExtra, c, h]; // their numbers need rows of 12
-      if (cellH < 10) [left, cell, cellH] = [4, ...fit(4, extraW)];
+      [cell, cellH] = fit(left, withExtra);
+      if (withExtra.length && cellH >= 12) extraW = withExtra; // their numbers need rows of 12
+      else [cell, cellH] = fit(left, extraW);
     }
-    const rowFont = Math.min(LABEL_FONT, Math.floor(cellH) - 1), showRows = left > 4 && rowFont >= 9;
     const colW = cell >= 10 ? widest(s.measure || s.colLabels) : 0;
     const rotate = colW + 6 > cell;
-    // a slanted label is a cell's width × sin 45° from the next: small type for small cells, none below 9 px
+    if (rotate && colW) {
+      // a slanted label rises to the right of its column: room for the last one's, beyond any extra columns
+      right = Math.max(0, Math.min(110, colW) * 0.71 - cell / 2 - sum(extraW));
+      [cell, cellH] = fit(left + right, extraW);
+      if (extraW.length && cellH < 12) { // squeezed below their rows of 12: no extra columns, full room on the right
+        extraW = [];
+        right = Math.max(0, Math.min(110, colW) * 0.71 - cell / 2);
+        [cell, cellH] = fit(left + right, extraW);
+      }
+    }
+    // what the final cells hold: small type for small cells, none below 9 px, so no two labels
+    // overlap (a slanted label is a cell's width × sin 45° from the next)
+    const rowFont = Math.min(LABEL_FONT, Math.floor(cellH) - 1), showRows = left > 4 && rowFont >= 9;
     const colFont = rotate ? Math.min(LABEL_FONT, Math.floor(cell * 0.7)) : LABEL_FONT;
-    const showCols = cell >= 10 && colFont >= 9 && s.colLabels.length > 0;
-    // a slanted label rises to the right of its column: room for the last one's
-    const right = showCols && rotate ? Math.max(0, Math.min(110, colW) * 0.71 - cell / 2) : 0;
-    if (right) [cell, cellH] = fit(left + right, extraW);
+    const showCols = colW > 0 && cell >= 10 && colFont >= 9 && s.colLabels.length > 0;
     const top = showCols ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : extraW.length ? LABEL_FONT + 10 : 4;
     return { left, top, cell, cellH, rotate, extraW, rowFont, colFont, showRows, showCols, width: left + cell * s.cols + sum(extraW) + right + 4, height: top + cellH * s.rows + 4 };
   }
@@ -198,7 +205,8 @@ export function createGrid(parent, { title, onPick, describe }) {
     canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
     canvas.toggleAttribute("data-pending", !!s.pending);
     // where the cells are, in CSS pixels: lets scripts and tests point at a cell
-    Object.assign(canvas.dataset, { left: b.left, top: b.top, cellWidth: b.cell, cellHeight: b.cellH });
+    Object.assign(canvas.dataset, { left: b.left, top: b.top, cellWidth: b.cell, cellHeight: b.cellH,
+      rowFont: b.showRows ? b.rowFont : 0, colFont: b.showCols ? b.colFont : 0, slanted: b.rotate, extraColumns: b.extraW.length });
   }
 
   // The cell image is kept while the numbers and colours stay the same: a focus change only
@@ -206,7 +214,7 @@ export function createGrid(parent, { title, onPick, describe }) {
   // when causal or the mask changes).
   function cellImage(s, pal) {
     const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
-    const key = [...domain, s.color(lo), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
+    const key = [...domain, s.color(lo), s.color(hi), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
     if (!(s.key && paintedFor && s.key === paintedFor.data && key === paintedFor.key && s.maskData === paintedFor.mask)) {
       const row = s.data ? (i) => s.data.subarray(i * s.cols, (i + 1) * s.cols) : (i, out) => { for (let j = 0; j < s.cols; j++) out[j] = s.value(i, j); return out; };
       painted = paint({

@@ -255,10 +255,11 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       let top = 1, W = null, picture, pending = false;
       if (n >= PAINT_FROM) { // the worker's picture; the numbers shown come from the rows alone
-        picture = requestPicture(view);
-        pending = !picture?.current;
+        const got = requestPicture(view);
+        [picture, pending] = [got ? got.image : null, !got?.current];
         top = picture ? picture.top : 1;
       } else {
+        painter.release(); // a short input needs no worker, nor the scores it holds
         W = store.weights();
         if (stretch) top = store.topWeight();
       }
@@ -291,7 +292,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     start(view) {
       if ((view.stage === "weights" || view.stage === "blend") && view.tokens.length >= PAINT_FROM) requestPicture(view);
     },
-    /** True while the weights picture shown is not yet the current one. */
+    /** True while the weights picture asked for last is not yet the one shown. */
     pending: () => painter.pending(),
     /** True while a worker asked for a picture has not yet begun (see painter.js). */
     starting: () => painter.starting(),

@@ -107,3 +107,72 @@ e
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_a_change_undone_before_its_picture_arrives_never_shows_that_picture(browser, tmp_path):
+    path = tmp_path / "undo.html"
+    widget(temperature=0.9).to_html(path)
+    page = exported_page(browser, path)
+    try:
+        canvas = weights_canvas(page)
+        first = canvas.evaluate(PIXELS)
+        shown = page.evaluate("""async (hash) => {
+            const model = document.querySelector('.aw-root').attnwidget.model, canvas = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid');
+            const hashOf = new Function('c', `return (${hash})(c)`);
+            const frame = () => new Promise((done) => requestAnimationFrame(done));
+            model.set('causal', true);
+            await frame();  // the causal picture is asked of the worker...
+            model.set('causal', false);  // ...and taken back before it comes
+            const seen = [];
+            for (let i = 0; i < 40; i++) { await frame(); seen.push(hashOf(canvas)); }
+            return seen;
+        }""", PIXELS)
+        assert all(h == first for h in shown), (first, shown)
+    finally:
+        page.context.close()
+
+
+def test_a_worker_that_never_starts_is_given_up_and_the_page_paints_itself(browser, tmp_path):
+    path = tmp_path / "silent.html"
+    widget(causal=True).to_html(path)
+    silent = browser.new_context(viewport={"width": 1100, "height": 900}).new_page()
+    silent.add_init_script("window.Worker = class { postMessage() {} terminate() {} };")  # says nothing, ever
+    here = exported_page(browser, path, worker=False)
+    try:
+        silent.goto(path.as_uri())
+        silent.wait_for_selector(".aw-root")
+        for _ in range(100):  # drawn once the worker is given up, after a second
+            if silent.evaluate("document.querySelector('.aw-root').attnwidget.firstPaint > 0"):
+                break
+            silent.wait_for_timeout(50)
+        assert weights_canvas(silent).evaluate(PIXELS) == weights_canvas(here).evaluate(PIXELS)
+        assert silent.evaluate("document.querySelector('.aw-root').attnwidget.firstPaint") > 0
+    finally:
+        silent.context.close()
+        here.context.close()
+
+
+@pytest.mark.parametrize("width", [700, 1200])
+def test_labels_are_drawn_only_where_they_cannot_overlap(browser, tmp_path, width):
+    """Every size from a few tokens to past the detail view's start, in the weights and blend stages."""
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(9)
+    page = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True).new_page()
+    try:
+        for n in (5, 9, 15, 21, 28, 34, 40, 55, 70, 90):
+            for stage in ("weights", "blend"):
+                path = tmp_path / f"labels-{n}-{stage}.html"
+                AttentionWidget(q=rng.normal(size=(n, 3)), k=rng.normal(size=(n, 3)), v=rng.normal(size=(n, 2)), stage=stage,
+                                tokens=[f"token{i}" for i in range(n)]).to_html(path)
+                page.goto(path.as_uri())
+                d = page.locator(".aw-panel:visible canvas.aw-grid").first.evaluate("(c) => ({...c.dataset})")
+                cell, row_h = float(d["cellWidth"]), float(d["cellHeight"])
+                row_font, col_font = int(d["rowFont"]), int(d["colFont"])
+                where = f"{n} tokens, {stage}, {width} px: {d}"
+                assert row_font == 0 or (9 <= row_font <= row_h - 1), where
+                assert col_font == 0 or (9 <= col_font and (d["slanted"] == "false" or col_font <= 0.71 * cell)), where
+                if int(d["extraColumns"]):
+                    assert row_h >= 12, where  # their numbers are drawn in every row
+    finally:
+        page.context.close()
