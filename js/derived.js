@@ -19,7 +19,19 @@ export function memo(fn) {
 export function createStore(get) {
   // the codec: each synced array decoded once, when its value (a new object) arrives
   const codecs = {};
-  const array = (name) => (codecs[name] ??= memo(A.decodeMatrix))(get(name));
+  const decoded = (name) => (codecs[name] ??= memo(A.decodeMatrix))(get(name));
+  // A model's q, k, v and value axes: the current layer's, cut from every layer's arrays (sent
+  // once), while Python says its own are that layer's; else the arrays sent.
+  const LAYERED = { q: "model_q", k: "model_k", v: "model_v", value_basis: "model_basis" };
+  const layers = {};
+  const layerOf = (all, layer, count) => {
+    const heads = all.heads / count, size = heads * all.rows * all.cols, l = Math.min(layer, count - 1);
+    return { data: all.data.subarray(l * size, (l + 1) * size), heads, rows: all.rows, cols: all.cols };
+  };
+  const array = (name) => {
+    const all = LAYERED[name] && get("layer_shown") ? decoded(LAYERED[name]) : null;
+    return all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name);
+  };
   const heads = {};
   const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
   const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
@@ -46,14 +58,16 @@ export function createStore(get) {
 
   const s = {
     all: (name) => array(name), // every head, decoded
+    /** Every layer's heads of q, k or v, stacked (null for a widget without a model's layers). */
+    model: (name) => (get("layer_shown") ? decoded(LAYERED[name]) : null),
     q: () => ofHead("q"), k: () => ofHead("k"), v: () => ofHead("v"),
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     mask: () => maskOf(array("mask"), array("q").rows, !!get("sink")), // n×n, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
     scores: () => { // a head the thumbnails have already scored needs no second pass (the same arithmetic)
-      const job = s.headJob(), h = Math.min(get("head"), job.q.heads - 1);
-      return job.rows[h] === job.q.rows ? job.scores[h] : scores(s.q(), s.k(), s.scale());
+      const job = s.headJob(), h = s.jobIndex();
+      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale());
     },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is
@@ -72,7 +86,10 @@ export function createStore(get) {
     topWeight: () => weightRange(s.weights())[1],
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
-    headJob: () => headJob(array("q"), array("k"), s.scale()),
+    // every head's thumbnail: a model's every layer, else the heads of q and k
+    headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale()),
+    /** The current head's place among the thumbnails' heads. */
+    jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
     thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask()),
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */

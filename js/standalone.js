@@ -1,6 +1,8 @@
 // A model that lives in the page alone: for exported pages with no kernel. It answers the
-// same get/set/on/off/save_changes calls as a live widget model, and does in the page the two
-// things Python does for a live widget: swapping in another sentence's or layer's vectors.
+// same get/set/on/off/save_changes calls as a live widget model, and does in the page what
+// Python does for a live widget when the sentence changes: swapping in that sentence's vectors.
+// (A model's layers need nothing of the kind: all are in the state, and the store cuts the
+// current one from them.)
 
 function decode(value) {
   if (value && typeof value === "object" && typeof value.base64 === "string") {

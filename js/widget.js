@@ -49,7 +49,10 @@ function render({ model, el: host }) {
   // Said plainly when rounding could make the page's numbers differ from Python's.
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
-  const heads = createHeads(root, { onHead: (h) => save("head", h), onProgress: () => schedule() });
+  const heads = createHeads(root, {
+    onPick: (l, h) => { if (l !== get("layer")) model.set("layer", l); save("head", h); },
+    onProgress: () => schedule(),
+  });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
   const body = el("div", { class: "aw-body" });
@@ -92,8 +95,9 @@ function render({ model, el: host }) {
     notice.textContent = warning || "";
     fill(readout, describeRow(store, focus, tokens, stage));
 
-    heads.node.hidden = store.all("q").heads < 2; // thumbnails scale themselves
-    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), head: get("head"), color: weightColours(pal) });
+    const layers = store.model("q") ? get("n_layers") : 1;
+    heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
+    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
       a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);

@@ -60,3 +60,30 @@ def test_projection_follows_heads_and_new_values():
         np.testing.assert_allclose(np.abs(w.value_basis[h]), np.abs(principal_axes(w.v[h])))
     w.v = rng.normal(size=(3, 6, 2))
     assert w.value_basis is None
+
+
+def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
+    from test_widget import RecordingComm
+
+    found = fake_model(n_layers=3, heads=2, n=5, d=6)
+    w = AttentionWidget._from_model(found, 0, 1, {})
+    assert w.model_q.shape == (6, 5, 6) and w.model_basis.shape == (6, 6, 2)
+    np.testing.assert_array_equal(w.model_k[2:4], found.layers[1][1])  # layer 1's heads, in order
+    assert w.layer_shown
+    w.comm = RecordingComm()
+    w.layer = 2
+    (data, buffers), = w.comm.sent
+    assert data["state"] == {"layer": 2} and not buffers  # a few bytes, not the layer's arrays
+    q, k, v = found.layers[2]
+    np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)  # Python's own numbers follow
+    np.testing.assert_allclose(np.abs(w.value_basis), np.abs(principal_axes(v)))
+    # your own arrays are sent, and the page told they are not a layer's
+    w.comm.sent.clear()
+    w.q = w.q * 2
+    (data, buffers), = w.comm.sent
+    assert "q" in data["state"] and data["state"]["layer_shown"] is False and buffers
+    w.comm.sent.clear()
+    w.set_state({"layer": 1})  # the page's switcher: back to a layer's own arrays
+    assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
+    assert all("q" not in data["state"] for data, _ in w.comm.sent)
+    assert "layer" not in w.page_state()["variants"]  # exported pages carry the layers once too

@@ -4,7 +4,8 @@ import { rgb } from "d3-color";
 import * as A from "../attention.js";
 import { el, fill } from "./dom.js";
 
-const SIZE = 84;
+const SIZE = 84, SMALLEST = 30; // a thumbnail's side in CSS pixels: at most, and at least (a whole model's grid)
+const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 
 /** The mean weight of each block of cells, at most SIZE × SIZE blocks: {data, side, max, averaged}. */
 export function thumbnail(W, n) {
@@ -33,20 +34,25 @@ export function advance(work, busy) {
     }
     if (job.rows[h] < n) break;
     work.thumbs[h] = thumbnail(A.weights(job.scores[h], n, work.temperature, work.causal, work.mask), n);
+    // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
+    // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
+    if (n * n * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
   }
   return !work.thumbs.includes(null);
 }
 
-/** createHeads(parent, {onHead(h), onProgress()}) -> {update({work, head, color}), destroy()}.
- * Small inputs get their thumbnails at once; long ones once the page is idle, about 25 ms of
- * work per task, so a drag stays smooth (new work during a drag restarts the wait; a redraw
- * for the same work leaves it running) and onProgress asks for a redraw as heads complete. */
-export function createHeads(parent, { onHead, onProgress }) {
-  const caption = el("figcaption", {}, "every head's weights");
-  const list = el("div", { class: "aw-heads-list", role: "toolbar", "aria-label": "Heads: click one to select it" });
+/** createHeads(parent, {onPick(layer, head), onProgress()}) -> {update({work, layers, layer, head, color, width}), destroy()}.
+ * One row of thumbnails per layer (a model's), one per head; a click or Enter picks that layer
+ * and head, and the arrow keys move between them. Small inputs get their thumbnails at once;
+ * long ones once the page is idle, about 25 ms of work per task, so a drag stays smooth (new
+ * work during a drag restarts the wait; a redraw for the same work leaves it running) and
+ * onProgress asks for a redraw as heads complete. */
+export function createHeads(parent, { onPick, onProgress }) {
+  const caption = el("figcaption", {});
+  const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
-  let buttons = [];
+  let buttons = [], shape = "";
   let current = null, timer = 0;
   const run = (work) => {
     if (work !== current) return;
@@ -55,6 +61,18 @@ export function createHeads(parent, { onHead, onProgress }) {
     if (work.thumbs.filter(Boolean).length > finished) onProgress(); // a redraw only for a new picture
     if (!done) timer = setTimeout(() => run(work), 0);
   };
+  // the arrow keys move between cells (one tab stop for the whole grid)
+  function onKey(ev) {
+    const at = buttons.indexOf(ev.target.closest(".aw-head"));
+    const per = Number(list.dataset.heads) || buttons.length;
+    const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per }[ev.key];
+    if (at < 0 || step === undefined) return;
+    ev.preventDefault();
+    const next = buttons[Math.max(0, Math.min(buttons.length - 1, at + step))];
+    next.focus();
+    next.click();
+  }
+  list.addEventListener("keydown", onKey);
 
   const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
 
@@ -72,33 +90,51 @@ export function createHeads(parent, { onHead, onProgress }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    update({ work, head, color }) {
+    update({ work, layers = 1, layer = 0, head, color, width = 760 }) {
       if (work !== current) {
         clearTimeout(timer);
         current = work;
-        if (work.job.q.rows <= 128) advance(work, () => false);
+        if (work.job.q.rows <= 128 && work.thumbs.length <= 16) advance(work, () => false);
         else timer = setTimeout(() => run(work), 120);
       }
-      const thumbs = work.thumbs;
+      const thumbs = work.thumbs, per = thumbs.length / layers;
       node.dataset.complete = String(!thumbs.includes(null));
-      if (buttons.length !== thumbs.length) {
-        buttons = thumbs.map((_, h) => el("button", { type: "button", class: "aw-head", "data-head": h, "aria-label": `head ${h + 1}`, onclick: () => onHead(h) },
-          el("canvas", { style: `width:${SIZE}px;height:${SIZE}px` }), el("span", {}, `head ${h + 1}`)));
-        fill(list, buttons);
+      // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
+      const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
+      if (shape !== `${layers}|${thumbs.length}|${side}`) {
+        shape = `${layers}|${thumbs.length}|${side}`;
+        buttons = thumbs.map((_, p) => {
+          const [l, h] = [Math.floor(p / per), p % per], name = layers > 1 ? `layer ${l + 1}, head ${h + 1}` : `head ${h + 1}`;
+          return el("button", { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
+            el("canvas", { style: `width:${side}px;height:${side}px` }), layers > 1 ? null : el("span", {}, `head ${h + 1}`));
+        });
+        // a model: one row per layer, named; columns named by head
+        const rows = layers > 1
+          ? [el("span", {}), ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h + 1}`)),
+            ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per + 1}`), b]))]
+          : buttons;
+        list.classList.toggle("aw-heads-model", layers > 1);
+        list.style.gridTemplateColumns = layers > 1 ? `auto repeat(${per}, ${side + 10}px)` : "";
+        list.dataset.heads = String(per);
+        fill(list, rows);
       }
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t && t.averaged);
-      caption.textContent = scaled ? "every head's weights (block means, each scaled to its maximum)" : "every head's weights";
+      caption.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}`;
       let lut = null;
-      thumbs.forEach((t, h) => {
-        const canvas = buttons[h].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
+      thumbs.forEach((t, p) => {
+        const canvas = buttons[p].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
         if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
         lut ??= Uint8Array.from({ length: 256 * 3 }, (_, i) => { const c = rgb(color(Math.floor(i / 3) / 255)); return [c.r, c.g, c.b][i % 3]; });
         paint(canvas, t, lut, scaled);
         shown.set(canvas, { thumb: t, key });
       });
-      buttons.forEach((b, h) => b.setAttribute("aria-pressed", String(h === head)));
+      const at = Math.min(layer, layers - 1) * per + head;
+      buttons.forEach((b, p) => {
+        b.setAttribute("aria-pressed", String(p === at));
+        b.tabIndex = p === at ? 0 : -1;
+      });
     },
-    destroy() { clearTimeout(timer); node.remove(); },
+    destroy() { clearTimeout(timer); list.removeEventListener("keydown", onKey); node.remove(); },
   };
 }

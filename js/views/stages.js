@@ -232,8 +232,10 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       const qk = { ...grid(view), cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(view.maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
-      dial.node.hidden = q.cols !== 2;
-      if (q.cols === 2) {
+      // the dial turns your own 2-D queries; a model's are its own (and come from every layer's arrays)
+      const turnable = q.cols === 2 && !store.model("q");
+      dial.node.hidden = !turnable;
+      if (turnable) {
         dial.update({
           tokens: view.tokens, focus, q, k, scoreRow: store.scores().subarray(focus * n, focus * n + n), weightRow: view.row,
           masked: (j) => store.closed(focus, j), scale: store.scale(), scaleSet: get("scale") != null, temperature: get("temperature"),

@@ -239,6 +239,14 @@ class AttentionWidget(anywidget.AnyWidget):
     # A real model's layers: the page offers a layer switcher when there are several.
     layer = Index(0).tag(sync=True)
     n_layers = traitlets.Int(0, read_only=True).tag(sync=True)
+    # Every layer's arrays, (layers · heads) × tokens × width, sent to the page once: it switches
+    # layers (and draws every layer's heads) by itself. layer_shown says q, k and v are the current
+    # layer's (not your own arrays), so the page takes them from these.
+    model_q = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
+    model_k = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
+    model_v = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
+    model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
+    layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
 
     def __init__(
@@ -266,6 +274,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._result = None
         self._examples = []
         self._layers, self._layer_tokens = [], []
+        self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
         state = dict(temperature=temperature, causal=causal, sink=sink, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
@@ -447,7 +456,9 @@ class AttentionWidget(anywidget.AnyWidget):
             news = [(n, old, new) for n, old, new in news if not _same(old, new)]
             # queued for the one message: every change, and every key the page sent whose value
             # is not the page's (ipywidgets compares each with what the page sent: no echoes)
-            for name in {n for n, _, _ in news} | set(self._page_keys):
+            # a layer's own arrays are not sent: the page has every layer's (model_q, ...) already
+            layered = {"q", "k", "v", "value_basis"} if self.layer_shown else set()
+            for name in ({n for n, _, _ in news} | set(self._page_keys)) - layered:
                 if name in self.keys:
                     self._should_send_property(name, getattr(self, name))
         errors = []
@@ -493,6 +504,11 @@ class AttentionWidget(anywidget.AnyWidget):
         if "layer" in changed and 0 <= self.layer < len(self._layers):
             self.tokens = self._layer_tokens  # the layer's arrays belong to the model's tokens
             self.q, self.k, self.v = self._layers[self.layer]
+            self._shown = (self.q, self.k, self.v)  # the widget's own copies of them
+            if "value_basis" not in changed and self.model_basis is not None:
+                heads = len(self.model_basis) // len(self._layers)
+                self.set_trait("value_basis", self.model_basis[self.layer * heads:(self.layer + 1) * heads])
+                changed = changed | {"value_basis"}
         changed = changed | {n for n in _OWN_TRAITS if not _same(values.get(n), before.get(n))}
         n, x, v = len(self.tokens), values.get("x"), values.get("v")
         if x is not None and "x" not in changed and v is not None and x.shape != (n, v.shape[-1]):
@@ -514,8 +530,10 @@ class AttentionWidget(anywidget.AnyWidget):
                 self.cell = None
         if "head" not in changed and self.head >= self.n_heads:
             self.head = self.n_heads - 1
-        if "v" in changed or "value_basis" not in values:
+        if ("v" in changed and "value_basis" not in changed) or "value_basis" not in values:
             self.set_trait("value_basis", principal_axes(v))
+        self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3
+                       and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
 
     def set_state(self, sync_data):
         """Apply a message from the page, an untrusted source. Read-only, private, unknown and
@@ -572,8 +590,6 @@ class AttentionWidget(anywidget.AnyWidget):
         variants = {}
         if len(self._examples) > 1:
             variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
-        if self._layers:  # a layer's arrays come with the model's tokens, whatever was shown before
-            variants["layer"] = [encoded(dict(tokens=self._layer_tokens, q=q, k=k, v=v, value_basis=principal_axes(v))) for q, k, v in self._layers]
         return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
 
     def _title(self, title):
@@ -640,12 +656,20 @@ class AttentionWidget(anywidget.AnyWidget):
         q, k, v = found.layers[layer]
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
+        # every layer's heads stacked, and each layer's arrays views of them
+        stacked = [np.concatenate([np.asarray(a[i], dtype=float) for a in found.layers]) for i in range(3)]
+        heads = len(stacked[0]) // len(found.layers)
+        layers = [tuple(s[i * heads:(i + 1) * heads] for s in stacked) for i in range(len(found.layers))]
+        q, k, v = layers[layer]
         w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
         with w.hold_trait_notifications():
             w.set_trait("n_layers", len(found.layers))
             w.set_trait("model_name", found.model_name)
-            w.layer = layer  # before the layers are attached: the arrays for it are already in place
-        w._layers, w._layer_tokens = list(found.layers), list(found.tokens)
+            for name, a in zip(("model_q", "model_k", "model_v"), stacked):
+                w.set_trait(name, a)
+            w.set_trait("model_basis", np.concatenate([principal_axes(lv) for _, _, lv in layers]) if stacked[2].shape[-1] > 2 else None)
+            w._layers, w._layer_tokens, w._shown = layers, list(found.tokens), (w.q, w.k, w.v)
+            w.layer = layer
         return w
 
     @traitlets.default("value_basis")

@@ -1,0 +1,72 @@
+"""A whole model at a glance: every layer × head as a thumbnail above the stages; a click (or the
+arrow keys) picks that layer and head, in the page and in Python, and the stages show its numbers."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from attnwidget import AttentionWidget, attention
+
+pytestmark = pytest.mark.browser
+
+LAYERS, HEADS, N = 3, 4, 10
+NUMBERS = "document.querySelector('.aw-root').attnwidget.numbers()"
+
+
+def fake_model(seed=0):
+    rng = np.random.default_rng(seed)
+    layers = [tuple(rng.normal(size=(HEADS, N, 8)) for _ in range(3)) for _ in range(LAYERS)]
+    return SimpleNamespace(tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake")
+
+
+def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, tmp_path):
+    found = fake_model()
+    w = AttentionWidget._from_model(found, 0, 0, {"stage": "weights"})
+    path = tmp_path / "overview.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1000, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        cells = page.locator(".aw-head")
+        assert cells.count() == LAYERS * HEADS
+        assert sorted((int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))) for c in cells.all()) == \
+            [(layer, h) for layer in range(LAYERS) for h in range(HEADS)]
+        page.locator(".aw-head[data-layer='2'][data-head='3']").click()
+        page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('layer') === 2")
+        q, k, v = found.layers[2]
+        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[3], k[3], v[3], causal=True).weights, atol=1e-12)
+        assert page.locator(".aw-head[aria-pressed=true]").get_attribute("aria-label") == "layer 3, head 4"
+        # the arrow keys: up a layer, left a head
+        page.keyboard.press("ArrowUp")
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("(() => { const m = document.querySelector('.aw-root').attnwidget.model; return m.get('layer') === 1 && m.get('head') === 2; })()")
+        q, k, v = found.layers[1]
+        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[2], k[2], v[2], causal=True).weights, atol=1e-12)
+    finally:
+        page.context.close()
+
+
+def test_a_click_in_jupyterlab_reaches_python_without_resending_arrays(open_notebook):
+    setup = f"""
+from types import SimpleNamespace
+import numpy as np
+from attnwidget import AttentionWidget
+rng = np.random.default_rng(0)
+found = SimpleNamespace(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, model_name="fake",
+                        layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+m
+"""
+    page, kernel, errors = open_notebook("overview.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        page.locator(".aw-head[data-layer='1'][data-head='2']").click()
+        assert kernel.wait_for("[m.layer, m.head]", lambda v: v == [1, 2]) == [1, 2]
+        assert kernel.eval("m.layer_shown") is True
+        weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
+        np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
+        assert errors == []
+    finally:
+        page.context.close()
