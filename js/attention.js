@@ -124,6 +124,22 @@ export function effectiveTokens(W, n, i) {
   return total > 0 ? Math.exp(h) : 0; // a row that may read nothing: 0, as in numpy
 }
 
+/** The head summaries of one weight matrix (n×n), as core.head_summaries defines them: each a
+ * mean over the rows where it exists (NaN where no row has it). `open(i, j)`: may row i read j. */
+export function headSummary(W, n, open) {
+  const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 }, counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
+  const add = (name, value) => { sums[name] += value; counts[name] += 1; };
+  for (let i = 0; i < n; i++) {
+    let any = false;
+    for (let j = 0; j < n && !any; j++) any = open(i, j);
+    if (open(i, 0)) add("first", W[i * n]);
+    if (open(i, i)) add("self", W[i * n + i]);
+    if (i > 0 && open(i, i - 1)) add("previous", W[i * n + i - 1]);
+    if (any) add("effective_tokens", effectiveTokens(W, n, i));
+  }
+  return Object.fromEntries(Object.keys(sums).map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
+}
+
 const U = 2 ** -53; // float64's unit roundoff
 
 /**

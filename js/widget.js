@@ -52,6 +52,7 @@ function render({ model, el: host }) {
   const heads = createHeads(root, {
     onPick: (l, h) => { if (l !== get("layer")) model.set("layer", l); save("head", h); },
     onProgress: () => schedule(),
+    onSummary: (name) => save("summary", name),
   });
   const strip = createTokenStrip(root, { onFocus });
   const caption = el("p", { class: "aw-caption" });
@@ -97,7 +98,7 @@ function render({ model, el: host }) {
 
     const layers = store.model("q") ? get("n_layers") : 1;
     heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
-    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth });
+    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth, summary: get("summary") || "" });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
       a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);

@@ -2,7 +2,7 @@
 // Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
 import { rgb } from "d3-color";
 import * as A from "../attention.js";
-import { el, fill } from "./dom.js";
+import { el, fill, fmt2, inkOn } from "./dom.js";
 
 const SIZE = 84, SMALLEST = 30; // a thumbnail's side in CSS pixels: at most, and at least (a whole model's grid)
 const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
@@ -33,7 +33,9 @@ export function advance(work, busy) {
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;
-    work.thumbs[h] = thumbnail(A.weights(job.scores[h], n, work.temperature, work.causal, work.mask), n);
+    const W = A.weights(job.scores[h], n, work.temperature, work.causal, work.mask);
+    const open = (i, j) => !(work.causal && j > i) && (!work.mask || !!work.mask[i * n + j]);
+    work.thumbs[h] = { ...thumbnail(W, n), summary: A.headSummary(W, n, open) };
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
     if (n * n * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
@@ -47,8 +49,18 @@ export function advance(work, busy) {
  * long ones once the page is idle, about 25 ms of work per task, so a drag stays smooth (new
  * work during a drag restarts the wait; a redraw for the same work leaves it running) and
  * onProgress asks for a redraw as heads complete. */
-export function createHeads(parent, { onPick, onProgress }) {
-  const caption = el("figcaption", {});
+const SUMMARIES = [["", "nothing"], ["first", "weight on the first token"], ["self", "weight on itself"],
+  ["previous", "weight on the previous token"], ["effective_tokens", "effective tokens"]];
+
+export function createHeads(parent, { onPick, onProgress, onSummary }) {
+  const title = el("span", {});
+  const choice = el("select", { class: "aw-summary", "aria-label": "Colour the heads by a summary" },
+    SUMMARIES.map(([value, label]) => el("option", { value }, label)));
+  choice.addEventListener("change", () => onSummary(choice.value));
+  const sort = el("input", { type: "checkbox", class: "aw-summary-sort" });
+  sort.addEventListener("change", () => { shape = ""; onProgress(); }); // the page's own: a new order, redrawn
+  const sortBox = el("label", { class: "aw-toggle" }, sort, "strongest first");
+  const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), sortBox);
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
@@ -63,12 +75,12 @@ export function createHeads(parent, { onPick, onProgress }) {
   };
   // the arrow keys move between cells (one tab stop for the whole grid)
   function onKey(ev) {
-    const at = buttons.indexOf(ev.target.closest(".aw-head"));
-    const per = Number(list.dataset.heads) || buttons.length;
+    const shown = [...list.querySelectorAll(".aw-head")], at = shown.indexOf(ev.target.closest(".aw-head")); // as laid out
+    const per = Number(list.dataset.heads) || shown.length;
     const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per }[ev.key];
     if (at < 0 || step === undefined) return;
     ev.preventDefault();
-    const next = buttons[Math.max(0, Math.min(buttons.length - 1, at + step))];
+    const next = shown[Math.max(0, Math.min(shown.length - 1, at + step))];
     next.focus();
     next.click();
   }
@@ -90,7 +102,7 @@ export function createHeads(parent, { onPick, onProgress }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    update({ work, layers = 1, layer = 0, head, color, width = 760 }) {
+    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "" }) {
       if (work !== current) {
         clearTimeout(timer);
         current = work;
@@ -101,26 +113,48 @@ export function createHeads(parent, { onPick, onProgress }) {
       node.dataset.complete = String(!thumbs.includes(null));
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
-      if (shape !== `${layers}|${thumbs.length}|${side}`) {
-        shape = `${layers}|${thumbs.length}|${side}`;
+      // a summary: each head's value, and (strongest first) the heads in its order
+      const value = (p) => (summary && thumbs[p] ? thumbs[p].summary[summary] : NaN);
+      const sorted = !!summary && sort.checked && !thumbs.includes(null);
+      const order = thumbs.map((_, p) => p);
+      if (sorted) order.sort((a, b) => (Number.isNaN(value(b)) ? -1 : Number.isNaN(value(a)) ? 1 : value(b) - value(a)));
+      const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
+      if (shape !== arrangement) {
+        shape = arrangement;
         buttons = thumbs.map((_, p) => {
           const [l, h] = [Math.floor(p / per), p % per], name = layers > 1 ? `layer ${l + 1}, head ${h + 1}` : `head ${h + 1}`;
           return el("button", { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
-            el("canvas", { style: `width:${side}px;height:${side}px` }), layers > 1 ? null : el("span", {}, `head ${h + 1}`));
+            el("canvas", { style: `width:${side}px;height:${side}px` }),
+            el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l + 1} H${h + 1}` : `head ${h + 1}`),
+            el("span", { class: "aw-head-value" }));
         });
-        // a model: one row per layer, named; columns named by head
-        const rows = layers > 1
+        // a model: one row per layer, named; columns named by head (sorted: one ranked run of cells)
+        const grid = layers > 1 && !sorted;
+        const rows = grid
           ? [el("span", {}), ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h + 1}`)),
             ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per + 1}`), b]))]
-          : buttons;
-        list.classList.toggle("aw-heads-model", layers > 1);
-        list.style.gridTemplateColumns = layers > 1 ? `auto repeat(${per}, ${side + 10}px)` : "";
-        list.dataset.heads = String(per);
+          : order.map((p) => buttons[p]);
+        list.classList.toggle("aw-heads-model", grid);
+        list.style.gridTemplateColumns = grid ? `auto repeat(${per}, ${side + 10}px)` : "";
+        list.dataset.heads = String(grid ? per : buttons.length);
         fill(list, rows);
       }
+      choice.value = summary;
+      sortBox.hidden = !summary;
+      const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
+      buttons.forEach((b, p) => {
+        const v = value(p), shown = summary && !Number.isNaN(v);
+        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : fmt2(v)) : "";
+        b.dataset.value = shown ? String(v) : "";
+        // the value's colour, as the weights' (0 to the largest of these heads), behind the thumbnail
+        const tint = shown ? color(top > 0 ? v / top : 0) : "";
+        b.style.background = tint;
+        b.style.color = tint && inkOn(tint);
+        b.lastChild.hidden = !summary;
+      });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t && t.averaged);
-      caption.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}`;
       let lut = null;
       thumbs.forEach((t, p) => {
         const canvas = buttons[p].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either

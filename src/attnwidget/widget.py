@@ -15,7 +15,7 @@ from ipywidgets.widgets.widget import JUPYTER_WIDGETS_ECHO, _remove_buffers
 
 from . import examples
 from .core import SCORE_LIMIT as ENTRY_LIMIT
-from .core import Attention, _as_mask, _softmax_rows, allowed_cells, default_scale, head_summaries, overflow_message, principal_axes
+from .core import SUMMARIES, Attention, _as_mask, _softmax_rows, allowed_cells, default_scale, head_summaries, overflow_message, principal_axes
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
@@ -247,6 +247,8 @@ class AttentionWidget(anywidget.AnyWidget):
     model_v = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
     model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**_ARRAY_SYNC)
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
+    # The heads' overview coloured by one of head_summary()'s names ("" for none).
+    summary = traitlets.Unicode("").tag(sync=True)
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
 
     def __init__(
@@ -264,6 +266,7 @@ class AttentionWidget(anywidget.AnyWidget):
         stage=None,
         causal=False,
         sink=False,
+        summary="",
         scale=None,
         head=0,
         cell=None,
@@ -276,7 +279,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._layers, self._layer_tokens = [], []
         self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
-        state = dict(temperature=temperature, causal=causal, sink=sink, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
+        state = dict(temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
@@ -382,6 +385,12 @@ class AttentionWidget(anywidget.AnyWidget):
     @traitlets.validate("head")
     def _check_head(self, proposal):
         return self._check_index("head", proposal["value"], self.n_heads, "a head index")
+
+    @traitlets.validate("summary")
+    def _check_summary(self, proposal):
+        if proposal["value"] not in ("", *SUMMARIES):
+            raise traitlets.TraitError(f"'summary' must be one of {', '.join(map(repr, SUMMARIES))}, or '' for none; got {proposal['value']!r}")
+        return proposal["value"]
 
     @traitlets.validate("layer")
     def _check_layer(self, proposal):

@@ -70,3 +70,30 @@ m
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser, tmp_path):
+    found = fake_model(1)
+    w = AttentionWidget._from_model(found, 1, 0, {"stage": "weights", "summary": "previous", "temperature": 0.7})
+    path = tmp_path / "summary.html"
+    w.to_html(path)
+    want = w.head_summary()
+    page = browser.new_context(viewport={"width": 1000, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        for cell in page.locator(".aw-head").all():
+            layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
+            assert abs(float(cell.get_attribute("data-value")) - want["previous"][layer, head]) < 1e-12
+            assert cell.locator(".aw-head-value").inner_text() == f"{want['previous'][layer, head]:.2f}"
+        page.locator(".aw-summary-sort").check()  # strongest first
+        page.wait_for_function("document.querySelector('.aw-heads-list:not(.aw-heads-model)')")
+        values = [float(v) for v in page.locator(".aw-head").evaluate_all("(bs) => bs.map((b) => b.dataset.value)")]
+        assert values == sorted(values, reverse=True) and len(values) == LAYERS * HEADS
+        page.locator(".aw-summary").select_option("effective_tokens")
+        page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('summary') === 'effective_tokens'")
+        top = page.locator(".aw-head").first
+        layer, head = int(top.get_attribute("data-layer")), int(top.get_attribute("data-head"))
+        assert want["effective_tokens"][layer, head] == want["effective_tokens"].max()
+    finally:
+        page.context.close()

@@ -62,3 +62,16 @@ test("a DataView inside a larger buffer is read at its own offset", () => {
   const m = A.decodeMatrix({ view: new DataView(buf, 16, 16), shape: [2, 2], dtype: "float32" });
   assert.deepEqual(Array.from(m.data), [1, 2, 3, 4]);
 });
+
+test("head summaries: each a mean over the rows where it exists", () => {
+  const n = 4, S = Float64Array.from({ length: n * n }, (_, p) => Math.sin(p * 1.7) * 2);
+  const W = A.weights(S, n, 0.8, true);
+  const open = (i, j) => j <= i;
+  const s = A.headSummary(W, n, open);
+  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  assert.ok(Math.abs(s.first - mean([0, 1, 2, 3].map((i) => W[i * n]))) < 1e-15);
+  assert.ok(Math.abs(s.self - mean([0, 1, 2, 3].map((i) => W[i * n + i]))) < 1e-15);
+  assert.ok(Math.abs(s.previous - mean([1, 2, 3].map((i) => W[i * n + i - 1]))) < 1e-15); // row 0 has no previous token
+  assert.ok(Math.abs(s.effective_tokens - mean([0, 1, 2, 3].map((i) => A.effectiveTokens(W, n, i)))) < 1e-15);
+  assert.ok(Number.isNaN(A.headSummary(W, n, (i, j) => j > 0).first)); // no row may read token 0
+});
