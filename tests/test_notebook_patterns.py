@@ -241,3 +241,11 @@ def test_real_model_river_head_reads_the_previous_word():
     for s in (best, other):
         assert " ".join(f"{t}→{s['tokens'][i - 1]}" for i, t in enumerate(s["tokens"]) if i) in out
     assert "This head reads the previous word" in plain(real.markdown)  # said, not only asked
+
+
+def test_real_model_finds_the_head_it_discusses_with_the_summaries():
+    real = executed(REAL)
+    best = real.widgets["best_river"]
+    assert f"reads the previous token most: layer {best['layer']}, head {best['head']}" in real.printed_by("head_summary()")
+    assert real.widgets["river"]["summary"] == "previous"  # the overview, coloured by it
+    assert "`w.head_summary()`" in real.markdown  # said in the text, not only run
