@@ -30,11 +30,14 @@ def score_bound(q: np.ndarray, k: np.ndarray, scale) -> float:
         return float(max(dot, s * dot))
 
 
-def overflow_message(q, k, scale) -> str | None:
+def overflow_message(q, k, scale, bias=None) -> str | None:
     """Why these scores cannot be computed in float64, or None when they can."""
     bound = score_bound(q, k, scale)
-    if bound <= SCORE_LIMIT:
+    if bound <= SCORE_LIMIT and (bias is None or bound + float(np.abs(bias).max()) <= SCORE_LIMIT):
         return None
+    if bound <= SCORE_LIMIT:
+        return (f"scale·q·k (up to about {bound:.1e}) plus the bias (up to {float(np.abs(bias).max()):.1e}) would overflow float64; "
+                f"keep their sum below {SCORE_LIMIT:.0e}.")
     return (f"q and k are so large that their dot products or scores (up to about {bound:.1e}) would overflow float64; "
             f"divide q or k by a constant so that d·max|q|·max|k| and the score stay below {SCORE_LIMIT:.0e}.")
 
@@ -118,17 +121,18 @@ def head_summaries(weights: np.ndarray, allowed=None) -> dict[str, np.ndarray]:
 class Attention:
     """The result of one attention computation.
 
-    ``scores`` is scale·QKᵀ before temperature and mask; ``weights`` the row-wise
+    ``scores`` is scale·QKᵀ (plus ``bias``, when given) before temperature and mask; ``weights`` the row-wise
     softmax of scores / temperature (rows read, columns are read from);
     ``output`` is weights·V. The metrics are computed on first use.
     """
 
-    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None):
+    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None):
         self.q, self.k, self.v = q, k, v
         self.temperature = float(temperature)
         self.causal = bool(causal)
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
-        self.scores = self.scale * (q @ k.T)
+        self.bias = bias  # an additive term of the scores (a model's position bias), or None
+        self.scores = self.scale * (q @ k.T) if bias is None else self.scale * (q @ k.T) + bias
         self.allowed = allowed_cells(q.shape[0], self.causal, mask)
         self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v
@@ -173,10 +177,11 @@ class Attention:
             exp_of = (lambda s: np.exp((s - row.max()) / t)) if shift else (lambda s: np.exp(s / t))
             exp_row = exp_of(row)
             dot = float(self.q[i] @ self.k[j])
+            bias = 0.0 if self.bias is None else float(self.bias[i, j])
             tempered = float(self.scores[i, j] / t)
             exp_cell = 0.0 if masked else float(exp_of(self.scores[i, j]))
         return {
-            "dot": dot, "scale": self.scale, "score": float(self.scores[i, j]), "temperature": self.temperature,
+            "dot": dot, "scale": self.scale, "bias": bias, "score": float(self.scores[i, j]), "temperature": self.temperature,
             "tempered": tempered, "shift": shift, "masked": masked,
             "exp": exp_cell, "row_sum": float(exp_row.sum()),
             "weight": float(self.weights[i, j]), "value": self.v[j].copy(), "share": self.weights[i, j] * self.v[j],
@@ -215,12 +220,13 @@ def _as_matrix(name: str, x) -> np.ndarray:
     return a
 
 
-def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None) -> Attention:
+def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None) -> Attention:
     """Compute self-attention for queries ``q`` (n×d_k), keys ``k`` (n×d_k) and values ``v`` (n×d_v).
 
     ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores before the
     softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×n booleans, True
-    where row i may read column j, e.g. to leave out padding) is applied with it. A row that
+    where row i may read column j, e.g. to leave out padding) is applied with it. ``bias``
+    (n×n) is added to the scores, as some models add a position bias (T5, ALiBi). A row that
     may read nothing has all-zero weights, a zero output and 0 effective tokens.
     """
     q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
@@ -234,10 +240,16 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
     if mask is not None:
         mask = _as_mask(mask, q.shape[0])
-    problem = overflow_message(q, k, scale)
+    if bias is not None:
+        bias = _as_matrix("bias", bias)
+        if bias.shape != (q.shape[0], k.shape[0]):
+            raise ValueError(f"bias must be tokens × tokens, {(q.shape[0], k.shape[0])}; got {bias.shape}")
+        if not np.isfinite(bias).all():
+            raise ValueError("bias must be finite")
+    problem = overflow_message(q, k, scale, bias)
     if problem:
         raise ValueError(problem)
-    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask)
+    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias)
 
 
 def _as_mask(mask, n: int) -> np.ndarray:

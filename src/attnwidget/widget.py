@@ -183,7 +183,7 @@ def _mask_from_json(value, widget):
         raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
 
 
-_VECTORS = ("tokens", "q", "k", "v", "x", "mask")
+_VECTORS = ("tokens", "q", "k", "v", "x", "mask", "bias")
 _KEEP = object()  # set_vectors: "leave this one as it is"
 
 
@@ -218,6 +218,8 @@ class AttentionWidget(anywidget.AnyWidget):
     residual = traitlets.Bool(False).tag(sync=True)
     # Cells a row may read besides the causal rule (n×n, True = may read), e.g. to leave out padding.
     mask = Mask().tag(sync=True, to_json=_mask_to_json, from_json=_mask_from_json)
+    # Added to the scores, (heads ×) tokens × tokens: a model's position bias (T5, ALiBi), or None.
+    bias = Matrix(heads=True, allow_none=True).tag(**_ARRAY_SYNC)
     temperature = traitlets.Float(1.0).tag(sync=True)
     focus = Index(0).tag(sync=True)
     stage = traitlets.Unicode("tokens").tag(sync=True)
@@ -261,6 +263,7 @@ class AttentionWidget(anywidget.AnyWidget):
         v=None,
         x=None,
         mask=None,
+        bias=None,
         temperature=1.0,
         focus=None,
         stage=None,
@@ -279,7 +282,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._layers, self._layer_tokens = [], []
         self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
-        state = dict(temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask)
+        state = dict(temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask, bias=bias)
         if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
@@ -322,11 +325,13 @@ class AttentionWidget(anywidget.AnyWidget):
         name, value = proposal["trait"].name, proposal["value"]
         cur = {n: self._trait_values.get(n) for n in _VECTORS}
         cur[name] = value
-        tokens, q, k, v, x, mask = (cur[n] for n in _VECTORS)
+        tokens, q, k, v, x, mask, bias = (cur[n] for n in _VECTORS)
         if name == "tokens" and len(value) == 0:
             raise traitlets.TraitError("'tokens' must not be empty: give one string per row of q, k and v.")
-        if name in ("q", "k") and q is not None and k is not None:
-            self._check_overflow(q, k, self._trait_values.get("scale"))
+        if bias is not None and (bias.shape[-1] != bias.shape[-2] or (bias.ndim == 3 and q is not None and (q.ndim != 3 or len(bias) != len(q)))):
+            raise traitlets.TraitError(f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {bias.shape} beside q {None if q is None else q.shape}.")
+        if name in ("q", "k", "bias") and q is not None and k is not None:
+            self._check_overflow(q, k, self._trait_values.get("scale"), bias)
         arrays = {n: cur[n] for n in ("q", "k", "v") if cur[n] is not None}
         if len({a.ndim for a in arrays.values()}) > 1 or len({a.shape[0] for a in arrays.values() if a.ndim == 3}) > 1:
             told = ", ".join(f"{n} {a.shape}" for n, a in arrays.items())
@@ -340,7 +345,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if len(set(counts.values())) > 1:
             told = ", ".join(f"{n}: {c}" for n, c in counts.items())
             raise traitlets.TraitError(
-                f"tokens, q, k, v (and x, mask) must agree on the number of tokens, got {told}. "
+                f"tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got {told}. "
                 "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=)."
             )
         if x is not None and v is not None and x.shape[1] != v.shape[-1]:
@@ -364,12 +369,12 @@ class AttentionWidget(anywidget.AnyWidget):
             raise traitlets.TraitError(f"'scale' must be a finite number no larger than 1e10 in size, or None for 1/√d; got {s}.")
         q, k = self._trait_values.get("q"), self._trait_values.get("k")
         if q is not None and k is not None:
-            self._check_overflow(q, k, s)
+            self._check_overflow(q, k, s, self._trait_values.get("bias"))
         return s
 
     @staticmethod
-    def _check_overflow(q, k, scale):
-        problem = overflow_message(q, k, scale)
+    def _check_overflow(q, k, scale, bias=None):
+        problem = overflow_message(q, k, scale, bias)
         if problem:
             raise traitlets.TraitError(problem)
 
@@ -524,6 +529,8 @@ class AttentionWidget(anywidget.AnyWidget):
             self.x = None  # the embeddings no longer fit the new tokens or values
         if values.get("mask") is not None and "mask" not in changed and len(self.mask) != n:
             self.mask = None  # a mask for other tokens
+        if values.get("bias") is not None and "bias" not in changed and self.bias.shape[-1] != n:
+            self.bias = None  # a bias for other tokens
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
         if n != len(before.get("tokens") or []):
@@ -694,18 +701,24 @@ class AttentionWidget(anywidget.AnyWidget):
         return 1 if q is None or q.ndim == 2 else q.shape[0]
 
     def _head(self, a):
-        return a if a.ndim == 2 else a[min(self.head, a.shape[0] - 1)]
+        return self._head_of(a, self.head)
+
+    @staticmethod
+    def _head_of(a, head):
+        return a if a.ndim == 2 else a[min(head, a.shape[0] - 1)]
 
     @property
     def attention(self) -> Attention:
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink)
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias)
         cached = self._result
         if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
             q, k, v = (self._head(a) for a in key[:3])
-            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self._reading_mask()))
+            bias = None if self.bias is None else self._head(self.bias)
+            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale,
+                                                    mask=self._reading_mask(), bias=bias))
         return cached[1]
 
     def _reading_mask(self):
@@ -735,7 +748,8 @@ class AttentionWidget(anywidget.AnyWidget):
         for q, k, _ in layers:
             q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
             scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
-            weights = np.stack([_softmax_rows(scale * (q[h] @ k[h].T), self.temperature, allowed) for h in range(q.shape[0])])
+            bias = (lambda h: 0.0) if self.bias is None else (lambda h: self._head_of(self.bias, h))  # noqa: E731
+            weights = np.stack([_softmax_rows(scale * (q[h] @ k[h].T) + bias(h), self.temperature, allowed) for h in range(q.shape[0])])
             rows.append(head_summaries(weights, allowed))
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
