@@ -34,9 +34,17 @@ export function defaultScale(dk) {
   return 1 / Math.sqrt(dk);
 }
 
-/** scale · Q Kᵀ, n×n, before temperature and mask. */
-export function scores(q, k, scale) {
-  return scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows);
+/** scale · Q Kᵀ (+ bias, n×n, when given), n×n, before temperature and mask. */
+export function scores(q, k, scale, bias = null) {
+  return addBias(scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows), bias, 0, q.rows);
+}
+
+/** Rows r0..r1 of `bias` (rows × cols, or null for none) added to `out` in place: scale·q·k + bias,
+ * one addition per score, as numpy makes it. */
+export function addBias(out, bias, r0, r1) {
+  if (!bias) return out;
+  for (let p = r0 * bias.cols, end = r1 * bias.cols; p < end; p++) out[p] += bias.data[p];
+  return out;
 }
 
 /** Rows r0..r1 of scale · Q Kᵀ, written into `out` (so long inputs can be done in pieces). */
@@ -256,7 +264,7 @@ export function outputSpread(O, n, d) {
 }
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
-export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null }) {
+export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null }) {
   const n = q.rows, last = causal ? i : n - 1, open = (m) => !mask || mask[i * n + m];
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
@@ -269,8 +277,9 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   let rowSum = 0;
   for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
   const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = Wi[j];
+  const added = bias ? bias.data[i * n + j] : 0;
   const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
-  return { dot, scale, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : expOf(S[i * n + j]), rowSum, weight, value, share: value.map((x) => weight * x) };
+  return { dot, scale, bias: added, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : expOf(S[i * n + j]), rowSum, weight, value, share: value.map((x) => weight * x) };
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */

@@ -44,6 +44,8 @@ export function createStore(get) {
     return open;
   });
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
+  // the additive bias of a head: its own (heads × n × n), or the one for every head (n × n)
+  const biasOf = memo((b, h, n) => (b && b.rows === n ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
   const spread = memo(A.outputSpread);
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
@@ -53,7 +55,7 @@ export function createStore(get) {
   const scoreRange = memo(A.extent), weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
-  const headJob = memo((q, k, scale) => ({ q, k, scale, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
+  const headJob = memo((q, k, scale, bias) => ({ q, k, scale, bias, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
   const thumbJob = memo((job, temperature, causal, mask) => ({ job, temperature, causal, mask, thumbs: new Array(job.q.heads).fill(null) }));
 
   const s = {
@@ -65,9 +67,13 @@ export function createStore(get) {
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     mask: () => maskOf(array("mask"), array("q").rows, !!get("sink")), // n×n, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
+    /** The current head's additive score bias (n×n), or null. */
+    bias: () => biasOf(array("bias"), get("head"), array("q").rows),
+    /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
+    allBias: () => (array("bias")?.rows === array("q").rows ? array("bias") : null),
     scores: () => { // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(), h = s.jobIndex();
-      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale());
+      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias());
     },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is
@@ -87,7 +93,7 @@ export function createStore(get) {
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     // every head's thumbnail: a model's every layer, else the heads of q and k
-    headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale()),
+    headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
     jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
     thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask()),
@@ -100,7 +106,7 @@ export function createStore(get) {
     },
     /** The arithmetic of the weight of cell (i, j), step by step. */
     cellArithmetic: (i, j) => A.cellArithmetic(s.q(), s.k(), s.v(), s.scores(), s.weightRow(i), {
-      i, j, scale: s.scale(), temperature: get("temperature"), causal: get("causal"), mask: s.mask(),
+      i, j, scale: s.scale(), temperature: get("temperature"), causal: get("causal"), mask: s.mask(), bias: s.bias(),
     }),
     /** Why row i may not read column j: "ahead" (the causal rule), "sink" (the first token, left
      * out), "mask"; null when it may. */

@@ -1,12 +1,12 @@
 // The painting worker: a long matrix's scores (once per head or input), then its weights at each
 // new temperature and their picture, off the page's main thread. It keeps what it was last sent:
-// q and k arrive only when they change, and so does the mask.
+// q, k and the bias arrive only when they change, and so does the mask.
 import { scores } from "./attention.js";
 import { weightPicture } from "./picture.js";
 
 let S = null, mask = null;
 self.onmessage = ({ data: job }) => {
-  if (job.q) S = scores(job.q, job.k, job.scale); // the page's own arithmetic: the same numbers it shows
+  if (job.q) S = scores(job.q, job.k, job.scale, job.bias); // the page's own arithmetic: the same numbers it shows
   if (job.newMask) mask = job.mask;
   const { pixels, width, height, top } = weightPicture({ ...job, scores: S, mask });
   self.postMessage({ id: job.id, pixels, width, height, top }, [pixels.buffer]);

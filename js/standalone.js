@@ -1,8 +1,8 @@
 // A model that lives in the page alone: for exported pages with no kernel. It answers the
 // same get/set/on/off/save_changes calls as a live widget model, and does in the page what
-// Python does for a live widget when the sentence changes: swapping in that sentence's vectors.
-// (A model's layers need nothing of the kind: all are in the state, and the store cuts the
-// current one from them.)
+// Python does for a live widget when the sentence or a model's layer changes: swapping in that
+// sentence's vectors, or the model's tokens back (a model's layers are all in the state, and
+// the store cuts the current one from them).
 
 function decode(value) {
   if (value && typeof value === "object" && typeof value.base64 === "string") {
@@ -62,8 +62,8 @@ function localModel({ state: raw, variants = {} }) {
     if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
     if (state.mask && state.tokens.length !== n && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
     if (state.cell && Math.max(state.cell[0], state.cell[1]) >= n) extra.cell = null;
-    const x = "x" in next ? next.x : state.x;
-    if (x && (x.shape[0] !== n || x.shape[1] !== next.v.shape[next.v.shape.length - 1])) extra.x = null;
+    const x = "x" in next ? next.x : state.x, v = next.v ?? state.model_v; // a model's layer brings no arrays: all are in model_v
+    if (x && (x.shape[0] !== n || x.shape[1] !== v.shape[v.shape.length - 1])) extra.x = null;
     if (!(x && extra.x !== null)) extra.residual = false; // nothing to add the mix to
     apply({ ...next, ...extra });
   }

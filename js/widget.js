@@ -7,7 +7,7 @@ import { el, fill, palette, watchLayout } from "./views/dom.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
-import { CAPTIONS, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
+import { BIAS_NOTE, CAPTIONS, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
 import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { standalone } from "./standalone.js";
@@ -90,7 +90,10 @@ function render({ model, el: host }) {
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
 
-    caption.textContent = `${CAPTIONS[stage] || ""}${get("sink") && stage !== "tokens" && stage !== "qk" ? ` ${SINK_NOTE(tokens[0])}` : ""}`;
+    const notes = [CAPTIONS[stage] || ""];
+    if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+    if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(tokens[0]));
+    caption.textContent = notes.join(" ");
     const warning = roundingWarning(store, get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
@@ -100,7 +103,7 @@ function render({ model, el: host }) {
     heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
     if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth, summary: get("summary") || "" });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), reader: tokens[cell[0]], read: tokens[cell[1]],
+      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), biased: !!store.bias(), reader: tokens[cell[0]], read: tokens[cell[1]],
     } : null);
     stages.update({ stage, tokens, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.

@@ -18,7 +18,7 @@ export function createCell(parent, { onClose }) {
     update(state) {
       node.hidden = !state;
       if (!state) return;
-      const { a, reader, read, why } = state;
+      const { a, reader, read, why, biased } = state; // biased: the scores have a bias added
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
         const because = { ahead: `${read} comes after ${reader}: with the causal rule it cannot be read`,
@@ -29,7 +29,9 @@ export function createCell(parent, { onClose }) {
       const shifted = a.shift ? ` − ${fmt3(a.shift)} (row max, against overflow)` : "";
       fill(steps,
         step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
-        step("score", `× scale ${fmt3(a.scale)} = score`, fmt3(a.score)),
+        ...(biased
+          ? [step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot)), step("score", `+ bias ${fmt3(a.bias)} = score`, fmt3(a.score))]
+          : [step("score", `× scale ${fmt3(a.scale)} = score`, fmt3(a.score))]),
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
         step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),

@@ -27,9 +27,11 @@ export function advance(work, busy) {
   for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
     job.scores[h] ??= new Float64Array(n * n);
     const q = A.headOf(job.q, h), k = A.headOf(job.k, h);
+    // a head's bias: its own among a layer's heads (a model's thumbnails run over every layer), or the shared one
+    const bias = job.bias && (job.bias.heads > 1 ? A.headOf(job.bias, h % job.bias.heads) : job.bias);
     while (job.rows[h] < n && !busy()) {
       const r = job.rows[h];
-      A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step));
+      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step)), bias, r, Math.min(n, r + step));
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;

@@ -47,6 +47,9 @@ export const CAPTIONS = {
 /** Why a cell cannot be read, in words (store.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
+/** Said under the caption when the scores have a bias added. */
+export const BIAS_NOTE = "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
+
 /** Said under the caption while the first token is left out. */
 export const SINK_NOTE = (first) => `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
@@ -168,7 +171,10 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const describeCell = (i, j) => {
     const n = store.q().rows, why = store.closedWhy(i, j);
     const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(store.weightRow(i)[j]);
-    return `${name(i)} reads ${name(j)}\nscore ${fmt3(store.scores()[i * n + j])}\nweight ${weight}`;
+    const bias = store.bias(), score = fmt3(store.scores()[i * n + j]);
+    const a = bias && store.cellArithmetic(i, j);
+    const terms = bias ? ` = scale·q·k ${fmt3(a.scale * a.dot)} + bias ${fmt3(a.bias)}` : "";
+    return `${name(i)} reads ${name(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${name(j)}` });
   const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
@@ -181,6 +187,10 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
+  // a model's position bias, the second term of its scores, apart
+  const biasGrid = createGrid(scoresPanel, { title: "bias (added to scale · q · k)", onPick: pickOnOverview, describe: (i, j) => `${name(i)} reads ${name(j)}: bias ${fmt3(store.bias().data[i * get("tokens").length + j])}` });
+  const biasLegend = el("div", { class: "aw-legend" });
+  scoresPanel.append(biasLegend);
   const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: pickOnOverview, describe: describeCell });
   const weightsDetail = createDetail(weightsPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const weightsLegend = el("div", { class: "aw-legend" });
@@ -214,7 +224,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
   const requestPicture = ({ tokens, pal }) => painter.request({
-    q: store.q(), k: store.k(), scale: store.scale(), scores: store.scores, n: tokens.length, temperature: get("temperature"),
+    q: store.q(), k: store.k(), scale: store.scale(), bias: store.bias(), scores: store.scores, n: tokens.length, temperature: get("temperature"),
     causal: get("causal"), mask: store.mask(), stretch: tokens.length > 64, ...paintColours(pal.zero, pal.seq, pal.masked),
   });
 
@@ -249,7 +259,15 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       const spec = { ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
-      legend(scoresLegend, `score (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
+      const bias = store.bias();
+      legend(scoresLegend, `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
+      biasGrid.node.hidden = biasLegend.hidden = !bias;
+      if (bias) {
+        const [blo, bhi] = A.extent(bias.data), bm = Math.max(1e-9, -blo, bhi);
+        const bcolor = scaleDiverging(diverging(view.pal)).domain([-bm, 0, bm]);
+        biasGrid.update({ ...grid(view), cols: n, value: (i, j) => bias.data[i * n + j], data: bias.data, key: bias.data, color: bcolor, text: fmt2, ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}` });
+        legend(biasLegend, "bias (colour centred on 0)", bcolor, blo, bhi);
+      }
     },
     weights(view) {
       const n = view.tokens.length, T = get("temperature"), stretch = n > 64;
@@ -301,7 +319,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     /** The detail window's columns, [first, count], while one is shown; else null. */
     span: () => ([scoresDetail, weightsDetail].some((d) => !d.node.hidden && d.node.closest(".aw-panel:not([hidden])")) ? [win.c0, win.size] : null),
     destroy() {
-      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, weightsGrid, weightsDetail, blend, painter]) v.destroy();
+      for (const v of [emptyGrid, qGrid, kGrid, dial, scoresGrid, scoresDetail, biasGrid, weightsGrid, weightsDetail, blend, painter]) v.destroy();
     },
   };
 }

@@ -606,6 +606,8 @@ class AttentionWidget(anywidget.AnyWidget):
         variants = {}
         if len(self._examples) > 1:
             variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
+        if self._layers:  # a layer brings the model's tokens back; its arrays are all in model_q, model_k, model_v
+            variants["layer"] = [encoded(dict(tokens=self._layer_tokens, layer_shown=True))] * len(self._layers)
         return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
 
     def _title(self, title):

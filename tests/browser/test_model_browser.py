@@ -29,9 +29,9 @@ def test_layer_and_head_from_the_page(open_notebook, artifacts):
         assert root.locator(".aw-layer").input_value() == "2"
         root.locator(".aw-layer").select_option("4")
         assert kernel.wait_for("m.layer", lambda x: x == 4) == 4
-        root.locator(".aw-head[data-head='5']").click()
+        root.locator(".aw-head[data-layer='4'][data-head='5']").click()  # the overview's cell for this layer
         assert kernel.wait_for("m.head", lambda h: h == 5) == 5
-        page.wait_for_selector(".aw-head[data-head='5'][aria-pressed=true]")
+        page.wait_for_selector(".aw-head[data-layer='4'][data-head='5'][aria-pressed=true]")
         # the page redrew with layer 4, head 5: its numbers are numpy's
         row = kernel.eval("m.weights[m.focus]")
         page.wait_for_function(

@@ -92,6 +92,8 @@ def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser
         assert values == sorted(values, reverse=True) and len(values) == LAYERS * HEADS
         page.locator(".aw-summary").select_option("effective_tokens")
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('summary') === 'effective_tokens'")
+        page.wait_for_function("""(want) => { const b = document.querySelector('.aw-head'); return b && Math.abs(Number(b.dataset.value) - want) < 1e-9; }""",
+                               arg=float(want["effective_tokens"].max()))  # re-ranked on the next frame
         top = page.locator(".aw-head").first
         layer, head = int(top.get_attribute("data-layer")), int(top.get_attribute("data-head"))
         assert want["effective_tokens"][layer, head] == want["effective_tokens"].max()
