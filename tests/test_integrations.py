@@ -110,7 +110,8 @@ def assert_matches_model(model, tokenizer, text=TEXT) -> ModelAttention:
         for a in (q, k, v):
             assert a.dtype == np.float64 and a.shape[:2] == (heads, n)
         for h in range(heads):
-            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
+            bias = None if ma.bias is None else ma.bias[h]
+            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias).weights
             np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0,
                                        err_msg=f"layer {layer} head {h}")
     return ma
@@ -131,6 +132,22 @@ def test_gpt2(tf, gpt2_tokenizer):
     ma = assert_matches_model(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, "I sat on the riverbank.\n x")
     assert ma.architecture == "gpt2" and ma.causal is True and ma.scale is None
     assert ma.tokens == ["I", "sat", "on", "the", "river", "·bank", "·.", "⏎", "␣", "x"]
+
+
+def test_bloom_with_its_alibi_bias(tf, gpt2_tokenizer):
+    model = random_model(tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)
+    ma = assert_matches_model(model, gpt2_tokenizer, "I sat on the riverbank.\n x")
+    assert ma.architecture == "bloom" and ma.causal is True and ma.bias.shape == (4, len(ma.tokens), len(ma.tokens))
+    # ALiBi: each head adds its slope times the key's position, the same in every row
+    slopes = ma.bias[:, 0, 1]
+    np.testing.assert_allclose(ma.bias, np.broadcast_to(slopes[:, None, None] * np.arange(len(ma.tokens)), ma.bias.shape), rtol=1e-6)
+    assert len(set(np.round(slopes, 6))) == 4  # a different rate for every head
+    w = attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, "I sat on the riverbank.\n x", layer=1, head=2)
+    with __import__("torch").no_grad():
+        reference = model(**gpt2_tokenizer("I sat on the riverbank.\n x", return_tensors="pt"), output_attentions=True).attentions
+    np.testing.assert_allclose(w.weights, reference[1][0, 2].double().numpy(), atol=1e-5)
+    w.layer = 0  # every layer has the same bias
+    np.testing.assert_allclose(w.weights, reference[0][0, 2].double().numpy(), atol=1e-5)
 
 
 def test_gpt2_base_model_and_unscaled_scores(tf, gpt2_tokenizer):
@@ -283,7 +300,8 @@ def test_transformer_lens(gpt2_tokenizer, kind):
     for layer, (q, k, v) in enumerate(ma.layers):
         assert q.shape == k.shape == v.shape == (4, 7, 16)
         for h in range(4):
-            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights
+            bias = None if ma.bias is None else ma.bias[h]
+            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias).weights
             np.testing.assert_allclose(w, cache["pattern", layer][0, h].double().numpy(), atol=1e-5, rtol=0)
 
 

@@ -674,6 +674,8 @@ class AttentionWidget(anywidget.AnyWidget):
         q, k, v = found.layers[layer]
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
+        if getattr(found, "bias", None) is not None:
+            kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
         # every layer's heads stacked, and each layer's arrays views of them
         stacked = [np.concatenate([np.asarray(a[i], dtype=float) for a in found.layers]) for i in range(3)]
         heads = len(stacked[0]) // len(found.layers)

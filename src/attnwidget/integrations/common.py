@@ -19,6 +19,7 @@ class ModelAttention:
     scale: float | None  # None means 1/sqrt(d_head); a float only where the model uses another
     architecture: str  # e.g. "bert", "gpt2", "llama"
     model_name: str  # for display
+    bias: np.ndarray | None = None  # heads × n × n added to the scores (BLOOM's ALiBi), or None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:

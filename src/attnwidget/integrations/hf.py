@@ -21,7 +21,8 @@ BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 SUPPORTED = (
     "BERT-family encoders (" + ", ".join((*BERT_FAMILY, "distilbert")) + "), "
-    "GPT-2 (gpt2), LLaMA-style rotary decoders (" + ", ".join(LLAMA_FAMILY) + ")"
+    "GPT-2 (gpt2), LLaMA-style rotary decoders (" + ", ".join(LLAMA_FAMILY) + "), "
+    "BLOOM (bloom, its ALiBi position bias added to the scores)"
 )
 
 
@@ -40,6 +41,8 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
         per_layer, causal = _gpt2_layer, True
     elif kind in LLAMA_FAMILY:
         per_layer, causal = _llama_layer, True
+    elif kind == "bloom":
+        per_layer, causal = _bloom_layer, True
     else:
         raise NotImplementedError(
             f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); "
@@ -70,6 +73,7 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
                 q, k, v, scale = per_layer(base, layer, i, out.hidden_states[i])
                 layers.append(tuple(_numpy(t) for t in (q, k, v)))
                 scales.add(scale)
+            bias = _bloom_bias(base, enc) if kind == "bloom" else None
     finally:
         base.train(was_training)
 
@@ -87,6 +91,7 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
         scale=None if math.isclose(scale, d_head ** -0.5, rel_tol=1e-9) else float(scale),
         architecture=kind,
         model_name=_display_name(config, model),
+        bias=None if bias is None else _numpy(bias),
     )
 
 
@@ -114,7 +119,7 @@ def _base_model(model):
 
 
 def _layers(base, kind):
-    if kind == "gpt2":
+    if kind in ("gpt2", "bloom"):
         return base.h
     if kind == "distilbert":
         return base.transformer.layer
@@ -167,6 +172,23 @@ def _llama_layer(base, layer, i, h):
     return q, k, v, getattr(att, "scaling", d ** -0.5)
 
 
+def _bloom_layer(base, layer, i, h):
+    att = layer.self_attention
+    d = att.head_dim
+    fused = att.query_key_value(layer.input_layernorm(h))  # (1, n, heads · 3 · d): each head's q, k, v side by side
+    q, k, v = (fused[0].view(h.shape[1], att.num_heads, 3, d)[:, :, j].transpose(0, 1) for j in range(3))
+    return q, k, v, att.inv_norm_factor
+
+
+def _bloom_bias(base, enc):
+    """BLOOM's ALiBi term, heads × n × n: each head adds slope · (key position) to every score
+    of a row (the same, up to a constant per row, as penalising distance), as the model builds it."""
+    n, heads = enc["input_ids"].shape[1], base.config.n_head
+    mask = enc.get("attention_mask", torch.ones_like(enc["input_ids"]))
+    alibi = base.build_alibi_tensor(mask, heads, dtype=torch.float32)  # (heads, 1, n)
+    return alibi.reshape(heads, 1, n).expand(heads, n, n)
+
+
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -176,6 +198,8 @@ def _positions(config, kind):
     """How many tokens the model reads, and the config attribute that says so."""
     if kind == "gpt2":
         return config.n_positions, "config.n_positions"
+    if kind == "bloom":  # ALiBi has no table of positions to run past
+        return float("inf"), "ALiBi"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
         return (config.max_position_embeddings - config.pad_token_id - 1,
                 "config.max_position_embeddings - config.pad_token_id - 1")
