@@ -150,6 +150,30 @@ def test_bloom_with_its_alibi_bias(tf, gpt2_tokenizer):
     np.testing.assert_allclose(w.weights, reference[0][0, 2].double().numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("cls", ["T5EncoderModel", "T5Model"])
+def test_t5_encoder_with_its_relative_position_bias(tf, gpt2_tokenizer, cls):
+    import torch
+
+    model = random_model(tf, cls, "T5Config", len(gpt2_tokenizer), d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                         relative_attention_num_buckets=8, decoder_start_token_id=0)
+    text = "I sat on the riverbank.\n x"
+    ma = from_transformers(model, gpt2_tokenizer, text)
+    enc = gpt2_tokenizer(text, return_tensors="pt")
+    with torch.no_grad():
+        reference = model.encoder(**enc, output_attentions=True).attentions
+    assert ma.architecture == "t5" and ma.causal is False and ma.scale == 1.0 and ma.bias.shape[0] == 4
+    for layer, (q, k, v) in enumerate(ma.layers):
+        for h in range(4):
+            w = attnwidget.attention(q[h], k[h], v[h], scale=ma.scale, bias=ma.bias[h]).weights
+            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, err_msg=f"layer {layer} head {h}")
+    w = attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, text, layer=1, head=3)  # the widget adds it too
+    np.testing.assert_allclose(w.weights, reference[1][0, 3].double().numpy(), atol=1e-5)
+    # the bias depends on distance alone: the same along each diagonal
+    n = len(ma.tokens)
+    for offset in range(-n + 1, n):
+        assert np.ptp(np.diagonal(ma.bias[1], offset)) < 1e-9
+
+
 def test_gpt2_base_model_and_unscaled_scores(tf, gpt2_tokenizer):
     base = gpt2(tf, gpt2_tokenizer, scale_attn_weights=False).transformer
     ma = assert_matches_model(base, gpt2_tokenizer)

@@ -22,7 +22,8 @@ LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 SUPPORTED = (
     "BERT-family encoders (" + ", ".join((*BERT_FAMILY, "distilbert")) + "), "
     "GPT-2 (gpt2), LLaMA-style rotary decoders (" + ", ".join(LLAMA_FAMILY) + "), "
-    "BLOOM (bloom, its ALiBi position bias added to the scores)"
+    "BLOOM (bloom, its ALiBi position bias added to the scores), "
+    "T5's encoder (t5, its relative position bias added to the scores)"
 )
 
 
@@ -43,6 +44,8 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
         per_layer, causal = _llama_layer, True
     elif kind == "bloom":
         per_layer, causal = _bloom_layer, True
+    elif kind == "t5":
+        per_layer, causal = _t5_layer, False
     else:
         raise NotImplementedError(
             f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); "
@@ -60,20 +63,21 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
         _check_window(config, n)
 
     device = next(base.parameters()).device
-    accepted = inspect.signature(base.forward).parameters  # DistilBERT takes no token_type_ids
+    body = base.encoder if kind == "t5" else base  # T5: its encoder's self-attention (the decoder needs a target)
+    accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
     was_training = base.training
     base.eval()  # dropout off, so the hidden states are the model's real ones
     try:
         with torch.no_grad():
-            out = base(**enc, output_hidden_states=True)
+            out = body(**enc, output_hidden_states=True)
             # hidden_states[i] is the input of layer i (the last entry is the final output)
             layers, scales = [], set()
             for i, layer in enumerate(_layers(base, kind)):
                 q, k, v, scale = per_layer(base, layer, i, out.hidden_states[i])
                 layers.append(tuple(_numpy(t) for t in (q, k, v)))
                 scales.add(scale)
-            bias = _bloom_bias(base, enc) if kind == "bloom" else None
+            bias = _bloom_bias(base, enc) if kind == "bloom" else _t5_bias(base, n) if kind == "t5" else None
     finally:
         base.train(was_training)
 
@@ -125,6 +129,8 @@ def _layers(base, kind):
         return base.transformer.layer
     if kind in LLAMA_FAMILY:
         return base.layers
+    if kind == "t5":
+        return base.encoder.block
     return base.encoder.layer
 
 
@@ -189,6 +195,21 @@ def _bloom_bias(base, enc):
     return alibi.reshape(heads, 1, n).expand(heads, n, n)
 
 
+def _t5_layer(base, layer, i, h):
+    part = layer.layer[0]  # the block's self-attention, with its layer norm first
+    att = part.SelfAttention
+    d = att.key_value_proj_dim
+    x = part.layer_norm(h)
+    q, k, v = (_heads(proj(x), d) for proj in (att.q, att.k, att.v))
+    return q, k, v, att.scaling  # 1.0: T5 does not scale its scores
+
+
+def _t5_bias(base, n):
+    """T5's relative position bias, heads × n × n: learnt per bucket of distance by the first
+    layer and added to the scores of every layer, as the model does."""
+    return base.encoder.block[0].layer[0].SelfAttention.compute_bias(n, n)[0]
+
+
 def _rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -200,6 +221,8 @@ def _positions(config, kind):
         return config.n_positions, "config.n_positions"
     if kind == "bloom":  # ALiBi has no table of positions to run past
         return float("inf"), "ALiBi"
+    if kind == "t5":  # relative positions: buckets of distance, none to run past
+        return float("inf"), "relative positions"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
         return (config.max_position_embeddings - config.pad_token_id - 1,
                 "config.max_position_embeddings - config.pad_token_id - 1")
