@@ -50,7 +50,8 @@ function render({ model, el: host }) {
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
   const heads = createHeads(root, {
-    onPick: (l, h) => { if (l !== get("layer")) model.set("layer", l); save("head", h); },
+    // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
+    onPick: (l, h) => { if (store.model("q") && l !== get("layer")) model.set("layer", l); save("head", h); },
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });

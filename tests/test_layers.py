@@ -88,3 +88,35 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     assert all("q" not in data["state"] for data, _ in w.comm.sent)
     # exported pages carry the layers' arrays once too: a layer's variant is only the model's tokens
     assert all(set(variant) == {"tokens", "layer_shown"} for variant in w.page_state()["variants"]["layer"])
+
+
+def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_switch_changes_nothing():
+    from test_widget import RecordingComm
+
+    found = fake_model(n_layers=3, heads=2, n=5, d=6)
+    w = AttentionWidget._from_model(found, 0, 1, {})
+    assert np.shares_memory(w._layers[1][0], w.model_q)  # the layers are views, not a second copy
+    w.layer = 2
+    w.comm = RecordingComm()
+    w.q = w.q * 2  # no longer the layer's: the page has only the first layer's k, v and axes of its own
+    (data, _), = w.comm.sent
+    assert {"q", "k", "v", "value_basis"} <= set(data["state"]) and data["state"]["layer_shown"] is False
+    w.layer = 1  # a layer's own again
+    assert w.layer_shown
+    w.comm.sent.clear()
+    with pytest.raises(traitlets.TraitError), w.hold_trait_notifications():
+        w.layer, w.focus = 0, 99  # refused whole
+    w.temperature = 2.0
+    assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
+    assert all("q" not in data["state"] for data, _ in w.comm.sent)
+
+
+def test_summaries_and_a_bias_follow_your_own_arrays_on_a_model_widget():
+    found = fake_model(n_layers=3, heads=2, n=5, d=6)
+    w = AttentionWidget._from_model(found, 0, 0, {})
+    rng = np.random.default_rng(1)
+    w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3)))
+    assert w.head_summary()["self"].shape == (1, 2)  # your arrays: one row, not the model's layers
+    w.bias = np.zeros((2, 2, 2))
+    w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 3)), k=rng.normal(size=(2, 3)), v=rng.normal(size=(2, 3)))
+    assert w.bias is None  # it was for two heads

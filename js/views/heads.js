@@ -66,7 +66,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
-  let buttons = [], shape = "";
+  let buttons = [], shape = "", ranked = null; // ranked: the order the heads were last ranked in
   let current = null, timer = 0;
   const run = (work) => {
     if (work !== current) return;
@@ -78,7 +78,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   // the arrow keys move between cells (one tab stop for the whole grid)
   function onKey(ev) {
     const shown = [...list.querySelectorAll(".aw-head")], at = shown.indexOf(ev.target.closest(".aw-head")); // as laid out
-    const per = Number(list.dataset.heads) || shown.length;
+    // cells a row: the grid's heads, or as many as the wrapping run fits on its first line
+    const per = Number(list.dataset.heads) || shown.filter((b) => b.offsetTop === shown[0]?.offsetTop).length || 1;
     const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per }[ev.key];
     if (at < 0 || step === undefined) return;
     ev.preventDefault();
@@ -117,9 +118,12 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
       const value = (p) => (summary && thumbs[p] ? thumbs[p].summary[summary] : NaN);
-      const sorted = !!summary && sort.checked && !thumbs.includes(null);
-      const order = thumbs.map((_, p) => p);
-      if (sorted) order.sort((a, b) => (Number.isNaN(value(b)) ? -1 : Number.isNaN(value(a)) ? 1 : value(b) - value(a)));
+      // ranked once every head has its value; while new values are computed the last ranking stays
+      const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
+      let order = thumbs.map((_, p) => p);
+      if (sorted && thumbs.includes(null)) order = ranked;
+      else if (sorted) order.sort((a, b) => (Number.isNaN(value(a)) - Number.isNaN(value(b))) || value(b) - value(a) || a - b);
+      ranked = sorted ? order : null;
       const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
       if (shape !== arrangement) {
         shape = arrangement;
@@ -138,7 +142,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
           : order.map((p) => buttons[p]);
         list.classList.toggle("aw-heads-model", grid);
         list.style.gridTemplateColumns = grid ? `auto repeat(${per}, ${side + 10}px)` : "";
-        list.dataset.heads = String(grid ? per : buttons.length);
+        list.dataset.heads = grid ? String(per) : ""; // a wrapping run: rows as laid out
         fill(list, rows);
       }
       choice.value = summary;
@@ -165,7 +169,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         paint(canvas, t, lut, scaled);
         shown.set(canvas, { thumb: t, key });
       });
-      const at = Math.min(layer, layers - 1) * per + head;
+      const at = Math.min(layer, layers - 1) * per + Math.min(head, per - 1);
       buttons.forEach((b, p) => {
         b.setAttribute("aria-pressed", String(p === at));
         b.tabIndex = p === at ? 0 : -1;

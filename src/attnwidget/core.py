@@ -241,6 +241,8 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
     if mask is not None:
         mask = _as_mask(mask, q.shape[0])
     if bias is not None:
+        if np.ndim(bias) != 2:
+            raise ValueError(f"bias must be tokens × tokens (2-D), got shape {np.shape(bias)}")
         bias = _as_matrix("bias", bias)
         if bias.shape != (q.shape[0], k.shape[0]):
             raise ValueError(f"bias must be tokens × tokens, {(q.shape[0], k.shape[0])}; got {bias.shape}")

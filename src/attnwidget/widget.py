@@ -441,7 +441,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if self._cross_validation_lock:  # nested: the outermost one does the work
             yield
             return
-        before, changed = dict(self._trait_values), {}
+        before, changed, shown = dict(self._trait_values), {}, self._shown
         with self.hold_sync():
             self.notify_change = lambda change: changed.setdefault(change.name, change.old)
             self._cross_validation_lock = True
@@ -461,6 +461,7 @@ class AttentionWidget(anywidget.AnyWidget):
                         self._trait_values[name] = before[name]
                     else:
                         self._trait_values.pop(name, None)
+                self._shown = shown
                 raise
             finally:
                 self._cross_validation_lock = False
@@ -470,9 +471,11 @@ class AttentionWidget(anywidget.AnyWidget):
             news = [(n, old, new) for n, old, new in news if not _same(old, new)]
             # queued for the one message: every change, and every key the page sent whose value
             # is not the page's (ipywidgets compares each with what the page sent: no echoes)
-            # a layer's own arrays are not sent: the page has every layer's (model_q, ...) already
-            layered = {"q", "k", "v", "value_basis"} if self.layer_shown else set()
-            for name in ({n for n, _, _ in news} | set(self._page_keys)) - layered:
+            # a layer's own arrays are not sent: the page has every layer's (model_q, ...) already;
+            # once they are not the layer's any more, the page needs all of them, not just the one changed
+            layered = {"q", "k", "v", "value_basis"}
+            extra = layered if before.get("layer_shown") and not self.layer_shown else set()
+            for name in ({n for n, _, _ in news} | set(self._page_keys) | extra) - (layered if self.layer_shown else set()):
                 if name in self.keys:
                     self._should_send_property(name, getattr(self, name))
         errors = []
@@ -529,8 +532,9 @@ class AttentionWidget(anywidget.AnyWidget):
             self.x = None  # the embeddings no longer fit the new tokens or values
         if values.get("mask") is not None and "mask" not in changed and len(self.mask) != n:
             self.mask = None  # a mask for other tokens
-        if values.get("bias") is not None and "bias" not in changed and self.bias.shape[-1] != n:
-            self.bias = None  # a bias for other tokens
+        b, q = values.get("bias"), self._trait_values.get("q")
+        if b is not None and "bias" not in changed and (b.shape[-1] != n or (b.ndim == 3 and (q.ndim != 3 or len(q) != len(b)))):
+            self.bias = None  # a bias for other tokens, or other heads
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
         if n != len(before.get("tokens") or []):
@@ -676,18 +680,17 @@ class AttentionWidget(anywidget.AnyWidget):
         kwargs.setdefault("scale", found.scale)
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
-        # every layer's heads stacked, and each layer's arrays views of them
-        stacked = [np.concatenate([np.asarray(a[i], dtype=float) for a in found.layers]) for i in range(3)]
-        heads = len(stacked[0]) // len(found.layers)
-        layers = [tuple(s[i * heads:(i + 1) * heads] for s in stacked) for i in range(len(found.layers))]
-        q, k, v = layers[layer]
+        q, k, v = found.layers[layer]
         w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
         with w.hold_trait_notifications():
             w.set_trait("n_layers", len(found.layers))
             w.set_trait("model_name", found.model_name)
-            for name, a in zip(("model_q", "model_k", "model_v"), stacked):
-                w.set_trait(name, a)
-            w.set_trait("model_basis", np.concatenate([principal_axes(lv) for _, _, lv in layers]) if stacked[2].shape[-1] > 2 else None)
+            for i, name in enumerate(("model_q", "model_k", "model_v")):  # every layer's heads, stacked
+                w.set_trait(name, np.concatenate([a[i] for a in found.layers]))
+            # each layer's arrays: views of the widget's own stacked copies, not a second copy
+            heads = len(w.model_q) // len(found.layers)
+            layers = [tuple(m[i * heads:(i + 1) * heads] for m in (w.model_q, w.model_k, w.model_v)) for i in range(len(found.layers))]
+            w.set_trait("model_basis", np.concatenate([principal_axes(lv) for _, _, lv in layers]) if w.model_v.shape[-1] > 2 else None)
             w._layers, w._layer_tokens, w._shown = layers, list(found.tokens), (w.q, w.k, w.v)
             w.layer = layer
         return w
@@ -745,7 +748,7 @@ class AttentionWidget(anywidget.AnyWidget):
         where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
         ``"previous"`` leaves out the first row, which has no previous token. A new dict of new
         arrays every call."""
-        layers = self._layers or [(self.q, self.k, self.v)]
+        layers = self._layers if self.layer_shown else [(self.q, self.k, self.v)]  # a model's, or your own arrays
         n = len(self.tokens)
         allowed = allowed_cells(n, self.causal, self._reading_mask())
         rows = []

@@ -99,3 +99,25 @@ def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser
         assert want["effective_tokens"][layer, head] == want["effective_tokens"].max()
     finally:
         page.context.close()
+
+
+def test_your_own_arrays_on_a_model_widget_are_one_row_and_a_click_keeps_the_layer(browser, tmp_path):
+    found = fake_model(2)
+    w = AttentionWidget._from_model(found, 2, 0, {"stage": "weights"})
+    rng = np.random.default_rng(3)
+    w.set_vectors(tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
+    path = tmp_path / "own.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1000, "height": 900}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        assert page.locator(".aw-head").count() == 2  # your two heads, not the model's layers
+        page.locator(".aw-head[data-head='1']").click()
+        page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('head') === 1")
+        assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('layer')") == 2
+        assert page.locator(".aw-token-text").all_inner_texts() == list("abcd")
+        w.head = 1
+        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (4, 4)), w.weights, atol=1e-12)
+    finally:
+        page.context.close()
