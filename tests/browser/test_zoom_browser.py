@@ -91,6 +91,9 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     canvas, note = detail(root)
     click_cell(overview, 250, 40)  # far from the window
     page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('cell')?.[0] === 250")
+    # the window follows on the redraw after the change: wait for it
+    page.wait_for_function("""() => { const m = /rows (\\d+)–(\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent);
+                                      return m && m[1] - 1 <= 250 && 250 < m[2]; }""")
     r0, size, c0 = window(note)
     assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
     # hovering a detail cell tells its row, column and value
