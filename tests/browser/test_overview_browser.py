@@ -20,15 +20,20 @@ def fake_model(seed=0):
     return SimpleNamespace(tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake")
 
 
+def opened(browser, w, path, height=1000):
+    """w exported to path, open in a page once every thumbnail is drawn."""
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1000, "height": height}, bypass_csp=True).new_page()
+    page.goto(path.as_uri())
+    page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+    return page
+
+
 def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, tmp_path):
     found = fake_model()
     w = AttentionWidget._from_model(found, 0, 0, {"stage": "weights"})
-    path = tmp_path / "overview.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1000, "height": 1000}, bypass_csp=True).new_page()
+    page = opened(browser, w, tmp_path / "overview.html")
     try:
-        page.goto(path.as_uri())
-        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         cells = page.locator(".aw-head")
         assert cells.count() == LAYERS * HEADS
         assert sorted((int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))) for c in cells.all()) == \
@@ -75,13 +80,9 @@ m
 def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser, tmp_path):
     found = fake_model(1)
     w = AttentionWidget._from_model(found, 1, 0, {"stage": "weights", "summary": "previous", "temperature": 0.7})
-    path = tmp_path / "summary.html"
-    w.to_html(path)
     want = w.head_summary()
-    page = browser.new_context(viewport={"width": 1000, "height": 1000}, bypass_csp=True).new_page()
+    page = opened(browser, w, tmp_path / "summary.html")
     try:
-        page.goto(path.as_uri())
-        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         for cell in page.locator(".aw-head").all():
             layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
             assert abs(float(cell.get_attribute("data-value")) - want["previous"][layer, head]) < 1e-12
@@ -106,12 +107,8 @@ def test_your_own_arrays_on_a_model_widget_are_one_row_and_a_click_keeps_the_lay
     w = AttentionWidget._from_model(found, 2, 0, {"stage": "weights"})
     rng = np.random.default_rng(3)
     w.set_vectors(tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
-    path = tmp_path / "own.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1000, "height": 900}, bypass_csp=True).new_page()
+    page = opened(browser, w, tmp_path / "own.html", height=900)
     try:
-        page.goto(path.as_uri())
-        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         assert page.locator(".aw-head").count() == 2  # your two heads, not the model's layers
         page.locator(".aw-head[data-head='1']").click()
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('head') === 1")
