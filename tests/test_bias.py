@@ -49,3 +49,14 @@ def test_a_bad_bias_is_refused_and_a_bias_for_other_tokens_is_dropped():
     assert w.bias is None  # it belonged to the other tokens
     with pytest.raises(ValueError, match="bias must be tokens × tokens"):
         attnwidget.attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), bias=np.zeros((3, 3)))
+
+
+def test_set_vectors_takes_a_bias_with_the_new_tokens():
+    w = AttentionWidget()
+    rng = np.random.default_rng(2)
+    bias = rng.normal(size=(3, 3))
+    w.set_vectors(tokens=["a", "b", "c"], q=rng.normal(size=(3, 2)), k=rng.normal(size=(3, 2)), v=rng.normal(size=(3, 2)), bias=bias)
+    np.testing.assert_array_equal(w.bias, bias)
+    with pytest.raises(traitlets.TraitError, match="agree on the number of tokens"):
+        w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)), bias=np.zeros((3, 3)))
+    np.testing.assert_array_equal(w.bias, bias)  # nothing changed

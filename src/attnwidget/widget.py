@@ -637,15 +637,15 @@ class AttentionWidget(anywidget.AnyWidget):
 
         save_svg(self.page_state(), path)
 
-    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP):
+    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
         One message to the page; if any part is invalid nothing changes. ``x=None`` removes
-        the embeddings (and the residual view); embeddings and a mask that no longer fit the
-        new tokens or values are removed too. Focus, head and cell are kept where they still fit and
-        moved inside the new range otherwise.
+        the embeddings (and the residual view); embeddings, a mask and a bias that no longer fit
+        the new tokens (or heads) are removed too. Focus, head and cell are kept where they still
+        fit and moved inside the new range otherwise.
         """
-        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x, mask)) if a is not _KEEP}
+        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x, mask, bias)) if a is not _KEEP}
         if "tokens" in new:
             new["tokens"] = _token_list(new["tokens"], traitlets.TraitError)
         with self.hold_trait_notifications():
@@ -654,7 +654,8 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @classmethod
     def from_transformers(cls, model, tokenizer, text, *, layer=0, head=0, **kwargs):
-        """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style).
+        """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style,
+        BLOOM and T5's encoder, whose position bias comes in as ``bias``).
 
         Q, K and V come from the model's own projections of that layer's input, so the
         widget's weights are the model's attention probabilities. ``layer`` can be switched
