@@ -2,6 +2,7 @@
 // Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
 import { rgb } from "d3-color";
 import * as A from "../attention.js";
+import { lookupTable } from "../picture.js";
 import { el, fill, fmt2, inkOn } from "./dom.js";
 
 const SIZE = 84, SMALLEST = 30; // a thumbnail's side in CSS pixels: at most, and at least (a whole model's grid)
@@ -92,12 +93,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
 
   function paint(canvas, thumb, lut, scaled) {
-    const { data, side, max } = thumb, img = new ImageData(side, side), px = img.data;
+    const { data, side, max } = thumb, img = new ImageData(side, side), px = new Uint32Array(img.data.buffer);
     const top = scaled && max > 0 ? max : 1;
-    for (let p = 0; p < data.length; p++) {
-      const k = 3 * Math.min(255, Math.round((255 * data[p]) / top));
-      px[p * 4] = lut[k]; px[p * 4 + 1] = lut[k + 1]; px[p * 4 + 2] = lut[k + 2]; px[p * 4 + 3] = 255;
-    }
+    for (let p = 0; p < data.length; p++) px[p] = lut[Math.min(255, Math.round((255 * data[p]) / top))];
     canvas.width = canvas.height = side;
     canvas.getContext("2d").putImageData(img, 0, 0);
   }
@@ -165,7 +163,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       thumbs.forEach((t, p) => {
         const canvas = buttons[p].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
         if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
-        lut ??= Uint8Array.from({ length: 256 * 3 }, (_, i) => { const c = rgb(color(Math.floor(i / 3) / 255)); return [c.r, c.g, c.b][i % 3]; });
+        lut ??= lookupTable(color, 0, 1, rgb); // the picture's own 256 packed colours
         paint(canvas, t, lut, scaled);
         shown.set(canvas, { thumb: t, key });
       });

@@ -74,6 +74,13 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     return s
 
 
+def scores_of(q, k, scale=None, bias=None) -> np.ndarray:
+    """scale · Q Kᵀ (scale None: 1/sqrt(d_k)), plus ``bias`` when given: the scores, before
+    temperature and mask."""
+    s = (default_scale(q.shape[-1]) if scale is None else scale) * (q @ k.T)
+    return s if bias is None else s + bias
+
+
 def allowed_cells(n: int, causal: bool, mask=None):
     """Which cells a row may read (n×n booleans): the causal rule and an optional mask
     together; None when every cell may be read."""
@@ -132,7 +139,7 @@ class Attention:
         self.causal = bool(causal)
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.bias = bias  # an additive term of the scores (a model's position bias), or None
-        self.scores = self.scale * (q @ k.T) if bias is None else self.scale * (q @ k.T) + bias
+        self.scores = scores_of(q, k, self.scale, bias)
         self.allowed = allowed_cells(q.shape[0], self.causal, mask)
         self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v

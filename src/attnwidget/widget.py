@@ -15,7 +15,7 @@ from ipywidgets.widgets.widget import JUPYTER_WIDGETS_ECHO, _remove_buffers
 
 from . import examples
 from .core import SCORE_LIMIT as ENTRY_LIMIT
-from .core import SUMMARIES, Attention, _as_mask, _softmax_rows, allowed_cells, default_scale, head_summaries, overflow_message, principal_axes
+from .core import SUMMARIES, Attention, _as_mask, _softmax_rows, allowed_cells, head_summaries, overflow_message, principal_axes, scores_of
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
@@ -755,9 +755,8 @@ class AttentionWidget(anywidget.AnyWidget):
         rows = []
         for q, k, _ in layers:
             q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
-            scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
-            bias = (lambda h: 0.0) if self.bias is None else (lambda h: self._head_of(self.bias, h))  # noqa: E731
-            weights = np.stack([_softmax_rows(scale * (q[h] @ k[h].T) + bias(h), self.temperature, allowed) for h in range(q.shape[0])])
+            bias = [None if self.bias is None else self._head_of(self.bias, h) for h in range(len(q))]
+            weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h]), self.temperature, allowed) for h in range(len(q))])
             rows.append(head_summaries(weights, allowed))
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
