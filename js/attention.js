@@ -34,7 +34,7 @@ export function defaultScale(dk) {
   return 1 / Math.sqrt(dk);
 }
 
-/** scale · Q Kᵀ (+ bias, n×n, when given), n×n, before temperature and mask. */
+/** scale · Q Kᵀ (+ bias, n×m, when given), n×m (n queries, m keys), before temperature and mask. */
 export function scores(q, k, scale, bias = null) {
   return addBias(scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows), bias, 0, q.rows);
 }
@@ -80,18 +80,19 @@ export function scoreRows(out, q, k, scale, r0, r1) {
 }
 
 /**
- * Row-wise softmax of scores / T over the cells a row may read: with causal, j ≤ i; with a mask
- * (n×n, 1 = may read), its cells. The others are exactly 0, and so is a row that may read nothing.
+ * Row-wise softmax of scores / T (`rows` rows of S.length / rows keys) over the cells a row may
+ * read: with causal, j ≤ i; with a mask (rows × keys, 1 = may read), its cells. The others are
+ * exactly 0, and so is a row that may read nothing.
  */
-export function weights(S, n, temperature, causal, mask = null) {
-  const W = new Float64Array(n * n);
-  for (let i = 0; i < n; i++) weightRow(S, n, i, temperature, causal, mask, W.subarray(i * n, i * n + n));
+export function weights(S, rows, temperature, causal, mask = null) {
+  const m = S.length / rows, W = new Float64Array(S.length);
+  for (let i = 0; i < rows; i++) weightRow(S, m, i, temperature, causal, mask, W.subarray(i * m, i * m + m));
   return W;
 }
 
-/** Row i of `weights`, into `out` (n numbers, zeros where the row may not read). */
+/** Row i of `weights`, into `out` (n numbers: a row is n keys long; zeros where the row may not read). */
 export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n)) {
-  const last = causal ? i : n - 1, row = i * n;
+  const last = causal ? Math.min(i, n - 1) : n - 1, row = i * n;
   out.fill(0);
   let max = -Infinity;
   for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
@@ -108,12 +109,12 @@ export function weightRow(S, n, i, temperature, causal, mask = null, out = new F
   return out;
 }
 
-/** W · V, n×d_v. */
+/** W · V, n×d_v (W is n × m, V m × d_v). */
 export function output(W, v) {
-  const n = v.rows, d = v.cols, O = new Float64Array(n * d);
+  const m = v.rows, n = W.length / m, d = v.cols, O = new Float64Array(n * d);
   for (let i = 0; i < n; i++) {
-    for (let j = 0; j < n; j++) {
-      const w = W[i * n + j];
+    for (let j = 0; j < m; j++) {
+      const w = W[i * m + j];
       if (w === 0) continue;
       for (let c = 0; c < d; c++) O[i * d + c] += w * v.data[j * d + c];
     }
@@ -132,18 +133,20 @@ export function effectiveTokens(W, n, i) {
   return total > 0 ? Math.exp(h) : 0; // a row that may read nothing: 0, as in numpy
 }
 
-/** The head summaries of one weight matrix (n×n), as core.head_summaries defines them: each a
- * mean over the rows where it exists (NaN where no row has it). `open(i, j)`: may row i read j. */
-export function headSummary(W, n, open) {
+/** The head summaries of one weight matrix (rows × m), as core.head_summaries defines them: each
+ * a mean over the rows where it exists (NaN where no row has it). `open(i, j)`: may row i read j.
+ * In cross-attention no row reads itself or its previous token. */
+export function headSummary(W, rows, open, cross = false) {
+  const m = W.length / rows;
   const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 }, counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
   const add = (name, value) => { sums[name] += value; counts[name] += 1; };
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < rows; i++) {
     let any = false;
-    for (let j = 0; j < n && !any; j++) any = open(i, j);
-    if (open(i, 0)) add("first", W[i * n]);
-    if (open(i, i)) add("self", W[i * n + i]);
-    if (i > 0 && open(i, i - 1)) add("previous", W[i * n + i - 1]);
-    if (any) add("effective_tokens", effectiveTokens(W, n, i));
+    for (let j = 0; j < m && !any; j++) any = open(i, j);
+    if (open(i, 0)) add("first", W[i * m]);
+    if (!cross && i < m && open(i, i)) add("self", W[i * m + i]);
+    if (!cross && i > 0 && i <= m && open(i, i - 1)) add("previous", W[i * m + i - 1]);
+    if (any) add("effective_tokens", effectiveTokens(W, m, i));
   }
   return Object.fromEntries(Object.keys(sums).map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
 }
@@ -181,13 +184,14 @@ export function roundingBound(q, k, scale, S) {
  * where one score leads every other by more than 2δ + 40·T is still exact (the others are below
  * e^-40 in both), so only rows with a near-tie are unsure.
  */
-export function agreement({ score, top }, S, n, temperature, causal, mask = null) {
+export function agreement({ score, top }, S, rows, temperature, causal, mask = null) {
   const spread = (2 * score) / temperature;
   const scoresOk = score <= 1e-7 * Math.max(1, top);
   if (spread <= 2.5e-7) return { exact: scoresOk, scoreError: score, weightError: spread, top };
   let unsure = 0;
-  for (let i = 0; i < n && !unsure; i++) {
-    const last = causal ? i : n - 1, row = i * n;
+  const n = S.length / rows; // keys per row
+  for (let i = 0; i < rows && !unsure; i++) {
+    const last = causal ? Math.min(i, n - 1) : n - 1, row = i * n;
     let max = -Infinity, near = 0;
     for (let j = 0; j <= last; j++) if (!mask || mask[row + j]) max = Math.max(max, S[row + j]);
     for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && max - S[row + j] <= 2 * score + 40 * temperature) near++;
@@ -265,7 +269,7 @@ export function outputSpread(O, n, d) {
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
 export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null }) {
-  const n = q.rows, last = causal ? i : n - 1, open = (m) => !mask || mask[i * n + m];
+  const n = k.rows, last = causal ? Math.min(i, n - 1) : n - 1, open = (m) => !mask || mask[i * n + m];
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;
@@ -286,7 +290,7 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
 export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null } = {}) {
   const n = q.rows, s = scale == null ? defaultScale(q.cols) : scale;
   const S = scores(q, k, s), W = weights(S, n, temperature, causal, mask), O = output(W, v);
-  const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, n, i));
+  const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, k.rows, i));
   const sense = Array.from({ length: n }, (_, i) => senseResolved(O, v, i));
   return { scale: s, scores: S, weights: W, output: O, effectiveTokens: eff, senseResolved: sense, outputSpread: outputSpread(O, n, v.cols) };
 }

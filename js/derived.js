@@ -35,17 +35,19 @@ export function createStore(get) {
   const heads = {};
   const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
   const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
-  // the cells rows may read besides the causal rule: the mask, and with `sink` the first token's column closed
-  const maskOf = memo((m, n, sink) => {
-    const given = m && m.rows === n ? m.data : null;
+  // the cells rows may read besides the causal rule (n × m): the mask, and with `sink` the first token's column closed
+  const maskOf = memo((mask, n, m, sink) => {
+    const given = mask && mask.rows === n && mask.cols === m ? mask.data : null;
     if (!sink) return given;
-    const open = given ? Uint8Array.from(given) : new Uint8Array(n * n).fill(1);
-    for (let i = 0; i < n; i++) open[i * n] = 0;
+    const open = given ? Uint8Array.from(given) : new Uint8Array(n * m).fill(1);
+    for (let i = 0; i < n; i++) open[i * m] = 0;
     return open;
   });
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
-  // the additive bias of a head: its own (heads × n × n), or the one for every head (n × n)
-  const biasOf = memo((b, h, n) => (b && b.rows === n ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
+  // the additive bias of a head: its own (heads × n × m), or the one for every head (n × m)
+  const biasOf = memo((b, h, n, m) => (b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
+  // cross-attention: the columns are another text's tokens (Python's rule: other labels)
+  const crossOf = memo((tokens, keys) => !!keys && (keys.length !== tokens.length || keys.some((t, j) => t !== tokens[j])));
   const scores = memo(A.scores), weights = memo(A.weights), output = memo(A.output);
   const spread = memo(A.outputSpread);
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
@@ -56,7 +58,7 @@ export function createStore(get) {
   const rounding = memo(A.roundingBound), agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
   const headJob = memo((q, k, scale, bias) => ({ q, k, scale, bias, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
-  const thumbJob = memo((job, temperature, causal, mask) => ({ job, temperature, causal, mask, thumbs: new Array(job.q.heads).fill(null) }));
+  const thumbJob = memo((job, temperature, causal, mask, cross) => ({ job, temperature, causal, mask, cross, thumbs: new Array(job.q.heads).fill(null) }));
 
   const s = {
     all: (name) => array(name), // every head, decoded
@@ -65,12 +67,17 @@ export function createStore(get) {
     q: () => ofHead("q"), k: () => ofHead("k"), v: () => ofHead("v"),
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
-    mask: () => maskOf(array("mask"), array("q").rows, !!get("sink")), // n×n, 1 where a row may read; null: every cell
+    /** The columns' tokens: the tokens themselves, or in cross-attention the text read. */
+    keys: () => get("key_tokens") ?? get("tokens"),
+    cross: () => crossOf(get("tokens"), get("key_tokens")),
+    /** How many keys each row reads (the columns). */
+    m: () => array("k").rows,
+    mask: () => maskOf(array("mask"), array("q").rows, array("k").rows, !!get("sink")), // n×m, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
-    /** The current head's additive score bias (n×n), or null. */
-    bias: () => biasOf(array("bias"), get("head"), array("q").rows),
+    /** The current head's additive score bias (n×m), or null. */
+    bias: () => biasOf(array("bias"), get("head"), array("q").rows, array("k").rows),
     /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
-    allBias: () => (array("bias")?.rows === array("q").rows ? array("bias") : null),
+    allBias: () => (array("bias")?.rows === array("q").rows && array("bias")?.cols === array("k").rows ? array("bias") : null),
     scores: () => { // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(), h = s.jobIndex();
       return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias());
@@ -82,7 +89,7 @@ export function createStore(get) {
       const S = s.scores(), T = get("temperature"), causal = get("causal"), mask = s.mask(), rows = rowsAt(S, T, causal, mask);
       let row = rows.get(i);
       if (row) rows.delete(i); // asked again: to the back of the queue
-      else row = A.weightRow(S, s.q().rows, i, T, causal, mask);
+      else row = A.weightRow(S, s.m(), i, T, causal, mask);
       rows.set(i, row);
       if (rows.size > ROWS) rows.delete(rows.keys().next().value);
       return row;
@@ -96,7 +103,7 @@ export function createStore(get) {
     headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
     jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
-    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask()),
+    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross()),
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {
@@ -112,7 +119,7 @@ export function createStore(get) {
      * out), "mask"; null when it may. */
     closedWhy: (i, j) => (get("causal") && j > i ? "ahead" : !s.closed(i, j) ? null : get("sink") && j === 0 ? "sink" : "mask"),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
-    closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.q().rows + j]),
+    closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.m() + j]),
   };
   return s;
 }

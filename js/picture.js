@@ -60,10 +60,11 @@ export function lookupTable(color, lo, hi, rgb) {
 
 /**
  * The weights at a temperature, row by row, and their picture: what the painting worker does for
- * each message, and the page itself where no worker can start. The colours run from 0 to 1, or to
+ * each message, and the page itself where no worker can start (n rows of scores). The colours run from 0 to 1, or to
  * the largest weight when `stretch` (returned as top either way).
  */
 export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel }) {
-  const row = (i, out) => weightRow(scores, n, i, temperature, causal, mask, out);
-  return paint({ rows: n, cols: n, row, lo: 0, hi: stretch ? "max" : 1, lut, closedPixel, causal, mask });
+  const m = scores.length / n; // n rows (queries) of m keys
+  const row = (i, out) => weightRow(scores, m, i, temperature, causal, mask, out);
+  return paint({ rows: n, cols: m, row, lo: 0, hi: stretch ? "max" : 1, lut, closedPixel, causal, mask });
 }

@@ -35,7 +35,9 @@ export function standalone(render, el, payload) {
 /** localModel({state, variants}) -> an anywidget-style model */
 function localModel({ state: raw, variants = {} }) {
   const state = decodeAll(raw);
-  const swaps = Object.fromEntries(Object.entries(variants).map(([name, list]) => [name, list.map(decodeAll)]));
+  // a list by index (sentences, layers), or by name (an encoder–decoder model's blocks)
+  const swaps = Object.fromEntries(Object.entries(variants).map(([name, all]) =>
+    [name, Array.isArray(all) ? all.map(decodeAll) : Object.fromEntries(Object.entries(all).map(([k, v]) => [k, decodeAll(v)]))]));
   const listeners = new Map();
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
@@ -50,9 +52,11 @@ function localModel({ state: raw, variants = {} }) {
   // Python's follow-ups, in the page: a new sentence keeps the focus on the same word when it
   // has it; indices stay inside the new tokens, and embeddings that no longer fit are dropped.
   function swap(name, index) {
-    const next = swaps[name][index];
+    let next = swaps[name][index];
     if (!next) return;
-    const extra = {}, n = next.tokens.length;
+    // a layer of an encoder–decoder model: the tokens of the block shown
+    if (name === "layer" && swaps.block?.[state.block]) next = { ...next, tokens: swaps.block[state.block].tokens, key_tokens: swaps.block[state.block].key_tokens };
+    const extra = {}, n = next.tokens.length, m = (next.key_tokens || next.tokens).length;
     if (name === "sentence_index") {
       const word = (state.tokens[state.focus] || "").toLowerCase();
       const found = next.tokens.findIndex((t) => t.toLowerCase() === word);
@@ -60,8 +64,9 @@ function localModel({ state: raw, variants = {} }) {
       extra.cell = null;
     }
     if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
-    if (state.mask && state.tokens.length !== n && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
-    if (state.cell && Math.max(state.cell[0], state.cell[1]) >= n) extra.cell = null;
+    if (name === "block") extra.layer = Math.min(state.layer, next.n_layers - 1); // the same layer, where the block has it
+    if (state.mask && (state.mask.shape[0] !== n || state.mask.shape[1] !== m) && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
+    if (state.cell && (state.cell[0] >= n || state.cell[1] >= m)) extra.cell = null;
     const x = "x" in next ? next.x : state.x, v = next.v ?? state.model_v; // a model's layer brings no arrays: all are in model_v
     if (x && (x.shape[0] !== n || x.shape[1] !== v.shape[v.shape.length - 1])) extra.x = null;
     if (!(x && extra.x !== null)) extra.residual = false; // nothing to add the mix to

@@ -41,6 +41,7 @@ function render({ model, el: host }) {
     onSink: (b) => save("sink", b),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
+    onBlock: (b) => save("block", b),
     onSave: (kind) => savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
       notice.hidden = false; // said where the reader looks, until the next redraw
       notice.textContent = `The ${kind.toUpperCase()} picture could not be made: ${err.message}`;
@@ -79,21 +80,21 @@ function render({ model, el: host }) {
     frame = 0;
     if (stages.starting()) return; // the worker's start comes first (below)
     const pal = palette(root);
-    const tokens = get("tokens"), n = tokens.length, stage = get("stage");
+    const tokens = get("tokens"), keys = store.keys(), n = tokens.length, stage = get("stage");
     const focus = Math.min(get("focus"), n - 1), cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     controls.update({
       stage, temperature: get("temperature"), causal: get("causal"), sink: !!get("sink"), sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index"),
-      layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "",
+      layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "", block: get("block") || "",
     });
-    stages.start({ stage, tokens, pal }); // a worker's picture first: it computes while the page does
+    stages.start({ stage, tokens, keys, pal }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
 
     const notes = [CAPTIONS[stage] || ""];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
-    if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(tokens[0]));
+    if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
     caption.textContent = notes.join(" ");
     const warning = roundingWarning(store, get("temperature"));
     notice.hidden = !warning;
@@ -104,11 +105,12 @@ function render({ model, el: host }) {
     heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
     if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth, summary: get("summary") || "" });
     cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), biased: !!store.bias(), reader: tokens[cell[0]], read: tokens[cell[1]],
+      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), biased: !!store.bias(), reader: tokens[cell[0]], read: keys[cell[1]],
     } : null);
-    stages.update({ stage, tokens, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
+    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
-    if (strip.update({ tokens, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: stages.span() })) layoutRetries = 0;
+    const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
+    if (strip.update({ tokens, keys: cross, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
@@ -137,7 +139,7 @@ function render({ model, el: host }) {
   // A long input's worker is asked before the first draw, which waits until it runs (it says so,
   // or fails, through onWindow): a worker cannot start while this thread computes the page's
   // own numbers. One that says nothing holds the page up for a second at most.
-  stages.start({ stage: get("stage"), tokens: get("tokens"), pal: palette(root) });
+  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root) });
   draw();
 
   return () => {

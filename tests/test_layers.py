@@ -86,8 +86,8 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     w.set_state({"layer": 1})  # the page's switcher: back to a layer's own arrays
     assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
     assert all("q" not in data["state"] for data, _ in w.comm.sent)
-    # exported pages carry the layers' arrays once too: a layer's variant is only the model's tokens
-    assert all(set(variant) == {"tokens", "layer_shown"} for variant in w.page_state()["variants"]["layer"])
+    # exported pages carry the layers' arrays once too: a layer's variant is only the model's tokens (rows and columns)
+    assert all(set(variant) == {"tokens", "key_tokens", "layer_shown"} for variant in w.page_state()["variants"]["layer"])
 
 
 def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_switch_changes_nothing():

@@ -38,21 +38,21 @@ export function createBlend(parent, { onResidual }) {
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, legend, readout));
   parent.append(node);
 
-  function drawTable({ tokens, focus, row, v, O, x, residual: withX }) {
+  function drawTable({ tokens, keys, focus, row, v, O, x, residual: withX }) {
     const d = v.cols, dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
     const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
     const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${short(tokens[focus], 16)}, ·)`),
       dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)), dims.map((c) => el("th", {}, `a·v${sub(c)}`)));
     // long rows: the heaviest tokens in sentence order, the rest summed up in one line
-    let shown = tokens.map((_, j) => j);
+    let shown = keys.map((_, j) => j);
     if (shown.length > MAX_ROWS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ROWS).sort((a, b) => a - b);
     const body = shown.map((j) => el("tr", { class: row[j] === 0 ? "aw-zero" : null },
-      el("th", { scope: "row" }, tokens[j]), el("td", {}, fmt3(row[j])),
+      el("th", { scope: "row" }, keys[j]), el("td", {}, fmt3(row[j])),
       dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
       dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c])))));
-    if (shown.length < tokens.length) {
+    if (shown.length < keys.length) {
       const rest = 1 - shown.reduce((a, j) => a + row[j], 0);
-      body.push(el("tr", { class: "aw-rest" }, el("th", { scope: "row" }, `… ${tokens.length - shown.length} more`), el("td", {}, fmt3(rest)),
+      body.push(el("tr", { class: "aw-rest" }, el("th", { scope: "row" }, `… ${keys.length - shown.length} more`), el("td", {}, fmt3(rest)),
         el("td", { colspan: 2 * dims.length }, "lighter tokens, included in the sum")));
     }
     const sum = row.reduce((a, b) => a + b, 0);
@@ -68,16 +68,17 @@ export function createBlend(parent, { onResidual }) {
     fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot, own || []));
   }
 
-  function drawPlot({ tokens, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {
+  function drawPlot({ tokens, keys, cross, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {
     // values wider than two: plot both values and outputs on V's principal axes
+    const count = tokens.length; // outputs: one per row (in cross-attention, not one per value)
     let v = values, O = outputs, mix = outputs;
     if (basis) {
       const centre = meanRow(values);
       v = project(values.data, values.rows, centre, basis);
-      O = project(outputs, values.rows, centre, basis).data;
+      O = project(outputs, count, centre, basis).data;
       // the residual moves the word by the mix itself: project it without the centre
-      mix = project(outputs, values.rows, new Float64Array(values.cols), basis).data;
-      if (withX) X = project(X.data, values.rows, centre, basis);
+      mix = project(outputs, count, new Float64Array(values.cols), basis).data;
+      if (withX) X = project(X.data, count, centre, basis);
       axes = ["principal axis 1 of V", "principal axis 2 of V"];
     }
     const n = v.rows, d = v.cols;
@@ -87,7 +88,8 @@ export function createBlend(parent, { onResidual }) {
     const own = withX ? [X.data[focus * d], d > 1 ? X.data[focus * d + 1] : 0] : null;
     const moved = own && [own[0] + mix[focus * d], own[1] + (d > 1 ? mix[focus * d + 1] : 0)];
     const xs = [0], ys = [0];
-    for (let j = 0; j < n; j++) { xs.push(px(j), ox(j)); ys.push(py(j), oy(j)); }
+    for (let j = 0; j < n; j++) { xs.push(px(j)); ys.push(py(j)); }
+    for (let i = 0; i < count; i++) { xs.push(ox(i)); ys.push(oy(i)); }
     if (own) xs.push(own[0], moved[0]), ys.push(own[1], moved[1]);
     const { x, y } = equalScales(extent(xs), extent(ys));
     const measure = measurer(plot), parts = [], taken = [], lines = [], marks = [];
@@ -119,10 +121,10 @@ export function createBlend(parent, { onResidual }) {
     const mean = meanRow(v), m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
     mark(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }), m, 5);
     pts.forEach((p) => mark(svg("circle", { class: "aw-value", cx: p[0], cy: p[1], r: 4 }), p, 4));
-    for (let i = 0; i < n; i++) if (i !== focus) mark(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }), [x(ox(i)), y(oy(i))], 3);
-    // the focused output, with the path from its own value
+    for (let i = 0; i < count; i++) if (i !== focus) mark(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }), [x(ox(i)), y(oy(i))], 3);
+    // the focused output, with the path from its own value (cross-attention's rows have none here)
     const f = [x(ox(focus)), y(oy(focus))];
-    line("aw-move", ...pts[focus], ...f);
+    if (!cross) line("aw-move", ...pts[focus], ...f);
     mark(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }), f, 6.5);
     const name = short(tokens[focus]);
     // the output's label first, on the far side from the mean, away from the crowd
@@ -138,21 +140,21 @@ export function createBlend(parent, { onResidual }) {
     // then the values' names, each next to its point, or left out where there is no room (a
     // few tokens' names may move further out, with leaders; a crowd's would tangle)
     const far = n <= 12 ? Infinity : 18;
-    if (n <= 60) for (const g of groupLabels(pts, tokens, 0)) labels.push({ x: g.x, y: g.y, r: 4, far, text: g.label, cls: "aw-value-label", optional: true });
+    if (n <= 60) for (const g of groupLabels(pts, keys, 0)) labels.push({ x: g.x, y: g.y, r: 4, far, text: g.label, cls: "aw-value-label", optional: true });
     labels.push({ x: m[0], y: m[1], r: 5, toward: (3 * Math.PI) / 4, text: "mean", cls: "aw-tick aw-mean-label", optional: true });
     for (const l of labels) Object.assign(l, measure(l.text, l.cls));
     const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken });
     placed.forEach((p, i) => parts.push(...drawLabel(p, labels[i])));
     fill(plot, parts);
-    plot.setAttribute("aria-label", `Values of ${n} tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
-    drawLegend(name, !!own);
+    plot.setAttribute("aria-label", `Values of ${n} ${cross ? "source " : ""}tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
+    drawLegend(name, !!own, cross);
   }
 
   // What each kind of mark stands for, with the mark itself beside its name.
-  function drawLegend(name, withX) {
+  function drawLegend(name, withX, cross) {
     const item = (mark, ...text) => el("li", {}, svg("svg", { width: 16, height: 16, viewBox: "-8 -8 16 16", "aria-hidden": "true" }, mark), ...text);
     fill(legend,
-      item(svg("circle", { class: "aw-value", r: 4 }), "values"),
+      item(svg("circle", { class: "aw-value", r: 4 }), cross ? "values (of the source tokens)" : "values"),
       item(svg("path", { class: "aw-mean", d: "M-5,-5L5,5M-5,5L5,-5" }), "mean of the values"),
       item(svg("path", { class: "aw-hull", d: "M-6,5L0,-6L6,5Z" }), "hull of the values"),
       item(svg("circle", { class: "aw-output aw-focus-output", r: 6 }), `${name}'s output`),

@@ -8,8 +8,8 @@ const STEPS = 1000; // slider resolution along the log axis
 const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
- *  onSentence(i), onLayer(i), onSave("png" | "svg")}) */
-export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onSave }) {
+ *  onSentence(i), onLayer(i), onBlock(name), onSave("png" | "svg")}) */
+export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -65,6 +65,12 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
   layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
   const modelName = el("span", { class: "aw-model-name" });
   const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
+  // an encoder–decoder model's three attentions
+  const BLOCKS = [["encoder", "encoder", "The encoder: the source text's tokens read each other"],
+    ["decoder", "decoder", "The decoder: the target's tokens read themselves and the ones before (causal)"],
+    ["cross", "cross-attention", "Cross-attention: each target token reads the source text"]];
+  const blocks = el("div", { class: "aw-blocks", role: "group", "aria-label": "Attention block", hidden: true },
+    BLOCKS.map(([name, label, title]) => el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label)));
   let shownLayers = -1;
   let shownSentences = null;
 
@@ -74,6 +80,7 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
       sinkBox,
+      blocks,
       layerBox,
       el("span", { class: "aw-save" },
         el("button", { type: "button", class: "aw-save-png", "aria-label": "Save the view as a PNG picture", onclick: () => onSave("png") }, "PNG"),
@@ -83,7 +90,9 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
 
   return {
     node,
-    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name }) {
+    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name, block = "" }) {
+      blocks.hidden = !block;
+      for (const b of blocks.children) b.setAttribute("aria-pressed", String(b.dataset.block === block));
       sink.checked = isSink;
       sinkBox.hidden = !isSink && layers < 1;
       layerBox.hidden = layers < 1;

@@ -63,7 +63,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
 
   return {
     node,
-    update({ tokens, focus, q, k, scoreRow, weightRow, masked, scale: given, scaleSet, temperature }) {
+    update({ tokens, keys: names = tokens, focus, q, k, scoreRow, weightRow, masked, scale: given, scaleSet, temperature }) {
       const query = [q.data[focus * 2], q.data[focus * 2 + 1]];
       const dots = Array.from({ length: k.rows }, (_, j) => query[0] * k.data[j * 2] + query[1] * k.data[j * 2 + 1]);
       const factor = scaleOf(scoreRow, dots, given);
@@ -85,8 +85,8 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       };
       const q0 = arrow(query[0], query[1], "aw-query", `${short(tokens[focus])} query`, 9); // r: the handle's
       // keys that coincide share one arrow and one label
-      const open = tokens.map((_, j) => j).filter((j) => !masked(j));
-      const keys = groupLabels(open.map((j) => [k.data[j * 2], k.data[j * 2 + 1]]), open.map((j) => tokens[j]))
+      const open = names.map((_, j) => j).filter((j) => !masked(j)); // names: the keys' tokens
+      const keys = groupLabels(open.map((j) => [k.data[j * 2], k.data[j * 2 + 1]]), open.map((j) => names[j]))
         .map((g) => arrow(g.x, g.y, "aw-key", `${g.label} key`, 6, weightRow[open[g.index]]));
       // labels: the query's, then the keys' from the heaviest, at most MAX_LABELS of them
       // (a key's label is left out where it would cover another)
@@ -116,7 +116,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       // score softmax takes, and whole percentages that add up to 100
       const shares = percentages(open.map((j) => weightRow[j]));
       const rows = open.map((j, r) => el("tr", { "data-index": j },
-        el("th", { scope: "row" }, tokens[j]),
+        el("th", { scope: "row" }, names[j]),
         el("td", { class: "aw-dial-score" }, fmt2(dots[j])),
         el("td", { class: "aw-dial-scaled" }, fmt2(scoreRow[j])),
         el("td", { class: "aw-dial-weight" }, `${shares[r]}%`)));
@@ -124,7 +124,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       fill(table, el("thead", {}, head), el("tbody", {}, rows));
       const t = temperature == null ? (isSoftmax(open.map((j) => scoreRow[j]), open.map((j) => weightRow[j])) ? "" : " ÷ T, the temperature")
         : temperature === 1 ? "" : ` ÷ T (T = ${fmt2(temperature)})`;
-      const closed = tokens.filter((_, j) => masked(j)).map((name) => short(name, 16));
+      const closed = names.filter((_, j) => masked(j)).map((name) => short(name, 16));
       fill(note, `Score: the dot product of ${short(tokens[focus])}'s query with each key. `
         + `Weight: softmax of ${scaleText} × score${t}, so the weights add up to 100%.`
         + (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "")

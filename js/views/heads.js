@@ -8,25 +8,27 @@ import { el, fill, fmt2, inkOn } from "./dom.js";
 const SIZE = 84, SMALLEST = 30; // a thumbnail's side in CSS pixels: at most, and at least (a whole model's grid)
 const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 
-/** The mean weight of each block of cells, at most SIZE × SIZE blocks: {data, side, max, averaged}. */
-export function thumbnail(W, n) {
-  const side = Math.min(n, SIZE), sums = new Float64Array(side * side), counts = new Float64Array(side * side);
-  const block = new Int32Array(n).map((_, i) => Math.floor((i * side) / n));
+/** The mean weight of each block of cells (W is n × m), at most SIZE × SIZE blocks:
+ * {data, width, height, max, averaged}. */
+export function thumbnail(W, n, m = W.length / n) {
+  const width = Math.min(m, SIZE), height = Math.min(n, SIZE), sums = new Float64Array(width * height), counts = new Float64Array(width * height);
+  const blocks = (count, side) => new Int32Array(count).map((_, i) => Math.floor((i * side) / count));
+  const rowBlock = blocks(n, height), colBlock = blocks(m, width);
   for (let i = 0; i < n; i++) {
-    const row = block[i] * side;
-    for (let j = 0; j < n; j++) { sums[row + block[j]] += W[i * n + j]; counts[row + block[j]] += 1; }
+    const row = rowBlock[i] * width;
+    for (let j = 0; j < m; j++) { sums[row + colBlock[j]] += W[i * m + j]; counts[row + colBlock[j]] += 1; }
   }
   let max = 0;
   for (let p = 0; p < sums.length; p++) { sums[p] /= counts[p]; max = Math.max(max, sums[p]); }
-  return { data: sums, side, max, averaged: side < n };
+  return { data: sums, width, height, max, averaged: width < m || height < n };
 }
 
 /** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
  * rows, until all are done or busy() says stop; true when every head is done. */
 export function advance(work, busy) {
-  const { job } = work, n = job.q.rows, step = Math.max(1, Math.floor(65536 / n));
+  const { job } = work, n = job.q.rows, m = job.k.rows, step = Math.max(1, Math.floor(65536 / m));
   for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
-    job.scores[h] ??= new Float64Array(n * n);
+    job.scores[h] ??= new Float64Array(n * m);
     const q = A.headOf(job.q, h), k = A.headOf(job.k, h);
     // a head's bias: its own among a layer's heads (a model's thumbnails run over every layer), or the shared one
     const bias = job.bias && (job.bias.heads > 1 ? A.headOf(job.bias, h % job.bias.heads) : job.bias);
@@ -37,11 +39,11 @@ export function advance(work, busy) {
     }
     if (job.rows[h] < n) break;
     const W = A.weights(job.scores[h], n, work.temperature, work.causal, work.mask);
-    const open = (i, j) => !(work.causal && j > i) && (!work.mask || !!work.mask[i * n + j]);
-    work.thumbs[h] = { ...thumbnail(W, n), summary: A.headSummary(W, n, open) };
+    const open = (i, j) => !(work.causal && j > i) && (!work.mask || !!work.mask[i * m + j]);
+    work.thumbs[h] = { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, work.cross) };
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
-    if (n * n * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
+    if (n * m * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
   }
   return !work.thumbs.includes(null);
 }
@@ -93,10 +95,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
 
   function paint(canvas, thumb, lut, scaled) {
-    const { data, side, max } = thumb, img = new ImageData(side, side), px = new Uint32Array(img.data.buffer);
+    const { data, width, height, max } = thumb, img = new ImageData(width, height), px = new Uint32Array(img.data.buffer);
     const top = scaled && max > 0 ? max : 1;
     for (let p = 0; p < data.length; p++) px[p] = lut[Math.min(255, Math.round((255 * data[p]) / top))];
-    canvas.width = canvas.height = side;
+    [canvas.width, canvas.height] = [width, height]; // a cross-attention head's is stretched to the square
     canvas.getContext("2d").putImageData(img, 0, 0);
   }
 

@@ -14,14 +14,14 @@ export function roundingWarning(store, temperature) {
 
 /** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens". */
 export function describeRow(store, focus, tokens, stage) {
-  const n = tokens.length, name = tokens[focus];
+  const n = tokens.length, name = tokens[focus], keys = store.keys(), m = keys.length, self = !store.cross();
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
-  const row = stage === "scores" ? store.scores().subarray(focus * n, focus * n + n) : store.weightRow(focus);
-  const order = Array.from({ length: n }, (_, j) => j).filter((j) => !store.closed(focus, j));
+  const row = stage === "scores" ? store.scores().subarray(focus * m, focus * m + m) : store.weightRow(focus);
+  const order = Array.from({ length: m }, (_, j) => j).filter((j) => !store.closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);
   const top = order.slice(0, 6).map((j) =>
-    el("span", { class: "aw-read", "data-index": j }, `${j === focus ? "itself" : tokens[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`));
+    el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`));
   const verb = stage === "scores" ? " scores " : " reads ";
-  const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(row, n, 0))} effective tokens`];
+  const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

@@ -111,7 +111,7 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
     node: grid.node,
     update(spec) {
       grid.update(spec);
-      note.textContent = `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.n}: `
+      note.textContent = `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.rows === win.cols ? win.rows : `${win.rows} × ${win.cols}`}: `
         + "a drag or the arrow keys move the window; Ctrl + wheel, a pinch, or + and − zoom it";
     },
     destroy() {
@@ -121,23 +121,25 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
   };
 }
 
-// the window, kept inside the matrix
+// the window (size × size cells, fewer where the matrix has fewer), kept inside the matrix
+const extent = (win) => [Math.min(win.size, win.rows), Math.min(win.size, win.cols)];
 function move(win, dr, dc) {
-  win.r0 = Math.max(0, Math.min(win.n - win.size, win.r0 + dr));
-  win.c0 = Math.max(0, Math.min(win.n - win.size, win.c0 + dc));
+  const [h, w] = extent(win);
+  win.r0 = Math.max(0, Math.min(win.rows - h, win.r0 + dr));
+  win.c0 = Math.max(0, Math.min(win.cols - w, win.c0 + dc));
 }
 function zoom(win, by) {
-  win.exact = Math.max(4, Math.min(64, win.n, (win.exact ?? win.size) * by)); // small turns add up
+  win.exact = Math.max(4, Math.min(64, Math.max(win.rows, win.cols), (win.exact ?? win.size) * by)); // small turns add up
   const size = Math.round(win.exact), d = win.size - size;
   // about the middle, or held at an edge of the matrix it touches
-  const shift = (start) => (start === 0 ? 0 : start + win.size >= win.n ? d : d >> 1);
-  const [dr, dc] = [shift(win.r0), shift(win.c0)];
+  const shift = (start, n) => (start === 0 ? 0 : start + win.size >= n ? d : d >> 1);
+  const [dr, dc] = [shift(win.r0, win.rows), shift(win.c0, win.cols)];
   win.size = size;
   move(win, dr, dc); // clamped with the new size
 }
 /** Keeps the focused row, and the picked cell, inside the window when either changes. */
-function follow(win, n, focus, cell) {
-  if (win.n !== n) Object.assign(win, { n, size: Math.min(16, n), exact: null, r0: 0, c0: null, seen: null });
+function follow(win, rows, cols, focus, cell) {
+  if (win.rows !== rows || win.cols !== cols) Object.assign(win, { rows, cols, size: Math.min(16, Math.max(rows, cols)), exact: null, r0: 0, c0: null, seen: null });
   const seen = `${focus}|${cell}`;
   if (seen === win.seen) return;
   win.seen = seen;
@@ -150,7 +152,7 @@ function follow(win, n, focus, cell) {
 }
 
 /** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
- *  -> {update(view), destroy()}; view = {stage, tokens, focus, cell, row, pal, maxWidth}. */
+ *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth}. */
 export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
   const paintColours = memo((zero, seq, masked) => ({
@@ -166,29 +168,29 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   };
   const tokensPanel = panel("tokens"), qkPanel = panel("qk"), scoresPanel = panel("scores"), weightsPanel = panel("weights", "blend");
   const blendPanel = panel("blend");
-  const name = (i) => get("tokens")[i];
+  const name = (i) => get("tokens")[i], keyName = (j) => store.keys()[j]; // a row's token, a column's
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const describeCell = (i, j) => {
-    const n = store.q().rows, why = store.closedWhy(i, j);
+    const m = store.m(), why = store.closedWhy(i, j);
     const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(store.weightRow(i)[j]);
-    const bias = store.bias(), score = fmt3(store.scores()[i * n + j]);
+    const bias = store.bias(), score = fmt3(store.scores()[i * m + j]);
     const a = bias && store.cellArithmetic(i, j);
     const terms = bias ? ` = scale·q·k ${fmt3(a.scale * a.dot)} + bias ${fmt3(a.bias)}` : "";
-    return `${name(i)} reads ${name(j)}\nscore ${score}${terms}\nweight ${weight}`;
+    return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
-  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${name(j)}` });
+  const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
   const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: onFocus, describe: (i, j) => `k(${name(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   // a click on an overview brings the window to that cell, even the one already picked
   const pickOnOverview = (i, j) => { win.seen = null; onPickCell(i, j); onWindow(); };
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: pickOnOverview, describe: describeCell });
-  const win = { n: 0 }; // the detail views' window, shared: it stays put across stages
+  const win = { rows: 0, cols: 0 }; // the detail views' window, shared: it stays put across stages
   const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
   // a model's position bias, the second term of its scores, apart
-  const biasGrid = createGrid(scoresPanel, { title: "bias (added to scale · q · k)", onPick: pickOnOverview, describe: (i, j) => `${name(i)} reads ${name(j)}: bias ${fmt3(store.bias().data[i * get("tokens").length + j])}` });
+  const biasGrid = createGrid(scoresPanel, { title: "bias (added to scale · q · k)", onPick: pickOnOverview, describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(store.bias().data[i * store.m() + j])}` });
   const biasLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(biasLegend);
   const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: pickOnOverview, describe: describeCell });
@@ -198,23 +200,23 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const blend = createBlend(blendPanel, { onResidual });
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
-  const grid = (view) => ({ rows: view.tokens.length, rowLabels: view.tokens, colLabels: view.tokens, focusRow: view.focus, maxWidth: view.maxWidth, pal: view.pal });
+  const grid = (view) => ({ rows: view.tokens.length, cols: view.keys.length, rowLabels: view.tokens, colLabels: view.keys, focusRow: view.focus, maxWidth: view.maxWidth, pal: view.pal });
   // the detail of a long matrix: the window's rows and columns, with their labels and numbers
   const zoomed = (view, detail, spec) => {
-    const n = view.tokens.length, on = n > ZOOM_FROM;
+    const n = view.tokens.length, m = view.keys.length, on = Math.max(n, m) > ZOOM_FROM;
     detail.node.hidden = !on;
     if (!on) return null;
-    follow(win, n, view.focus, view.cell);
-    const { r0, c0, size } = win, inside = (i, j) => i >= 0 && i < size && j >= 0 && j < size;
+    follow(win, n, m, view.focus, view.cell);
+    const { r0, c0 } = win, [h, w] = extent(win), inside = (i, j) => i >= 0 && i < h && j >= 0 && j < w;
     const cell = view.cell && inside(view.cell[0] - r0, view.cell[1] - c0) ? [view.cell[0] - r0, view.cell[1] - c0] : null;
     detail.update({
-      ...spec, rows: size, cols: size, rowLabels: view.tokens.slice(r0, r0 + size), colLabels: view.tokens.slice(c0, c0 + size),
+      ...spec, rows: h, cols: w, rowLabels: view.tokens.slice(r0, r0 + h), colLabels: view.keys.slice(c0, c0 + w),
       measure: view.tokens, // label room from every token: the view keeps its size as the window moves
       focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null, cell, maxWidth: Math.min(view.maxWidth, 760),
       value: (i, j) => spec.value(r0 + i, c0 + j), masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
-      data: null, key: null, causal: false, extra: null, picture: undefined, pending: false, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + size}, columns ${c0 + 1} to ${c0 + size}`,
+      data: null, key: null, causal: false, extra: null, picture: undefined, pending: false, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + h}, columns ${c0 + 1} to ${c0 + w}`,
     });
-    return { r0, c0, rows: size, cols: size };
+    return { r0, c0, rows: h, cols: w };
   };
   const masking = () => ({
     masked: get("causal") || store.mask() ? store.closed : null,
@@ -225,38 +227,39 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
   const requestPicture = ({ tokens, pal }) => painter.request({
     q: store.q(), k: store.k(), scale: store.scale(), bias: store.bias(), scores: store.scores, n: tokens.length, temperature: get("temperature"),
-    causal: get("causal"), mask: store.mask(), stretch: tokens.length > 64, ...paintColours(pal.zero, pal.seq, pal.masked),
+    causal: get("causal"), mask: store.mask(), stretch: store.m() > 64, ...paintColours(pal.zero, pal.seq, pal.masked),
   });
+  const painted = (view) => Math.max(view.tokens.length, view.keys.length) >= PAINT_FROM;
 
   const draw = {
     tokens(view) {
       const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
-      const n = view.tokens.length;
-      emptyGrid.update({ ...grid(view), cols: n, value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${n} attention matrix, not yet filled` });
+      const n = view.tokens.length, m = view.keys.length;
+      emptyGrid.update({ ...grid(view), value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${m} attention matrix, not yet filled` });
     },
     qk(view) {
-      const q = store.q(), k = store.k(), n = view.tokens.length, { focus } = view;
-      const m = Math.max(A.magnitude(q.data), A.magnitude(k.data));
-      const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
+      const q = store.q(), k = store.k(), m = view.keys.length, { focus } = view;
+      const top = Math.max(A.magnitude(q.data), A.magnitude(k.data));
+      const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
       const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
       const qk = { ...grid(view), cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(view.maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
-      kGrid.update({ ...qk, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
+      kGrid.update({ ...qk, rows: m, rowLabels: view.keys, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       // the dial turns your own 2-D queries; a model's are its own (and come from every layer's arrays)
       const turnable = q.cols === 2 && !store.model("q");
       dial.node.hidden = !turnable;
       if (turnable) {
         dial.update({
-          tokens: view.tokens, focus, q, k, scoreRow: store.scores().subarray(focus * n, focus * n + n), weightRow: view.row,
+          tokens: view.tokens, keys: view.keys, focus, q, k, scoreRow: store.scores().subarray(focus * m, focus * m + m), weightRow: view.row,
           masked: (j) => store.closed(focus, j), scale: store.scale(), scaleSet: get("scale") != null, temperature: get("temperature"),
         });
       }
     },
     scores(view) {
-      const S = store.scores(), n = view.tokens.length;
-      const [lo, hi] = store.scoreRange(), m = Math.max(1e-9, -lo, hi); // once per scores, not per draw
-      const color = scaleDiverging(diverging(view.pal)).domain([-m, 0, m]);
-      const spec = { ...grid(view), ...masking(), cols: n, value: (i, j) => S[i * n + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
+      const S = store.scores(), m = view.keys.length;
+      const [lo, hi] = store.scoreRange(), top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
+      const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
+      const spec = { ...grid(view), ...masking(), value: (i, j) => S[i * m + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
       const bias = store.bias();
@@ -265,16 +268,16 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       if (bias) {
         const [blo, bhi] = A.extent(bias.data), bm = Math.max(1e-9, -blo, bhi);
         const bcolor = scaleDiverging(diverging(view.pal)).domain([-bm, 0, bm]);
-        biasGrid.update({ ...grid(view), cols: n, value: (i, j) => bias.data[i * n + j], data: bias.data, key: bias.data, color: bcolor, text: fmt2, ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}` });
+        biasGrid.update({ ...grid(view), value: (i, j) => bias.data[i * m + j], data: bias.data, key: bias.data, color: bcolor, text: fmt2, ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}` });
         legend(biasLegend, "bias (colour centred on 0)", bcolor, blo, bhi);
       }
     },
     weights(view) {
-      const n = view.tokens.length, T = get("temperature"), stretch = n > 64;
+      const m = view.keys.length, T = get("temperature"), stretch = m > 64;
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       let top = 1, W = null, picture, pending = false;
-      if (n >= PAINT_FROM) { // the worker's picture; the numbers shown come from the rows alone
+      if (painted(view)) { // the worker's picture; the numbers shown come from the rows alone
         const got = requestPicture(view);
         [picture, pending] = [got ? got.image : null, !got?.current];
         top = picture ? picture.top : 1;
@@ -285,9 +288,9 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       }
       const color = weightColours(view.pal, top), row = (i) => store.weightRow(i);
       const spec = {
-        ...grid(view), ...masking(), cols: n, value: W ? (i, j) => W[i * n + j] : (i, j) => row(i)[j], color, text: fmt2, cell: view.cell, key: W, data: W,
+        ...grid(view), ...masking(), value: W ? (i, j) => W[i * m + j] : (i, j) => row(i)[j], color, text: fmt2, cell: view.cell, key: W, data: W,
         picture, pending, maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
-        extra: [{ title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), n, 0)) }], // only for the rows drawn
+        extra: [{ title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) }], // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(T)}`,
       };
       weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : (weightsDetail.node.hidden = true, null) });
@@ -297,7 +300,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       draw.weights(view);
       const v = store.v(), O = store.output(), x = store.x();
       blend.update({
-        tokens: view.tokens, focus: view.focus, row: view.row, v, O, sense: A.senseResolved(O, v, view.focus), spread: store.spread(),
+        tokens: view.tokens, keys: view.keys, cross: store.cross(), focus: view.focus, row: view.row, v, O, sense: A.senseResolved(O, v, view.focus), spread: store.spread(),
         axes: get("value_axes") || [], x, residual: get("residual") && !!x, basis: store.basis(),
       });
     },
@@ -310,7 +313,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     },
     /** Starts the worker on the view's weights picture, if it has one, before the page computes its own numbers. */
     start(view) {
-      if ((view.stage === "weights" || view.stage === "blend") && view.tokens.length >= PAINT_FROM) requestPicture(view);
+      if ((view.stage === "weights" || view.stage === "blend") && painted(view)) requestPicture(view);
     },
     /** True while the weights picture asked for last is not yet the one shown. */
     pending: () => painter.pending(),

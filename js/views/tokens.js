@@ -1,20 +1,27 @@
-// The token strip across the top, and the arcs from the focused token to the tokens it reads.
+// The token strip across the top, and the arcs from the focused token to the tokens it reads. In
+// cross-attention the text read is a second row below, and the links run down from the focused
+// token to the tokens of that text.
 import { interpolateRgb } from "d3-interpolate";
 import { el, svg, fill, inkOn, percentages } from "./dom.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
 const CONDENSE = 150; // past this many tokens the strip drops the percentages under each token
+const LINK_H = 56;
 
-/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, focus, row}), destroy()} */
+/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, keys, focus, row}), destroy()} */
 export function createTokenStrip(parent, { onFocus }) {
   const arcs = svg("svg", { class: "aw-arcs", height: ARC_H, "aria-hidden": "true" });
   const list = el("div", { class: "aw-tokens", role: "toolbar", "aria-label": "Tokens: click one to focus it" });
   const arcNote = el("p", { class: "aw-arc-note", hidden: true });
-  const node = el("div", { class: "aw-strip" }, arcs, list);
+  // cross-attention: the text read, below, and the links down to it
+  const links = svg("svg", { class: "aw-links", height: LINK_H, "aria-hidden": "true" });
+  const keyList = el("div", { class: "aw-tokens aw-key-tokens", role: "list", "aria-label": "The text read (the columns)" });
+  const below = el("div", { class: "aw-strip-keys", hidden: true }, links, keyList);
+  const node = el("div", { class: "aw-strip" }, arcs, list, below);
   parent.append(arcNote);
   parent.append(node);
-  let buttons = [], last = null, arcsFor = null; // what the arcs drawn show: redrawn only when it changes
+  let buttons = [], keyItems = [], last = null, arcsFor = null; // what the arcs drawn show: redrawn only when it changes
   const resized = new ResizeObserver(() => { arcsFor = null; }); // a new width moves every token
   resized.observe(list);
 
@@ -38,6 +45,36 @@ export function createTokenStrip(parent, { onFocus }) {
         el("span", { class: "aw-token-text" }, t),
         el("span", { class: "aw-token-weight" })));
     fill(list, buttons);
+  }
+
+  function rebuildKeys(keys) {
+    keyItems = keys ? keys.map((t, j) => el("span", { class: "aw-token aw-key-token", role: "listitem", "data-index": j },
+      el("span", { class: "aw-token-text" }, t), el("span", { class: "aw-token-weight" }))) : [];
+    fill(keyList, keyItems);
+    below.hidden = !keys;
+    list.setAttribute("aria-label", keys ? "Tokens that read (the rows): click one to focus it" : "Tokens: click one to focus it");
+  }
+
+  /** Links from the focused token down to the tokens of the text it reads, as thick as the weight. */
+  function drawLinks(focus, row) {
+    const strip = node.getBoundingClientRect();
+    if (!strip.width) { fill(links); return false; }
+    links.setAttribute("width", Math.max(list.scrollWidth, keyList.scrollWidth));
+    const center = (b) => {
+      const r = b.getBoundingClientRect();
+      return r.left - strip.left + node.scrollLeft + r.width / 2;
+    };
+    const xf = center(buttons[focus]);
+    let shown = row.map((w, j) => j).filter((j) => row[j] >= 0.005);
+    if (shown.length > MAX_ARCS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ARCS);
+    arcNote.hidden = row.length <= MAX_ARCS;
+    arcNote.textContent = `links: the ${shown.length} strongest of ${row.length} weights`;
+    fill(links, shown.map((j) => {
+      const xj = center(keyItems[j]), w = row[j];
+      const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
+      return svg("path", { class: "aw-arc aw-link", d: `M ${xf} 0 C ${xf} ${LINK_H / 2} ${xj} ${LINK_H / 2} ${xj} ${LINK_H}`, style });
+    }));
+    return true;
   }
 
   function drawArcs(focus, row) {
@@ -77,18 +114,25 @@ export function createTokenStrip(parent, { onFocus }) {
     /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null;
      * rowKey: an object that is the same exactly while the row's numbers are (the store's row).
      * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, focus, row, rowKey = null, pal, span = null }) {
+    update({ tokens, keys = null, focus, row, rowKey = null, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
+      if (!last || last.keys !== keys) { rebuildKeys(keys); arcsFor = null; }
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
       const spanMoved = span && String(span) !== String(last?.span);
-      last = { tokens, focus, span };
+      last = { tokens, keys, focus, span };
       // a long strip is condensed: the tint alone says how much each token is read
-      const condensed = tokens.length > CONDENSE;
+      const condensed = Math.max(tokens.length, keys ? keys.length : 0) > CONDENSE;
       node.classList.toggle("aw-condensed", condensed);
       const shares = row && !condensed ? percentages(row) : null; // they add up to 100, as the text says
-      buttons.forEach((b, i) => {
+      // the tokens read carry the weights: the row's own in self-attention, the text below in cross-attention
+      const read = keys ? keyItems : buttons, names = keys || tokens;
+      if (keys) buttons.forEach((b, i) => {
         const pressed = String(i === focus);
         if (b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
+      });
+      read.forEach((b, i) => {
+        const pressed = String(i === focus);
+        if (!keys && b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
         // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
         if (condensed) return;
         const w = row ? row[i] : null;
@@ -97,7 +141,7 @@ export function createTokenStrip(parent, { onFocus }) {
         b.style.background = tint;
         b.style.color = inkOn(tint);
         b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
-        b.title = w == null ? tokens[i] : `${tokens[focus]} → ${tokens[i]}: ${w.toFixed(3)}`;
+        b.title = w == null ? names[i] : `${tokens[focus]} → ${names[i]}: ${w.toFixed(3)}`;
       });
       if (spanMoved && !moved && node.scrollWidth > node.clientWidth) {
         // the detail window moved: show its columns' tokens
@@ -108,11 +152,12 @@ export function createTokenStrip(parent, { onFocus }) {
         const b = buttons[focus];
         node.scrollLeft = b.offsetLeft - node.clientWidth / 2 + b.offsetWidth / 2;
       }
-      arcs.style.display = row ? "" : "none";
-      if (!row) { fill(arcs); arcNote.hidden = true; arcsFor = null; return true; }
+      arcs.style.display = row && !keys ? "" : "none";
+      links.style.visibility = row ? "" : "hidden";
+      if (!row) { fill(arcs); fill(links); arcNote.hidden = true; arcsFor = null; return true; }
       // the same row read by the same token (a stage change): the arcs drawn are still right
       if (arcsFor && arcsFor.rowKey === rowKey && arcsFor.focus === focus && arcsFor.tokens === tokens && rowKey) return true;
-      const drawn = drawArcs(focus, row); // false when the strip had no layout to draw on
+      const drawn = keys ? drawLinks(focus, row) : drawArcs(focus, row); // false when the strip had no layout to draw on
       arcsFor = drawn ? { rowKey, focus, tokens } : null;
       return drawn;
     },

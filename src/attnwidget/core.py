@@ -81,12 +81,12 @@ def scores_of(q, k, scale=None, bias=None) -> np.ndarray:
     return s if bias is None else s + bias
 
 
-def allowed_cells(n: int, causal: bool, mask=None):
-    """Which cells a row may read (n×n booleans): the causal rule and an optional mask
-    together; None when every cell may be read."""
+def allowed_cells(n: int, causal: bool, mask=None, n_keys: int | None = None):
+    """Which cells a row may read (n × n_keys booleans; n_keys defaults to n): the causal rule
+    (row i reads columns j ≤ i) and an optional mask together; None when every cell may be read."""
     allowed = None if mask is None else np.asarray(mask, dtype=bool)
     if causal:
-        lower = np.tri(n, dtype=bool)
+        lower = np.tri(n, n if n_keys is None else n_keys, dtype=bool)
         allowed = lower if allowed is None else allowed & lower
     return allowed
 
@@ -94,9 +94,9 @@ def allowed_cells(n: int, causal: bool, mask=None):
 SUMMARIES = ("first", "self", "previous", "effective_tokens")
 
 
-def head_summaries(weights: np.ndarray, allowed=None) -> dict[str, np.ndarray]:
-    """What each head does, in one number per head: weights is (..., n, n), rows read;
-    allowed the cells rows may read (n×n, None: all). Each is a mean over the rows where it
+def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) -> dict[str, np.ndarray]:
+    """What each head does, in one number per head: weights is (..., n, n_keys), rows read;
+    allowed the cells rows may read (n × n_keys, None: all). Each is a mean over the rows where it
     exists, so a causal or masked head is measured on what its rows could do:
 
     - ``"first"``: the weight on token 0 (attention-sink mass), over rows that may read it;
@@ -104,23 +104,30 @@ def head_summaries(weights: np.ndarray, allowed=None) -> dict[str, np.ndarray]:
     - ``"previous"``: the weight on token i − 1, over rows i ≥ 1 that may read it;
     - ``"effective_tokens"``: exp(entropy) of the row, over rows that may read anything.
 
-    A summary no row has (the previous token of a one-token input) is NaN.
+    A summary no row has (the previous token of a one-token input) is NaN. In cross-attention
+    (``cross``: rows are one text's tokens, columns another's) no row reads itself or its
+    previous token, so ``"self"`` and ``"previous"`` are NaN.
     """
-    n = weights.shape[-1]
-    may = np.ones((n, n), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
-    i = np.arange(n)
+    n, m = weights.shape[-2:]
+    may = np.ones((n, m), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    i = np.arange(min(n, m))
 
     def mean(values, rows):  # values (..., n) per row; rows (n,) where the summary exists
         with np.errstate(invalid="ignore"):
             return np.where(rows.any(), (values * rows).sum(axis=-1) / max(1, rows.sum()), np.nan)
 
-    previous = np.zeros(weights.shape[:-1])
-    previous[..., 1:] = weights[..., i[1:], i[1:] - 1]
+    diagonal, previous = np.zeros(weights.shape[:-1]), np.zeros(weights.shape[:-1])  # rows past the keys have neither
+    diagonal[..., i] = weights[..., i, i]
+    p = np.arange(1, min(n, m + 1))
+    previous[..., p] = weights[..., p, p - 1]
+    has_self, has_previous = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    if not cross:  # in cross-attention a row and a column of the same number are different tokens
+        has_self[i], has_previous[p] = may[i, i], may[p, p - 1]
     logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
     return {
         "first": mean(weights[..., :, 0], may[:, 0]),
-        "self": mean(weights[..., i, i], may[i, i]),
-        "previous": mean(previous, np.concatenate([[False], may[i[1:], i[1:] - 1]])),
+        "self": mean(diagonal, has_self),
+        "previous": mean(previous, has_previous),
         "effective_tokens": mean(np.exp(-(weights * logw).sum(axis=-1)), may.any(axis=1)),
     }
 
@@ -140,7 +147,7 @@ class Attention:
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.bias = bias  # an additive term of the scores (a model's position bias), or None
         self.scores = scores_of(q, k, self.scale, bias)
-        self.allowed = allowed_cells(q.shape[0], self.causal, mask)
+        self.allowed = allowed_cells(q.shape[0], self.causal, mask, k.shape[0])
         self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v
 
@@ -169,9 +176,9 @@ class Attention:
         exp is shown unshifted, exp(score / T), as on paper; when that would overflow the
         whole row is shifted by its maximum (``shift``), which leaves every ratio unchanged.
         """
-        n = self.weights.shape[0]
-        if not (0 <= i < n and 0 <= j < n):
-            raise IndexError(f"cell ({i}, {j}) is outside the {n}×{n} matrix")
+        n, m = self.weights.shape
+        if not (0 <= i < n and 0 <= j < m):
+            raise IndexError(f"cell ({i}, {j}) is outside the {n}×{m} matrix")
         row = self.scores[i] if self.allowed is None else self.scores[i, self.allowed[i]]
         # exp is shown unshifted while it can be: outside ±700 every term would overflow or
         # underflow, so the whole row is shifted by its maximum (ratios are unchanged)
@@ -228,31 +235,33 @@ def _as_matrix(name: str, x) -> np.ndarray:
 
 
 def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None) -> Attention:
-    """Compute self-attention for queries ``q`` (n×d_k), keys ``k`` (n×d_k) and values ``v`` (n×d_v).
+    """Compute attention for queries ``q`` (n×d_k), keys ``k`` (m×d_k) and values ``v`` (m×d_v).
 
-    ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores before the
-    softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×n booleans, True
-    where row i may read column j, e.g. to leave out padding) is applied with it. ``bias``
-    (n×n) is added to the scores, as some models add a position bias (T5, ALiBi). A row that
+    m = n for self-attention; in cross-attention the queries come from one text and the keys
+    and values from another (a translation model's decoder reading its source), so the
+    weights are n × m. ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores
+    before the softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×m booleans,
+    True where row i may read column j, e.g. to leave out padding) is applied with it. ``bias``
+    (n×m) is added to the scores, as some models add a position bias (T5, ALiBi). A row that
     may read nothing has all-zero weights, a zero output and 0 effective tokens.
     """
     q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"q and k must have the same width, got {q.shape[1]} and {k.shape[1]}")
-    if not (q.shape[0] == k.shape[0] == v.shape[0]):
-        raise ValueError(f"q, k and v must have the same number of tokens, got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}")
+    if k.shape[0] != v.shape[0]:
+        raise ValueError(f"k and v must have the same number of tokens (one key and one value per token read), got {k.shape[0]} and {v.shape[0]}")
     if not (np.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     if scale is not None and not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
     if mask is not None:
-        mask = _as_mask(mask, q.shape[0])
+        mask = _as_mask(mask, q.shape[0], k.shape[0])
     if bias is not None:
         if np.ndim(bias) != 2:
-            raise ValueError(f"bias must be tokens × tokens (2-D), got shape {np.shape(bias)}")
+            raise ValueError(f"bias must be tokens × tokens (queries × keys, 2-D), got shape {np.shape(bias)}")
         bias = _as_matrix("bias", bias)
         if bias.shape != (q.shape[0], k.shape[0]):
-            raise ValueError(f"bias must be tokens × tokens, {(q.shape[0], k.shape[0])}; got {bias.shape}")
+            raise ValueError(f"bias must be tokens × tokens (queries × keys), {(q.shape[0], k.shape[0])}; got {bias.shape}")
         if not np.isfinite(bias).all():
             raise ValueError("bias must be finite")
     problem = overflow_message(q, k, scale, bias)
@@ -261,12 +270,13 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
     return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias)
 
 
-def _as_mask(mask, n: int) -> np.ndarray:
+def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
     """Booleans, or numbers that are exactly 0 and 1; anything else (0.5, NaN, text) is refused
     rather than read as True."""
-    expected = f"mask must be {n}×{n} booleans (True where a row may read)"
+    n_keys = n if n_keys is None else n_keys
+    expected = f"mask must be {n}×{n_keys} booleans (True where a row may read)"
     m = np.asarray(mask)
-    if m.shape != (n, n):
+    if m.shape != (n, n_keys):
         raise ValueError(f"{expected}, got shape {m.shape}")
     if m.dtype == bool:
         return m

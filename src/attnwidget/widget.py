@@ -146,7 +146,7 @@ class Tokens(traitlets.List):
 
 
 class Mask(traitlets.TraitType):
-    """Which cells each row may read: n×n booleans (True = may read), or None for every cell.
+    """Which cells each row may read: queries × keys booleans (True = may read), or None for every cell.
     Numbers are taken only when they are exactly 0 and 1. Stored as a private read-only copy."""
 
     default_value = None
@@ -157,8 +157,8 @@ class Mask(traitlets.TraitType):
             return None
         try:
             if np.ndim(value) != 2:
-                raise ValueError(f"mask must be n×n booleans (True where a row may read), got shape {np.shape(value)}")
-            m = _as_mask(value, np.shape(value)[0])
+                raise ValueError(f"mask must be queries × keys booleans (True where a row may read), got shape {np.shape(value)}")
+            m = _as_mask(value, *np.shape(value))
         except ValueError as err:
             raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
         m = m.copy()
@@ -183,7 +183,8 @@ def _mask_from_json(value, widget):
         raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
 
 
-_VECTORS = ("tokens", "q", "k", "v", "x", "mask", "bias")
+_VECTORS = ("tokens", "key_tokens", "q", "k", "v", "x", "mask", "bias")
+BLOCKS = ("encoder", "decoder", "cross")
 _KEEP = object()  # set_vectors: "leave this one as it is"
 
 
@@ -210,6 +211,9 @@ class AttentionWidget(anywidget.AnyWidget):
     _constants = traitlets.Dict({"stages": list(STAGES), "temperature_range": list(temperature_range)}, read_only=True).tag(sync=True)
 
     tokens = Tokens().tag(**_TEXT_SYNC)
+    # The columns' tokens: the same as tokens in self-attention; in cross-attention the text read
+    # (a translation model's source), while tokens are the rows (the target).
+    key_tokens = Tokens(read_only=True).tag(**_TEXT_SYNC)
     q = Matrix(heads=True).tag(**_ARRAY_SYNC)
     k = Matrix(heads=True).tag(**_ARRAY_SYNC)
     v = Matrix(heads=True).tag(**_ARRAY_SYNC)
@@ -252,12 +256,15 @@ class AttentionWidget(anywidget.AnyWidget):
     # The heads' overview coloured by one of head_summary()'s names ("" for none).
     summary = traitlets.Unicode("").tag(sync=True)
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
+    # An encoder–decoder model's attention shown: "encoder", "decoder" or "cross" ("" for other widgets).
+    block = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self,
         sentence=None,
         *,
         tokens=None,
+        key_tokens=None,
         q=None,
         k=None,
         v=None,
@@ -279,15 +286,17 @@ class AttentionWidget(anywidget.AnyWidget):
     ):
         self._result = None
         self._examples = []
-        self._layers, self._layer_tokens = [], []
+        self._layers, self._layer_tokens = [], ([], None)  # a model's layers, and their (tokens, key tokens)
+        self._blocks = {}  # an encoder–decoder model's ModelAttention for each block
+        self._own_keys = None  # cross-attention's key_tokens (the columns' own labels); None: the tokens
         self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
         state = dict(temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask, bias=bias)
-        if sentence is not None and any(a is not None for a in (tokens, q, k, v, x)):
+        if sentence is not None and any(a is not None for a in (tokens, key_tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
-            if tokens is not None or x is not None:
-                raise TypeError("tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
+            if tokens is not None or key_tokens is not None or x is not None:
+                raise TypeError("tokens=, key_tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
             many = not isinstance(sentence, str) and sentence is not None
             if many and not (isinstance(sentence, (list, tuple)) and all(isinstance(t, str) for t in sentence)):
                 raise TypeError(f"Pass a sentence as a string, or several as a list of strings; got {_kind(sentence)}.")
@@ -309,6 +318,9 @@ class AttentionWidget(anywidget.AnyWidget):
         else:
             n = np.shape(q)[-2] if np.ndim(q) >= 2 else 0
             state.update(tokens=[str(i) for i in range(n)] if tokens is None else _token_list(tokens), q=q, k=k, v=v, x=x)
+            m = np.shape(k)[-2] if np.ndim(k) >= 2 else 0
+            if key_tokens is not None or m != n:  # cross-attention: the columns are other tokens
+                self._own_keys = [str(j) for j in range(m)] if key_tokens is None else _token_list(key_tokens)
             if value_axes is not None:
                 state["value_axes"] = list(value_axes)
         if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
@@ -317,6 +329,7 @@ class AttentionWidget(anywidget.AnyWidget):
         state["focus"] = (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
         state["stage"] = STAGES[0] if stage is None else stage
         super().__init__(**state)
+        self.set_trait("key_tokens", self.tokens if self._own_keys is None else self._own_keys)
 
     # --- validation: every message says what was wrong and what is expected ---
 
@@ -325,11 +338,14 @@ class AttentionWidget(anywidget.AnyWidget):
         name, value = proposal["trait"].name, proposal["value"]
         cur = {n: self._trait_values.get(n) for n in _VECTORS}
         cur[name] = value
-        tokens, q, k, v, x, mask, bias = (cur[n] for n in _VECTORS)
-        if name == "tokens" and len(value) == 0:
-            raise traitlets.TraitError("'tokens' must not be empty: give one string per row of q, k and v.")
-        if bias is not None and (bias.shape[-1] != bias.shape[-2] or (bias.ndim == 3 and q is not None and (q.ndim != 3 or len(bias) != len(q)))):
+        tokens, key_tokens, q, k, v, x, mask, bias = (cur[n] for n in _VECTORS)
+        if name in ("tokens", "key_tokens") and len(value) == 0:
+            raise traitlets.TraitError(f"'{name}' must not be empty: give one string per row of {'q' if name == 'tokens' else 'k and v'}.")
+        if bias is not None and ((self._own_keys is None and bias.shape[-1] != bias.shape[-2])
+                                 or (bias.ndim == 3 and q is not None and (q.ndim != 3 or len(bias) != len(q)))):
             raise traitlets.TraitError(f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {bias.shape} beside q {None if q is None else q.shape}.")
+        if mask is not None and self._own_keys is None and mask.shape[0] != mask.shape[1]:
+            raise traitlets.TraitError(f"'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape {mask.shape}.")
         if name in ("q", "k", "bias") and q is not None and k is not None:
             self._check_overflow(q, k, self._trait_values.get("scale"), bias)
         arrays = {n: cur[n] for n in ("q", "k", "v") if cur[n] is not None}
@@ -341,13 +357,25 @@ class AttentionWidget(anywidget.AnyWidget):
                 f"'q' and 'k' must have the same width (they are compared by dot product), "
                 f"got q {q.shape} and k {k.shape}."
             )
-        counts = {n: (len(a) if n == "tokens" else a.shape[0] if n in ("x", "mask") else a.shape[-2]) for n, a in cur.items() if a is not None}
-        if len(set(counts.values())) > 1:
-            told = ", ".join(f"{n}: {c}" for n, c in counts.items())
+        rows = {n: (len(a) if n == "tokens" else a.shape[-2] if n in ("q", "bias") else a.shape[0]) for n, a in
+                (("tokens", tokens), ("q", q), ("x", x), ("mask", mask), ("bias", bias)) if a is not None}
+        cols = {n: (len(a) if n == "key_tokens" else a.shape[-1] if n in ("mask", "bias") else a.shape[-2]) for n, a in
+                (("key_tokens", key_tokens if self._own_keys is not None else None), ("k", k), ("v", v), ("mask", mask), ("bias", bias)) if a is not None}
+        if self._own_keys is None and len(set(rows.values()) | set(cols.values())) > 1:
+            told = ", ".join(f"{n}: {c}" for n, c in rows.items()) + "".join(f", {n}: {c}" for n, c in cols.items() if n not in rows)
+            if mask is not None or bias is not None:  # their columns count too
+                told += "".join(f", {n} columns: {a.shape[-1]}" for n, a in (("mask", mask), ("bias", bias)) if a is not None)
             raise traitlets.TraitError(
                 f"tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got {told}. "
                 "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=)."
             )
+        for group, told, what in ((rows, "tokens, q (and x, mask and bias rows)", "rows (queries)"),
+                                  (cols, "key_tokens, k, v (and mask and bias columns)", "columns (keys)")):
+            if self._own_keys is not None and len(set(group.values())) > 1:
+                raise traitlets.TraitError(
+                    f"In cross-attention {told} must agree on the number of {what}, got "
+                    + ", ".join(f"{n}: {c}" for n, c in group.items())
+                    + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).")
         if x is not None and v is not None and x.shape[1] != v.shape[-1]:
             raise traitlets.TraitError(f"'x' must have the width of the values (the mix is added to it): v {v.shape}, x {x.shape}.")
         return value
@@ -397,6 +425,18 @@ class AttentionWidget(anywidget.AnyWidget):
             raise traitlets.TraitError(f"'summary' must be one of {', '.join(map(repr, SUMMARIES))}, or '' for none; got {proposal['value']!r}")
         return proposal["value"]
 
+    def _n_keys(self) -> int:
+        """How many tokens the rows read: the tokens themselves, or cross-attention's own."""
+        return len(self.tokens if self._own_keys is None else self._own_keys)
+
+    @traitlets.validate("block")
+    def _check_block(self, proposal):
+        b = proposal["value"]
+        if b != "" if not self._blocks else b not in self._blocks:
+            have = f"one of {', '.join(map(repr, self._blocks))}" if self._blocks else "'' (only an encoder–decoder model has blocks)"
+            raise traitlets.TraitError(f"'block' must be {have}; got {b!r}.")
+        return b
+
     @traitlets.validate("layer")
     def _check_layer(self, proposal):
         return self._check_index("layer", proposal["value"], max(1, self.n_layers), "a layer index")
@@ -407,9 +447,10 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("cell")
     def _check_cell(self, proposal):
-        c, n = proposal["value"], len(self.tokens)
-        if c is not None and not (0 <= c[0] < n and 0 <= c[1] < n):
-            raise traitlets.TraitError(f"'cell' must be (row, column) with both from 0 to {n - 1}, or None; got {c}.")
+        c, n, m = proposal["value"], len(self.tokens), self._n_keys()
+        if c is not None and not (0 <= c[0] < n and 0 <= c[1] < m):
+            span = f"both from 0 to {n - 1}" if n == m else f"row from 0 to {n - 1} and column from 0 to {m - 1}"
+            raise traitlets.TraitError(f"'cell' must be (row, column) with {span}, or None; got {c}.")
         return c
 
     @traitlets.validate("residual")
@@ -441,7 +482,7 @@ class AttentionWidget(anywidget.AnyWidget):
         if self._cross_validation_lock:  # nested: the outermost one does the work
             yield
             return
-        before, changed, shown = dict(self._trait_values), {}, self._shown
+        before, changed, kept = dict(self._trait_values), {}, (self._shown, self._own_keys, self._layers, self._layer_tokens)
         with self.hold_sync():
             self.notify_change = lambda change: changed.setdefault(change.name, change.old)
             self._cross_validation_lock = True
@@ -461,7 +502,7 @@ class AttentionWidget(anywidget.AnyWidget):
                         self._trait_values[name] = before[name]
                     else:
                         self._trait_values.pop(name, None)
-                self._shown = shown
+                self._shown, self._own_keys, self._layers, self._layer_tokens = kept
                 raise
             finally:
                 self._cross_validation_lock = False
@@ -518,30 +559,37 @@ class AttentionWidget(anywidget.AnyWidget):
             if word in lowered and "focus" not in changed:
                 self.focus = lowered.index(word)  # the same word in the new sentence
             self.cell = None
+        if "block" in changed and self.block in self._blocks:
+            found = self._blocks[self.block]
+            self._load(found)
+            for name in ("causal", "scale", "bias"):  # the block's own rules, unless this change sets them
+                if name not in changed:
+                    setattr(self, name, getattr(found, name))
+            if "layer" not in changed:
+                self.layer = min(self.layer, self.n_layers - 1)  # the same layer, where the block has it
+            changed = changed | {"layer"}
         if "layer" in changed and 0 <= self.layer < len(self._layers):
-            self.tokens = self._layer_tokens  # the layer's arrays belong to the model's tokens
-            self.q, self.k, self.v = self._layers[self.layer]
-            self._shown = (self.q, self.k, self.v)  # the widget's own copies of them
-            if "value_basis" not in changed and self.model_basis is not None:
-                heads = len(self.model_basis) // len(self._layers)
-                self.set_trait("value_basis", self.model_basis[self.layer * heads:(self.layer + 1) * heads])
-                changed = changed | {"value_basis"}
+            self._show_layer(self.layer, basis="value_basis" not in changed)
+            changed = changed | {"value_basis"}
+        keys = self.tokens if self._own_keys is None else self._own_keys
+        if keys and values.get("key_tokens") != keys:  # (none yet while the widget is being made)
+            self.set_trait("key_tokens", keys)  # the columns' labels: the tokens themselves, unless cross-attention's own
         changed = changed | {n for n in _OWN_TRAITS if not _same(values.get(n), before.get(n))}
-        n, x, v = len(self.tokens), values.get("x"), values.get("v")
+        n, m, x, v = len(self.tokens), len(keys), values.get("x"), values.get("v")
         if x is not None and "x" not in changed and v is not None and x.shape != (n, v.shape[-1]):
             self.x = None  # the embeddings no longer fit the new tokens or values
-        if values.get("mask") is not None and "mask" not in changed and len(self.mask) != n:
+        if values.get("mask") is not None and "mask" not in changed and self.mask.shape != (n, m):
             self.mask = None  # a mask for other tokens
         b, q = values.get("bias"), self._trait_values.get("q")
-        if b is not None and "bias" not in changed and (b.shape[-1] != n or (b.ndim == 3 and (q.ndim != 3 or len(q) != len(b)))):
+        if b is not None and "bias" not in changed and (b.shape[-2:] != (n, m) or (b.ndim == 3 and (q.ndim != 3 or len(q) != len(b)))):
             self.bias = None  # a bias for other tokens, or other heads
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
         if n != len(before.get("tokens") or []):
             if "focus" not in changed and self.focus >= n:
                 self.focus = n - 1
-            if "cell" not in changed and self.cell is not None and max(self.cell) >= n:
-                self.cell = None
+        if "cell" not in changed and self.cell is not None and (self.cell[0] >= n or self.cell[1] >= m):
+            self.cell = None
         # the cell shown is always in the focused row: the arcs and readout are about its reader
         if self.cell is not None and self.cell[0] != self.focus:
             if "cell" in changed and "focus" not in changed:
@@ -611,7 +659,11 @@ class AttentionWidget(anywidget.AnyWidget):
         if len(self._examples) > 1:
             variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
         if self._layers:  # a layer brings the model's tokens back; its arrays are all in model_q, model_k, model_v
-            variants["layer"] = [encoded(dict(tokens=self._layer_tokens, layer_shown=True))] * len(self._layers)
+            tokens, keys = self._layer_tokens
+            variants["layer"] = [encoded(dict(tokens=tokens, key_tokens=keys or tokens, layer_shown=True))] * len(self._layers)
+        if self._blocks:  # each block's tokens, rules and every layer's arrays (layer variants take their tokens from it)
+            variants["block"] = {name: encoded(dict(tokens=f.tokens, key_tokens=f.key_tokens or f.tokens, causal=f.causal, scale=f.scale, bias=f.bias,
+                                                    layer_shown=True, **self._model_arrays(f))) for name, f in self._blocks.items()}
         return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
 
     def _title(self, title):
@@ -637,33 +689,44 @@ class AttentionWidget(anywidget.AnyWidget):
 
         save_svg(self.page_state(), path)
 
-    def set_vectors(self, *, tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP):
+    def set_vectors(self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP):
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
         One message to the page; if any part is invalid nothing changes. ``x=None`` removes
         the embeddings (and the residual view); embeddings, a mask and a bias that no longer fit
         the new tokens (or heads) are removed too. Focus, head and cell are kept where they still
-        fit and moved inside the new range otherwise.
+        fit and moved inside the new range otherwise. ``key_tokens`` labels the rows of k and v
+        when they are another text's (cross-attention); ``key_tokens=None`` makes the widget
+        self-attention again, its columns the tokens.
         """
-        new = {n: a for n, a in zip(_VECTORS, (tokens, q, k, v, x, mask, bias)) if a is not _KEEP}
-        if "tokens" in new:
-            new["tokens"] = _token_list(new["tokens"], traitlets.TraitError)
+        new = {n: a for n, a in zip(_VECTORS, (tokens, key_tokens, q, k, v, x, mask, bias)) if a is not _KEEP}
+        for name in ("tokens", "key_tokens"):
+            if new.get(name) is not None:
+                new[name] = _token_list(new[name], traitlets.TraitError)
         with self.hold_trait_notifications():
+            if "key_tokens" in new:  # read-only to users: the columns follow the own labels (settled)
+                self._own_keys = new.pop("key_tokens")
             for name, value in new.items():
                 setattr(self, name, value)
 
     @classmethod
-    def from_transformers(cls, model, tokenizer, text, *, layer=0, head=0, **kwargs):
+    def from_transformers(cls, model, tokenizer, text, *, target=None, block="cross", layer=0, head=0, **kwargs):
         """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style,
         BLOOM and T5's encoder, whose position bias comes in as ``bias``).
 
         Q, K and V come from the model's own projections of that layer's input, so the
         widget's weights are the model's attention probabilities. ``layer`` can be switched
         afterwards, in Python or in the page.
+
+        An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
+        ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
+        "decoder" self-attention (over the target, causal) or its "cross"-attention (each
+        target token reading the text: ``tokens`` are the target's, ``key_tokens`` the text's).
         """
         from .integrations import from_transformers
 
-        return cls._from_model(from_transformers(model, tokenizer, text), layer, head, kwargs)
+        found = from_transformers(model, tokenizer, text) if target is None else from_transformers(model, tokenizer, text, target=target)
+        return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None)
 
     @classmethod
     def from_transformer_lens(cls, model, text, *, layer=0, head=0, **kwargs):
@@ -673,28 +736,55 @@ class AttentionWidget(anywidget.AnyWidget):
         return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
 
     @classmethod
-    def _from_model(cls, found, layer, head, kwargs):
+    def _from_model(cls, found, layer, head, kwargs, block=None):
+        blocks = found if isinstance(found, dict) else {}
+        if blocks:
+            if block not in blocks:
+                raise ValueError(f"block must be one of {', '.join(map(repr, blocks))}, got {block!r}")
+            found = blocks[block]
         if not 0 <= layer < len(found.layers):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
-        q, k, v = found.layers[layer]
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
         q, k, v = found.layers[layer]
-        w = cls(tokens=found.tokens, q=q, k=k, v=v, head=head, **kwargs)
+        w = cls(tokens=found.tokens, key_tokens=getattr(found, "key_tokens", None), q=q, k=k, v=v, head=head, **kwargs)
         with w.hold_trait_notifications():
-            w.set_trait("n_layers", len(found.layers))
             w.set_trait("model_name", found.model_name)
-            for i, name in enumerate(("model_q", "model_k", "model_v")):  # every layer's heads, stacked
-                w.set_trait(name, np.concatenate([a[i] for a in found.layers]))
-            # each layer's arrays: views of the widget's own stacked copies, not a second copy
-            heads = len(w.model_q) // len(found.layers)
-            layers = [tuple(m[i * heads:(i + 1) * heads] for m in (w.model_q, w.model_k, w.model_v)) for i in range(len(found.layers))]
-            w.set_trait("model_basis", np.concatenate([principal_axes(lv) for _, _, lv in layers]) if w.model_v.shape[-1] > 2 else None)
-            w._layers, w._layer_tokens, w._shown = layers, list(found.tokens), (w.q, w.k, w.v)
+            w._blocks = blocks
+            w._load(found)
             w.layer = layer
+            w._show_layer(layer)
+            if blocks:
+                w.block = block
         return w
+
+    @staticmethod
+    def _model_arrays(found) -> dict:
+        """A model's (or one block's) every layer's heads, stacked: sent to the page once."""
+        arrays = {name: np.concatenate([a[i] for a in found.layers]) for i, name in enumerate(("model_q", "model_k", "model_v"))}
+        arrays["model_basis"] = np.concatenate([principal_axes(lv) for _, _, lv in found.layers]) if arrays["model_v"].shape[-1] > 2 else None
+        return {**arrays, "n_layers": len(found.layers)}
+
+    def _load(self, found):
+        """Take a model's layers (an encoder–decoder model's: one block's) as the layers shown."""
+        for name, value in self._model_arrays(found).items():
+            self.set_trait(name, value)
+        # each layer's arrays: views of the widget's own stacked copies, not a second copy
+        heads = len(self.model_q) // self.n_layers
+        self._layers = [tuple(m[i * heads:(i + 1) * heads] for m in (self.model_q, self.model_k, self.model_v)) for i in range(self.n_layers)]
+        keys = getattr(found, "key_tokens", None)
+        self._layer_tokens = (list(found.tokens), None if keys is None else list(keys))
+
+    def _show_layer(self, layer, basis=True):
+        """q, k, v (and the value axes) of a model's layer; its tokens with them."""
+        self.tokens, self._own_keys = self._layer_tokens  # the layer's arrays belong to the model's tokens
+        self.q, self.k, self.v = self._layers[layer]
+        self._shown = (self.q, self.k, self.v)  # the widget's own copies of them
+        if basis and self.model_basis is not None:
+            heads = len(self.model_basis) // len(self._layers)
+            self.set_trait("value_basis", self.model_basis[layer * heads:(layer + 1) * heads])
 
     @traitlets.default("value_basis")
     def _value_basis_default(self):
@@ -735,8 +825,7 @@ class AttentionWidget(anywidget.AnyWidget):
         over the other tokens)."""
         if not self.sink:
             return self.mask
-        n = len(self.tokens)
-        closed = np.ones((n, n), dtype=bool) if self.mask is None else np.array(self.mask, dtype=bool)
+        closed = np.ones((len(self.tokens), self._n_keys()), dtype=bool) if self.mask is None else np.array(self.mask, dtype=bool)
         closed[:, 0] = False
         return closed
 
@@ -747,17 +836,17 @@ class AttentionWidget(anywidget.AnyWidget):
         numpy at the current temperature, causal rule, mask and ``sink`` (with which no row
         reads token 0, and ``"first"`` is NaN). Each is a mean over the rows
         where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
-        ``"previous"`` leaves out the first row, which has no previous token. A new dict of new
+        ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
+        no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
         layers = self._layers if self.layer_shown else [(self.q, self.k, self.v)]  # a model's, or your own arrays
-        n = len(self.tokens)
-        allowed = allowed_cells(n, self.causal, self._reading_mask())
+        allowed = allowed_cells(len(self.tokens), self.causal, self._reading_mask(), self._n_keys())
         rows = []
         for q, k, _ in layers:
             q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
             bias = [None if self.bias is None else self._head_of(self.bias, h) for h in range(len(q))]
             weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h]), self.temperature, allowed) for h in range(len(q))])
-            rows.append(head_summaries(weights, allowed))
+            rows.append(head_summaries(weights, allowed, cross=self.key_tokens != self.tokens))  # the page's rule too
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):

@@ -18,22 +18,42 @@ from .common import ModelAttention, readable_tokens
 __all__ = ["ModelAttention", "from_transformers", "from_transformer_lens", "readable_tokens"]
 
 
-def from_transformers(model, tokenizer, text: str) -> ModelAttention:
+def from_transformers(model, tokenizer, text: str, *,
+                      target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
     """Q, K, V of every layer and head of a Hugging Face model on ``text``.
 
     Accepts a base model (``BertModel``, ``GPT2Model``, ``LlamaModel``, ...), one with a
     head (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) or a sentence-transformers
     model wrapping one. Supported: BERT-family encoders (bert, roberta, xlm-roberta,
-    camembert, electra, distilbert), GPT-2, and LLaMA-style rotary decoders (llama,
-    mistral, qwen2, including grouped-query attention).
+    camembert, electra, distilbert), GPT-2, LLaMA-style rotary decoders (llama,
+    mistral, qwen2, including grouped-query attention), BLOOM and T5's encoder.
 
-    Raises ValueError, before the model runs, when ``text`` has more tokens than the
-    model reads or the tokenizer gives ids outside the model's vocabulary.
+    Encoder–decoder models (bart, mbart, marian and t5; ``...ForConditionalGeneration``
+    or the base ``...Model``) read ``text`` as the source and ``target`` as the text the
+    decoder writes. The decoder reads ``config.decoder_start_token_id`` followed by the
+    tokenizer's ids of ``target`` (``tokenizer(text_target=target)``), as in training with
+    teacher forcing: each decoder row is the step that predicts the next target token.
+    The result is then a dict of three ``ModelAttention``:
+
+    - ``"encoder"``: the source's self-attention (rows and columns the source tokens);
+    - ``"decoder"``: the target's self-attention, causal (rows and columns the start
+      token and the target tokens);
+    - ``"cross"``: the decoder's queries (``tokens``, q of shape heads × n_decoder × d,
+      n_decoder counting the start token) reading the encoder's output (``key_tokens``,
+      k and v heads × n_source × d).
+
+    T5's encoder and decoder carry their relative position bias in ``bias``; its
+    cross-attention has none. Without ``target``, T5 gives its encoder alone, and
+    BART-family models raise ValueError.
+
+    Raises ValueError, before the model runs, when ``text`` (or ``target``) has more
+    tokens than the model reads, gives none, or the tokenizer gives ids outside the
+    model's vocabulary; and when ``target`` is given to a model with no decoder.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
 
-    return hf.extract(model, tokenizer, text)
+    return hf.extract(model, tokenizer, text, target=target)
 
 
 def from_transformer_lens(model, text: str) -> ModelAttention:

@@ -13,13 +13,16 @@ import numpy as np
 class ModelAttention:
     """Everything the widget needs to redraw one model's attention on one text."""
 
-    tokens: list[str]  # readable token pieces, one per position
+    tokens: list[str]  # readable token pieces, one per query position (row)
     layers: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per layer (q, k, v), each float64 (heads, n, d_head)
     causal: bool  # True for decoders: position i reads only j <= i
     scale: float | None  # None means 1/sqrt(d_head); a float only where the model uses another
     architecture: str  # e.g. "bert", "gpt2", "llama"
     model_name: str  # for display
     bias: np.ndarray | None = None  # heads × n × n added to the scores (BLOOM's ALiBi), or None
+    # column (key) labels where they are not the rows' tokens: the source tokens of
+    # cross-attention, whose k and v are then (heads, len(key_tokens), d_head); None for self-attention
+    key_tokens: list[str] | None = None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:

@@ -1,5 +1,7 @@
 """Hugging Face transformers models: each layer's input, put through that layer's own
 layer norm (where it comes before attention) and q/k/v projections, split into heads.
+Encoder–decoder models given a target are read instead from what their q/k/v projections
+output while the model runs.
 
 Imported only by ``attnwidget.integrations.from_transformers``, after torch and
 transformers are known to be importable.
@@ -7,6 +9,7 @@ transformers are known to be importable.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import os
@@ -19,18 +22,29 @@ from .common import ModelAttention, _check_readable, _tokens_of
 
 BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
+BART_FAMILY = ("bart", "mbart", "marian")
+SEQ2SEQ = (*BART_FAMILY, "t5")
 SUPPORTED = (
     "BERT-family encoders (" + ", ".join((*BERT_FAMILY, "distilbert")) + "), "
     "GPT-2 (gpt2), LLaMA-style rotary decoders (" + ", ".join(LLAMA_FAMILY) + "), "
     "BLOOM (bloom, its ALiBi position bias added to the scores), "
-    "T5's encoder (t5, its relative position bias added to the scores)"
+    "T5's encoder (t5, its relative position bias added to the scores), "
+    "and, with target=, encoder–decoder models: BART-family (" + ", ".join(BART_FAMILY) + ") "
+    "and T5 (t5), with their encoder, decoder and cross-attention"
 )
 
 
-def extract(model, tokenizer, text: str) -> ModelAttention:
+def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
     base = _base_model(model)
     config = base.config
     kind = getattr(config, "model_type", None)
+    if target is not None:
+        return _extract_seq2seq(model, base, tokenizer, text, target)
+    if kind in BART_FAMILY:
+        raise ValueError(
+            f"{type(model).__name__} ({kind}) is an encoder–decoder model: pass target=\"…\", the text "
+            "its decoder writes, to read its encoder, decoder and cross-attention"
+        )
     if kind in BERT_FAMILY:
         per_layer, causal = _bert_layer, bool(getattr(config, "is_decoder", False))
         pos = getattr(config, "position_embedding_type", "absolute") or "absolute"
@@ -66,20 +80,15 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
     body = base.encoder if kind == "t5" else base  # T5: its encoder's self-attention (the decoder needs a target)
     accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
-    was_training = base.training
-    base.eval()  # dropout off, so the hidden states are the model's real ones
-    try:
-        with torch.no_grad():
-            out = body(**enc, output_hidden_states=True)
-            # hidden_states[i] is the input of layer i (the last entry is the final output)
-            layers, scales = [], set()
-            for i, layer in enumerate(_layers(base, kind)):
-                q, k, v, scale = per_layer(base, layer, i, out.hidden_states[i])
-                layers.append(tuple(_numpy(t) for t in (q, k, v)))
-                scales.add(scale)
-            bias = _bloom_bias(base, enc) if kind == "bloom" else _t5_bias(base, n) if kind == "t5" else None
-    finally:
-        base.train(was_training)
+    with _evaluating(base), torch.no_grad():
+        out = body(**enc, output_hidden_states=True)
+        # hidden_states[i] is the input of layer i (the last entry is the final output)
+        layers, scales = [], set()
+        for i, layer in enumerate(_layers(base, kind)):
+            q, k, v, scale = per_layer(base, layer, i, out.hidden_states[i])
+            layers.append(tuple(_numpy(t) for t in (q, k, v)))
+            scales.add(scale)
+        bias = _bloom_bias(base, enc) if kind == "bloom" else _t5_bias(base.encoder, n) if kind == "t5" else None
 
     d_head = layers[0][0].shape[-1]
     if len(scales) > 1:
@@ -97,6 +106,138 @@ def extract(model, tokenizer, text: str) -> ModelAttention:
         model_name=_display_name(config, model),
         bias=None if bias is None else _numpy(bias),
     )
+
+
+def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str, ModelAttention]:
+    """An encoder–decoder model's "encoder", "decoder" and "cross" attention, the decoder reading
+    its start token then ``target``. q, k and v are what the model's own projections output
+    during one forward pass, caught by hooks, so no layer norm or embedding is redone here."""
+    config = base.config
+    kind = getattr(config, "model_type", None)
+    name = _display_name(config, model)
+    if kind not in SEQ2SEQ:
+        if getattr(config, "is_encoder_decoder", False):
+            raise NotImplementedError(
+                f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); "
+                f"supported: {SUPPORTED}"
+            )
+        raise ValueError(
+            f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: "
+            "call it without target="
+        )
+    if getattr(base, "encoder", None) is None or getattr(base, "decoder", None) is None:
+        raise ValueError(
+            f"{type(model).__name__} lacks an encoder or a decoder; target= needs the whole encoder–decoder "
+            "model (e.g. T5ForConditionalGeneration, BartForConditionalGeneration)"
+        )
+
+    start = getattr(config, "decoder_start_token_id", None)
+    if start is None:  # recent releases keep it in the generation config
+        start = getattr(getattr(model, "generation_config", None), "decoder_start_token_id", None)
+    if start is None:
+        raise ValueError(f"{name} does not say which token its decoder starts with: set config.decoder_start_token_id")
+    src = tokenizer(text)["input_ids"]
+    # text_target= switches tokenizers with their own target conventions (Marian, mBART) to them
+    takes_target = "text_target" in inspect.signature(tokenizer.__call__).parameters
+    tgt = list(tokenizer(text_target=target)["input_ids"] if takes_target else tokenizer(target)["input_ids"])
+    for t, ids in ((text, src), (target, tgt)):
+        if not ids:
+            raise ValueError(f"{t!r} gives no tokens")
+    dec = [start, *tgt]
+    positions = _positions(config, kind)
+    _check_readable(text, src, name, positions, (config.vocab_size, "config.vocab_size"))
+    # Marian can give its decoder a vocabulary of its own
+    dec_vocab = getattr(config, "decoder_vocab_size", None)
+    _check_readable(target, dec, name, positions,
+                    (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"))
+
+    blocks = _seq2seq_attention(base, kind)
+    outputs = {}  # (block, layer, 0/1/2 for q/k/v) -> each output of that projection
+
+    def catch(key):
+        return lambda module, args, out: outputs.setdefault(key, []).append(out)
+
+    hooks = [proj.register_forward_hook(catch((block, i, j)))
+             for block, atts in blocks.items() for i, att in enumerate(atts)
+             for j, proj in enumerate(_qkv_projections(att))]
+    device = next(base.parameters()).device
+    ids = torch.tensor([src], device=device)
+    try:
+        with _evaluating(base), torch.no_grad():
+            # no cache: every projection runs once, on the whole sequence
+            base(input_ids=ids, attention_mask=torch.ones_like(ids),
+                 decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
+            bias = {"encoder": _t5_bias(base.encoder, len(src)), "decoder": _t5_bias(base.decoder, len(dec))} \
+                if kind == "t5" else {}
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+    src_tokens, dec_tokens = _tokens_of(tokenizer, src), _tokens_of(tokenizer, dec)
+    result = {}
+    for block, atts in blocks.items():
+        layers, scales = [], set()
+        for i, att in enumerate(atts):
+            d = _head_dim(att)
+            qkv = []
+            for j in range(3):
+                seen = outputs.get((block, i, j), [])
+                if len(seen) != 1:
+                    raise RuntimeError(f"{name}: {block} layer {i}'s projection ran {len(seen)} times, expected once")
+                qkv.append(_numpy(_heads(seen[0], d)))
+            layers.append(tuple(qkv))
+            scales.add(float(getattr(att, "scaling", d ** -0.5)))  # T5: 1.0, BART-family: 1/sqrt(d)
+        if len(scales) > 1:
+            raise NotImplementedError(f"{name} scales its {block} attention scores differently in each layer")
+        scale = scales.pop()
+        b = bias.get(block)
+        result[block] = ModelAttention(
+            tokens=src_tokens if block == "encoder" else dec_tokens,
+            layers=layers,
+            causal=block == "decoder",
+            scale=None if math.isclose(scale, d ** -0.5, rel_tol=1e-9) else scale,
+            architecture=kind,
+            model_name=name,
+            bias=None if b is None else _numpy(b),
+            key_tokens=src_tokens if block == "cross" else None,
+        )
+    return result
+
+
+def _seq2seq_attention(base, kind):
+    """Each layer's attention module, per block: "encoder" and "decoder" self-attention, and the
+    decoder's "cross"-attention to the encoder's output."""
+    if kind == "t5":
+        return {
+            "encoder": [b.layer[0].SelfAttention for b in base.encoder.block],
+            "decoder": [b.layer[0].SelfAttention for b in base.decoder.block],
+            "cross": [b.layer[1].EncDecAttention for b in base.decoder.block],
+        }
+    return {
+        "encoder": [layer.self_attn for layer in base.encoder.layers],
+        "decoder": [layer.self_attn for layer in base.decoder.layers],
+        "cross": [layer.encoder_attn for layer in base.decoder.layers],
+    }
+
+
+def _qkv_projections(att):
+    return (att.q, att.k, att.v) if hasattr(att, "key_value_proj_dim") else (att.q_proj, att.k_proj, att.v_proj)
+
+
+def _head_dim(att):
+    return att.key_value_proj_dim if hasattr(att, "key_value_proj_dim") else att.head_dim
+
+
+@contextlib.contextmanager
+def _evaluating(base):
+    """Dropout off, so the states are the model's real ones; each module's own mode back after."""
+    modes = {m: m.training for m in base.modules()}
+    base.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes.items():
+            m.training = training
 
 
 def _display_name(config, model) -> str:
@@ -204,10 +345,12 @@ def _t5_layer(base, layer, i, h):
     return q, k, v, att.scaling  # 1.0: T5 does not scale its scores
 
 
-def _t5_bias(base, n):
+def _t5_bias(stack, n):
     """T5's relative position bias, heads × n × n: learnt per bucket of distance by the first
-    layer and added to the scores of every layer, as the model does."""
-    return base.encoder.block[0].layer[0].SelfAttention.compute_bias(n, n)[0]
+    layer of the encoder (or decoder) ``stack`` and added to the scores of its every layer, as
+    the model does. The decoder's buckets tell earlier from later keys; its causal mask is not
+    part of it. Cross-attention has none."""
+    return stack.block[0].layer[0].SelfAttention.compute_bias(n, n)[0]
 
 
 def _rotate_half(x):
