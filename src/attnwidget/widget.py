@@ -657,7 +657,7 @@ class AttentionWidget(anywidget.AnyWidget):
         names = [n for n in self.keys if n in _OWN_TRAITS]
         variants = {}
         if len(self._examples) > 1:
-            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
+            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, key_tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
         if self._layers:  # a layer brings the model's tokens back; its arrays are all in model_q, model_k, model_v
             tokens, keys = self._layer_tokens
             variants["layer"] = [encoded(dict(tokens=tokens, key_tokens=keys or tokens, layer_shown=True))] * len(self._layers)
