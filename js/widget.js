@@ -7,7 +7,7 @@ import { el, fill, palette, watchLayout } from "./views/dom.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { createControls } from "./views/controls.js";
 import { createTokenStrip } from "./views/tokens.js";
-import { BIAS_NOTE, CAPTIONS, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
+import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
 import { createHeads } from "./views/heads.js";
 import { createCell } from "./views/cell.js";
 import { standalone } from "./standalone.js";
@@ -92,7 +92,7 @@ function render({ model, el: host }) {
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
 
-    const notes = [CAPTIONS[stage] || ""];
+    const notes = [(stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || ""];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
     if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
     caption.textContent = notes.join(" ");

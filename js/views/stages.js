@@ -44,6 +44,9 @@ export const CAPTIONS = {
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
 
+/** The tokens stage's caption in cross-attention, where the rows and the columns are two texts. */
+export const CROSS_CAPTION = "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
+
 /** Why a cell cannot be read, in words (store.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 

@@ -52,6 +52,7 @@ export function createTokenStrip(parent, { onFocus }) {
       el("span", { class: "aw-token-text" }, t), el("span", { class: "aw-token-weight" }))) : [];
     fill(keyList, keyItems);
     below.hidden = !keys;
+    node.classList.toggle("aw-cross", !!keys);
     list.setAttribute("aria-label", keys ? "Tokens that read (the rows): click one to focus it" : "Tokens: click one to focus it");
   }
 

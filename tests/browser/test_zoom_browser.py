@@ -106,7 +106,9 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     canvas.focus()
     page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("(r) => document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent.startsWith(`rows ${r}`)", arg=r0 + 2)
+    # (both keys' redraws: the rows move on the first, the columns on the second)
+    page.wait_for_function("([r, c]) => { const t = document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent; "
+                           "return t.startsWith(`rows ${r}`) && t.includes(`columns ${c}`); }", arg=[r0 + 2, c0 + 2])
     assert f"{w.tokens[r0 + 1]} reads {w.tokens[c0 + 1]}" in tip.inner_text()
     assert not page.errors, page.errors
     page.context.close()
