@@ -1,11 +1,16 @@
 // The painting worker: a long matrix's scores (once per head or input), then its weights at each
-// new temperature and their picture, off the page's main thread. It keeps what it was last sent:
+// new temperature and their picture, off the page's main thread; or one head's thumbnail. It keeps what it was last sent:
 // q, k and the bias arrive only when they change, and so does the mask.
 import { scores } from "./attention.js";
 import { weightPicture } from "./picture.js";
+import { headThumb } from "./thumbs.js";
 
 let S = null, mask = null;
 self.onmessage = ({ data: job }) => {
+  if (job.kind === "thumb") { // a head's thumbnail and summaries (thumbs.js): nothing kept
+    const thumb = headThumb(job);
+    return self.postMessage({ thumb }, [thumb.data.buffer]);
+  }
   if (job.q) S = scores(job.q, job.k, job.scale, job.bias); // the page's own arithmetic: the same numbers it shows
   if (job.newMask) mask = job.mask;
   const { pixels, width, height, top } = weightPicture({ ...job, scores: S, mask });

@@ -6,7 +6,8 @@
 import { weightPicture } from "./picture.js";
 
 /* global PAINT_WORKER_SOURCE */ // the worker's bundle, as text (scripts/build.mjs)
-function startWorker() {
+/** A worker running paint-worker.js, and the URL it came from; null where none can start. */
+export function startWorker() {
   try {
     const url = URL.createObjectURL(new Blob([PAINT_WORKER_SOURCE], { type: "text/javascript" }));
     return { worker: new Worker(url), url };

@@ -1,59 +1,18 @@
 // Small multiples: every head's weight matrix side by side; click one to select that head.
 // Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
 import { rgb } from "d3-color";
-import * as A from "../attention.js";
 import { lookupTable } from "../picture.js";
+import { advance, createThumbPool, SIZE } from "../thumbs.js";
 import { el, fill, fmt2, inkOn } from "./dom.js";
 
-const SIZE = 84, SMALLEST = 30; // a thumbnail's side in CSS pixels: at most, and at least (a whole model's grid)
-const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
-
-/** The mean weight of each block of cells (W is n × m), at most SIZE × SIZE blocks:
- * {data, width, height, max, averaged}. */
-export function thumbnail(W, n, m = W.length / n) {
-  const width = Math.min(m, SIZE), height = Math.min(n, SIZE), sums = new Float64Array(width * height), counts = new Float64Array(width * height);
-  const blocks = (count, side) => new Int32Array(count).map((_, i) => Math.floor((i * side) / count));
-  const rowBlock = blocks(n, height), colBlock = blocks(m, width);
-  for (let i = 0; i < n; i++) {
-    const row = rowBlock[i] * width;
-    for (let j = 0; j < m; j++) { sums[row + colBlock[j]] += W[i * m + j]; counts[row + colBlock[j]] += 1; }
-  }
-  let max = 0;
-  for (let p = 0; p < sums.length; p++) { sums[p] /= counts[p]; max = Math.max(max, sums[p]); }
-  return { data: sums, width, height, max, averaged: width < m || height < n };
-}
-
-/** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
- * rows, until all are done or busy() says stop; true when every head is done. */
-export function advance(work, busy) {
-  const { job } = work, n = job.q.rows, m = job.k.rows, step = Math.max(1, Math.floor(65536 / m));
-  for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
-    job.scores[h] ??= new Float64Array(n * m);
-    const q = A.headOf(job.q, h), k = A.headOf(job.k, h);
-    // a head's bias: its own among a layer's heads (a model's thumbnails run over every layer), or the shared one
-    const bias = job.bias && (job.bias.heads > 1 ? A.headOf(job.bias, h % job.bias.heads) : job.bias);
-    while (job.rows[h] < n && !busy()) {
-      const r = job.rows[h];
-      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step)), bias, r, Math.min(n, r + step));
-      job.rows[h] = Math.min(n, r + step);
-    }
-    if (job.rows[h] < n) break;
-    const W = A.weights(job.scores[h], n, work.temperature, work.causal, work.mask);
-    const open = (i, j) => !(work.causal && j > i) && (!work.mask || !!work.mask[i * m + j]);
-    work.thumbs[h] = { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, work.cross) };
-    // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
-    // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
-    if (n * m * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
-  }
-  return !work.thumbs.includes(null);
-}
+const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 
 /** createHeads(parent, {onPick(layer, head), onProgress()}) -> {update({work, layers, layer, head, color, width}), destroy()}.
  * One row of thumbnails per layer (a model's), one per head; a click or Enter picks that layer
  * and head, and the arrow keys move between them. Small inputs get their thumbnails at once;
- * long ones once the page is idle, about 25 ms of work per task, so a drag stays smooth (new
- * work during a drag restarts the wait; a redraw for the same work leaves it running) and
- * onProgress asks for a redraw as heads complete. */
+ * long ones from workers (thumbs.js), or where none can run once the page is idle, about 25 ms of
+ * work per task, so a drag stays smooth (new work during a drag restarts the wait; a redraw for
+ * the same work leaves it running); onProgress asks for a redraw as heads complete. */
 const SUMMARIES = [["", "nothing"], ["first", "weight on the first token"], ["self", "weight on itself"],
   ["previous", "weight on the previous token"], ["effective_tokens", "effective tokens"]];
 
@@ -70,7 +29,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
   let buttons = [], shape = "", ranked = null; // ranked: the order the heads were last ranked in
-  let current = null, timer = 0;
+  let current = null, timer = 0, first = true; // first: the page's first thumbnails, asked for at once
+  // a whole model's heads go to workers; where none can run, the page does them itself
+  const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(current) });
   const run = (work) => {
     if (work !== current) return;
     const finished = work.thumbs.filter(Boolean).length, started = performance.now();
@@ -110,7 +71,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         clearTimeout(timer);
         current = work;
         if (work.job.q.rows <= 128 && work.thumbs.length <= 16) advance(work, () => false);
+        else if (pool.usable()) timer = setTimeout(() => pool.run(work), first ? 0 : 120);
         else timer = setTimeout(() => run(work), 120);
+        first = false;
       }
       const thumbs = work.thumbs, per = thumbs.length / layers;
       node.dataset.complete = String(!thumbs.includes(null));
@@ -175,6 +138,6 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         b.tabIndex = p === at ? 0 : -1;
       });
     },
-    destroy() { clearTimeout(timer); list.removeEventListener("keydown", onKey); node.remove(); },
+    destroy() { clearTimeout(timer); pool.destroy(); list.removeEventListener("keydown", onKey); node.remove(); },
   };
 }

@@ -654,7 +654,8 @@ class AttentionWidget(anywidget.AnyWidget):
                 out[name] = data
             return out
 
-        names = [n for n in self.keys if n in _OWN_TRAITS]
+        # a layer's own q, k, v and value axes are in the model's arrays already: not twice
+        names = [n for n in self.keys if n in _OWN_TRAITS and not (self.layer_shown and n in ("q", "k", "v", "value_basis"))]
         variants = {}
         if len(self._examples) > 1:
             variants["sentence_index"] = [encoded(dict(tokens=e.tokens, key_tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]

@@ -118,3 +118,48 @@ def test_your_own_arrays_on_a_model_widget_are_one_row_and_a_click_keeps_the_lay
         np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (4, 4)), w.weights, atol=1e-12)
     finally:
         page.context.close()
+
+
+COUNT_WORKERS = """window.awWorkers = 0; const Original = window.Worker;
+window.Worker = class extends Original { constructor(...args) { super(...args); window.awWorkers++; } };"""
+THUMB_PIXELS = "(cs) => cs.map((c) => Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data).join(','))"
+
+
+def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_pythons_summaries(browser, tmp_path):
+    from test_cross import fake_seq2seq
+
+    # 18 heads a block: the thumbnails go to a pool of workers, or (no Worker) to the page's own slices
+    blocks = fake_seq2seq(src=150, tgt=40, heads=6, d=8, layers=(3, 3, 3), seed=3)
+    w = AttentionWidget._from_model(blocks, 0, 0, {"stage": "weights", "temperature": 0.8}, "cross")
+    path = tmp_path / "pool.html"
+    w.to_html(path)
+    pages = {}
+    for kind, init in (("workers", COUNT_WORKERS), ("page", "delete window.Worker")):
+        page = browser.new_context(viewport={"width": 1000, "height": 1000}, bypass_csp=True).new_page()
+        page.add_init_script(init)
+        page.goto(path.as_uri())
+        pages[kind] = page
+    try:
+        assert pages["workers"].evaluate("window.awWorkers") >= 1
+        for block in ("cross", "encoder"):
+            w.block = block
+            want = w.head_summary()
+            pictures = []
+            for kind, page in pages.items():
+                page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('block', '{block}')")
+                for name in ("first", "self", "previous", "effective_tokens"):
+                    page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('summary', '{name}')")
+                    page.wait_for_function("document.querySelector('.aw-heads').dataset.complete === 'true'")
+                    page.wait_for_function(f"[...document.querySelectorAll('.aw-head')].length === {want[name].size}")
+                    for cell in page.locator(".aw-head").all():
+                        layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
+                        value, expected = cell.get_attribute("data-value"), want[name][layer, head]
+                        if np.isnan(expected):  # cross-attention has no "self" nor "previous" token
+                            assert value == "" and cell.locator(".aw-head-value").inner_text() == "–", (kind, block, name)
+                        else:
+                            assert abs(float(value) - expected) < 1e-12, (kind, block, name, layer, head)
+                pictures.append(page.locator(".aw-head canvas").evaluate_all(THUMB_PIXELS))
+            assert pictures[0] == pictures[1]  # the workers' thumbnails are the page's own
+    finally:
+        for page in pages.values():
+            page.context.close()

@@ -1,0 +1,132 @@
+// Every head's thumbnail and summaries: each head's weights at the temperature, as block means
+// (the picture) and as head summaries (the numbers). Small inputs are done here at once; a whole
+// model's heads (12 × 12 at 512 tokens is 144 score matrices) by a pool of workers, one head per
+// message, so the page's thread stays free and every core helps. Where no worker can start the
+// page does them itself, in slices between its other work.
+import * as A from "./attention.js";
+import { startWorker } from "./painter.js";
+
+export const SIZE = 84; // a thumbnail's side in pixels, at most
+const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
+
+/** The mean weight of each block of cells (W is n × m), at most SIZE × SIZE blocks:
+ * {data, width, height, max, averaged}. */
+export function thumbnail(W, n, m = W.length / n) {
+  const width = Math.min(m, SIZE), height = Math.min(n, SIZE), sums = new Float64Array(width * height), counts = new Float64Array(width * height);
+  const blocks = (count, side) => new Int32Array(count).map((_, i) => Math.floor((i * side) / count));
+  const rowBlock = blocks(n, height), colBlock = blocks(m, width);
+  for (let i = 0; i < n; i++) {
+    const row = rowBlock[i] * width;
+    for (let j = 0; j < m; j++) { sums[row + colBlock[j]] += W[i * m + j]; counts[row + colBlock[j]] += 1; }
+  }
+  let max = 0;
+  for (let p = 0; p < sums.length; p++) { sums[p] /= counts[p]; max = Math.max(max, sums[p]); }
+  return { data: sums, width, height, max, averaged: width < m || height < n };
+}
+
+/** One head's thumbnail and summaries from its scores S (n rows): {data, width, height, max, averaged, summary}. */
+export function thumbOf(S, n, { temperature, causal, mask, cross }) {
+  const m = S.length / n, W = A.weights(S, n, temperature, causal, mask);
+  const open = (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);
+  return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross) };
+}
+
+/** One head's, from its q, k (one head each), scale and bias: what a worker does per message. */
+export const headThumb = (job) => thumbOf(A.scores(job.q, job.k, job.scale, job.bias), job.q.rows, job);
+
+/** A head's own arrays among a job's: its q and k, and its bias (its own among a layer's heads,
+ * for a model's thumbnails run over every layer; or the one shared). */
+function headArrays(job, h) {
+  const bias = job.bias && (job.bias.heads > 1 ? A.headOf(job.bias, h % job.bias.heads) : job.bias);
+  return { q: A.headOf(job.q, h), k: A.headOf(job.k, h), bias };
+}
+
+/** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
+ * rows, until all are done or busy() says stop; true when every head is done. */
+export function advance(work, busy) {
+  const { job } = work, n = job.q.rows, m = job.k.rows, step = Math.max(1, Math.floor(65536 / m));
+  for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
+    job.scores[h] ??= new Float64Array(n * m);
+    const { q, k, bias } = headArrays(job, h);
+    while (job.rows[h] < n && !busy()) {
+      const r = job.rows[h];
+      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step)), bias, r, Math.min(n, r + step));
+      job.rows[h] = Math.min(n, r + step);
+    }
+    if (job.rows[h] < n) break;
+    work.thumbs[h] = thumbOf(job.scores[h], n, work);
+    // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
+    // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
+    if (n * m * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
+  }
+  return !work.thumbs.includes(null);
+}
+
+const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
+
+/**
+ * createThumbPool({onThumb(), onFail()}) -> {run(work), usable(), destroy()}: workers that fill
+ * in work.thumbs, a head at a time each, the newest work only (a head of older work that arrives
+ * late is dropped). onThumb() is called as each arrives; onFail() once when workers cannot run
+ * here (a host's policy, an error, or none saying it started within two seconds), after which
+ * usable() is false and the caller does the work itself.
+ */
+export function createThumbPool({ onThumb, onFail }) {
+  const size = Math.max(1, Math.min(4, globalThis.navigator?.hardwareConcurrency || 2));
+  let workers = null, work = null, queue = [], failed = typeof Worker !== "function", silent = 0;
+
+  function start() {
+    workers = [];
+    for (let i = 0; i < size && !failed; i++) {
+      const started = startWorker();
+      if (!started) return fail();
+      const entry = { ...started, busy: null, ready: false };
+      started.worker.onmessage = ({ data }) => {
+        if (data.ready) { entry.ready = true; clearTimeout(silent); return; }
+        const done = entry.busy;
+        entry.busy = null;
+        if (done && done.work === work && !work.thumbs[done.h]) { work.thumbs[done.h] = data.thumb; onThumb(); }
+        feed(entry);
+      };
+      started.worker.onerror = (ev) => { ev.preventDefault(); fail(); };
+      workers.push(entry);
+    }
+    silent = setTimeout(() => workers && !workers.some((w) => w.ready) && fail(), 2000);
+  }
+  function feed(entry) {
+    if (!work || failed) return;
+    let h = queue.shift();
+    while (h != null && work.thumbs[h]) h = queue.shift();
+    if (h == null) return;
+    const { q, k, bias } = headArrays(work.job, h);
+    entry.busy = { work, h };
+    entry.worker.postMessage({
+      kind: "thumb", q: copy(q), k: copy(k), bias: copy(bias), scale: work.job.scale,
+      temperature: work.temperature, causal: work.causal, mask: work.mask, cross: work.cross,
+    });
+  }
+  function stop() {
+    clearTimeout(silent);
+    for (const w of workers || []) { w.worker.terminate(); URL.revokeObjectURL(w.url); }
+    workers = null;
+  }
+  function fail() {
+    if (failed) return;
+    failed = true;
+    stop();
+    onFail();
+  }
+
+  return {
+    usable: () => !failed,
+    /** Starts on `work`'s heads not yet done; the heads of any older work still in hand are dropped. */
+    run(next) {
+      if (failed) return;
+      if (!workers) start();
+      work = next;
+      queue = next.thumbs.map((t, h) => (t ? null : h)).filter((h) => h != null);
+      for (const w of workers || []) if (!w.busy) feed(w);
+    },
+    destroy: stop,
+  };
+}
