@@ -116,3 +116,31 @@ w
         assert errors == []
     finally:
         page.context.close()
+
+
+from test_integrations import gpt2_tokenizer, tf  # noqa: E402,F401 (fixtures)
+
+
+@pytest.mark.parametrize("kind", ["bart", "t5"])
+def test_a_translation_models_page_shows_the_models_own_attentions(browser, tmp_path, tf, gpt2_tokenizer, kind):
+    import torch
+    from test_seq2seq import TARGET, TEXT, decoder_ids, seq2seq
+
+    model = seq2seq(tf, gpt2_tokenizer, kind)
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, target=TARGET, stage="weights", layer=1, head=2)
+    with torch.no_grad():
+        out = model(**gpt2_tokenizer(TEXT, return_tensors="pt"), decoder_input_ids=torch.tensor([decoder_ids(model, gpt2_tokenizer)]),
+                    output_attentions=True)
+    reference = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    page = open_page(browser, w, tmp_path / f"{kind}.html")
+    try:
+        for block in ("cross", "encoder", "decoder"):
+            if block != "cross":
+                page.locator(f".aw-block[data-block={block}]").click()
+            page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            want = reference[block][1][0, 2].double().numpy()
+            np.testing.assert_allclose(numbers(page, *want.shape)["weights"], want, atol=1e-5, rtol=0, err_msg=block)
+            # T5's position bias is drawn apart in the scores stage of its two self-attentions
+            assert page.evaluate(f"{ROOT}.model.get('bias') !== null") is (kind == "t5" and block != "cross")
+    finally:
+        page.context.close()
