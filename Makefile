@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean
+.PHONY: demo test build chromium bench clean docs lint format
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +29,41 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 demo: build $(VENV)/.demo-installed
 	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/01_attention_lab.ipynb
 
-# Browser tests drive Debian's Chromium; install it when it is missing and we may.
+# Browser tests drive Debian's Chromium, and vector pictures are checked in librsvg too
+# (rsvg-convert); install them when they are missing and we may.
 chromium:
-	@test -x $(CHROMIUM) || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
-	  else echo "Browser tests need Chromium at $(CHROMIUM): run 'sudo apt-get install chromium'." >&2; exit 1; fi; }
+	@test -x $(CHROMIUM) && command -v rsvg-convert >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium librsvg2-bin; \
+	  else echo "Tests need Chromium at $(CHROMIUM) and rsvg-convert: run 'sudo apt-get install chromium librsvg2-bin'." >&2; exit 1; fi; }
 
-test: build $(VENV)/.test-installed chromium
+test: build $(VENV)/.test-installed chromium lint docs
 	npm test
 	$(BIN)/python -m pytest
+
+# Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc);
+# `make format` rewrites what the format checks refuse.
+LINTED := src tests benchmarks scripts docs
+lint: node_modules/.package-lock.json $(VENV)/.test-installed
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/mypy
+	npx biome check
+
+format: node_modules/.package-lock.json $(VENV)/.test-installed
+	$(BIN)/ruff check --fix $(LINTED)
+	$(BIN)/ruff format $(LINTED)
+	npx biome check --write
+
+# The documentation site, into build/site/: the notebooks run, every widget in them live with no
+# kernel and no network. Sphinx reads a copy laid out as the repository is (docs/ beside the
+# README it includes, the notebooks inside it).
+docs: build $(VENV)/.test-installed
+	rm -rf build/docs-src build/site
+	mkdir -p build/docs-src
+	cp -R docs build/docs-src/docs
+	cp -R notebooks build/docs-src/docs/notebooks
+	cp README.md CHANGELOG.md build/docs-src/
+	$(BIN)/sphinx-build -b html -W --keep-going -q build/docs-src/docs build/site
 
 # Speed, size and memory (benchmarks/README.md), then the same attention in bertviz and CircuitsVis.
 bench: build $(VENV)/.test-installed
@@ -47,4 +73,4 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/python benchmarks/side_by_side.py
 
 clean:
-	rm -rf $(VENV) node_modules src/attnwidget/static dist tests/artifacts
+	rm -rf $(VENV) node_modules src/attnwidget/static dist tests/artifacts build

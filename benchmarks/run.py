@@ -85,8 +85,11 @@ def python_benchmarks(repeat):
         w.temperature = next(temps)
         return w.weights, w.output
 
-    for name, fn in [("attention(): weights and output", core), ("attention(): every metric too", everything),
-                     ("widget: set temperature, read weights and output", widget_recompute)]:
+    for name, fn in [
+        ("attention(): weights and output", core),
+        ("attention(): every metric too", everything),
+        ("widget: set temperature, read weights and output", widget_recompute),
+    ]:
         r = timeit(fn, repeat)
         r["ratio"] = r["median"] / base["median"]
         out[name] = r
@@ -137,7 +140,7 @@ def wire_benchmarks():
     saved = len(json.dumps(embed_data(views=[w], state=dependency_state(w))["manager_state"], separators=(",", ":")).encode())
     w.comm = RecordingComm()
     w.temperature = 0.5
-    (data, bufs), = w.comm.sent
+    ((data, bufs),) = w.comm.sent
     return {
         "raw float32 bytes of q, k, v (12 heads, n=512, d=64)": raw,
         "full state, live (JSON + binary buffers)": {"bytes": live, "ratio": live / raw},
@@ -182,8 +185,8 @@ DRAWN = """new Promise((done) => { const wait = () => (document.querySelector('[
 def task_ms_per_change(page, changes):
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
-    busy = lambda: next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")  # noqa: E731
-    settle = lambda: page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000)  # noqa: E731
+    busy = lambda: next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
+    settle = lambda: page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000)
     work, idle = [], []
     for name, value in changes:
         settle()
@@ -380,8 +383,13 @@ def page_benchmarks(samples, moves):
 
 def machine():
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
-    return {"cpus": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "numpy": np.__version__,
-            "node": subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "node": subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip(),
+    }
 
 
 def fmt(v):
@@ -399,30 +407,60 @@ def fmt(v):
 # The goals (benchmarks/README.md), each read from a measure above: (id, the goal's number there,
 # goal, section, measure, limit in ms). The drag's goal is a count: no task over 50 ms.
 GOALS = [
-    ("temperature_256", 1, "temperature step, n=256 × 12 heads: main-thread work ≤ 16 ms",
-     "page", "main-thread work per temperature step, n=256, 12 heads (goal ≤ 16 ms)", 16),
-    ("focus_256", 1, "focus change, n=256 × 12 heads: main-thread work ≤ 16 ms",
-     "page", "main-thread work per focus change, n=256, 12 heads (goal ≤ 16 ms)", 16),
-    ("head_256", 1, "head change, n=256 × 12 heads: main-thread work ≤ 16 ms",
-     "page", "main-thread work per head change, n=256, 12 heads (goal ≤ 16 ms)", 16),
-    ("stage_256", 1, "stage change, n=256 × 12 heads: main-thread work ≤ 16 ms",
-     "page", "main-thread work per stage change, n=256, 12 heads (goal ≤ 16 ms)", 16),
-    ("temperature_1024", 2, "temperature step, n=1024: main-thread work ≤ 16 ms",
-     "page", "main-thread work per temperature step, n=1024 (goal ≤ 16 ms)", 16),
-    ("first_paint_256", 3, "first paint, n=256 × 12 heads: ≤ 300 ms from navigation",
-     "page", "first paint, n=256, 12 heads (ms from navigation start)", 300),
-    ("all_heads_256", 3, "all 12 head thumbnails drawn, n=256: ≤ 1 s from navigation",
-     "page", "all 12 head thumbnails drawn, n=256 (ms from navigation start)", 1000),
-    ("first_paint_4096", 4, "first paint, n=4096, 1 head: ≤ 1.5 s from navigation",
-     "page", "first paint, n=4096, 1 head (ms from navigation start)", 1500),
-    ("drag_4096", 4, "slider drag, n=4096, 1 head (stage weights): no task over 50 ms",
-     "page", "slider drag, n=4096, 1 head: long tasks over 50 ms", None),
-    ("build_512", 5, "build a widget in Python, n=512 × 12 heads: ≤ 50 ms",
-     "python", "build a widget: 12 heads, n=512 d=64", 50),
-    ("overview_minilm", 6, "overview of a 6 × 12 model (MiniLM), n=512: ≤ 2 s from navigation",
-     "page", "overview drawn, 6 × 12 at n=512, d=32 (ms from navigation start)", 2000),
-    ("overview_base", 6, "overview of a 12 × 12 model (d=64), n=512: ≤ 2 s from navigation",
-     "page", "overview drawn, 12 × 12 at n=512, d=64 (ms from navigation start)", 2000),
+    (
+        "temperature_256",
+        1,
+        "temperature step, n=256 × 12 heads: main-thread work ≤ 16 ms",
+        "page",
+        "main-thread work per temperature step, n=256, 12 heads (goal ≤ 16 ms)",
+        16,
+    ),
+    (
+        "focus_256",
+        1,
+        "focus change, n=256 × 12 heads: main-thread work ≤ 16 ms",
+        "page",
+        "main-thread work per focus change, n=256, 12 heads (goal ≤ 16 ms)",
+        16,
+    ),
+    ("head_256", 1, "head change, n=256 × 12 heads: main-thread work ≤ 16 ms", "page", "main-thread work per head change, n=256, 12 heads (goal ≤ 16 ms)", 16),
+    (
+        "stage_256",
+        1,
+        "stage change, n=256 × 12 heads: main-thread work ≤ 16 ms",
+        "page",
+        "main-thread work per stage change, n=256, 12 heads (goal ≤ 16 ms)",
+        16,
+    ),
+    ("temperature_1024", 2, "temperature step, n=1024: main-thread work ≤ 16 ms", "page", "main-thread work per temperature step, n=1024 (goal ≤ 16 ms)", 16),
+    ("first_paint_256", 3, "first paint, n=256 × 12 heads: ≤ 300 ms from navigation", "page", "first paint, n=256, 12 heads (ms from navigation start)", 300),
+    (
+        "all_heads_256",
+        3,
+        "all 12 head thumbnails drawn, n=256: ≤ 1 s from navigation",
+        "page",
+        "all 12 head thumbnails drawn, n=256 (ms from navigation start)",
+        1000,
+    ),
+    ("first_paint_4096", 4, "first paint, n=4096, 1 head: ≤ 1.5 s from navigation", "page", "first paint, n=4096, 1 head (ms from navigation start)", 1500),
+    ("drag_4096", 4, "slider drag, n=4096, 1 head (stage weights): no task over 50 ms", "page", "slider drag, n=4096, 1 head: long tasks over 50 ms", None),
+    ("build_512", 5, "build a widget in Python, n=512 × 12 heads: ≤ 50 ms", "python", "build a widget: 12 heads, n=512 d=64", 50),
+    (
+        "overview_minilm",
+        6,
+        "overview of a 6 × 12 model (MiniLM), n=512: ≤ 2 s from navigation",
+        "page",
+        "overview drawn, 6 × 12 at n=512, d=32 (ms from navigation start)",
+        2000,
+    ),
+    (
+        "overview_base",
+        6,
+        "overview of a 12 × 12 model (d=64), n=512: ≤ 2 s from navigation",
+        "page",
+        "overview drawn, 12 × 12 at n=512, d=64 (ms from navigation start)",
+        2000,
+    ),
 ]
 
 
@@ -473,9 +511,12 @@ def main():
         lines += [f"## {section}", "", "| measure | result |", "| --- | --- |"]
         lines += [f"| {name} | {fmt(v)} |" for name, v in results[section].items()]
         lines.append("")
-    lines += ["## Goals", "",
-              "Each goal (benchmarks/README.md) with what this run measured; \"met\" when the median is within it "
-              "(the drag: when no task took over 50 ms).", ""]
+    lines += [
+        "## Goals",
+        "",
+        'Each goal (benchmarks/README.md) with what this run measured; "met" when the median is within it (the drag: when no task took over 50 ms).',
+        "",
+    ]
     lines += goals_table(results["goals"]) + [""]
     out.with_suffix(".md").write_text("\n".join(lines))
     print("\n".join(lines))

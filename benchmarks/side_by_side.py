@@ -61,13 +61,19 @@ SCREENSHOT_N = 64
 QUICK = {"ns": [16, 64], "samples": 2, "change_n": 64, "changes": 4, "change_budget": 10.0}
 VIEWPORT = {"width": 1100, "height": 900}
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
 # ---------------------------------------------------------------------------------------------
 # The data and the three pages
+
 
 def make_data(n: int):
     """q, k, v for 12 heads (random normal in float32, d=64, fixed seed) and the weights attnwidget computes."""
@@ -81,10 +87,11 @@ def make_data(n: int):
 
 def write_pages(n: int, folder: pathlib.Path) -> dict:
     """Each tool's HTML as its Python API gives it for a notebook, one file per tool."""
-    import attnwidget
     import torch
     from bertviz import head_view
     from circuitsvis.attention import attention_heads
+
+    import attnwidget
 
     tokens, q, k, v, weights = make_data(n)
     paths = {tool: folder / f"{tool}_{n}.html" for tool in TOOLS}
@@ -104,6 +111,7 @@ def write_pages(n: int, folder: pathlib.Path) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # What the browser fetches: the documents from a local HTTP server, CDN URLs from npm copies
+
 
 def npm_version(package: str) -> str:
     return json.loads((NODE_MODULES / package / "package.json").read_text())["version"]
@@ -132,17 +140,25 @@ def cdn_stand_ins() -> dict:
     cdnjs = "https://cdnjs.cloudflare.com/ajax/libs"
     return {
         f"{cdnjs}/require.js/2.3.6/require.min.js": {
-            "body": require_min, "source": f"npm requirejs@{npm_version('requirejs')} require.js, minified by terser@{npm_version('terser')}",
-            "note": "same version"},
+            "body": require_min,
+            "source": f"npm requirejs@{npm_version('requirejs')} require.js, minified by terser@{npm_version('terser')}",
+            "note": "same version",
+        },
         f"{cdnjs}/d3/5.7.0/d3.min.js": {
-            "body": (NODE_MODULES / "d3" / "dist" / "d3.min.js").read_bytes(), "source": f"npm d3@{npm_version('d3')} dist/d3.min.js",
-            "note": "same version"},
+            "body": (NODE_MODULES / "d3" / "dist" / "d3.min.js").read_bytes(),
+            "source": f"npm d3@{npm_version('d3')} dist/d3.min.js",
+            "note": "same version",
+        },
         f"{cdnjs}/jquery/2.0.0/jquery.min.js": {
-            "body": (NODE_MODULES / "jquery" / "dist" / "jquery.min.js").read_bytes(), "source": f"npm jquery@{npm_version('jquery')} dist/jquery.min.js",
-            "note": "jquery 2.0.0 is not on npm (it jumps from 1.9.1 to 1.11/2.1.0); 2.1.0 is the nearest 2.x"},
+            "body": (NODE_MODULES / "jquery" / "dist" / "jquery.min.js").read_bytes(),
+            "source": f"npm jquery@{npm_version('jquery')} dist/jquery.min.js",
+            "note": "jquery 2.0.0 is not on npm (it jumps from 1.9.1 to 1.11/2.1.0); 2.1.0 is the nearest 2.x",
+        },
         f"https://unpkg.com/circuitsvis@{circuitsvis.__version__}/dist/cdn/esm.js": {
-            "body": esm.encode("utf-8"), "source": f"PyPI circuitsvis=={circuitsvis.__version__} dist/cdn/iife.js as an ES module",
-            "note": "circuitsvis is not on the npm registry reachable here (404); same version, IIFE build instead of the ESM build"},
+            "body": esm.encode("utf-8"),
+            "source": f"PyPI circuitsvis=={circuitsvis.__version__} dist/cdn/iife.js as an ES module",
+            "note": "circuitsvis is not on the npm registry reachable here (404); same version, IIFE build instead of the ESM build",
+        },
     }
 
 
@@ -260,20 +276,25 @@ def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, s
     requests, unserved, errors, times = [], [], [], {}
     context = browser.new_context(viewport=VIEWPORT)
     try:
+
         def serve(route):
             url = route.request.url
             if url in stand_ins:
-                route.fulfill(status=200, body=stand_ins[url]["body"], headers={
-                    "content-type": "text/javascript; charset=utf-8",
-                    "access-control-allow-origin": "*",  # the CircuitsVis module is loaded with `crossorigin`
-                })
+                route.fulfill(
+                    status=200,
+                    body=stand_ins[url]["body"],
+                    headers={
+                        "content-type": "text/javascript; charset=utf-8",
+                        "access-control-allow-origin": "*",  # the CircuitsVis module is loaded with `crossorigin`
+                    },
+                )
             else:
                 unserved.append(url)
                 route.abort()
 
         def console(message):
             if message.text.startswith(MARK):
-                name, ms = message.text[len(MARK):].split()
+                name, ms = message.text[len(MARK) :].split()
                 times[name] = float(ms)
             elif message.type == "error":
                 errors.append(message.text[:300])
@@ -306,8 +327,15 @@ def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, s
                     after = then(page)
                 except Exception as err:
                     after = {"error": str(err).splitlines()[0][:300]}
-        return {**{name: times.get(name) for name in MOMENTS}, "error": error, "wall_s": wall,
-                "requests": requests, "unserved": unserved, "errors": errors, "then": after}
+        return {
+            **{name: times.get(name) for name in MOMENTS},
+            "error": error,
+            "wall_s": wall,
+            "requests": requests,
+            "unserved": unserved,
+            "errors": errors,
+            "then": after,
+        }
     finally:
         context.close()
 
@@ -383,10 +411,17 @@ def work_per_change(page, steps, settle, budget_s: float) -> dict:
             extra += spent
         later.append(extra)
     rest = statistics.median(idle)
-    return {"median_ms": statistics.median(work) - rest, "p95_ms": p95(work) - rest, "n": len(work),
-            "idle_median_ms": rest, "later_median_ms": statistics.median(later), "later_max_ms": max(later),
-            "work_ms": [round(w, 1) for w in work], "later_ms": [round(x, 1) for x in later],
-            "seconds": round(time.monotonic() - began, 1)}
+    return {
+        "median_ms": statistics.median(work) - rest,
+        "p95_ms": p95(work) - rest,
+        "n": len(work),
+        "idle_median_ms": rest,
+        "later_median_ms": statistics.median(later),
+        "later_max_ms": max(later),
+        "work_ms": [round(w, 1) for w in work],
+        "later_ms": [round(x, 1) for x in later],
+        "seconds": round(time.monotonic() - began, 1),
+    }
 
 
 def change_steps(page, tool: str, change: str, n: int, count: int):
@@ -403,8 +438,7 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
         return (lambda: mouse.move(*centre(locator)), lambda: (mouse.down(), mouse.up()))
 
     def hover(locator, start=None):  # the move onto it is the change
-        return ((lambda: mouse.move(*centre(start))) if start is not None else (lambda: None),
-                lambda: mouse.move(*centre(locator)))
+        return ((lambda: mouse.move(*centre(start))) if start is not None else (lambda: None), lambda: mouse.move(*centre(locator)))
 
     def others(size, first):  # count indices in range(size), none the same as the one before it
         out, last = [], first
@@ -417,6 +451,7 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
 
     heads = [h % HEADS for h in range(1, count + 1)]
     if tool == "attnwidget":
+
         def settle():  # head thumbnails finished, as in run.py
             page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=120_000)
 
@@ -429,7 +464,9 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
                     slider.scroll_into_view_if_needed()
                     b = slider.bounding_box()
                     mouse.move(b["x"] + 4 + (b["width"] - 8) * frac, b["y"] + b["height"] / 2)
+
                 return prepare, lambda: (mouse.down(), mouse.up())
+
             return [at(points[i % len(points)]) for i in range(count)], settle
         if change == "focus change":
             return [click(page.locator(f".aw-token[data-index='{i}']")) for i in others(n, 0)], settle
@@ -476,7 +513,8 @@ def measure_changes(page, tool: str, n: int, count: int, budget_s: float) -> dic
 # ---------------------------------------------------------------------------------------------
 # Sizes and statistics
 
-@functools.lru_cache(maxsize=None)
+
+@functools.cache
 def gzip_size(data: bytes) -> int:
     return len(gzip.compress(data, compresslevel=6))
 
@@ -510,8 +548,10 @@ def p95(values):
 
 
 def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        platform.processor(),
+    )
     nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     packages = {}
     for name in ("attnwidget", "bertviz", "circuitsvis", "torch", "numpy", "playwright", "transformers"):
@@ -520,12 +560,20 @@ def machine() -> dict:
         except importlib.metadata.PackageNotFoundError:
             packages[name] = None
     npm = {name: npm_version(name) for name in ("requirejs", "d3", "jquery", "terser")}
-    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "nproc": nproc, "cpu": cpu,
-            "python": platform.python_version(), "platform": platform.platform(), "python_packages": packages, "npm_packages": npm}
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "nproc": nproc,
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "python_packages": packages,
+        "npm_packages": npm,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # The run
+
 
 def run(args) -> dict:
     from playwright.sync_api import sync_playwright
@@ -553,8 +601,10 @@ def run(args) -> dict:
                 t0 = time.monotonic()
                 paths = write_pages(n, folder)
                 print(f"n={n}: pages written in {time.monotonic() - t0:.1f} s", flush=True)
-                cell = {tool: {"first_ms": [], "all_heads_ms": [], "loads": 0, "timeouts": 0, "wall_s": [], "errors": [],
-                               "unserved": [], "sizes": None, "note": ""} for tool in TOOLS}
+                cell = {
+                    tool: {"first_ms": [], "all_heads_ms": [], "loads": 0, "timeouts": 0, "wall_s": [], "errors": [], "unserved": [], "sizes": None, "note": ""}
+                    for tool in TOOLS
+                }
                 active = list(TOOLS)
                 for tool in TOOLS:  # a tool that painted nothing by the cap at a smaller n would not now
                     if any(cells[tool][m]["timeouts"] and not cells[tool][m]["first_ms"] for m in cells[tool]):
@@ -564,7 +614,7 @@ def run(args) -> dict:
                 for i in range(args.samples):
                     # Tools take turns within each round (in a rotating order), so slow drifts
                     # in the machine's load fall on all of them alike.
-                    order = active[i % len(active):] + active[: i % len(active)] if active else []
+                    order = active[i % len(active) :] + active[: i % len(active)] if active else []
                     for tool in order:
                         c = cell[tool]
                         if c["loads"] >= wanted[tool]:
@@ -630,10 +680,21 @@ def run(args) -> dict:
             browser.close()
             server.close()
     return {
-        "config": {"ns": list(args.ns), "heads": HEADS, "d": D, "seed": SEED, "samples": args.samples,
-                   "change_n": args.change_n, "changes": args.changes, "change_budget_s": args.change_budget, "min_changes": MIN_CHANGES,
-                   "fewer_samples_after_s": dict(FEWER_SAMPLES), "timeout_s": args.timeout,
-                   "viewport": VIEWPORT, "chromium_args": CHROMIUM_ARGS},
+        "config": {
+            "ns": list(args.ns),
+            "heads": HEADS,
+            "d": D,
+            "seed": SEED,
+            "samples": args.samples,
+            "change_n": args.change_n,
+            "changes": args.changes,
+            "change_budget_s": args.change_budget,
+            "min_changes": MIN_CHANGES,
+            "fewer_samples_after_s": dict(FEWER_SAMPLES),
+            "timeout_s": args.timeout,
+            "viewport": VIEWPORT,
+            "chromium_args": CHROMIUM_ARGS,
+        },
         "machine": info,
         "paint_conditions": CONDITIONS,
         "cdn_stand_ins": {url: {"source": s["source"], "note": s["note"], "bytes": len(s["body"])} for url, s in stand_ins.items()},
@@ -646,6 +707,7 @@ def run(args) -> dict:
 
 # ---------------------------------------------------------------------------------------------
 # Reporting
+
 
 def fmt_ms(v):
     return "–" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
@@ -691,8 +753,11 @@ def run_py_goals(path: pathlib.Path):
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return {"path": str(path), "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime)),
-            "goals": {g["id"]: g for g in data.get("goals", [])}}
+    return {
+        "path": str(path),
+        "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(path.stat().st_mtime)),
+        "goals": {g["id"]: g for g in data.get("goals", [])},
+    }
 
 
 # The comparison at n = change_n: (moment, goal, run.py's goal id, what this script measured).
@@ -715,8 +780,10 @@ def moments_table(report: dict) -> str | None:
     n, run_py = ch["n"], report.get("run_py")
     cap = report["config"]["timeout_s"] * 1000
     names = {"attnwidget": "attnwidget, this script", "bertviz": "bertviz", "circuitsvis": "CircuitsVis"}
-    lines = [f"| n = {n}, {HEADS} heads | goal | attnwidget, run.py | " + " | ".join(names[t] for t in TOOLS) + " |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in TOOLS) + " |"]
+    lines = [
+        f"| n = {n}, {HEADS} heads | goal | attnwidget, run.py | " + " | ".join(names[t] for t in TOOLS) + " |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in TOOLS) + " |",
+    ]
 
     def tool_change(tool, key):  # the result, None for no such control
         found = ch["tools"].get(tool)
@@ -764,9 +831,13 @@ def moments_table(report: dict) -> str | None:
 def later_note(report: dict) -> str:
     """Work a page still did after the two frames of a change, where it was over 1 ms (median)."""
     ch = report.get("changes") or {}
-    found = [f"{tool} {change} {r['later_median_ms']:,.1f} ms (most {r['later_max_ms']:,.1f})"
-             for tool, rs in (ch.get("tools") or {}).items() if rs and "error" not in rs
-             for change, r in rs.items() if r and "error" not in r and r["later_median_ms"] > 1]
+    found = [
+        f"{tool} {change} {r['later_median_ms']:,.1f} ms (most {r['later_max_ms']:,.1f})"
+        for tool, rs in (ch.get("tools") or {}).items()
+        if rs and "error" not in rs
+        for change, r in rs.items()
+        if r and "error" not in r and r["later_median_ms"] > 1
+    ]
     if not found:
         return "- After the two frames, no tool did more than 1 ms of further work per change (median)."
     return "- Work done after the two frames, not in the table (median per change; most): " + "; ".join(found) + "."
@@ -774,66 +845,82 @@ def later_note(report: dict) -> str:
 
 def markdown(report: dict) -> str:
     m = report["machine"]
-    out = ["# Side by side: attnwidget, bertviz, CircuitsVis", "",
-           f"Same random attention ({report['config']['heads']} heads, seed {report['config']['seed']}) in each tool, "
-           "cold loads in a fresh headless Chromium context. First paint: ms from navigation start to the first "
-           "animation frame where the tool's attention is drawn. Sizes: the document and every script it loads.", "",
-           table(report), ""]
+    out = [
+        "# Side by side: attnwidget, bertviz, CircuitsVis",
+        "",
+        f"Same random attention ({report['config']['heads']} heads, seed {report['config']['seed']}) in each tool, "
+        "cold loads in a fresh headless Chromium context. First paint: ms from navigation start to the first "
+        "animation frame where the tool's attention is drawn. Sizes: the document and every script it loads.",
+        "",
+        table(report),
+        "",
+    ]
     moments = moments_table(report)
     if moments:
         ch, run_py = report["changes"], report.get("run_py")
-        source = (f"`{pathlib.Path(run_py['path']).name}`, written {run_py['written']}" if run_py else "not found")
-        out += [f"## The goals' moments, side by side (n = {ch['n']}, {HEADS} heads)", "",
-                "Main-thread work per change (Chrome's task timer, in thread time) and paint times, each as median (p95; "
-                "how many). *attnwidget, run.py*: benchmarks/run.py's goal measurements (changes made through the page's "
-                "model, first paint at the end of the widget's first draw, all heads at the moment the page marks its "
-                f"thumbnails complete; results file {source}). The other three columns are measured here, alike for each tool: "
-                "changes by real mouse events, paints by the watcher described below.", "",
-                moments, "",
-                "What each change is:", ""]
-        out += [f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES)
-                for tool in TOOLS]
+        source = f"`{pathlib.Path(run_py['path']).name}`, written {run_py['written']}" if run_py else "not found"
+        out += [
+            f"## The goals' moments, side by side (n = {ch['n']}, {HEADS} heads)",
+            "",
+            "Main-thread work per change (Chrome's task timer, in thread time) and paint times, each as median (p95; "
+            "how many). *attnwidget, run.py*: benchmarks/run.py's goal measurements (changes made through the page's "
+            "model, first paint at the end of the widget's first draw, all heads at the moment the page marks its "
+            f"thumbnails complete; results file {source}). The other three columns are measured here, alike for each tool: "
+            "changes by real mouse events, paints by the watcher described below.",
+            "",
+            moments,
+            "",
+            "What each change is:",
+            "",
+        ]
+        out += [f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES) for tool in TOOLS]
         out += [""]
-    out += ["## How it is measured", "",
-           "- Each load: a new browser context (empty cache), `page.goto` of the tool's HTML from a local HTTP server, "
-           "CDN scripts answered from local copies by Playwright routing. A script added before the page's own checks "
-           "each tool's conditions at the start of every animation frame (requestAnimationFrame); once one holds, "
-           "`performance.now()` (ms since navigation start) at the start of the next frame, after the browser has "
-           "rendered the frame that shows it, goes to Python as a console message. Loads are capped at "
-           f"{report['config']['timeout_s']:.0f} s; tools take turns in a rotating order.",
-           "- First paint (the headline): attnwidget: `.aw-root` exists and a visible `canvas.aw-grid` (the weights "
-           "matrix, stage \"weights\") has a non-blank pixel. bertviz: the head view's SVG has its `#attention` lines. "
-           "CircuitsVis: one of its Chart.js canvases has a non-blank pixel.",
-           f"- All heads drawn: attnwidget: also all {HEADS} head thumbnails non-blank. bertviz: the same moment as "
-           f"first paint (it adds every head's lines in one synchronous pass). CircuitsVis: all {HEADS + 1} canvases "
-           "(a thumbnail per head and the zoomed head) non-blank.",
-           "- Median and p95 over the loads that got there (p95 by linear interpolation: with 5 loads it is near the "
-           "slowest); × attnwidget is the ratio of medians at the same n, in the same run. \"> x\" is a lower bound "
-           "from the cap.",
-           "- Sizes: the HTML document plus every script it loads, as bodies (not compressed); \"total gzip\" is what a "
-           "server compressing at gzip level 6 would send. The document is what each tool's Python API returns "
-           "(attnwidget: `to_html`, bertviz: `head_view(..., html_action='return').data`, CircuitsVis: `str(attention_heads(...))`, "
-           "its CDN form)."]
+    out += [
+        "## How it is measured",
+        "",
+        "- Each load: a new browser context (empty cache), `page.goto` of the tool's HTML from a local HTTP server, "
+        "CDN scripts answered from local copies by Playwright routing. A script added before the page's own checks "
+        "each tool's conditions at the start of every animation frame (requestAnimationFrame); once one holds, "
+        "`performance.now()` (ms since navigation start) at the start of the next frame, after the browser has "
+        "rendered the frame that shows it, goes to Python as a console message. Loads are capped at "
+        f"{report['config']['timeout_s']:.0f} s; tools take turns in a rotating order.",
+        "- First paint (the headline): attnwidget: `.aw-root` exists and a visible `canvas.aw-grid` (the weights "
+        'matrix, stage "weights") has a non-blank pixel. bertviz: the head view\'s SVG has its `#attention` lines. '
+        "CircuitsVis: one of its Chart.js canvases has a non-blank pixel.",
+        f"- All heads drawn: attnwidget: also all {HEADS} head thumbnails non-blank. bertviz: the same moment as "
+        f"first paint (it adds every head's lines in one synchronous pass). CircuitsVis: all {HEADS + 1} canvases "
+        "(a thumbnail per head and the zoomed head) non-blank.",
+        "- Median and p95 over the loads that got there (p95 by linear interpolation: with 5 loads it is near the "
+        'slowest); × attnwidget is the ratio of medians at the same n, in the same run. "> x" is a lower bound '
+        "from the cap.",
+        '- Sizes: the HTML document plus every script it loads, as bodies (not compressed); "total gzip" is what a '
+        "server compressing at gzip level 6 would send. The document is what each tool's Python API returns "
+        "(attnwidget: `to_html`, bertviz: `head_view(..., html_action='return').data`, CircuitsVis: `str(attention_heads(...))`, "
+        "its CDN form).",
+    ]
     if moments:
         c = report["config"]
-        out += ["- Main-thread work per change (the goals' table): on each tool's first load at that n, once all is drawn. "
-                "Chrome's task timer (CDP `Performance.getMetrics`, `TaskDuration`, in thread time) is read before the mouse "
-                "event and after the two animation frames that follow it, less the same two frames with no change just "
-                "before (as benchmarks/run.py does; the idle two frames' median comes off the median and the p95). The "
-                "pointer is put on the control (scrolled into view) outside that window, so the window holds only a click "
-                "(button down and up) or, where hovering is the control, the move onto it. attnwidget's head thumbnails "
-                f"are let finish between changes, as in run.py. Each moment gets up to {c['changes']} changes, fewer "
-                f"(at least {c['min_changes']}) when it has taken {c['change_budget_s']:.0f} s.",
-                later_note(report)]
+        out += [
+            "- Main-thread work per change (the goals' table): on each tool's first load at that n, once all is drawn. "
+            "Chrome's task timer (CDP `Performance.getMetrics`, `TaskDuration`, in thread time) is read before the mouse "
+            "event and after the two animation frames that follow it, less the same two frames with no change just "
+            "before (as benchmarks/run.py does; the idle two frames' median comes off the median and the p95). The "
+            "pointer is put on the control (scrolled into view) outside that window, so the window holds only a click "
+            "(button down and up) or, where hovering is the control, the move onto it. attnwidget's head thumbnails "
+            f"are let finish between changes, as in run.py. Each moment gets up to {c['changes']} changes, fewer "
+            f"(at least {c['min_changes']}) when it has taken {c['change_budget_s']:.0f} s.",
+            later_note(report),
+        ]
     out += [""]
     notes = [f"- {tool} n={n}: {c['note']}" for tool in TOOLS for n, c in report["results"][tool].items() if c["note"]]
     unserved = sorted({u for tool in TOOLS for c in report["results"][tool].values() for u in c["unserved"]})
     out += ["## Notes", ""] + (notes or [f"- every cell has all its {report['config']['samples']} loads"])
-    out += ["- bertviz's document carries the weights twice: head_view.js names its PYTHON_PARAMS marker once more "
-            "in a comment, and str.replace fills both.",
-            "- CircuitsVis is given `mask_upper_tri=False` (its default greys out the upper triangle, for causal "
-            "models); these weights are not causal. The same weights go to bertviz and CircuitsVis (computed by "
-            "`attnwidget.attention` per head); attnwidget gets q, k, v and computes them in the page."]
+    out += [
+        "- bertviz's document carries the weights twice: head_view.js names its PYTHON_PARAMS marker once more in a comment, and str.replace fills both.",
+        "- CircuitsVis is given `mask_upper_tri=False` (its default greys out the upper triangle, for causal "
+        "models); these weights are not causal. The same weights go to bertviz and CircuitsVis (computed by "
+        "`attnwidget.attention` per head); attnwidget gets q, k, v and computes them in the page.",
+    ]
     out += [f"- requests that could not be served: {', '.join(unserved) if unserved else 'none'}", ""]
     out += ["## What each tool requested (at any n)", ""]
     for tool in TOOLS:
@@ -841,31 +928,46 @@ def markdown(report: dict) -> str:
         out += [f"- {tool}: " + "; ".join(f"{url} ← {by}" for url, by in asked.items())]
     out += ["", "## CDN stand-ins", ""]
     out += [f"- {url} ← {s['source']} ({fmt_bytes(s['bytes'])}; {s['note']})" for url, s in report["cdn_stand_ins"].items()]
-    out += ["", "## Machine", "",
-            f"- run: {m['date']}", f"- nproc: {m['nproc']}", f"- CPU: {m['cpu']}", f"- Chromium: {m['chromium']}", f"- Python {m['python']} on {m['platform']}",
-            "- Python packages: " + ", ".join(f"{k} {v}" for k, v in m["python_packages"].items()),
-            "- npm packages (benchmarks/package.json): " + ", ".join(f"{k}@{v}" for k, v in m["npm_packages"].items()),
-            f"- whole run: {report['run_seconds'] / 60:.1f} min", ""]
+    out += [
+        "",
+        "## Machine",
+        "",
+        f"- run: {m['date']}",
+        f"- nproc: {m['nproc']}",
+        f"- CPU: {m['cpu']}",
+        f"- Chromium: {m['chromium']}",
+        f"- Python {m['python']} on {m['platform']}",
+        "- Python packages: " + ", ".join(f"{k} {v}" for k, v in m["python_packages"].items()),
+        "- npm packages (benchmarks/package.json): " + ", ".join(f"{k}@{v}" for k, v in m["npm_packages"].items()),
+        f"- whole run: {report['run_seconds'] / 60:.1f} min",
+        "",
+    ]
     return "\n".join(out)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"a smoke test: n = {' '.join(map(str, QUICK['ns']))}, {QUICK['samples']} loads, "
-                             f"changes at n = {QUICK['change_n']}, {QUICK['changes']} per moment (any option given wins)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a smoke test: n = {' '.join(map(str, QUICK['ns']))}, {QUICK['samples']} loads, "
+        f"changes at n = {QUICK['change_n']}, {QUICK['changes']} per moment (any option given wins)",
+    )
     parser.add_argument("--ns", type=int, nargs="+", help=f"token counts (default: {' '.join(map(str, NS))})")
     parser.add_argument("--samples", type=int, help="loads per tool and n (default: 5)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)")
     parser.add_argument("--change-n", type=int, help="token count for the main-thread work per change (default: 256)")
     parser.add_argument("--changes", type=int, help="changes per moment and tool (default: 12)")
-    parser.add_argument("--change-budget", type=float,
-                        help=f"seconds per moment and tool after which no new change is begun, once it has {MIN_CHANGES} (default: 20)")
-    parser.add_argument("--run-results", default=str(RESULTS / "latest.json"),
-                        help="benchmarks/run.py's results, for its goal numbers beside these (default: %(default)s)")
+    parser.add_argument(
+        "--change-budget", type=float, help=f"seconds per moment and tool after which no new change is begun, once it has {MIN_CHANGES} (default: 20)"
+    )
+    parser.add_argument(
+        "--run-results", default=str(RESULTS / "latest.json"), help="benchmarks/run.py's results, for its goal numbers beside these (default: %(default)s)"
+    )
     parser.add_argument("--chromium", default=os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium"))
-    parser.add_argument("--out", default=str(RESULTS / "side_by_side"),
-                        help="results path without extension; the screenshots go beside it (default: %(default)s)")
+    parser.add_argument(
+        "--out", default=str(RESULTS / "side_by_side"), help="results path without extension; the screenshots go beside it (default: %(default)s)"
+    )
     parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the existing .json, measuring nothing")
     args = parser.parse_args(argv)
     defaults = QUICK if args.quick else {"ns": list(NS), "samples": 5, "change_n": 256, "changes": 12, "change_budget": 20.0}

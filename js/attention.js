@@ -11,9 +11,10 @@ export function decodeMatrix(value) {
   const Type = TYPES[value.dtype || "float32"];
   // A DataView may sit inside a larger buffer: honour its offset and length (copied when the
   // offset does not suit the element size).
-  const data = view.byteOffset % Type.BYTES_PER_ELEMENT === 0
-    ? new Type(view.buffer, view.byteOffset, view.byteLength / Type.BYTES_PER_ELEMENT)
-    : new Type(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
+  const data =
+    view.byteOffset % Type.BYTES_PER_ELEMENT === 0
+      ? new Type(view.buffer, view.byteOffset, view.byteLength / Type.BYTES_PER_ELEMENT)
+      : new Type(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
   const [heads, rows, cols] = shape.length === 3 ? shape : [1, ...shape];
   return { data, heads, rows, cols };
 }
@@ -52,7 +53,10 @@ export function scoreRows(out, q, k, scale, r0, r1) {
   // Two queries against four keys at a time: each loaded number serves several sums, about four
   // times as fast as one dot product at a time. Every sum still runs over c in order, so each
   // score is the very same number as the plain loop's.
-  const d = q.cols, m = k.rows, Q = q.data, K = k.data;
+  const d = q.cols,
+    m = k.rows,
+    Q = q.data,
+    K = k.data;
   const dot = (i, j) => {
     let s = 0;
     for (let c = 0; c < d; c++) s += Q[i * d + c] * K[j * d + c];
@@ -60,20 +64,53 @@ export function scoreRows(out, q, k, scale, r0, r1) {
   };
   let i = r0;
   for (; i + 1 < r1; i += 2) {
-    const qa = i * d, qb = qa + d, oa = i * m, ob = oa + m;
+    const qa = i * d,
+      qb = qa + d,
+      oa = i * m,
+      ob = oa + m;
     let j = 0;
     for (; j + 3 < m; j += 4) {
-      const k0 = j * d, k1 = k0 + d, k2 = k1 + d, k3 = k2 + d;
-      let a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+      const k0 = j * d,
+        k1 = k0 + d,
+        k2 = k1 + d,
+        k3 = k2 + d;
+      let a0 = 0,
+        a1 = 0,
+        a2 = 0,
+        a3 = 0,
+        b0 = 0,
+        b1 = 0,
+        b2 = 0,
+        b3 = 0;
       for (let c = 0; c < d; c++) {
-        const x = Q[qa + c], y = Q[qb + c], u0 = K[k0 + c], u1 = K[k1 + c], u2 = K[k2 + c], u3 = K[k3 + c];
-        a0 += x * u0; a1 += x * u1; a2 += x * u2; a3 += x * u3;
-        b0 += y * u0; b1 += y * u1; b2 += y * u2; b3 += y * u3;
+        const x = Q[qa + c],
+          y = Q[qb + c],
+          u0 = K[k0 + c],
+          u1 = K[k1 + c],
+          u2 = K[k2 + c],
+          u3 = K[k3 + c];
+        a0 += x * u0;
+        a1 += x * u1;
+        a2 += x * u2;
+        a3 += x * u3;
+        b0 += y * u0;
+        b1 += y * u1;
+        b2 += y * u2;
+        b3 += y * u3;
       }
-      out[oa + j] = scale * a0; out[oa + j + 1] = scale * a1; out[oa + j + 2] = scale * a2; out[oa + j + 3] = scale * a3;
-      out[ob + j] = scale * b0; out[ob + j + 1] = scale * b1; out[ob + j + 2] = scale * b2; out[ob + j + 3] = scale * b3;
+      out[oa + j] = scale * a0;
+      out[oa + j + 1] = scale * a1;
+      out[oa + j + 2] = scale * a2;
+      out[oa + j + 3] = scale * a3;
+      out[ob + j] = scale * b0;
+      out[ob + j + 1] = scale * b1;
+      out[ob + j + 2] = scale * b2;
+      out[ob + j + 3] = scale * b3;
     }
-    for (; j < m; j++) { out[oa + j] = scale * dot(i, j); out[ob + j] = scale * dot(i + 1, j); }
+    for (; j < m; j++) {
+      out[oa + j] = scale * dot(i, j);
+      out[ob + j] = scale * dot(i + 1, j);
+    }
   }
   for (; i < r1; i++) for (let j = 0; j < m; j++) out[i * m + j] = scale * dot(i, j);
   return out;
@@ -85,14 +122,16 @@ export function scoreRows(out, q, k, scale, r0, r1) {
  * exactly 0, and so is a row that may read nothing.
  */
 export function weights(S, rows, temperature, causal, mask = null) {
-  const m = S.length / rows, W = new Float64Array(S.length);
+  const m = S.length / rows,
+    W = new Float64Array(S.length);
   for (let i = 0; i < rows; i++) weightRow(S, m, i, temperature, causal, mask, W.subarray(i * m, i * m + m));
   return W;
 }
 
 /** Row i of `weights`, into `out` (n numbers: a row is n keys long; zeros where the row may not read). */
 export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n)) {
-  const last = causal ? Math.min(i, n - 1) : n - 1, row = i * n;
+  const last = causal ? Math.min(i, n - 1) : n - 1,
+    row = i * n;
   out.fill(0);
   let max = -Infinity;
   for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
@@ -111,7 +150,10 @@ export function weightRow(S, n, i, temperature, causal, mask = null, out = new F
 
 /** W · V, n×d_v (W is n × m, V m × d_v). */
 export function output(W, v) {
-  const m = v.rows, n = W.length / m, d = v.cols, O = new Float64Array(n * d);
+  const m = v.rows,
+    n = W.length / m,
+    d = v.cols,
+    O = new Float64Array(n * d);
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < m; j++) {
       const w = W[i * m + j];
@@ -124,7 +166,8 @@ export function output(W, v) {
 
 /** exp(entropy) of row i. */
 export function effectiveTokens(W, n, i) {
-  let h = 0, total = 0;
+  let h = 0,
+    total = 0;
   for (let j = 0; j < n; j++) {
     const w = W[i * n + j];
     if (w > 0) h -= w * Math.log(w);
@@ -138,8 +181,12 @@ export function effectiveTokens(W, n, i) {
  * In cross-attention no row reads itself or its previous token. */
 export function headSummary(W, rows, open, cross = false) {
   const m = W.length / rows;
-  const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 }, counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
-  const add = (name, value) => { sums[name] += value; counts[name] += 1; };
+  const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 },
+    counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
+  const add = (name, value) => {
+    sums[name] += value;
+    counts[name] += 1;
+  };
   for (let i = 0; i < rows; i++) {
     let any = false;
     for (let j = 0; j < m && !any; j++) any = open(i, j);
@@ -160,7 +207,8 @@ const U = 2 ** -53; // float64's unit roundoff
  * difference and the largest score; `agreement` turns them into a verdict for a temperature.
  */
 export function roundingBound(q, k, scale, S) {
-  const norms = (m) => { // the largest row norm, of rows divided by their largest entry (no overflow)
+  const norms = (m) => {
+    // the largest row norm, of rows divided by their largest entry (no overflow)
     const big = magnitude(m.data);
     let top = 0;
     for (let i = 0; i < m.rows; i++) {
@@ -191,8 +239,10 @@ export function agreement({ score, top }, S, rows, temperature, causal, mask = n
   let unsure = 0;
   const n = S.length / rows; // keys per row
   for (let i = 0; i < rows && !unsure; i++) {
-    const last = causal ? Math.min(i, n - 1) : n - 1, row = i * n;
-    let max = -Infinity, near = 0;
+    const last = causal ? Math.min(i, n - 1) : n - 1,
+      row = i * n;
+    let max = -Infinity,
+      near = 0;
     for (let j = 0; j <= last; j++) if (!mask || mask[row + j]) max = Math.max(max, S[row + j]);
     for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && max - S[row + j] <= 2 * score + 40 * temperature) near++;
     if (near > 1) unsure++;
@@ -210,7 +260,8 @@ export function meanRow(v) {
 
 /** Rows (n × d, flat) minus a centre, times a d × 2 basis: a 2-D projection, as a matrix. */
 export function project(rows, n, centre, basis) {
-  const d = basis.rows, out = new Float64Array(n * 2);
+  const d = basis.rows,
+    out = new Float64Array(n * 2);
   for (let i = 0; i < n; i++) {
     for (let c = 0; c < d; c++) {
       const x = rows[i * d + c] - centre[c];
@@ -232,7 +283,8 @@ function dist(a, ai, b, bi, d) {
 
 /** [smallest, largest] of an array, by a loop: spreading a long array into Math.max overflows the stack. */
 export function extent(values) {
-  let lo = Infinity, hi = -Infinity;
+  let lo = Infinity,
+    hi = -Infinity;
   for (let i = 0; i < values.length; i++) {
     if (values[i] < lo) lo = values[i];
     if (values[i] > hi) hi = values[i];
@@ -252,7 +304,9 @@ const divided = (data, m) => Float64Array.from(data, (x) => x / m);
 
 /** ‖O_i − mean(V)‖ / max_j ‖V_j − mean(V)‖, 0 when all values coincide. */
 export function senseResolved(O, v, i) {
-  const m = magnitude(v.data), vs = { ...v, data: divided(v.data, m) }, Os = divided(O.subarray(i * v.cols, (i + 1) * v.cols), m);
+  const m = magnitude(v.data),
+    vs = { ...v, data: divided(v.data, m) },
+    Os = divided(O.subarray(i * v.cols, (i + 1) * v.cols), m);
   const mean = meanRow(vs);
   let reach = 0;
   for (let j = 0; j < v.rows; j++) reach = Math.max(reach, dist(vs.data, j, mean, 0, v.cols));
@@ -261,7 +315,8 @@ export function senseResolved(O, v, i) {
 
 /** The largest distance between any two tokens' outputs. */
 export function outputSpread(O, n, d) {
-  const m = magnitude(O), Os = divided(O, m);
+  const m = magnitude(O),
+    Os = divided(O, m);
   let best = 0;
   for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) best = Math.max(best, dist(Os, i, Os, j, d));
   return best * m;
@@ -269,7 +324,9 @@ export function outputSpread(O, n, d) {
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
 export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null }) {
-  const n = k.rows, last = causal ? Math.min(i, n - 1) : n - 1, open = (m) => !mask || mask[i * n + m];
+  const n = k.rows,
+    last = causal ? Math.min(i, n - 1) : n - 1,
+    open = (m) => !mask || mask[i * n + m];
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;
@@ -280,16 +337,35 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   const expOf = shift ? (s) => Math.exp((s - max) / temperature) : (s) => Math.exp(s / temperature);
   let rowSum = 0;
   for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
-  const masked = (causal && j > i) || !open(j), tempered = S[i * n + j] / temperature, weight = Wi[j];
+  const masked = (causal && j > i) || !open(j),
+    tempered = S[i * n + j] / temperature,
+    weight = Wi[j];
   const added = bias ? bias.data[i * n + j] : 0;
   const value = Array.from(v.data.subarray(j * v.cols, (j + 1) * v.cols));
-  return { dot, scale, bias: added, score: S[i * n + j], temperature, tempered, shift, masked, exp: masked ? 0 : expOf(S[i * n + j]), rowSum, weight, value, share: value.map((x) => weight * x) };
+  return {
+    dot,
+    scale,
+    bias: added,
+    score: S[i * n + j],
+    temperature,
+    tempered,
+    shift,
+    masked,
+    exp: masked ? 0 : expOf(S[i * n + j]),
+    rowSum,
+    weight,
+    value,
+    share: value.map((x) => weight * x),
+  };
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */
 export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null } = {}) {
-  const n = q.rows, s = scale == null ? defaultScale(q.cols) : scale;
-  const S = scores(q, k, s), W = weights(S, n, temperature, causal, mask), O = output(W, v);
+  const n = q.rows,
+    s = scale == null ? defaultScale(q.cols) : scale;
+  const S = scores(q, k, s),
+    W = weights(S, n, temperature, causal, mask),
+    O = output(W, v);
   const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, k.rows, i));
   const sense = Array.from({ length: n }, (_, i) => senseResolved(O, v, i));
   return { scale: s, scores: S, weights: W, output: O, effectiveTokens: eff, senseResolved: sense, outputSpread: outputSpread(O, n, v.cols) };

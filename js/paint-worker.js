@@ -5,9 +5,11 @@ import { scores } from "./attention.js";
 import { weightPicture } from "./picture.js";
 import { headThumb } from "./thumbs.js";
 
-let S = null, mask = null;
+let S = null,
+  mask = null;
 self.onmessage = ({ data: job }) => {
-  if (job.kind === "thumb") { // a head's thumbnail and summaries (thumbs.js): nothing kept
+  if (job.kind === "thumb") {
+    // a head's thumbnail and summaries (thumbs.js): nothing kept
     const thumb = headThumb(job);
     return self.postMessage({ thumb }, [thumb.data.buffer]);
   }

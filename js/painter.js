@@ -32,8 +32,16 @@ const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
  * the page waits for it).
  */
 export function createPainter(onPicture) {
-  let started = null, tried = false, ready = false; // the worker, started at the first request
-  let held = null, busy = null, next = null, last = null, want = null, id = 0, silent = 0;
+  let started = null,
+    tried = false,
+    ready = false; // the worker, started at the first request
+  let held = null,
+    busy = null,
+    next = null,
+    last = null,
+    want = null,
+    id = 0,
+    silent = 0;
   const here = (job) => weightPicture({ ...job, scores: job.scores() });
   const wanted = () => !!last && same(last.job, want);
 
@@ -44,7 +52,11 @@ export function createPainter(onPicture) {
     // one that has not said it started within a second (the page holds back meanwhile) is given up
     silent = setTimeout(() => !ready && paintHere(), 1000);
     started.worker.onmessage = ({ data }) => {
-      if (data.ready) { ready = true; clearTimeout(silent); return onPicture(); } // running: the page may busy itself now
+      if (data.ready) {
+        ready = true;
+        clearTimeout(silent);
+        return onPicture();
+      } // running: the page may busy itself now
       if (!busy || data.id !== busy.id) return;
       // a late answer to a request since taken back (a toggle undone) never replaces the one wanted
       if (!wanted()) last = { job: busy, picture: data };
@@ -66,9 +78,19 @@ export function createPainter(onPicture) {
     const newMask = !held || held.mask !== job.mask;
     const { n, temperature, causal, stretch, lut, closedPixel, scale } = job;
     started.worker.postMessage({
-      id, n, temperature, causal, stretch, lut, closedPixel, scale,
-      q: fresh ? copy(job.q) : null, k: fresh ? copy(job.k) : null, bias: fresh && job.bias ? copy(job.bias) : null,
-      newMask, mask: newMask && job.mask ? job.mask.slice() : null,
+      id,
+      n,
+      temperature,
+      causal,
+      stretch,
+      lut,
+      closedPixel,
+      scale,
+      q: fresh ? copy(job.q) : null,
+      k: fresh ? copy(job.k) : null,
+      bias: fresh && job.bias ? copy(job.bias) : null,
+      newMask,
+      mask: newMask && job.mask ? job.mask.slice() : null,
     });
     held = job;
   }
@@ -90,7 +112,8 @@ export function createPainter(onPicture) {
     request(job) {
       if (!tried) start();
       want = job;
-      if (wanted()) next = null; // back to the picture shown: nothing in between is needed
+      if (wanted())
+        next = null; // back to the picture shown: nothing in between is needed
       else if (!started) last = { job, picture: here(job) };
       else if (busy && same(busy, job)) next = null;
       else if (busy) next = job;

@@ -29,24 +29,38 @@ function blockOf(n, side) {
  * matrix need never be held.
  */
 export function paint({ rows, cols, row, lo, hi, lut, closedPixel, causal = false, mask = null, closed = null }) {
-  const width = Math.min(cols, MAX_SIDE), height = Math.min(rows, MAX_SIDE);
-  const rowBlock = blockOf(rows, height), colBlock = blockOf(cols, width);
-  const best = new Float64Array(width * height), size = new Float64Array(width * height).fill(-1); // -1: no open cell
+  const width = Math.min(cols, MAX_SIDE),
+    height = Math.min(rows, MAX_SIDE);
+  const rowBlock = blockOf(rows, height),
+    colBlock = blockOf(cols, width);
+  const best = new Float64Array(width * height),
+    size = new Float64Array(width * height).fill(-1); // -1: no open cell
   const out = new Float64Array(cols);
   for (let i = 0; i < rows; i++) {
-    const values = row(i, out), y = rowBlock[i] * width, end = causal ? Math.min(cols, i + 1) : cols;
+    const values = row(i, out),
+      y = rowBlock[i] * width,
+      end = causal ? Math.min(cols, i + 1) : cols;
     for (let j = 0; j < end; j++) {
-      if ((mask && !mask[i * cols + j]) || (closed && closed(i, j))) continue;
-      const v = values[j], m = v < 0 ? -v : v, p = y + colBlock[j];
-      if (m > size[p] || size[p] < 0) { size[p] = m; best[p] = v; }
+      if ((mask && !mask[i * cols + j]) || closed?.(i, j)) continue;
+      const v = values[j],
+        m = v < 0 ? -v : v,
+        p = y + colBlock[j];
+      if (m > size[p] || size[p] < 0) {
+        size[p] = m;
+        best[p] = v;
+      }
     }
   }
   let top = -Infinity;
   if (hi === "max") for (let p = 0; p < best.length; p++) if (size[p] >= 0 && best[p] > top) top = best[p];
-  const high = hi === "max" ? (top > lo ? top : lo + 1) : hi, step = high > lo ? 255 / (high - lo) : 0;
+  const high = hi === "max" ? (top > lo ? top : lo + 1) : hi,
+    step = high > lo ? 255 / (high - lo) : 0;
   const pixels = new Uint32Array(width * height);
   for (let p = 0; p < pixels.length; p++) {
-    if (size[p] < 0) { pixels[p] = closedPixel; continue; }
+    if (size[p] < 0) {
+      pixels[p] = closedPixel;
+      continue;
+    }
     const k = (best[p] - lo) * step;
     pixels[p] = lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
   }

@@ -5,10 +5,19 @@ const SEND_MS = 150;
 
 /** createSender(model) -> {save(name, value), saveSoon(name, value, final), destroy()} */
 export function createSender(model) {
-  let timer = 0, last = 0;
-  const flush = () => { clearTimeout(timer); timer = 0; last = performance.now(); model.save_changes(); };
+  let timer = 0,
+    last = 0;
+  const flush = () => {
+    clearTimeout(timer);
+    timer = 0;
+    last = performance.now();
+    model.save_changes();
+  };
   return {
-    save(name, value) { model.set(name, value); model.save_changes(); },
+    save(name, value) {
+      model.set(name, value);
+      model.save_changes();
+    },
     saveSoon(name, value, final) {
       model.set(name, value);
       if (final || performance.now() - last > SEND_MS) flush();

@@ -7,7 +7,8 @@
 function decode(value) {
   if (value && typeof value === "object" && typeof value.base64 === "string") {
     let bytes;
-    if (Uint8Array.fromBase64) bytes = Uint8Array.fromBase64(value.base64); // native: a whole model's megabytes, four times as fast
+    if (Uint8Array.fromBase64)
+      bytes = Uint8Array.fromBase64(value.base64); // native: a whole model's megabytes, four times as fast
     else {
       const text = atob(value.base64);
       bytes = new Uint8Array(text.length);
@@ -25,7 +26,8 @@ const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v
 export function standalone(render, el, payload) {
   const started = performance.now();
   const cleanup = render({ model: localModel(payload), el });
-  const root = el.querySelector(".aw-root"), dark = window.matchMedia("(prefers-color-scheme: dark)");
+  const root = el.querySelector(".aw-root"),
+    dark = window.matchMedia("(prefers-color-scheme: dark)");
   const setTheme = () => {
     const isDark = payload.theme === "dark" || (payload.theme !== "light" && dark.matches);
     root.classList.toggle("aw-dark", isDark);
@@ -34,15 +36,22 @@ export function standalone(render, el, payload) {
   setTheme();
   dark.addEventListener("change", setTheme);
   root.attnwidget.renderStart = started; // when the page's script began: decoding, then drawing
-  return () => { dark.removeEventListener("change", setTheme); cleanup(); };
+  return () => {
+    dark.removeEventListener("change", setTheme);
+    cleanup();
+  };
 }
 
 /** localModel({state, variants}) -> an anywidget-style model */
 function localModel({ state: raw, variants = {} }) {
   const state = decodeAll(raw);
   // a list by index (sentences, layers), or by name (an encoder–decoder model's blocks)
-  const swaps = Object.fromEntries(Object.entries(variants).map(([name, all]) =>
-    [name, Array.isArray(all) ? all.map(decodeAll) : Object.fromEntries(Object.entries(all).map(([k, v]) => [k, decodeAll(v)]))]));
+  const swaps = Object.fromEntries(
+    Object.entries(variants).map(([name, all]) => [
+      name,
+      Array.isArray(all) ? all.map(decodeAll) : Object.fromEntries(Object.entries(all).map(([k, v]) => [k, decodeAll(v)])),
+    ]),
+  );
   const listeners = new Map();
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
@@ -60,8 +69,11 @@ function localModel({ state: raw, variants = {} }) {
     let next = swaps[name][index];
     if (!next) return;
     // a layer of an encoder–decoder model: the tokens of the block shown
-    if (name === "layer" && swaps.block?.[state.block]) next = { ...next, tokens: swaps.block[state.block].tokens, key_tokens: swaps.block[state.block].key_tokens };
-    const extra = {}, n = next.tokens.length, m = (next.key_tokens || next.tokens).length;
+    if (name === "layer" && swaps.block?.[state.block])
+      next = { ...next, tokens: swaps.block[state.block].tokens, key_tokens: swaps.block[state.block].key_tokens };
+    const extra = {},
+      n = next.tokens.length,
+      m = (next.key_tokens || next.tokens).length;
     if (name === "sentence_index") {
       const word = (state.tokens[state.focus] || "").toLowerCase();
       const found = next.tokens.findIndex((t) => t.toLowerCase() === word);
@@ -69,10 +81,15 @@ function localModel({ state: raw, variants = {} }) {
       extra.cell = null;
     }
     if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
-    if (name === "block") extra.layer = Math.min(state.layer, next.n_layers - 1); // the same layer, where the block has it
+    if (name === "block") {
+      extra.layer = Math.min(state.layer, next.n_layers - 1); // the same layer, where the block has it
+      const heads = next.model_q.shape[0] / next.n_layers;
+      if (state.head >= heads) extra.head = heads - 1;
+    }
     if (state.mask && (state.mask.shape[0] !== n || state.mask.shape[1] !== m) && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
     if (state.cell && (state.cell[0] >= n || state.cell[1] >= m)) extra.cell = null;
-    const x = "x" in next ? next.x : state.x, v = next.v ?? state.model_v; // a model's layer brings no arrays: all are in model_v
+    const x = "x" in next ? next.x : state.x,
+      v = next.v ?? next.model_v ?? state.model_v; // a model's layer brings no arrays: all are in model_v
     if (x && (x.shape[0] !== n || x.shape[1] !== v.shape[v.shape.length - 1])) extra.x = null;
     if (!(x && extra.x !== null)) extra.residual = false; // nothing to add the mix to
     apply({ ...next, ...extra });
@@ -89,7 +106,11 @@ function localModel({ state: raw, variants = {} }) {
     },
     off(event, f) {
       const list = listeners.get(event) || [];
-      if (f) listeners.set(event, list.filter((g) => g !== f));
+      if (f)
+        listeners.set(
+          event,
+          list.filter((g) => g !== f),
+        );
       else listeners.delete(event);
     },
   };

@@ -12,21 +12,32 @@ const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 /** The mean weight of each block of cells (W is n × m), at most SIZE × SIZE blocks:
  * {data, width, height, max, averaged}. */
 export function thumbnail(W, n, m = W.length / n) {
-  const width = Math.min(m, SIZE), height = Math.min(n, SIZE), sums = new Float64Array(width * height), counts = new Float64Array(width * height);
+  const width = Math.min(m, SIZE),
+    height = Math.min(n, SIZE),
+    sums = new Float64Array(width * height),
+    counts = new Float64Array(width * height);
   const blocks = (count, side) => new Int32Array(count).map((_, i) => Math.floor((i * side) / count));
-  const rowBlock = blocks(n, height), colBlock = blocks(m, width);
+  const rowBlock = blocks(n, height),
+    colBlock = blocks(m, width);
   for (let i = 0; i < n; i++) {
     const row = rowBlock[i] * width;
-    for (let j = 0; j < m; j++) { sums[row + colBlock[j]] += W[i * m + j]; counts[row + colBlock[j]] += 1; }
+    for (let j = 0; j < m; j++) {
+      sums[row + colBlock[j]] += W[i * m + j];
+      counts[row + colBlock[j]] += 1;
+    }
   }
   let max = 0;
-  for (let p = 0; p < sums.length; p++) { sums[p] /= counts[p]; max = Math.max(max, sums[p]); }
+  for (let p = 0; p < sums.length; p++) {
+    sums[p] /= counts[p];
+    max = Math.max(max, sums[p]);
+  }
   return { data: sums, width, height, max, averaged: width < m || height < n };
 }
 
 /** One head's thumbnail and summaries from its scores S (n rows): {data, width, height, max, averaged, summary}. */
 export function thumbOf(S, n, { temperature, causal, mask, cross }) {
-  const m = S.length / n, W = A.weights(S, n, temperature, causal, mask);
+  const m = S.length / n,
+    W = A.weights(S, n, temperature, causal, mask);
   const open = (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);
   return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross) };
 }
@@ -44,7 +55,10 @@ function headArrays(job, h) {
 /** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
  * rows, until all are done or busy() says stop; true when every head is done. */
 export function advance(work, busy) {
-  const { job } = work, n = job.q.rows, m = job.k.rows, step = Math.max(1, Math.floor(65536 / m));
+  const { job } = work,
+    n = job.q.rows,
+    m = job.k.rows,
+    step = Math.max(1, Math.floor(65536 / m));
   for (let h = work.thumbs.indexOf(null); h >= 0 && !busy(); h = work.thumbs.indexOf(null)) {
     job.scores[h] ??= new Float64Array(n * m);
     const { q, k, bias } = headArrays(job, h);
@@ -65,7 +79,7 @@ export function advance(work, busy) {
 const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
 
 /**
- * createThumbPool({onThumb(), onFail()}) -> {run(work), usable(), destroy()}: workers that fill
+ * createThumbPool({onThumb(), onFail()}) -> {run(work), hold(), usable(), destroy()}: workers that fill
  * in work.thumbs, a head at a time each, the newest work only (a head of older work that arrives
  * late is dropped). onThumb() is called as each arrives; onFail() once when workers cannot run
  * here (a host's policy, an error, or none saying it started within two seconds), after which
@@ -73,7 +87,11 @@ const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; /
  */
 export function createThumbPool({ onThumb, onFail }) {
   const size = Math.max(1, Math.min(4, globalThis.navigator?.hardwareConcurrency || 2));
-  let workers = null, work = null, queue = [], failed = typeof Worker !== "function", silent = 0;
+  let workers = null,
+    work = null,
+    queue = [],
+    failed = typeof Worker !== "function",
+    silent = 0;
 
   function start() {
     workers = [];
@@ -82,16 +100,35 @@ export function createThumbPool({ onThumb, onFail }) {
       if (!started) return fail();
       const entry = { ...started, busy: null, ready: false };
       started.worker.onmessage = ({ data }) => {
-        if (data.ready) { entry.ready = true; clearTimeout(silent); return; }
+        if (data.ready) {
+          entry.ready = true;
+          clearTimeout(silent);
+          return;
+        }
         const done = entry.busy;
         entry.busy = null;
-        if (done && done.work === work && !work.thumbs[done.h]) { work.thumbs[done.h] = data.thumb; onThumb(); }
+        if (done && done.work === work && !work.thumbs[done.h]) {
+          work.thumbs[done.h] = data.thumb;
+          onThumb();
+        }
         feed(entry);
       };
-      started.worker.onerror = (ev) => { ev.preventDefault(); fail(); };
+      started.worker.onerror = (ev) => {
+        ev.preventDefault();
+        fail();
+      };
       workers.push(entry);
     }
-    silent = setTimeout(() => workers && !workers.some((w) => w.ready) && fail(), 2000);
+    wait(2000);
+  }
+  // none ready in time: give up, unless the page itself was too busy to hear them (a late timer)
+  function wait(ms) {
+    const due = performance.now() + ms;
+    silent = setTimeout(() => {
+      if (!workers || workers.some((w) => w.ready)) return;
+      if (performance.now() - due > 250) wait(500);
+      else fail();
+    }, ms);
   }
   function feed(entry) {
     if (!work || failed) return;
@@ -101,13 +138,23 @@ export function createThumbPool({ onThumb, onFail }) {
     const { q, k, bias } = headArrays(work.job, h);
     entry.busy = { work, h };
     entry.worker.postMessage({
-      kind: "thumb", q: copy(q), k: copy(k), bias: copy(bias), scale: work.job.scale,
-      temperature: work.temperature, causal: work.causal, mask: work.mask, cross: work.cross,
+      kind: "thumb",
+      q: copy(q),
+      k: copy(k),
+      bias: copy(bias),
+      scale: work.job.scale,
+      temperature: work.temperature,
+      causal: work.causal,
+      mask: work.mask,
+      cross: work.cross,
     });
   }
   function stop() {
     clearTimeout(silent);
-    for (const w of workers || []) { w.worker.terminate(); URL.revokeObjectURL(w.url); }
+    for (const w of workers || []) {
+      w.worker.terminate();
+      URL.revokeObjectURL(w.url);
+    }
     workers = null;
   }
   function fail() {
@@ -119,6 +166,11 @@ export function createThumbPool({ onThumb, onFail }) {
 
   return {
     usable: () => !failed,
+    /** Drops the work in hand (newer work is coming): heads already asked for finish, unused. */
+    hold() {
+      work = null;
+      queue = [];
+    },
     /** Starts on `work`'s heads not yet done; the heads of any older work still in hand are dropped. */
     run(next) {
       if (failed) return;

@@ -3,16 +3,16 @@
 // clicks go back to Python as trait changes.
 import "./widget.css";
 import { createStore } from "./derived.js";
-import { el, fill, palette, watchLayout } from "./views/dom.js";
-import { describeRow, roundingWarning } from "./views/readout.js";
-import { createControls } from "./views/controls.js";
-import { createTokenStrip } from "./views/tokens.js";
-import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, SINK_NOTE, createStages, weightColours } from "./views/stages.js";
-import { createHeads } from "./views/heads.js";
-import { createCell } from "./views/cell.js";
-import { standalone } from "./standalone.js";
 import { createSender } from "./send.js";
+import { standalone } from "./standalone.js";
+import { createCell } from "./views/cell.js";
+import { createControls } from "./views/controls.js";
+import { el, fill, palette, watchLayout } from "./views/dom.js";
+import { createHeads } from "./views/heads.js";
+import { describeRow, roundingWarning } from "./views/readout.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./views/snapshot.js";
+import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, createStages, SINK_NOTE, weightColours } from "./views/stages.js";
+import { createTokenStrip } from "./views/tokens.js";
 
 function render({ model, el: host }) {
   const root = el("div", { class: "aw-root" });
@@ -34,7 +34,8 @@ function render({ model, el: host }) {
   };
   const constants = get("_constants"); // AttentionWidget's stages and temperature range
   const controls = createControls(root, {
-    stages: constants.stages, range: constants.temperature_range,
+    stages: constants.stages,
+    range: constants.temperature_range,
     onStage: (s) => save("stage", s),
     onTemperature: (t, final) => saveSoon("temperature", t, final),
     onCausal: (b) => save("causal", b),
@@ -42,17 +43,21 @@ function render({ model, el: host }) {
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
     onBlock: (b) => save("block", b),
-    onSave: (kind) => savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
-      notice.hidden = false; // said where the reader looks, until the next redraw
-      notice.textContent = `The ${kind.toUpperCase()} picture could not be made: ${err.message}`;
-    }),
+    onSave: (kind) =>
+      savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
+        notice.hidden = false; // said where the reader looks, until the next redraw
+        notice.textContent = `The ${kind.toUpperCase()} picture could not be made: ${err.message}`;
+      }),
   });
   // Said plainly when rounding could make the page's numbers differ from Python's.
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => { if (store.model("q") && l !== get("layer")) model.set("layer", l); save("head", h); },
+    onPick: (l, h) => {
+      if (store.model("q") && l !== get("layer")) model.set("layer", l);
+      save("head", h);
+    },
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });
@@ -65,28 +70,49 @@ function render({ model, el: host }) {
   root.append(readout);
   let dragged = null; // the query being turned: drawn at once, sent to Python on release
   const stages = createStages(body, {
-    store, get, onFocus, onPickCell,
+    store,
+    get,
+    onFocus,
+    onPickCell,
     onQuery: (vec) => model.set("q", (dragged = store.withQuery(vec))),
-    onQueryEnd: () => { if (dragged) model.save_changes(); dragged = null; },
+    onQueryEnd: () => {
+      if (dragged) model.save_changes();
+      dragged = null;
+    },
     onResidual: (b) => save("residual", b),
     onWindow: () => schedule(),
   });
 
   // --- drawing, batched to one frame ---
-  let frame = 0, layoutRetries = 0;
-  const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
+  let frame = 0,
+    layoutRetries = 0;
+  const schedule = () => {
+    if (!frame) frame = requestAnimationFrame(draw);
+  };
 
   function draw() {
     frame = 0;
     if (stages.starting()) return; // the worker's start comes first (below)
     const pal = palette(root);
-    const tokens = get("tokens"), keys = store.keys(), n = tokens.length, stage = get("stage");
-    const focus = Math.min(get("focus"), n - 1), cell = get("cell");
+    const tokens = get("tokens"),
+      keys = store.keys(),
+      n = tokens.length,
+      stage = get("stage");
+    const focus = Math.min(get("focus"), n - 1),
+      cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     controls.update({
-      stage, temperature: get("temperature"), causal: get("causal"), sink: !!get("sink"), sentenceList: get("sentences") || [], sentenceIndex: get("sentence_index"),
-      layers: get("n_layers") || 0, layer: get("layer") || 0, modelName: get("model_name") || "", block: get("block") || "",
+      stage,
+      temperature: get("temperature"),
+      causal: get("causal"),
+      sink: !!get("sink"),
+      sentenceList: get("sentences") || [],
+      sentenceIndex: get("sentence_index"),
+      layers: get("n_layers") || 0,
+      layer: get("layer") || 0,
+      modelName: get("model_name") || "",
+      block: get("block") || "",
     });
     stages.start({ stage, tokens, keys, pal }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
@@ -103,14 +129,32 @@ function render({ model, el: host }) {
 
     const layers = store.model("q") ? get("n_layers") : 1;
     heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
-    if (!heads.node.hidden) heads.update({ work: store.thumbnails(), layers, layer: get("layer"), head: get("head"), color: weightColours(pal), width: maxWidth, summary: get("summary") || "" });
-    cellView.update(cell && stage !== "tokens" && stage !== "qk" ? {
-      a: store.cellArithmetic(...cell), why: store.closedWhy(...cell), biased: !!store.bias(), reader: tokens[cell[0]], read: keys[cell[1]],
-    } : null);
+    if (!heads.node.hidden)
+      heads.update({
+        work: store.thumbnails(),
+        layers,
+        layer: get("layer"),
+        head: get("head"),
+        color: weightColours(pal),
+        width: maxWidth,
+        summary: get("summary") || "",
+      });
+    cellView.update(
+      cell && stage !== "tokens" && stage !== "qk"
+        ? {
+            a: store.cellArithmetic(...cell),
+            why: store.closedWhy(...cell),
+            biased: !!store.bias(),
+            reader: tokens[cell[0]],
+            read: keys[cell[1]],
+          }
+        : null,
+    );
     stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-    if (strip.update({ tokens, keys: cross, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() })) layoutRetries = 0;
+    if (strip.update({ tokens, keys: cross, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))
+      layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
@@ -121,14 +165,22 @@ function render({ model, el: host }) {
     numbers: () => {
       const warning = roundingWarning(store, get("temperature"));
       return {
-        scores: Array.from(store.scores()), weights: Array.from(store.weights()), output: Array.from(store.output()),
-        scale: store.scale(), temperature: get("temperature"), exact: !warning, notice: warning,
+        scores: Array.from(store.scores()),
+        weights: Array.from(store.weights()),
+        output: Array.from(store.output()),
+        scale: store.scale(),
+        temperature: get("temperature"),
+        exact: !warning,
+        notice: warning,
       };
     },
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
     model,
     // draw now rather than at the next frame: lets benchmarks time one redraw
-    redraw: () => { cancelAnimationFrame(frame); draw(); },
+    redraw: () => {
+      cancelAnimationFrame(frame);
+      draw();
+    },
     firstPaint: 0,
   };
 

@@ -5,7 +5,8 @@
 // `--plain` builds once unminified (for reading a profile).
 import * as esbuild from "esbuild";
 
-const dev = process.argv.includes("--dev"), plain = process.argv.includes("--plain");
+const dev = process.argv.includes("--dev"),
+  plain = process.argv.includes("--plain");
 const common = { bundle: true, minify: !dev && !plain, sourcemap: dev ? "inline" : false, logLevel: "warning" };
 
 async function workerSource() {
@@ -14,7 +15,10 @@ async function workerSource() {
 }
 
 const widget = async () => ({
-  ...common, entryPoints: ["js/widget.js"], format: "esm", outdir: "src/attnwidget/static",
+  ...common,
+  entryPoints: ["js/widget.js"],
+  format: "esm",
+  outdir: "src/attnwidget/static",
   define: { "define.amd": "false", PAINT_WORKER_SOURCE: JSON.stringify(await workerSource()) },
 });
 

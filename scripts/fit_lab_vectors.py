@@ -10,6 +10,7 @@ Takes a few seconds.  From the repository root:
 
     python scripts/fit_lab_vectors.py    # rewrites src/attnwidget/data/lab.json
 """
+
 import json
 import os
 import pathlib
@@ -17,8 +18,8 @@ import sys
 
 # The matrices are tiny: BLAS worker threads only add overhead (2x slower or worse).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-import numpy as np  # noqa: E402  (after the thread setting, which numpy reads on import)
-from scipy.optimize import least_squares  # noqa: E402
+import numpy as np
+from scipy.optimize import least_squares
 
 SENTENCE = "She sat by the river bank"
 TOKENS = SENTENCE.split()
@@ -32,12 +33,17 @@ OUT = pathlib.Path(__file__).resolve().parents[1] / "src/attnwidget/data/lab.jso
 # the others keep a third of the rounding half-interval (+-0.00017 at 3 decimals).
 TIGHT = 0.00003
 TARGETS = {  # name: (quoted value, decimals, margin to the rounding edge)
-    "min score": (-1.0, 1, None), "max score": (2.8, 1, None),
-    "W[bank,river] T=1": (0.556, 3, TIGHT), "W[bank,bank] T=1": (0.306, 3, TIGHT),
+    "min score": (-1.0, 1, None),
+    "max score": (2.8, 1, None),
+    "W[bank,river] T=1": (0.556, 3, TIGHT),
+    "W[bank,bank] T=1": (0.306, 3, TIGHT),
     "eff. tokens bank": (3.13, 2, None),
-    "O[bank] x": (0.69, 2, None), "O[bank] y": (0.23, 2, None),
-    "spread T=1": (0.503, 3, None), "spread T=5": (0.049, 3, None),
-    "W[bank,river] T=0.2": (0.951, 3, TIGHT), "W[bank,bank] T=0.2": (0.049, 3, TIGHT),
+    "O[bank] x": (0.69, 2, None),
+    "O[bank] y": (0.23, 2, None),
+    "spread T=1": (0.503, 3, None),
+    "spread T=5": (0.049, 3, None),
+    "W[bank,river] T=0.2": (0.951, 3, TIGHT),
+    "W[bank,bank] T=0.2": (0.049, 3, TIGHT),
 }
 UNIT = {n: 10.0**-dec for n, (_, dec, _) in TARGETS.items()}
 TOL = {n: UNIT[n] / 2 - (m or UNIT[n] / 6) for n, (_, _, m) in TARGETS.items()}
@@ -55,8 +61,7 @@ def unpack(x):
     """Parameter vector(s) [Q, K, V without V[river,1]] -> Q, K, V; batches work too."""
     lead = x.shape[:-1]
     v = np.insert(x[..., 48:], 2 * RIVER + 1, 0.0, axis=-1)  # V[river] lies on axis 0
-    return (x[..., :24].reshape(lead + (N, DK)), x[..., 24:48].reshape(lead + (N, DK)),
-            v.reshape(lead + (N, 2)))
+    return (x[..., :24].reshape(lead + (N, DK)), x[..., 24:48].reshape(lead + (N, DK)), v.reshape(lead + (N, 2)))
 
 
 def scores(q, k):
@@ -71,15 +76,21 @@ def softmax(s, temp):
 def figures(s, v):
     def spread(o):  # largest distance between any two output rows
         return np.linalg.norm(o[..., :, None, :] - o[..., None, :, :], axis=-1).max(axis=(-2, -1))
+
     w1, w02 = softmax(s, 1.0), softmax(s, 0.2)
     o, wb = w1 @ v, w1[..., BANK, :]
     return {
-        "min score": s.min(axis=(-2, -1)), "max score": s.max(axis=(-2, -1)),
-        "W[bank,river] T=1": wb[..., RIVER], "W[bank,bank] T=1": wb[..., BANK],
+        "min score": s.min(axis=(-2, -1)),
+        "max score": s.max(axis=(-2, -1)),
+        "W[bank,river] T=1": wb[..., RIVER],
+        "W[bank,bank] T=1": wb[..., BANK],
         "eff. tokens bank": np.exp(-(wb * np.log(wb)).sum(axis=-1)),
-        "O[bank] x": o[..., BANK, 0], "O[bank] y": o[..., BANK, 1],
-        "spread T=1": spread(o), "spread T=5": spread(softmax(s, 5.0) @ v),
-        "W[bank,river] T=0.2": w02[..., BANK, RIVER], "W[bank,bank] T=0.2": w02[..., BANK, BANK],
+        "O[bank] x": o[..., BANK, 0],
+        "O[bank] y": o[..., BANK, 1],
+        "spread T=1": spread(o),
+        "spread T=5": spread(softmax(s, 5.0) @ v),
+        "W[bank,river] T=0.2": w02[..., BANK, RIVER],
+        "W[bank,bank] T=0.2": w02[..., BANK, BANK],
     }
 
 
@@ -114,10 +125,12 @@ def fit_scores(seed):
     """Fit a free 6x6 score matrix S (and V) first: softmax(S) is a far easier
     landscape than softmax(Q K^T).  A penalty on its 5th and 6th singular values
     keeps S near rank 4, so its truncated SVD gives a good start for Q and K."""
+
     def res(z):
         s = z[:36].reshape(N, N)
         v = unpack(np.concatenate([np.zeros(48), z[36:]]))[2]
         return residuals(s, v, 3 * np.linalg.svd(s, compute_uv=False)[DK:])
+
     rng = np.random.default_rng(seed)
     z0 = np.concatenate([rng.normal(0, 0.5, 36), np.delete(V_PRIOR.ravel(), 2 * RIVER + 1)])
     z = least_squares(res, z0, max_nfev=200).x
@@ -128,11 +141,13 @@ def fit_scores(seed):
 
 def fit(x, free):
     """Refine the entries x[free] of Q, K, V (with a weak pull to small Q, K)."""
+
     def res(xf):
         y = x.copy()
         y[free] = xf
         q, k, v = unpack(y)
         return residuals(scores(q, k), v, 0.02 * y[:48])
+
     x = x.copy()
     x[free] = least_squares(res, x[free], max_nfev=150).x  # close enough before rounding
     return x
@@ -185,10 +200,10 @@ def check(x, show=False):
     for dtype in (np.float32, np.float64):  # float64 last: that table is printed
         q, k, v = (a.astype(dtype).astype(np.float64) for a in unpack(x))
         f, req = figures(scores(q, k), v), requirements(scores(q, k), v)
-        rows = [(n, f[n], f"~ {t}", abs(f[n] - t) <= TOL[n] and round(float(f[n]), dec) == t)
-                for n, (t, dec, _) in TARGETS.items()]
-        rows += [(n, val, f">= {lo}" if hi == np.inf else f"<= {hi}", lo - 1e-6 <= val <= hi + 1e-6)
-                 for n, (val, lo, hi) in req.items()]  # 1e-6: float fuzz on the 0.01 grid
+        rows = [(n, f[n], f"~ {t}", abs(f[n] - t) <= TOL[n] and round(float(f[n]), dec) == t) for n, (t, dec, _) in TARGETS.items()]
+        rows += [
+            (n, val, f">= {lo}" if hi == np.inf else f"<= {hi}", lo - 1e-6 <= val <= hi + 1e-6) for n, (val, lo, hi) in req.items()
+        ]  # 1e-6: float fuzz on the 0.01 grid
         ok &= all(hit for *_, hit in rows)
     if show:
         for n, val, want, hit in rows:

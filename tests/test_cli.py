@@ -66,8 +66,7 @@ def test_an_output_that_cannot_be_written_is_refused_first(tmp_path, capsys, mon
     (tmp_path / "folder").mkdir()
     (tmp_path / "a-file").write_text("kept")
     before = sorted(tmp_path.rglob("*"))
-    monkeypatch.setattr("attnwidget.__main__.AttentionWidget",
-                        lambda *a, **k: pytest.fail("built the widget before checking -o"))
+    monkeypatch.setattr("attnwidget.__main__.AttentionWidget", lambda *a, **k: pytest.fail("built the widget before checking -o"))
     with pytest.raises(SystemExit) as exit_:
         main(["export", "a b", "-o", os.path.join(tmp_path, output)])
     err = capsys.readouterr().err
@@ -99,5 +98,5 @@ def test_the_visually_preset_is_the_articles_first_demo():
         w.sentence_index = i
         bank = w.tokens.index("bank")
         assert w.causal and w.focus == bank and bank < len(w.tokens) - 1
-        assert (w.weights[bank, bank + 1:] == 0).all()
+        assert (w.weights[bank, bank + 1 :] == 0).all()
         np.testing.assert_allclose(w.weights.sum(axis=1), 1.0)

@@ -157,14 +157,53 @@ def test_a_block_switch_sends_that_blocks_arrays_once_and_exported_pages_carry_e
     w = AttentionWidget._from_model(blocks, 0, 0, {}, "decoder")
     w.comm = RecordingComm()
     w.block = "cross"
-    (data, buffers), = w.comm.sent
+    ((data, buffers),) = w.comm.sent
     assert {"model_q", "model_k", "key_tokens", "block"} <= set(data["state"]) and buffers
     assert not {"q", "k", "v"} & set(data["state"])  # the page cuts the layer's own from model_q, model_k, model_v
     w.comm.sent.clear()
     w.layer = 2
-    (data, buffers), = w.comm.sent
+    ((data, buffers),) = w.comm.sent
     assert data["state"] == {"layer": 2} and not buffers
     variants = w.page_state()["variants"]
     assert set(variants["block"]) == {"encoder", "decoder", "cross"}
     cross = variants["block"]["cross"]
     assert cross["key_tokens"] == blocks["cross"].key_tokens and cross["model_k"]["shape"] == [6, 5, 4] and cross["n_layers"] == 3
+
+
+def test_empty_key_tokens_are_refused_and_the_widget_keeps_its_state():
+    rng = np.random.default_rng(2)
+    with pytest.raises(ValueError, match="'key_tokens' must not be empty"):
+        AttentionWidget(q=rng.normal(size=(2, 3)), k=rng.normal(size=(4, 3)), v=rng.normal(size=(4, 2)), key_tokens=[])
+    w = cross_widget(3, 5)
+    before = (list(w.key_tokens), w.k, w.weights)
+    with pytest.raises(traitlets.TraitError, match="'key_tokens' must not be empty"):
+        w.set_vectors(key_tokens=[], k=np.ones((0, 4)), v=np.ones((0, 4)))
+    assert (list(w.key_tokens), w.k) == before[:2]
+    np.testing.assert_allclose(w.weights, before[2])
+    with pytest.raises(traitlets.TraitError, match="'key_tokens' must be strings.*for t in key_tokens"):
+        w.set_vectors(key_tokens=[object()] * 5)
+
+
+def test_a_sentence_after_cross_attention_is_self_attention_again():
+    w = AttentionWidget(["She sat by the river bank", "I sat on the river bank"])
+    w.set_vectors(tokens=["a", "b"], key_tokens=["x", "y", "z"], q=np.eye(2, 3), k=np.eye(3), v=np.eye(3))
+    w.sentence_index = 1
+    assert w.key_tokens == w.tokens == "I sat on the river bank".split()
+    assert w.weights.shape == (6, 6)
+
+
+def test_a_models_rules_given_to_the_constructor_outlast_its_blocks():
+    blocks = fake_seq2seq()
+    w = AttentionWidget._from_model(blocks, 0, 0, {"causal": True, "scale": 0.5}, "encoder")
+    assert (w.causal, w.scale, w.block) == (True, 0.5, "encoder")
+    found = blocks["encoder"]
+    q, k, v = (a[0] for a in found.layers[0])
+    np.testing.assert_allclose(w.weights, attention(q, k, v, causal=True, scale=0.5, bias=found.bias[0]).weights)
+    w.block = "decoder"  # a switch afterwards brings the block's own rules
+    assert (w.causal, w.scale) == (True, None)
+
+
+def test_exported_pages_can_reach_every_blocks_every_layer():
+    blocks = fake_seq2seq(layers=(2, 3, 4))
+    w = AttentionWidget._from_model(blocks, 0, 0, {}, "encoder")
+    assert len(w.page_state()["variants"]["layer"]) == 4

@@ -42,8 +42,7 @@ def no_browser(monkeypatch):
 @pytest.fixture
 def fake_pictures(monkeypatch):
     """Pictures without a browser: _snapshot answers what `made` holds for each kind."""
-    made = {"svg": '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>',
-            "png": "data:image/png;base64," + base64.b64encode(PNG + b"rest").decode()}
+    made = {"svg": '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>', "png": "data:image/png;base64," + base64.b64encode(PNG + b"rest").decode()}
     monkeypatch.setattr(export, "_snapshot", lambda widget, kind, scale: made[kind])
     return made
 
@@ -98,11 +97,14 @@ def test_a_write_completes_and_keeps_no_temporary_file(tmp_path, fake_pictures, 
     assert os.listdir(tmp_path) == ["out"] and path.read_bytes() not in (b"", b"before")
 
 
-@pytest.mark.parametrize("kind, answer, error", [
-    ("svg", '<svg xmlns="http://www.w3.org/2000/svg"><text>\ud83d</text></svg>', UnicodeError),  # a lone surrogate from the page
-    ("png", "data:,", ValueError),  # what a canvas too large for Chromium gives
-    ("png", "data:image/png;base64,QUJD", ValueError),  # not a PNG
-])
+@pytest.mark.parametrize(
+    "kind, answer, error",
+    [
+        ("svg", '<svg xmlns="http://www.w3.org/2000/svg"><text>\ud83d</text></svg>', UnicodeError),  # a lone surrogate from the page
+        ("png", "data:,", ValueError),  # what a canvas too large for Chromium gives
+        ("png", "data:image/png;base64,QUJD", ValueError),  # not a PNG
+    ],
+)
 def test_a_picture_that_cannot_be_written_whole_leaves_nothing(tmp_path, fake_pictures, kind, answer, error):
     fake_pictures[kind] = answer
     new, old = tmp_path / f"new.{kind}", tmp_path / f"old.{kind}"

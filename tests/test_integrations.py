@@ -22,6 +22,7 @@ TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, max_posi
 
 # --- fixtures: every model is built once per module --------------------------------
 
+
 @pytest.fixture(scope="module")
 def tf():
     pytest.importorskip("torch")
@@ -51,7 +52,7 @@ def gpt2_tokenizer(tf, tmp_path_factory):
     for word in ("Ġsat", "Ġon", "Ġthe", "Ġriver", "bank"):
         for end in range(2, len(word) + 1):
             if word[:end] not in vocab:
-                merges.append(f"{word[:end - 1]} {word[end - 1]}")
+                merges.append(f"{word[: end - 1]} {word[end - 1]}")
                 vocab[word[:end]] = len(vocab)
     vocab["<|endoftext|>"] = len(vocab)
     (d / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
@@ -75,22 +76,31 @@ def random_model(tf, cls, config_cls, vocab_size, **config):
     import torch
 
     torch.manual_seed(0)
-    return getattr(tf, cls)(getattr(tf, config_cls)(
-        vocab_size=vocab_size, attn_implementation="eager", **config)).eval()
+    return getattr(tf, cls)(getattr(tf, config_cls)(vocab_size=vocab_size, attn_implementation="eager", **config)).eval()
 
 
 def gpt2(tf, tokenizer, **config):
-    return random_model(tf, "GPT2LMHeadModel", "GPT2Config", len(tokenizer),
-                        n_embd=64, n_layer=2, n_head=4, n_positions=64,
-                        bos_token_id=len(tokenizer) - 1, eos_token_id=len(tokenizer) - 1, **config)
+    return random_model(
+        tf,
+        "GPT2LMHeadModel",
+        "GPT2Config",
+        len(tokenizer),
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        bos_token_id=len(tokenizer) - 1,
+        eos_token_id=len(tokenizer) - 1,
+        **config,
+    )
 
 
 def llama_style(tf, tokenizer, name, kv_heads):
-    return random_model(tf, f"{name}ForCausalLM", f"{name}Config", len(tokenizer),
-                        intermediate_size=128, num_key_value_heads=kv_heads, **TINY)
+    return random_model(tf, f"{name}ForCausalLM", f"{name}Config", len(tokenizer), intermediate_size=128, num_key_value_heads=kv_heads, **TINY)
 
 
 # --- the check ----------------------------------------------------------------------
+
 
 def assert_matches_model(model, tokenizer, text=TEXT) -> ModelAttention:
     """For every layer and head, attnwidget's weights equal the model's own attentions."""
@@ -112,12 +122,12 @@ def assert_matches_model(model, tokenizer, text=TEXT) -> ModelAttention:
         for h in range(heads):
             bias = None if ma.bias is None else ma.bias[h]
             w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias).weights
-            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0,
-                                       err_msg=f"layer {layer} head {h}")
+            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0, err_msg=f"layer {layer} head {h}")
     return ma
 
 
 # --- Hugging Face models ------------------------------------------------------------
+
 
 def test_pretrained_minilm(minilm):
     model, tokenizer = minilm
@@ -154,8 +164,19 @@ def test_bloom_with_its_alibi_bias(tf, gpt2_tokenizer):
 def test_t5_encoder_with_its_relative_position_bias(tf, gpt2_tokenizer, cls):
     import torch
 
-    model = random_model(tf, cls, "T5Config", len(gpt2_tokenizer), d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
-                         relative_attention_num_buckets=8, decoder_start_token_id=0)
+    model = random_model(
+        tf,
+        cls,
+        "T5Config",
+        len(gpt2_tokenizer),
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        decoder_start_token_id=0,
+    )
     text = "I sat on the riverbank.\n x"
     ma = from_transformers(model, gpt2_tokenizer, text)
     enc = gpt2_tokenizer(text, return_tensors="pt")
@@ -201,11 +222,9 @@ def test_llama_base_model(tf, gpt2_tokenizer):
 
 
 def test_roberta_and_distilbert(tf, gpt2_tokenizer, minilm):
-    roberta = random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2,
-                           intermediate_size=128, **{**TINY, "max_position_embeddings": 80})
+    roberta = random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2, intermediate_size=128, **{**TINY, "max_position_embeddings": 80})
     assert assert_matches_model(roberta, gpt2_tokenizer).architecture == "roberta"
-    distil = random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]),
-                          dim=64, hidden_dim=128, n_layers=2, n_heads=4)
+    distil = random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64, hidden_dim=128, n_layers=2, n_heads=4)
     assert assert_matches_model(distil, minilm[1]).architecture == "distilbert"
 
 
@@ -227,8 +246,7 @@ def test_sentence_transformers_model(minilm):
 def test_unsupported_models_are_named(tf, gpt2_tokenizer):
     import torch
 
-    neox = random_model(tf, "GPTNeoXModel", "GPTNeoXConfig", len(gpt2_tokenizer),
-                        intermediate_size=128, **TINY)
+    neox = random_model(tf, "GPTNeoXModel", "GPTNeoXConfig", len(gpt2_tokenizer), intermediate_size=128, **TINY)
     with pytest.raises(NotImplementedError, match=r"GPTNeoXModel.*gpt_neox.*supported:.*gpt2.*llama"):
         from_transformers(neox, gpt2_tokenizer, TEXT)
     with pytest.raises(NotImplementedError, match=r"Linear.*supported"):
@@ -243,6 +261,7 @@ def test_model_training_mode_is_restored(tf, gpt2_tokenizer):
 
 # --- text or tokens the model cannot read -------------------------------------------
 
+
 def text_of(tokenizer, n):
     """' sat' repeated so that the tokenizer gives exactly n tokens (specials included)."""
     text = " sat" * (n - len(tokenizer("")["input_ids"]))
@@ -256,12 +275,18 @@ def position_limited(tf, gpt2_tokenizer, minilm):
     return {
         "bert": (minilm[0], minilm[1], 512, "max_position_embeddings"),
         # RoBERTa numbers positions from pad_token_id + 1, so 80 embeddings hold 78 tokens
-        "roberta": (random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2,
-                                 intermediate_size=128, **{**TINY, "max_position_embeddings": 80}),
-                    gpt2_tokenizer, 78, "max_position_embeddings"),
-        "distilbert": (random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64,
-                                    hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=16),
-                       minilm[1], 16, "max_position_embeddings"),
+        "roberta": (
+            random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2, intermediate_size=128, **{**TINY, "max_position_embeddings": 80}),
+            gpt2_tokenizer,
+            78,
+            "max_position_embeddings",
+        ),
+        "distilbert": (
+            random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=16),
+            minilm[1],
+            16,
+            "max_position_embeddings",
+        ),
         "gpt2": (gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, 64, "n_positions"),
         "llama": (llama_style(tf, gpt2_tokenizer, "Llama", 2), gpt2_tokenizer, 64, "max_position_embeddings"),
     }
@@ -271,8 +296,11 @@ def position_limited(tf, gpt2_tokenizer, minilm):
 def test_text_longer_than_the_model_reads_is_refused(position_limited, kind):
     model, tokenizer, limit, attribute = position_limited[kind]
     assert len(from_transformers(model, tokenizer, text_of(tokenizer, limit)).tokens) == limit
-    with pytest.raises(ValueError, match=rf"is {limit + 1} tokens long but .* reads at most {limit} "
-                                         rf"positions \(.*{attribute}.*\); shorten the text"):
+    with pytest.raises(
+        ValueError,
+        match=rf"is {limit + 1} tokens long but .* reads at most {limit} "
+        rf"positions \(.*{attribute}.*\); shorten the text",
+    ):
         from_transformers(model, tokenizer, text_of(tokenizer, limit + 1))
 
 
@@ -287,23 +315,27 @@ def test_token_ids_outside_the_vocabulary_are_refused(tf, gpt2_tokenizer, minilm
     }[kind]()
     vocab = model.config.vocab_size
     largest = max(tokenizer(TEXT)["input_ids"])
-    with pytest.raises(ValueError, match=rf"token id {largest} is outside the model's vocabulary of {vocab} "
-                                         r"\(.*vocab_size\): the tokenizer does not match the model"):
+    with pytest.raises(
+        ValueError,
+        match=rf"token id {largest} is outside the model's vocabulary of {vocab} "
+        r"\(.*vocab_size\): the tokenizer does not match the model",
+    ):
         from_transformers(model, tokenizer, TEXT)
 
 
 # --- TransformerLens ----------------------------------------------------------------
 
+
 def hooked(tl, tokenizer, kind, **config):
     """A tiny random HookedTransformer of one of three kinds; ``config`` overrides."""
     extra = {
         "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
-        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16,
-                           n_key_value_heads=2),
+        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16, n_key_value_heads=2),
         "bidirectional": dict(normalization_type="LN", attention_dir="bidirectional"),
     }[kind]
-    cfg = tl.HookedTransformerConfig(**{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64,
-                                               d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **config})
+    cfg = tl.HookedTransformerConfig(
+        **{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64, d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **config}
+    )
     with warnings.catch_warnings():  # 3.x announces HookedTransformer's removal in 4.0
         warnings.simplefilter("ignore", DeprecationWarning)
         return tl.HookedTransformer(cfg, tokenizer=tokenizer)
@@ -313,6 +345,7 @@ def hooked(tl, tokenizer, kind, **config):
 def test_transformer_lens(gpt2_tokenizer, kind):
     tl = pytest.importorskip("transformer_lens")
     import torch
+
     from attnwidget.integrations import from_transformer_lens
 
     model = hooked(tl, gpt2_tokenizer, kind)
@@ -337,17 +370,24 @@ def test_transformer_lens_refuses_what_the_model_cannot_read(gpt2_tokenizer, kin
 
     model = hooked(tl, gpt2_tokenizer, kind, n_ctx=16)
     assert len(from_transformer_lens(model, " sat" * 15).tokens) == 16  # BOS + 15
-    with pytest.raises(ValueError, match=r"is 17 tokens long but .* reads at most 16 positions "
-                                         r"\(cfg.n_ctx\); shorten the text"):
+    with pytest.raises(
+        ValueError,
+        match=r"is 17 tokens long but .* reads at most 16 positions "
+        r"\(cfg.n_ctx\); shorten the text",
+    ):
         from_transformer_lens(model, " sat" * 16)
     small = hooked(tl, gpt2_tokenizer, kind, d_vocab=100)
     largest = int(small.to_tokens(TEXT).max())  # the BOS that TransformerLens prepends
-    with pytest.raises(ValueError, match=rf"token id {largest} is outside the model's vocabulary of 100 "
-                                         r"\(cfg.d_vocab\): the tokenizer does not match the model"):
+    with pytest.raises(
+        ValueError,
+        match=rf"token id {largest} is outside the model's vocabulary of 100 "
+        r"\(cfg.d_vocab\): the tokenizer does not match the model",
+    ):
         from_transformer_lens(small, TEXT)
 
 
 # --- readable tokens ----------------------------------------------------------------
+
 
 def test_readable_gpt2_pieces_from_the_tokenizer(tf, gpt2_tokenizer):
     ids = gpt2_tokenizer("I sat on the riverbank")["input_ids"]
@@ -356,20 +396,27 @@ def test_readable_gpt2_pieces_from_the_tokenizer(tf, gpt2_tokenizer):
     assert readable_tokens(pieces) == ["I", "sat", "on", "the", "river", "·bank"]
 
 
-@pytest.mark.parametrize("pieces, kwargs, expected", [
-    (["[CLS]", "the", "river", "##bank", "##s", "[SEP]"], dict(special=["[CLS]", "[SEP]"]),
-     ["[CLS]", "the", "river", "·bank", "·s", "[SEP]"]),
-    (["<|endoftext|>", "I", "Ġsat", "Ġriver", "bank", "Ċ", "ĊĊ", "Ġ", "ĠĠ", "x", "Ã©"], dict(special=["<|endoftext|>"]),
-     ["<|endoftext|>", "I", "sat", "river", "·bank", "⏎", "⏎⏎", "␣", "␣", "x", "·é"]),
-    (["ĠcafÃ©", "Ġ"], {}, ["café", "␣"]),  # byte-level pieces are UTF-8 bytes
-    (["<s>", "▁I", "▁sat", "▁river", "bank", "<0x0A>", "é"], dict(special=["<s>"]),
-     ["<s>", "I", "sat", "river", "·bank", "⏎", "é"]),
-    (["<|endoftext|>", "I", " sat", " river", "bank", "\t"], dict(scheme="text", special=["<|endoftext|>"]),
-     ["<|endoftext|>", "I", "sat", "river", "·bank", "⇥"]),
-    (["I", "sat"], {}, ["I", "sat"]),  # no markers at all: nothing to guess from, nothing joined
-    (["<|endoftext|>", "I", "Ġsat", "<|endoftext|>"], {}, ["<|endoftext|>", "I", "sat", "<|endoftext|>"]),
-    (["[CLS]", "sat", "[SEP]"], {}, ["[CLS]", "sat", "[SEP]"]),
-])
+@pytest.mark.parametrize(
+    "pieces, kwargs, expected",
+    [
+        (["[CLS]", "the", "river", "##bank", "##s", "[SEP]"], dict(special=["[CLS]", "[SEP]"]), ["[CLS]", "the", "river", "·bank", "·s", "[SEP]"]),
+        (
+            ["<|endoftext|>", "I", "Ġsat", "Ġriver", "bank", "Ċ", "ĊĊ", "Ġ", "ĠĠ", "x", "Ã©"],
+            dict(special=["<|endoftext|>"]),
+            ["<|endoftext|>", "I", "sat", "river", "·bank", "⏎", "⏎⏎", "␣", "␣", "x", "·é"],
+        ),
+        (["ĠcafÃ©", "Ġ"], {}, ["café", "␣"]),  # byte-level pieces are UTF-8 bytes
+        (["<s>", "▁I", "▁sat", "▁river", "bank", "<0x0A>", "é"], dict(special=["<s>"]), ["<s>", "I", "sat", "river", "·bank", "⏎", "é"]),
+        (
+            ["<|endoftext|>", "I", " sat", " river", "bank", "\t"],
+            dict(scheme="text", special=["<|endoftext|>"]),
+            ["<|endoftext|>", "I", "sat", "river", "·bank", "⇥"],
+        ),
+        (["I", "sat"], {}, ["I", "sat"]),  # no markers at all: nothing to guess from, nothing joined
+        (["<|endoftext|>", "I", "Ġsat", "<|endoftext|>"], {}, ["<|endoftext|>", "I", "sat", "<|endoftext|>"]),
+        (["[CLS]", "sat", "[SEP]"], {}, ["[CLS]", "sat", "[SEP]"]),
+    ],
+)
 def test_readable_tokens(pieces, kwargs, expected):
     out = readable_tokens(pieces, **kwargs)
     assert out == expected
@@ -382,6 +429,7 @@ def test_readable_tokens_rejects_an_unknown_scheme():
 
 
 # --- without the optional packages --------------------------------------------------
+
 
 def test_from_transformers_without_torch_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
@@ -410,7 +458,6 @@ def test_importing_needs_neither_torch_nor_transformers():
 
 def test_head_summary_covers_every_layer_and_head_as_the_model_attends(tf, gpt2_tokenizer):
     import torch
-
     from test_summaries import by_hand
 
     model, text = gpt2(tf, gpt2_tokenizer), "I sat on the riverbank and watched"

@@ -12,6 +12,7 @@ from attnwidget import attention
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+
 def run_js(cases):
     script = (
         f'import * as A from "{(ROOT / "js" / "attention.js").as_uri()}";\n'
@@ -36,7 +37,11 @@ def test_js_matches_numpy_on_random_cases():
         n, dk, dv = rng.integers(1, 12), rng.integers(1, 9), rng.integers(1, 4)
         # float32 on both sides: the page receives float32 buffers
         q, k, v = (rng.normal(scale=2, size=s).astype(np.float32) for s in ((n, dk), (n, dk), (n, dv)))
-        opts = {"temperature": float(np.exp(rng.uniform(np.log(0.1), np.log(5)))), "causal": bool(i % 2), "scale": None if i % 3 else float(rng.uniform(0.5, 3))}
+        opts = {
+            "temperature": float(np.exp(rng.uniform(np.log(0.1), np.log(5)))),
+            "causal": bool(i % 2),
+            "scale": None if i % 3 else float(rng.uniform(0.5, 3)),
+        }
         cases.append({"q": q.tolist(), "k": k.tolist(), "v": v.tolist(), "options": opts})
     for case, js in zip(cases, run_js(cases)):
         a = attention(np.array(case["q"]), np.array(case["k"]), np.array(case["v"]), **case["options"])

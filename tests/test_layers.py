@@ -72,7 +72,7 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     assert w.layer_shown
     w.comm = RecordingComm()
     w.layer = 2
-    (data, buffers), = w.comm.sent
+    ((data, buffers),) = w.comm.sent
     assert data["state"] == {"layer": 2} and not buffers  # a few bytes, not the layer's arrays
     q, k, v = found.layers[2]
     np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)  # Python's own numbers follow
@@ -80,7 +80,7 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     # your own arrays are sent, and the page told they are not a layer's
     w.comm.sent.clear()
     w.q = w.q * 2
-    (data, buffers), = w.comm.sent
+    ((data, buffers),) = w.comm.sent
     assert "q" in data["state"] and data["state"]["layer_shown"] is False and buffers
     w.comm.sent.clear()
     w.set_state({"layer": 1})  # the page's switcher: back to a layer's own arrays
@@ -99,7 +99,7 @@ def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_swit
     w.layer = 2
     w.comm = RecordingComm()
     w.q = w.q * 2  # no longer the layer's: the page has only the first layer's k, v and axes of its own
-    (data, _), = w.comm.sent
+    ((data, _),) = w.comm.sent
     assert {"q", "k", "v", "value_basis"} <= set(data["state"]) and data["state"]["layer_shown"] is False
     w.layer = 1  # a layer's own again
     assert w.layer_shown

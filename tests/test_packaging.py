@@ -1,4 +1,4 @@
-"""The wheel ships the front-end bundle; Python and JS agree on the version."""
+"""The wheel ships the front-end bundle, the type hints and the metadata PyPI shows; the version is package.json's."""
 
 import json
 import pathlib
@@ -19,11 +19,28 @@ def test_wheel_contains_the_bundle_and_data(tmp_path):
         assert path in names, f"{path} missing from {wheel.name}"
     bundle = zipfile.ZipFile(wheel).read("attnwidget/static/widget.js")
     assert b"render" in bundle and len(bundle) > 10_000
+    assert "attnwidget/py.typed" in names  # the type hints are for users too
+    # what PyPI shows: the licence, the links, and the README whose picture has an absolute address
+    meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    version = json.loads((ROOT / "package.json").read_text())["version"]
+    for line in (
+        f"Version: {version}",
+        "License-Expression: MIT",
+        "Project-URL: Documentation",
+        "Classifier: Typing :: Typed",
+        "Description-Content-Type: text/markdown",
+    ):
+        assert line in meta, line
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    images = [line for line in meta.splitlines() if line.startswith("![")]
+    assert images and all("](https://" in line for line in images), images
 
 
-def test_one_version_everywhere():
+def test_the_version_is_package_jsons():
+    """One version: pyproject reads package.json's (hatch-nodejs-version); nothing to keep equal."""
     package = json.loads((ROOT / "package.json").read_text())
     assert attnwidget.__version__ == package["version"]
+    assert 'dynamic = ["version"' in (ROOT / "pyproject.toml").read_text()
 
 
 def test_the_widget_loads_the_built_bundle():

@@ -7,19 +7,25 @@ test_integrations; nothing is downloaded.
 
 import numpy as np
 import pytest
+from test_integrations import gpt2, gpt2_tokenizer, random_model, text_of, tf
 
 import attnwidget
 from attnwidget.integrations import ModelAttention, from_transformers
 
-from test_integrations import gpt2, gpt2_tokenizer, random_model, text_of, tf  # noqa: F401 (fixtures)
-
 TEXT = "I sat on the riverbank."
 TARGET = "I sat on the river"
-BART_SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                  decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64)
+BART_SIZES = dict(
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=64,
+)
 CONFIG = {"bart": "BartConfig", "mbart": "MBartConfig", "marian": "MarianConfig", "t5": "T5Config"}
-MODEL = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration",
-         "marian": "MarianMTModel", "t5": "T5ForConditionalGeneration"}
+MODEL = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration", "marian": "MarianMTModel", "t5": "T5ForConditionalGeneration"}
 
 
 def seq2seq(tf, tokenizer, kind, cls=None, **config):
@@ -27,8 +33,9 @@ def seq2seq(tf, tokenizer, kind, cls=None, **config):
     tokenizer's last id (<|endoftext|>) begins, ends and starts the decoder."""
     last = len(tokenizer) - 1
     ids = dict(pad_token_id=0, bos_token_id=last, eos_token_id=last, decoder_start_token_id=last)
-    sizes = (dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-                  relative_attention_num_buckets=8) if kind == "t5" else BART_SIZES)
+    sizes = (
+        dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8) if kind == "t5" else BART_SIZES
+    )
     return random_model(tf, cls or MODEL[kind], CONFIG[kind], len(tokenizer), **{**ids, **sizes, **config})
 
 
@@ -44,8 +51,7 @@ def assert_matches_model(model, tokenizer, text=TEXT, target=TARGET) -> dict[str
     src = tokenizer(text, return_tensors="pt")
     dec = torch.tensor([decoder_ids(model, tokenizer, target)])
     with torch.no_grad():
-        out = model(input_ids=src["input_ids"], attention_mask=src["attention_mask"], decoder_input_ids=dec,
-                    output_attentions=True)
+        out = model(input_ids=src["input_ids"], attention_mask=src["attention_mask"], decoder_input_ids=dec, output_attentions=True)
     reference = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
     assert set(result) == set(reference)
     n_s, n_t = src["input_ids"].shape[1], dec.shape[1]
@@ -63,8 +69,7 @@ def assert_matches_model(model, tokenizer, text=TEXT, target=TARGET) -> dict[str
             for h in range(heads):
                 bias = None if ma.bias is None else ma.bias[h]
                 w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias).weights
-                np.testing.assert_allclose(w, reference[block][layer][0, h].double().numpy(), atol=1e-5, rtol=0,
-                                           err_msg=f"{block} layer {layer} head {h}")
+                np.testing.assert_allclose(w, reference[block][layer][0, h].double().numpy(), atol=1e-5, rtol=0, err_msg=f"{block} layer {layer} head {h}")
     # the hooks on the projections are gone (transformers keeps its own on attention modules)
     assert not any(m._forward_hooks for m in model.modules() if isinstance(m, torch.nn.Linear))
     return result
@@ -118,8 +123,9 @@ def test_the_widget_shows_every_block_layer_and_head_as_the_model_computes_it(tf
             w.set_state({"layer": layer})
             for head in range(4):
                 w.head = head
-                np.testing.assert_allclose(w.weights, reference[block][layer][0, head].double().numpy(), atol=1e-5, rtol=0,
-                                           err_msg=f"{block} layer {layer} head {head}")
+                np.testing.assert_allclose(
+                    w.weights, reference[block][layer][0, head].double().numpy(), atol=1e-5, rtol=0, err_msg=f"{block} layer {layer} head {head}"
+                )
     summary = w.head_summary()  # the decoder's: a self-attention, with a previous token
     assert summary["previous"].shape == (2, 4) and not np.isnan(summary["previous"]).any()
     w.block = "cross"
@@ -161,10 +167,17 @@ def test_target_for_a_model_without_a_decoder_is_refused(tf, gpt2_tokenizer):
 
 def test_unsupported_encoder_decoder_family_lists_the_supported(tf, gpt2_tokenizer):
     last = len(gpt2_tokenizer) - 1
-    pegasus = random_model(tf, "PegasusForConditionalGeneration", "PegasusConfig", len(gpt2_tokenizer),
-                           pad_token_id=0, eos_token_id=last, decoder_start_token_id=last, **BART_SIZES)
-    with pytest.raises(NotImplementedError,
-                       match=r"PegasusForConditionalGeneration.*'pegasus'.*supported:.*target=.*bart, mbart, marian.*t5"):
+    pegasus = random_model(
+        tf,
+        "PegasusForConditionalGeneration",
+        "PegasusConfig",
+        len(gpt2_tokenizer),
+        pad_token_id=0,
+        eos_token_id=last,
+        decoder_start_token_id=last,
+        **BART_SIZES,
+    )
+    with pytest.raises(NotImplementedError, match=r"PegasusForConditionalGeneration.*'pegasus'.*supported:.*target=.*bart, mbart, marian.*t5"):
         from_transformers(pegasus, gpt2_tokenizer, TEXT, target=TARGET)
 
 

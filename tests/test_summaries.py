@@ -17,13 +17,12 @@ def by_hand(w, allowed):
     self_ = [w[i, i] for i in range(n) if allowed[i, i]]
     previous = [w[i, i - 1] for i in range(1, n) if allowed[i, i - 1]]
     effective = [np.exp(-sum(x * np.log(x) for x in w[i] if x > 0)) for i in range(n) if allowed[i].any()]
-    mean = lambda xs: np.mean(xs) if xs else np.nan  # noqa: E731
+    mean = lambda xs: np.mean(xs) if xs else np.nan
     return {"first": mean(first), "self": mean(self_), "previous": mean(previous), "effective_tokens": mean(effective)}
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 9), heads=st.integers(1, 3), causal=st.booleans(), masked=st.booleans(),
-       temperature=st.floats(0.05, 5), seed=st.integers(0, 2**16))
+@given(n=st.integers(1, 9), heads=st.integers(1, 3), causal=st.booleans(), masked=st.booleans(), temperature=st.floats(0.05, 5), seed=st.integers(0, 2**16))
 def test_each_summary_is_the_mean_over_the_rows_where_it_exists(n, heads, causal, masked, temperature, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(heads, n, 4)) for _ in range(3))

@@ -12,11 +12,11 @@ import traitlets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ipywidgets.widgets.widget import _remove_buffers
+from test_layers import fake_model
+from test_widget import RecordingComm
 
 from attnwidget import AttentionWidget, attention
 from attnwidget.widget import principal_axes
-from test_layers import fake_model
-from test_widget import RecordingComm
 
 
 def snapshot(w):
@@ -27,7 +27,7 @@ def snapshot(w):
 
 def same(a, b):
     def equal(x, y):
-        return x is y or not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray) and x == y
+        return x is y or (not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray) and x == y)
 
     return a.keys() == b.keys() and all(equal(a[k], b[k]) for k in a)
 
@@ -59,6 +59,7 @@ def check_invariants(w):
 
 # --- 1. the page gets the numbers Python holds ---
 
+
 def test_float32_exact_arrays_travel_as_float32_and_others_exactly_as_float64():
     rng = np.random.default_rng(0)
     exact = rng.normal(size=(2, 5, 4)).astype(np.float32)
@@ -74,6 +75,7 @@ def test_float32_exact_arrays_travel_as_float32_and_others_exactly_as_float64():
 
 # --- 2. messages from the page are applied whole or not at all ---
 
+
 def test_a_bad_array_refuses_the_whole_message_with_its_focus(monkeypatch):
     w = AttentionWidget()
     sent = []
@@ -85,8 +87,19 @@ def test_a_bad_array_refuses_the_whole_message_with_its_focus(monkeypatch):
     assert set(sent[-1]) == {"q", "focus"}
 
 
-@pytest.mark.parametrize("key, value", [("n_layers", 5), ("sentences", ["x"]), ("model_name", "m"), ("value_basis", None),
-                                        ("_esm", "export default {}"), ("_css", ""), ("_model_name", "X"), ("nonsense", 1)])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("n_layers", 5),
+        ("sentences", ["x"]),
+        ("model_name", "m"),
+        ("value_basis", None),
+        ("_esm", "export default {}"),
+        ("_css", ""),
+        ("_model_name", "X"),
+        ("nonsense", 1),
+    ],
+)
 def test_read_only_private_and_unknown_keys_are_refused(monkeypatch, key, value):
     w = AttentionWidget(["a river bank", "a money bank"])
     sent = []
@@ -161,14 +174,45 @@ def test_observers_are_told_changes_in_order():
     assert w.focus == 0 and seen[-1] == 0
 
 
-names = ["tokens", "q", "k", "v", "x", "mask", "residual", "temperature", "focus", "stage", "causal", "scale", "head", "cell",
-         "sentence_index", "value_axes", "layer", "n_layers", "sentences", "value_basis", "model_name", "_esm", "junk", "layout"]
+names = [
+    "tokens",
+    "q",
+    "k",
+    "v",
+    "x",
+    "mask",
+    "residual",
+    "temperature",
+    "focus",
+    "stage",
+    "causal",
+    "scale",
+    "head",
+    "cell",
+    "sentence_index",
+    "value_axes",
+    "layer",
+    "n_layers",
+    "sentences",
+    "value_basis",
+    "model_name",
+    "_esm",
+    "junk",
+    "layout",
+]
 junk_values = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 12), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
     st.lists(st.one_of(st.integers(-2, 8), st.text(max_size=3)), max_size=7),
-    st.builds(lambda shape, dtype, n: {"shape": shape, "dtype": dtype, "view": memoryview(b"\x3f" * n)},
-              st.lists(st.integers(0, 7), max_size=4), st.sampled_from(["float32", "float64", "complex64", "int8", "<f4", "bogus"]),
-              st.integers(0, 200)),
+    st.builds(
+        lambda shape, dtype, n: {"shape": shape, "dtype": dtype, "view": memoryview(b"\x3f" * n)},
+        st.lists(st.integers(0, 7), max_size=4),
+        st.sampled_from(["float32", "float64", "complex64", "int8", "<f4", "bogus"]),
+        st.integers(0, 200),
+    ),
     st.fixed_dictionaries({"shape": st.just([6, 2])}),
 )
 
@@ -206,8 +250,7 @@ def test_fuzzed_page_messages_leave_the_widget_consistent(data):
         w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=4, d=3), 0, 1, {})
     else:
         rng = np.random.default_rng(0)
-        w = AttentionWidget(q=rng.normal(size=(3, 5, 4)), k=rng.normal(size=(3, 5, 4)), v=rng.normal(size=(3, 5, 3)),
-                            x=None, head=2)
+        w = AttentionWidget(q=rng.normal(size=(3, 5, 4)), k=rng.normal(size=(3, 5, 4)), v=rng.normal(size=(3, 5, 3)), x=None, head=2)
     w.comm = RecordingComm()
     for _ in range(data.draw(st.integers(1, 4))):
         msg = dict(data.draw(st.lists(st.one_of(plausible(w), st.tuples(st.sampled_from(names), junk_values)), min_size=1, max_size=5)))
@@ -229,6 +272,7 @@ def test_a_message_through_the_comm_with_buffers_is_applied():
 
 # --- 3. the widget's own state does not depend on user code ---
 
+
 def raising(change):
     raise RuntimeError("a bug in the user's observer")
 
@@ -244,7 +288,7 @@ def test_a_raising_observer_cannot_leave_derived_state_stale():
     assert w.x is None and w.residual is False
     np.testing.assert_allclose(np.abs(w.value_basis), np.abs(principal_axes(w.v)))
     check_invariants(w)
-    (data, buffers), = w.comm.sent  # one complete message
+    ((data, buffers),) = w.comm.sent  # one complete message
     assert {"tokens", "q", "k", "v", "x", "residual", "value_basis"} <= set(data["state"])
 
 
@@ -319,6 +363,7 @@ def test_the_cell_shown_is_always_in_the_focused_row():
 
 # --- 4. resources are released ---
 
+
 def test_a_closed_widget_is_freed():
     rng = np.random.default_rng(0)
     q = rng.normal(size=(64, 8))
@@ -353,12 +398,16 @@ def test_memory_stays_flat_when_long_widgets_are_made_and_closed():
 
 # --- 7. inputs that would mean something else ---
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: AttentionWidget(tokens="abc", q=np.ones((3, 2)), k=np.ones((3, 2)), v=np.ones((3, 2))), "one string per token"),
-    (lambda: AttentionWidget({"a river bank": 1, "a money bank": 2}), "a sentence"),
-    (lambda: AttentionWidget(123), "a sentence"),
-    (lambda: AttentionWidget(["a river bank", 7]), "a sentence"),
-])
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: AttentionWidget(tokens="abc", q=np.ones((3, 2)), k=np.ones((3, 2)), v=np.ones((3, 2))), "one string per token"),
+        (lambda: AttentionWidget({"a river bank": 1, "a money bank": 2}), "a sentence"),
+        (lambda: AttentionWidget(123), "a sentence"),
+        (lambda: AttentionWidget(["a river bank", 7]), "a sentence"),
+    ],
+)
 def test_inputs_that_would_mean_something_else_are_refused(make, message):
     with pytest.raises((TypeError, traitlets.TraitError), match=message):
         make()

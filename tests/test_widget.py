@@ -162,7 +162,7 @@ def test_replacing_all_vectors_is_one_message_and_a_temperature_is_a_few_bytes()
     assert {"tokens", "q", "k", "v"} <= set(state)
     w.comm.sent.clear()
     w.temperature = 0.5
-    (data, buffers), = w.comm.sent
+    ((data, buffers),) = w.comm.sent
     assert data["state"] == {"temperature": 0.5} and not buffers
     w.comm.sent.clear()
     with pytest.raises(traitlets.TraitError):

@@ -1,24 +1,38 @@
 // The blend stage: the focused row's weights against the value grid, the products and their
 // sum (the output), and a 2-D plot of the values, their convex hull, their mean and the outputs.
-import { scaleLinear } from "d3-scale";
+
 import { polygonHull } from "d3-polygon";
-import { el, svg, fill, fmt2, fmt3, groupLabels, short } from "./dom.js";
-import { measurer, place, drawLabel } from "./labels.js";
+import { scaleLinear } from "d3-scale";
 import { extent, meanRow, project } from "../attention.js";
+import { el, fill, fmt2, fmt3, groupLabels, short, svg } from "./dom.js";
+import { drawLabel, measurer, place } from "./labels.js";
 
 const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
 const MAX_ROWS = 16; // longer sequences: the table lists the heaviest tokens
 
-const W = 340, H = 300;
-const L = 42, R = W - 10, T = 20, B = H - 42; // the plotting area; ticks and axis names around it
+const W = 340,
+  H = 300;
+const L = 42,
+  R = W - 10,
+  T = 20,
+  B = H - 42; // the plotting area; ticks and axis names around it
 
 /** x and y scales on which one unit is as long across as up (distances on the plot are true
  * distances), the data centred with a margin. */
 function equalScales([x0, x1], [y0, y1]) {
   const k = Math.min((R - L) / Math.max(x1 - x0, 1e-9), (B - T) / Math.max(y1 - y0, 1e-9)) / 1.1;
-  const cx = x0 / 2 + x1 / 2, cy = y0 / 2 + y1 / 2; // halves first: no overflow
-  const hx = (R - L) / 2 / k, hy = (B - T) / 2 / k;
-  return { x: scaleLinear().domain([cx - hx, cx + hx]).range([L, R]), y: scaleLinear().domain([cy - hy, cy + hy]).range([B, T]) };
+  const cx = x0 / 2 + x1 / 2,
+    cy = y0 / 2 + y1 / 2; // halves first: no overflow
+  const hx = (R - L) / 2 / k,
+    hy = (B - T) / 2 / k;
+  return {
+    x: scaleLinear()
+      .domain([cx - hx, cx + hx])
+      .range([L, R]),
+    y: scaleLinear()
+      .domain([cy - hy, cy + hy])
+      .range([B, T]),
+  };
 }
 
 // The screen angle from a to b: a label at b goes this way, away from a.
@@ -33,37 +47,81 @@ export function createBlend(parent, { onResidual }) {
   const plot = svg("svg", { class: "aw-plot", width: W, height: H, role: "img" });
   const readout = el("p", { class: "aw-metrics" });
   const legend = el("ul", { class: "aw-plot-legend" });
-  const node = el("div", { class: "aw-blend" },
+  const node = el(
+    "div",
+    { class: "aw-blend" },
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "weights × values = output"), table, residualToggle),
-    el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, legend, readout));
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "values, their hull and the outputs"), plot, legend, readout),
+  );
   parent.append(node);
 
   function drawTable({ tokens, keys, focus, row, v, O, x, residual: withX }) {
-    const d = v.cols, dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
+    const d = v.cols,
+      dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
     const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
-    const head = el("tr", {}, el("th", {}, "token"), el("th", {}, `a(${short(tokens[focus], 16)}, ·)`),
-      dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)), dims.map((c) => el("th", {}, `a·v${sub(c)}`)));
+    const head = el(
+      "tr",
+      {},
+      el("th", {}, "token"),
+      el("th", {}, `a(${short(tokens[focus], 16)}, ·)`),
+      dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)),
+      dims.map((c) => el("th", {}, `a·v${sub(c)}`)),
+    );
     // long rows: the heaviest tokens in sentence order, the rest summed up in one line
     let shown = keys.map((_, j) => j);
-    if (shown.length > MAX_ROWS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ROWS).sort((a, b) => a - b);
-    const body = shown.map((j) => el("tr", { class: row[j] === 0 ? "aw-zero" : null },
-      el("th", { scope: "row" }, keys[j]), el("td", {}, fmt3(row[j])),
-      dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
-      dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c])))));
+    if (shown.length > MAX_ROWS)
+      shown = shown
+        .sort((a, b) => row[b] - row[a])
+        .slice(0, MAX_ROWS)
+        .sort((a, b) => a - b);
+    const body = shown.map((j) =>
+      el(
+        "tr",
+        { class: row[j] === 0 ? "aw-zero" : null },
+        el("th", { scope: "row" }, keys[j]),
+        el("td", {}, fmt3(row[j])),
+        dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
+        dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c]))),
+      ),
+    );
     if (shown.length < keys.length) {
       const rest = 1 - shown.reduce((a, j) => a + row[j], 0);
-      body.push(el("tr", { class: "aw-rest" }, el("th", { scope: "row" }, `… ${keys.length - shown.length} more`), el("td", {}, fmt3(rest)),
-        el("td", { colspan: 2 * dims.length }, "lighter tokens, included in the sum")));
+      body.push(
+        el(
+          "tr",
+          { class: "aw-rest" },
+          el("th", { scope: "row" }, `… ${keys.length - shown.length} more`),
+          el("td", {}, fmt3(rest)),
+          el("td", { colspan: 2 * dims.length }, "lighter tokens, included in the sum"),
+        ),
+      );
     }
     const sum = row.reduce((a, b) => a + b, 0);
-    const foot = el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "Σ"), el("td", {}, fmt3(sum)),
+    const foot = el(
+      "tr",
+      { class: "aw-sum" },
+      el("th", { scope: "row" }, "Σ"),
+      el("td", {}, fmt3(sum)),
       dims.map(() => el("td", { class: "aw-v" })),
-      dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))));
+      dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))),
+    );
     const own = withX && [
-      el("tr", { class: "aw-own" }, el("th", { scope: "row" }, `+ x(${short(tokens[focus], 16)})`), el("td"), dims.map(() => el("td", { class: "aw-v" })),
-        dims.map((c) => el("td", {}, fmt2(x.data[focus * d + c])))),
-      el("tr", { class: "aw-sum" }, el("th", { scope: "row" }, "= x + mix"), el("td"), dims.map(() => el("td", { class: "aw-v" })),
-        dims.map((c) => el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c])))),
+      el(
+        "tr",
+        { class: "aw-own" },
+        el("th", { scope: "row" }, `+ x(${short(tokens[focus], 16)})`),
+        el("td"),
+        dims.map(() => el("td", { class: "aw-v" })),
+        dims.map((c) => el("td", {}, fmt2(x.data[focus * d + c]))),
+      ),
+      el(
+        "tr",
+        { class: "aw-sum" },
+        el("th", { scope: "row" }, "= x + mix"),
+        el("td"),
+        dims.map(() => el("td", { class: "aw-v" })),
+        dims.map((c) => el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c]))),
+      ),
     ];
     fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot, own || []));
   }
@@ -71,7 +129,9 @@ export function createBlend(parent, { onResidual }) {
   function drawPlot({ tokens, keys, cross, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {
     // values wider than two: plot both values and outputs on V's principal axes
     const count = tokens.length; // outputs: one per row (in cross-attention, not one per value)
-    let v = values, O = outputs, mix = outputs;
+    let v = values,
+      O = outputs,
+      mix = outputs;
     if (basis) {
       const centre = meanRow(values);
       v = project(values.data, values.rows, centre, basis);
@@ -81,33 +141,64 @@ export function createBlend(parent, { onResidual }) {
       if (withX) X = project(X.data, count, centre, basis);
       axes = ["principal axis 1 of V", "principal axis 2 of V"];
     }
-    const n = v.rows, d = v.cols;
-    const px = (j) => v.data[j * d], py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
-    const ox = (i) => O[i * d], oy = (i) => (d > 1 ? O[i * d + 1] : 0);
+    const n = v.rows,
+      d = v.cols;
+    const px = (j) => v.data[j * d],
+      py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
+    const ox = (i) => O[i * d],
+      oy = (i) => (d > 1 ? O[i * d + 1] : 0);
     // with the residual, the word starts at its own embedding and moves by the mix
     const own = withX ? [X.data[focus * d], d > 1 ? X.data[focus * d + 1] : 0] : null;
     const moved = own && [own[0] + mix[focus * d], own[1] + (d > 1 ? mix[focus * d + 1] : 0)];
-    const xs = [0], ys = [0];
-    for (let j = 0; j < n; j++) { xs.push(px(j)); ys.push(py(j)); }
-    for (let i = 0; i < count; i++) { xs.push(ox(i)); ys.push(oy(i)); }
-    if (own) xs.push(own[0], moved[0]), ys.push(own[1], moved[1]);
+    const xs = [0],
+      ys = [0];
+    for (let j = 0; j < n; j++) {
+      xs.push(px(j));
+      ys.push(py(j));
+    }
+    for (let i = 0; i < count; i++) {
+      xs.push(ox(i));
+      ys.push(oy(i));
+    }
+    if (own) {
+      xs.push(own[0], moved[0]);
+      ys.push(own[1], moved[1]);
+    }
     const { x, y } = equalScales(extent(xs), extent(ys));
-    const measure = measurer(plot), parts = [], taken = [], lines = [], marks = [];
+    const measure = measurer(plot),
+      parts = [],
+      taken = [],
+      lines = [],
+      marks = [];
     // a text at a fixed place (ticks, axis titles): drawn now, and kept clear of the labels
     const fixed = (text, cls, at, baseline, anchor) => {
-      const m = measure(text, cls), left = at - (anchor === "end" ? m.w : anchor === "middle" ? m.w / 2 : 0);
+      const m = measure(text, cls),
+        left = at - (anchor === "end" ? m.w : anchor === "middle" ? m.w / 2 : 0);
       const box = [left, baseline - m.ascent, left + m.w, baseline - m.ascent + m.h];
       taken.push(box);
       parts.push(svg("text", { class: cls, x: left.toFixed(1), y: baseline }, text));
     };
-    const line = (cls, x1, y1, x2, y2) => { lines.push([x1, y1, x2, y2]); parts.push(svg("line", { class: cls, x1, y1, x2, y2 })); };
-    const mark = (node, [cx, cy], r) => { marks.push([cx - r, cy - r, cx + r, cy + r]); parts.push(node); };
+    const line = (cls, x1, y1, x2, y2) => {
+      lines.push([x1, y1, x2, y2]);
+      parts.push(svg("line", { class: cls, x1, y1, x2, y2 }));
+    };
+    const mark = (node, [cx, cy], r) => {
+      marks.push([cx - r, cy - r, cx + r, cy + r]);
+      parts.push(node);
+    };
 
     // axes through zero; numbers along the bottom and the left, one unit as long on both
     line("aw-axis", L, y(0), R, y(0));
     line("aw-axis", x(0), T, x(0), B);
-    for (const t of x.ticks(5)) { parts.push(svg("line", { class: "aw-tick-mark", x1: x(t), x2: x(t), y1: B, y2: B + 4 })); fixed(x.tickFormat(5)(t), "aw-tick aw-tick-x", x(t), B + 16, "middle"); }
-    if (d > 1) for (const t of y.ticks(5)) { parts.push(svg("line", { class: "aw-tick-mark", x1: L - 4, x2: L, y1: y(t), y2: y(t) })); fixed(y.tickFormat(5)(t), "aw-tick aw-tick-y", L - 6, y(t) + 4, "end"); }
+    for (const t of x.ticks(5)) {
+      parts.push(svg("line", { class: "aw-tick-mark", x1: x(t), x2: x(t), y1: B, y2: B + 4 }));
+      fixed(x.tickFormat(5)(t), "aw-tick aw-tick-x", x(t), B + 16, "middle");
+    }
+    if (d > 1)
+      for (const t of y.ticks(5)) {
+        parts.push(svg("line", { class: "aw-tick-mark", x1: L - 4, x2: L, y1: y(t), y2: y(t) }));
+        fixed(y.tickFormat(5)(t), "aw-tick aw-tick-y", L - 6, y(t) + 4, "end");
+      }
     fixed(`${short(axes[0] || "v₁", 40)} →`, "aw-axis-label", R, H - 5, "end");
     if (d > 1) fixed(`↑ ${short(axes[1] || "v₂", 40)}`, "aw-axis-label", 4, 12, "start");
     // convex hull of the values: every output must land inside it
@@ -118,7 +209,8 @@ export function createBlend(parent, { onResidual }) {
       hull.forEach((p, i) => lines.push([...p, ...hull[(i + 1) % hull.length]]));
     } else if (n === 2) line("aw-hull", ...pts[0], ...pts[1]);
     // the mean of the values, the values, and every token's output
-    const mean = meanRow(v), m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
+    const mean = meanRow(v),
+      m = [x(mean[0]), y(d > 1 ? mean[1] : 0)];
     mark(svg("path", { class: "aw-mean", d: `M${m[0] - 5},${m[1] - 5}L${m[0] + 5},${m[1] + 5}M${m[0] - 5},${m[1] + 5}L${m[0] + 5},${m[1] - 5}` }), m, 5);
     pts.forEach((p) => mark(svg("circle", { class: "aw-value", cx: p[0], cy: p[1], r: 4 }), p, 4));
     for (let i = 0; i < count; i++) if (i !== focus) mark(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }), [x(ox(i)), y(oy(i))], 3);
@@ -128,10 +220,19 @@ export function createBlend(parent, { onResidual }) {
     mark(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }), f, 6.5);
     const name = short(tokens[focus]);
     // the output's label first, on the far side from the mean, away from the crowd
-    const labels = [{ x: f[0], y: f[1], r: 6.5, toward: away(m, f), cls: "aw-output-label",
-      text: basis ? `${name}'s output (projected)` : `${name} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})` }];
+    const labels = [
+      {
+        x: f[0],
+        y: f[1],
+        r: 6.5,
+        toward: away(m, f),
+        cls: "aw-output-label",
+        text: basis ? `${name}'s output (projected)` : `${name} output (${fmt2(ox(focus))}${d > 1 ? `, ${fmt2(oy(focus))}` : ""})`,
+      },
+    ];
     if (own) {
-      const start = [x(own[0]), y(own[1])], end = [x(moved[0]), y(moved[1])];
+      const start = [x(own[0]), y(own[1])],
+        end = [x(moved[0]), y(moved[1])];
       line("aw-residual-move", ...start, ...end);
       mark(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }), start, 4);
       mark(svg("circle", { class: "aw-with-x-point", cx: end[0], cy: end[1], r: 6.5 }), end, 6.5);
@@ -146,21 +247,26 @@ export function createBlend(parent, { onResidual }) {
     const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken });
     placed.forEach((p, i) => parts.push(...drawLabel(p, labels[i])));
     fill(plot, parts);
-    plot.setAttribute("aria-label", `Values of ${n} ${cross ? "source " : ""}tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`);
+    plot.setAttribute(
+      "aria-label",
+      `Values of ${n} ${cross ? "source " : ""}tokens with their convex hull; ${tokens[focus]}'s output at ${fmt2(ox(focus))}, ${fmt2(oy(focus))}`,
+    );
     drawLegend(name, !!own, cross);
   }
 
   // What each kind of mark stands for, with the mark itself beside its name.
   function drawLegend(name, withX, cross) {
     const item = (mark, ...text) => el("li", {}, svg("svg", { width: 16, height: 16, viewBox: "-8 -8 16 16", "aria-hidden": "true" }, mark), ...text);
-    fill(legend,
+    fill(
+      legend,
       item(svg("circle", { class: "aw-value", r: 4 }), cross ? "values (of the source tokens)" : "values"),
       item(svg("path", { class: "aw-mean", d: "M-5,-5L5,5M-5,5L5,-5" }), "mean of the values"),
       item(svg("path", { class: "aw-hull", d: "M-6,5L0,-6L6,5Z" }), "hull of the values"),
       item(svg("circle", { class: "aw-output aw-focus-output", r: 6 }), `${name}'s output`),
       item(svg("circle", { class: "aw-output", r: 3 }), cross ? "the other target tokens' outputs" : "the other tokens' outputs"),
       withX ? item(svg("rect", { class: "aw-own-point", x: -4, y: -4, width: 8, height: 8 }), `${name}'s own numbers (x)`) : null,
-      withX ? item(svg("circle", { class: "aw-with-x-point", r: 6 }), `${name} + mix: x moved by its output`) : null);
+      withX ? item(svg("circle", { class: "aw-with-x-point", r: 6 }), `${name} + mix: x moved by its output`) : null,
+    );
   }
 
   return {
@@ -170,13 +276,23 @@ export function createBlend(parent, { onResidual }) {
       residual.checked = !!s.residual;
       drawTable(s);
       drawPlot(s);
-      fill(readout,
+      fill(
+        readout,
         el("span", {}, "sense resolved ", el("b", { class: "aw-sense" }, fmt2(s.sense))),
         el("span", {}, "output spread (all tokens) ", el("b", { class: "aw-spread" }, fmt3(s.spread))),
-        s.v.cols > 2 ? el("span", { class: "aw-projection-note" }, s.basis
-          ? `the plot is a projection: ${s.v.cols}-dimensional values on their two principal axes (PCA); the table's numbers are exact${s.v.cols > MAX_DIMS ? `, first ${MAX_DIMS} of ${s.v.cols} dimensions` : ""}`
-          : `the plot shows the first two of ${s.v.cols} value dimensions`) : null);
+        s.v.cols > 2
+          ? el(
+              "span",
+              { class: "aw-projection-note" },
+              s.basis
+                ? `the plot is a projection: ${s.v.cols}-dimensional values on their two principal axes (PCA); the table's numbers are exact${s.v.cols > MAX_DIMS ? `, first ${MAX_DIMS} of ${s.v.cols} dimensions` : ""}`
+                : `the plot shows the first two of ${s.v.cols} value dimensions`,
+            )
+          : null,
+      );
     },
-    destroy() { node.remove(); },
+    destroy() {
+      node.remove();
+    },
   };
 }

@@ -21,13 +21,17 @@ export function createCell(parent, { onClose }) {
       const { a, reader, read, why, biased } = state; // biased: the scores have a bias added
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
-        const because = { ahead: `${read} comes after ${reader}: with the causal rule it cannot be read`,
-          sink: `${read} is the first token, left out in the sink view`, mask: `the mask closes this cell: ${reader} may not read ${read}` }[why];
+        const because = {
+          ahead: `${read} comes after ${reader}: with the causal rule it cannot be read`,
+          sink: `${read} is the first token, left out in the sink view`,
+          mask: `the mask closes this cell: ${reader} may not read ${read}`,
+        }[why];
         fill(steps, step("weight", `${because}, weight =`, "0"));
         return;
       }
       const shifted = a.shift ? ` − ${fmt3(a.shift)} (row max, against overflow)` : "";
-      fill(steps,
+      fill(
+        steps,
         step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
         ...(biased
           ? [step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot)), step("score", `+ bias ${fmt3(a.bias)} = score`, fmt3(a.score))]
@@ -35,8 +39,11 @@ export function createCell(parent, { onClose }) {
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
         step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),
-        step("share", `× v(${read}) ${vec(a.value)} = its share of ${reader}'s output`, vec(a.share)));
+        step("share", `× v(${read}) ${vec(a.value)} = its share of ${reader}'s output`, vec(a.share)),
+      );
     },
-    destroy() { node.remove(); },
+    destroy() {
+      node.remove();
+    },
   };
 }

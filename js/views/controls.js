@@ -19,8 +19,8 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
   const next = el("button", { type: "button", class: "aw-next", "aria-label": "Next stage" }, "Next ›");
   const STAGES = stages.map((name) => [name, LABELS[name] || name]);
   const stageButtons = STAGES.map(([name, label], i) =>
-    el("button", { type: "button", class: "aw-stage", "data-stage": name, onclick: () => onStage(name) },
-      el("span", { class: "aw-stage-num" }, i + 1), label));
+    el("button", { type: "button", class: "aw-stage", "data-stage": name, onclick: () => onStage(name) }, el("span", { class: "aw-stage-num" }, i + 1), label),
+  );
   back.addEventListener("click", () => step(-1));
   next.addEventListener("click", () => step(1));
   function step(by) {
@@ -58,7 +58,12 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
   // attention sinks: offered for a real model's heads, or whenever it is on
   const sink = el("input", { type: "checkbox", class: "aw-sink" });
   sink.addEventListener("change", () => onSink(sink.checked));
-  const sinkBox = el("label", { class: "aw-toggle", hidden: true, title: "Attention sinks: leave out the first token's column and spread each row's budget over the rest" }, sink, "hide first token");
+  const sinkBox = el(
+    "label",
+    { class: "aw-toggle", hidden: true, title: "Attention sinks: leave out the first token's column and spread each row's budget over the rest" },
+    sink,
+    "hide first token",
+  );
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
   // a real model's layers
   const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer" });
@@ -66,26 +71,40 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
   const modelName = el("span", { class: "aw-model-name" });
   const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
   // an encoder–decoder model's three attentions
-  const BLOCKS = [["encoder", "encoder", "The encoder: the source text's tokens read each other"],
+  const BLOCKS = [
+    ["encoder", "encoder", "The encoder: the source text's tokens read each other"],
     ["decoder", "decoder", "The decoder: the target's tokens read themselves and the ones before (causal)"],
-    ["cross", "cross-attention", "Cross-attention: each target token reads the source text"]];
-  const blocks = el("div", { class: "aw-blocks", role: "group", "aria-label": "Attention block", hidden: true },
-    BLOCKS.map(([name, label, title]) => el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label)));
+    ["cross", "cross-attention", "Cross-attention: each target token reads the source text"],
+  ];
+  const blocks = el(
+    "div",
+    { class: "aw-blocks", role: "group", "aria-label": "Attention block", hidden: true },
+    BLOCKS.map(([name, label, title]) => el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label)),
+  );
   let shownLayers = -1;
   let shownSentences = null;
 
-  const node = el("div", { class: "aw-controls" },
+  const node = el(
+    "div",
+    { class: "aw-controls" },
     el("nav", { class: "aw-stepper", "aria-label": "Stages" }, back, stageButtons, next),
-    el("div", { class: "aw-dials" },
+    el(
+      "div",
+      { class: "aw-dials" },
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
       sinkBox,
       blocks,
       layerBox,
-      el("span", { class: "aw-save" },
+      el(
+        "span",
+        { class: "aw-save" },
         el("button", { type: "button", class: "aw-save-png", "aria-label": "Save the view as a PNG picture", onclick: () => onSave("png") }, "PNG"),
-        el("button", { type: "button", class: "aw-save-svg", "aria-label": "Save the view as an SVG picture", onclick: () => onSave("svg") }, "SVG"))),
-    sentences);
+        el("button", { type: "button", class: "aw-save-svg", "aria-label": "Save the view as an SVG picture", onclick: () => onSave("svg") }, "SVG"),
+      ),
+    ),
+    sentences,
+  );
   parent.append(node);
 
   return {
@@ -99,15 +118,20 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
       modelName.textContent = name;
       if (layers !== shownLayers) {
         shownLayers = layers;
-        fill(layerSelect, Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i + 1} of ${layers}`)));
+        fill(
+          layerSelect,
+          Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i + 1} of ${layers}`)),
+        );
       }
       layerSelect.value = String(layer);
       causal.checked = isCausal;
       if (sentenceList !== shownSentences) {
         shownSentences = sentenceList;
         sentences.hidden = sentenceList.length < 2;
-        fill(sentences, sentenceList.map((text, i) =>
-          el("button", { type: "button", class: "aw-sentence", "data-index": i, onclick: () => onSentence(i) }, text)));
+        fill(
+          sentences,
+          sentenceList.map((text, i) => el("button", { type: "button", class: "aw-sentence", "data-index": i, onclick: () => onSentence(i) }, text)),
+        );
       }
       for (const b of sentences.children) b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
       current = stage;
@@ -120,6 +144,8 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
       slider.setAttribute("aria-valuetext", fmtT(temperature));
       value.textContent = `T = ${fmtT(temperature)}`;
     },
-    destroy() { node.remove(); },
+    destroy() {
+      node.remove();
+    },
   };
 }

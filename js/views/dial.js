@@ -1,17 +1,21 @@
 // The query dial: with two-number queries and keys, the keys are arrows and the focused
 // token's query is an arrow the reader turns by dragging; a Key | Score | Weight table follows.
-import { scaleLinear } from "d3-scale";
-import { format } from "d3-format";
-import { el, svg, fill, fmt2, groupLabels, short } from "./dom.js";
-import { measurer, place, drawLabel, percentages } from "./labels.js";
 
-const SIZE = 300, PAD = 26;
+import { format } from "d3-format";
+import { scaleLinear } from "d3-scale";
+import { el, fill, fmt2, groupLabels, short, svg } from "./dom.js";
+import { drawLabel, measurer, percentages, place } from "./labels.js";
+
+const SIZE = 300,
+  PAD = 26;
 const MAX_LABELS = 12; // keys beyond these (the lightest) keep their arrows, unlabelled
 let instances = 0; // marker ids must be unique in the document
 
 // Are the weights softmax(scores) as they are, with no temperature to divide by?
 function isSoftmax(scores, weights) {
-  const top = Math.max(...scores), e = scores.map((s) => Math.exp(s - top)), sum = e.reduce((a, b) => a + b, 0);
+  const top = Math.max(...scores),
+    e = scores.map((s) => Math.exp(s - top)),
+    sum = e.reduce((a, b) => a + b, 0);
   return e.every((x, i) => Math.abs(x / sum - weights[i]) < 1e-9);
 }
 
@@ -20,11 +24,15 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
   const plot = svg("svg", { class: "aw-dial", width: SIZE, height: SIZE, role: "img" });
   const table = el("table", { class: "aw-dial-table" });
   const note = el("p", { class: "aw-dial-note" });
-  const node = el("div", { class: "aw-dial-wrap" },
+  const node = el(
+    "div",
+    { class: "aw-dial-wrap" },
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "turn the query: drag its tip"), plot),
-    el("figure", { class: "aw-figure" }, el("figcaption", {}, "what the query finds"), table, note));
+    el("figure", { class: "aw-figure" }, el("figcaption", {}, "what the query finds"), table, note),
+  );
   parent.append(node);
-  let scale = null, dragging = false;
+  let scale = null,
+    dragging = false;
   const markerId = `aw-head-${++instances}`;
 
   const toVector = (ev) => {
@@ -73,12 +81,22 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       for (let j = 0; j < k.rows; j++) reach = Math.max(reach, Math.hypot(k.data[j * 2], k.data[j * 2 + 1]));
       // Keep the axes still while dragging, so the arrow stays under the pointer.
       reach ||= 1; // all-zero vectors: any axes will do
-      if (!dragging || !scale) scale = scaleLinear().domain([-reach * 1.25, reach * 1.25]).range([PAD, SIZE - PAD]);
-      const X = (x) => scale(x), Y = (y) => SIZE - scale(y), O = [X(0), Y(0)];
-      const lines = [[PAD, O[1], SIZE - PAD, O[1]], [O[0], PAD, O[0], SIZE - PAD]], marks = [];
+      if (!dragging || !scale)
+        scale = scaleLinear()
+          .domain([-reach * 1.25, reach * 1.25])
+          .range([PAD, SIZE - PAD]);
+      const X = (x) => scale(x),
+        Y = (y) => SIZE - scale(y),
+        O = [X(0), Y(0)];
+      const lines = [
+          [PAD, O[1], SIZE - PAD, O[1]],
+          [O[0], PAD, O[0], SIZE - PAD],
+        ],
+        marks = [];
       // an arrow from the origin, with a label to go on beyond its tip
       const arrow = (x, y, cls, text, r, weight = null) => {
-        const tip = [X(x), Y(y)], long = Math.hypot(tip[0] - O[0], tip[1] - O[1]) > 1;
+        const tip = [X(x), Y(y)],
+          long = Math.hypot(tip[0] - O[0], tip[1] - O[1]) > 1;
         lines.push([...O, ...tip]);
         marks.push([tip[0] - r, tip[1] - r, tip[0] + r, tip[1] + r]);
         return { x: tip[0], y: tip[1], r, toward: long ? Math.atan2(tip[1] - O[1], tip[0] - O[0]) : null, text, cls, weight };
@@ -86,11 +104,20 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       const q0 = arrow(query[0], query[1], "aw-query", `${short(tokens[focus])} query`, 9); // r: the handle's
       // keys that coincide share one arrow and one label
       const open = names.map((_, j) => j).filter((j) => !masked(j)); // names: the keys' tokens
-      const keys = groupLabels(open.map((j) => [k.data[j * 2], k.data[j * 2 + 1]]), open.map((j) => names[j]))
-        .map((g) => arrow(g.x, g.y, "aw-key", `${g.label} key`, 6, weightRow[open[g.index]]));
+      const keys = groupLabels(
+        open.map((j) => [k.data[j * 2], k.data[j * 2 + 1]]),
+        open.map((j) => names[j]),
+      ).map((g) => arrow(g.x, g.y, "aw-key", `${g.label} key`, 6, weightRow[open[g.index]]));
       // labels: the query's, then the keys' from the heaviest, at most MAX_LABELS of them
       // (a key's label is left out where it would cover another)
-      const labelled = [q0, ...keys.slice().sort((a, b) => b.weight - a.weight).slice(0, MAX_LABELS).map((a) => Object.assign(a, { optional: true }))];
+      const labelled = [
+        q0,
+        ...keys
+          .slice()
+          .sort((a, b) => b.weight - a.weight)
+          .slice(0, MAX_LABELS)
+          .map((a) => Object.assign(a, { optional: true })),
+      ];
       const measure = measurer(plot);
       for (const l of labelled) Object.assign(l, measure(l.text, `${l.cls}-label`));
       place(labelled, { bounds: [1, 1, SIZE - 1, SIZE - 1], marks, lines }).forEach((p, i) => (labelled[i].placed = p));
@@ -102,11 +129,28 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         return [leader, svg("line", { class: a.cls, x1: O[0], y1: O[1], x2: a.x, y2: a.y, "marker-end": `url(#${markerId})`, style }), text];
       };
       const parts = [
-        svg("defs", {}, svg("marker", { id: markerId, viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 10, markerHeight: 10, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" },
-          svg("path", { d: "M0,0L10,5L0,10z", class: "aw-arrowhead" }))),
+        svg(
+          "defs",
+          {},
+          svg(
+            "marker",
+            {
+              id: markerId,
+              viewBox: "0 0 10 10",
+              refX: 8,
+              refY: 5,
+              markerWidth: 10,
+              markerHeight: 10,
+              markerUnits: "userSpaceOnUse",
+              orient: "auto-start-reverse",
+            },
+            svg("path", { d: "M0,0L10,5L0,10z", class: "aw-arrowhead" }),
+          ),
+        ),
         svg("line", { class: "aw-axis", x1: PAD, x2: SIZE - PAD, y1: O[1], y2: O[1] }),
         svg("line", { class: "aw-axis", x1: O[0], x2: O[0], y1: PAD, y2: SIZE - PAD }),
-        keys.map(draw), draw(q0),
+        keys.map(draw),
+        draw(q0),
         svg("circle", { class: "aw-dial-handle", cx: q0.x, cy: q0.y, r: 9, tabindex: -1 }),
       ];
       fill(plot, parts.flat(2));
@@ -115,20 +159,39 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       // Key | Score | × scale | Weight, for the keys the token reads: the dot product, the scaled
       // score softmax takes, and whole percentages that add up to 100
       const shares = percentages(open.map((j) => weightRow[j]));
-      const rows = open.map((j, r) => el("tr", { "data-index": j },
-        el("th", { scope: "row" }, names[j]),
-        el("td", { class: "aw-dial-score" }, fmt2(dots[j])),
-        el("td", { class: "aw-dial-scaled" }, fmt2(scoreRow[j])),
-        el("td", { class: "aw-dial-weight" }, `${shares[r]}%`)));
+      const rows = open.map((j, r) =>
+        el(
+          "tr",
+          { "data-index": j },
+          el("th", { scope: "row" }, names[j]),
+          el("td", { class: "aw-dial-score" }, fmt2(dots[j])),
+          el("td", { class: "aw-dial-scaled" }, fmt2(scoreRow[j])),
+          el("td", { class: "aw-dial-weight" }, `${shares[r]}%`),
+        ),
+      );
       const head = el("tr", {}, el("th", {}, "Key"), el("th", {}, "Score"), el("th", { class: "aw-dial-scaled" }, `× ${scaleText}`), el("th", {}, "Weight"));
       fill(table, el("thead", {}, head), el("tbody", {}, rows));
-      const t = temperature == null ? (isSoftmax(open.map((j) => scoreRow[j]), open.map((j) => weightRow[j])) ? "" : " ÷ T, the temperature")
-        : temperature === 1 ? "" : ` ÷ T (T = ${fmt2(temperature)})`;
+      const t =
+        temperature == null
+          ? isSoftmax(
+              open.map((j) => scoreRow[j]),
+              open.map((j) => weightRow[j]),
+            )
+            ? ""
+            : " ÷ T, the temperature"
+          : temperature === 1
+            ? ""
+            : ` ÷ T (T = ${fmt2(temperature)})`;
       const closed = names.filter((_, j) => masked(j)).map((name) => short(name, 16));
-      fill(note, `Score: the dot product of ${short(tokens[focus])}'s query with each key. `
-        + `Weight: softmax of ${scaleText} × score${t}, so the weights add up to 100%.`
-        + (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "")
-        + (closed.length ? ` Not read, so not listed: ${closed.length > 3 ? `${closed.slice(0, 3).join(", ")} +${closed.length - 3}` : closed.join(", ")}.` : ""));
+      fill(
+        note,
+        `Score: the dot product of ${short(tokens[focus])}'s query with each key. ` +
+          `Weight: softmax of ${scaleText} × score${t}, so the weights add up to 100%.` +
+          (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "") +
+          (closed.length
+            ? ` Not read, so not listed: ${closed.length > 3 ? `${closed.slice(0, 3).join(", ")} +${closed.length - 3}` : closed.join(", ")}.`
+            : ""),
+      );
     },
     destroy() {
       plot.removeEventListener("pointerdown", onDown);

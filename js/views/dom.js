@@ -1,6 +1,7 @@
 // Small DOM helpers. Text always goes in as text nodes, never as HTML.
-import { format } from "d3-format";
+
 import { rgb } from "d3-color";
+import { format } from "d3-format";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -28,7 +29,12 @@ export function svg(tag, attrs, ...children) {
 
 /** Replace all of a node's children. */
 export function fill(node, ...children) {
-  node.replaceChildren(...children.flat().filter((c) => c != null).map((c) => (typeof c === "object" ? c : document.createTextNode(String(c)))));
+  node.replaceChildren(
+    ...children
+      .flat()
+      .filter((c) => c != null)
+      .map((c) => (typeof c === "object" ? c : document.createTextNode(String(c)))),
+  );
   return node;
 }
 
@@ -37,9 +43,16 @@ export function palette(root) {
   const css = getComputedStyle(root);
   const get = (name) => css.getPropertyValue(name).trim();
   return {
-    fg: get("--aw-fg"), muted: get("--aw-muted"), bg: get("--aw-bg"), panel: get("--aw-panel"),
-    pos: get("--aw-pos"), neg: get("--aw-neg"), zero: get("--aw-zero"), seq: get("--aw-seq"),
-    accent: get("--aw-accent"), masked: get("--aw-masked"),
+    fg: get("--aw-fg"),
+    muted: get("--aw-muted"),
+    bg: get("--aw-bg"),
+    panel: get("--aw-panel"),
+    pos: get("--aw-pos"),
+    neg: get("--aw-neg"),
+    zero: get("--aw-zero"),
+    seq: get("--aw-seq"),
+    accent: get("--aw-accent"),
+    masked: get("--aw-masked"),
     font: css.fontFamily || "sans-serif",
   };
 }
@@ -57,10 +70,14 @@ export const fmtT = (t) => (t >= 0.01 && t < 1e4 ? (Math.round(t * 100) / 100 ==
 export function percentages(weights) {
   const total = weights.reduce((a, w) => a + w, 0);
   if (!(total > 0)) return weights.map(() => 0);
-  const exact = weights.map((w) => (100 * w) / total), out = exact.map(Math.floor);
+  const exact = weights.map((w) => (100 * w) / total),
+    out = exact.map(Math.floor);
   let left = 100 - out.reduce((a, p) => a + p, 0);
   const order = exact.map((x, i) => [x - out[i], i]).sort((a, b) => b[0] - a[0]);
-  for (const [, i] of order) { if (left-- <= 0) break; out[i] += 1; }
+  for (const [, i] of order) {
+    if (left-- <= 0) break;
+    out[i] += 1;
+  }
   return out;
 }
 
@@ -94,7 +111,8 @@ export function luminance(color) {
 
 /** Near-black or white text, whichever contrasts more with the background (WCAG's ratio). */
 export function inkOn(background) {
-  const l = luminance(background), dark = luminance("#111");
+  const l = luminance(background),
+    dark = luminance("#111");
   return (l + 0.05) / (dark + 0.05) >= 1.05 / (l + 0.05) ? "#111" : "#fff";
 }
 
@@ -107,10 +125,16 @@ export function watchLayout(root, also, redraw) {
   const widths = new WeakMap();
   const resize = new ResizeObserver((entries) => {
     for (const e of entries) {
-      if (widths.get(e.target) !== e.contentRect.width) { widths.set(e.target, e.contentRect.width); redraw(); }
+      if (widths.get(e.target) !== e.contentRect.width) {
+        widths.set(e.target, e.contentRect.width);
+        redraw();
+      }
     }
   });
   resize.observe(root);
   resize.observe(also);
-  return () => { theme.disconnect(); resize.disconnect(); };
+  return () => {
+    theme.disconnect();
+    resize.disconnect();
+  };
 }

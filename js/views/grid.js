@@ -1,10 +1,11 @@
 // A labelled heatmap drawn on one canvas: fast for thousands of cells, crisp on high-DPI screens.
 // Rows and columns carry token labels; extra text columns (row sum, effective tokens) sit on the right.
 import { rgb } from "d3-color";
-import { el, inkOn, palette, short } from "./dom.js";
 import { lookupTable, pack, paint } from "../picture.js";
+import { el, inkOn, palette, short } from "./dom.js";
 
-const LABEL_FONT = 12, CELL_FONT = 11;
+const LABEL_FONT = 12,
+  CELL_FONT = 11;
 
 /**
  * createGrid(parent, {title, onPick(i, j | null), describe(i, j) -> string})
@@ -24,7 +25,11 @@ export function createGrid(parent, { title, onPick, describe }) {
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
   parent.append(node);
-  let spec = null, box = null, painted = null, paintedFor = null, shown = null; // the cell image, what it shows, what is on `pixels`
+  let spec = null,
+    box = null,
+    painted = null,
+    paintedFor = null,
+    shown = null; // the cell image, what it shows, what is on `pixels`
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
@@ -32,23 +37,32 @@ export function createGrid(parent, { title, onPick, describe }) {
     ctx.font = `${LABEL_FONT}px ${pal.font}`;
     const widest = (labels) => {
       // measured once per list of labels: long inputs have thousands
-      if (!measured.has(labels)) measured.set(labels, labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0));
+      if (!measured.has(labels))
+        measured.set(
+          labels,
+          labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0),
+        );
       return measured.get(labels);
     };
     const sum = (a) => a.reduce((x, y) => x + y, 0);
     // whole pixels while cells are big enough to read; fractions when thousands must fit the width
     const fit = (left, extraW) => {
-      const f = ((s.maxWidth || 640) - left - sum(extraW)) / s.cols, cell = f >= 6 ? Math.min(54, Math.floor(f)) : f;
+      const f = ((s.maxWidth || 640) - left - sum(extraW)) / s.cols,
+        cell = f >= 6 ? Math.min(54, Math.floor(f)) : f;
       return [cell, Math.min(30, cell)];
     };
     // Labels and the extra columns take room only where cells are big enough for them to be
     // drawn: a long input's overview is all matrix, and its thousands of labels are not measured.
-    let left = 4, extraW = [], right = 0, [cell, cellH] = fit(left, extraW);
+    let left = 4,
+      extraW = [],
+      right = 0,
+      [cell, cellH] = fit(left, extraW);
     if (cellH >= 10) {
       left = Math.min(120, widest(s.measure || s.rowLabels) + 10); // measure: labels to make room for, if not these
       const withExtra = (s.extra || []).map((e) => Math.max(44, ctx.measureText(e.title).width + 12));
       [cell, cellH] = fit(left, withExtra);
-      if (withExtra.length && cellH >= 12) extraW = withExtra; // their numbers need rows of 12
+      if (withExtra.length && cellH >= 12)
+        extraW = withExtra; // their numbers need rows of 12
       else [cell, cellH] = fit(left, extraW);
     }
     const colW = cell >= 10 ? widest(s.measure || s.colLabels) : 0;
@@ -57,7 +71,8 @@ export function createGrid(parent, { title, onPick, describe }) {
       // a slanted label rises to the right of its column: room for the last one's, beyond any extra columns
       right = Math.max(0, Math.min(110, colW) * 0.71 - cell / 2 - sum(extraW));
       [cell, cellH] = fit(left + right, extraW);
-      if (extraW.length && cellH < 12) { // squeezed below their rows of 12: no extra columns, full room on the right
+      if (extraW.length && cellH < 12) {
+        // squeezed below their rows of 12: no extra columns, full room on the right
         extraW = [];
         right = Math.max(0, Math.min(110, colW) * 0.71 - cell / 2);
         [cell, cellH] = fit(left + right, extraW);
@@ -65,29 +80,48 @@ export function createGrid(parent, { title, onPick, describe }) {
     }
     // what the final cells hold: small type for small cells, none below 9 px, so no two labels
     // overlap (a slanted label is a cell's width × sin 45° from the next)
-    const rowFont = Math.min(LABEL_FONT, Math.floor(cellH) - 1), showRows = left > 4 && rowFont >= 9;
+    const rowFont = Math.min(LABEL_FONT, Math.floor(cellH) - 1),
+      showRows = left > 4 && rowFont >= 9;
     const colFont = rotate ? Math.min(LABEL_FONT, Math.floor(cell * 0.7)) : LABEL_FONT;
     const showCols = colW > 0 && cell >= 10 && colFont >= 9 && s.colLabels.length > 0;
     const top = showCols ? (rotate ? Math.min(90, colW * 0.72 + 14) : LABEL_FONT + 10) : extraW.length ? LABEL_FONT + 10 : 4;
-    return { left, top, cell, cellH, rotate, extraW, rowFont, colFont, showRows, showCols, width: left + cell * s.cols + sum(extraW) + right + 4, height: top + cellH * s.rows + 4 };
+    return {
+      left,
+      top,
+      cell,
+      cellH,
+      rotate,
+      extraW,
+      rowFont,
+      colFont,
+      showRows,
+      showCols,
+      width: left + cell * s.cols + sum(extraW) + right + 4,
+      height: top + cellH * s.rows + 4,
+    };
   }
 
-  function draw() {
+  // record: a stand-in context that keeps what is drawn (a picture's vector copy, snapshot.js);
+  // it may ask for cells one by one up to record.vectorCells, where the screen takes one image
+  function draw(record = null) {
     if (!spec) return;
-    const s = spec, pal = s.pal || palette(node); // the caller's, read once a draw: each read here could force a style pass
-    const ctx = canvas.getContext("2d");
+    const s = spec,
+      pal = s.pal || palette(node); // the caller's, read once a draw: each read here could force a style pass
+    const ctx = record || canvas.getContext("2d");
     const b = (box = layout(ctx, s, pal));
-    const dpr = window.devicePixelRatio || 1;
-    canvas.width = Math.ceil(b.width * dpr);
-    canvas.height = Math.ceil(b.height * dpr);
-    canvas.style.width = `${b.width}px`;
-    canvas.style.height = `${b.height}px`;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, b.width, b.height);
+    if (!record) {
+      const dpr = window.devicePixelRatio || 1;
+      canvas.width = Math.ceil(b.width * dpr);
+      canvas.height = Math.ceil(b.height * dpr);
+      canvas.style.width = `${b.width}px`;
+      canvas.style.height = `${b.height}px`;
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.clearRect(0, 0, b.width, b.height);
+    }
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
     // cells: one pixel per cell, scaled up, when cells are too small for anything else
-    if ((s.picture !== undefined || (s.color && s.color.domain)) && (b.cell < 6 || b.cellH < 6)) {
+    if ((s.picture !== undefined || s.color?.domain) && (b.cell < 6 || b.cellH < 6) && !(s.rows * s.cols <= record?.vectorCells)) {
       const image = s.picture !== undefined ? s.picture : cellImage(s, pal);
       if (image && image !== shown) {
         pixels.width = image.width;
@@ -97,42 +131,50 @@ export function createGrid(parent, { title, onPick, describe }) {
       }
       ctx.imageSmoothingEnabled = false;
       if (image) ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
-    }
-    else for (let i = 0; i < s.rows; i++) {
-      for (let j = 0; j < s.cols; j++) {
-        const x = b.left + j * b.cell, y = b.top + i * b.cellH;
-        if (s.masked && s.masked(i, j)) {
-          ctx.fillStyle = pal.masked;
-          ctx.fillRect(x, y, b.cell, b.cellH);
-          if (b.cell >= 8) { // hatch: "cannot read", not a pale colour
-            ctx.strokeStyle = pal.muted;
-            ctx.lineWidth = 1;
-            ctx.beginPath();
-            ctx.moveTo(x + 2, y + b.cellH - 2);
-            ctx.lineTo(x + b.cell - 2, y + 2);
-            ctx.stroke();
+    } else
+      for (let i = 0; i < s.rows; i++) {
+        for (let j = 0; j < s.cols; j++) {
+          const x = b.left + j * b.cell,
+            y = b.top + i * b.cellH;
+          if (s.masked?.(i, j)) {
+            ctx.fillStyle = pal.masked;
+            ctx.fillRect(x, y, b.cell, b.cellH);
+            if (b.cell >= 8) {
+              // hatch: "cannot read", not a pale colour
+              ctx.strokeStyle = pal.muted;
+              ctx.lineWidth = 1;
+              ctx.beginPath();
+              ctx.moveTo(x + 2, y + b.cellH - 2);
+              ctx.lineTo(x + b.cell - 2, y + 2);
+              ctx.stroke();
+            }
+            continue;
           }
-          continue;
-        }
-        const v = s.value(i, j);
-        ctx.fillStyle = s.color ? s.color(v) : pal.bg;
-        ctx.fillRect(x, y, b.cell, b.cellH);
-        if (showNumbers) {
-          ctx.font = `${CELL_FONT}px ${pal.font}`;
-          ctx.fillStyle = s.color ? inkOn(ctx.fillStyle) : pal.fg;
-          ctx.textAlign = "center";
-          ctx.textBaseline = "middle";
-          ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5);
+          const v = s.value(i, j);
+          ctx.fillStyle = s.color ? s.color(v) : pal.bg;
+          ctx.fillRect(x, y, b.cell, b.cellH);
+          if (showNumbers) {
+            ctx.font = `${CELL_FONT}px ${pal.font}`;
+            ctx.fillStyle = s.color ? inkOn(ctx.fillStyle) : pal.fg;
+            ctx.textAlign = "center";
+            ctx.textBaseline = "middle";
+            ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5);
+          }
         }
       }
-    }
     // cell borders when cells are large enough to need them
     if (b.cell >= 12) {
       ctx.strokeStyle = pal.bg;
       ctx.lineWidth = 1;
       ctx.beginPath();
-      for (let i = 0; i <= s.rows; i++) { ctx.moveTo(b.left, b.top + i * b.cellH); ctx.lineTo(b.left + s.cols * b.cell, b.top + i * b.cellH); }
-      for (let j = 0; j <= s.cols; j++) { ctx.moveTo(b.left + j * b.cell, b.top); ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH); }
+      for (let i = 0; i <= s.rows; i++) {
+        ctx.moveTo(b.left, b.top + i * b.cellH);
+        ctx.lineTo(b.left + s.cols * b.cell, b.top + i * b.cellH);
+      }
+      for (let j = 0; j <= s.cols; j++) {
+        ctx.moveTo(b.left + j * b.cell, b.top);
+        ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH);
+      }
       ctx.stroke();
     }
     // labels: smaller type for small cells, so that no two overlap (layout says which fit)
@@ -167,7 +209,8 @@ export function createGrid(parent, { title, onPick, describe }) {
     // extra text columns
     let x0 = b.left + s.cols * b.cell;
     (s.extra || []).slice(0, b.extraW.length).forEach((col, c) => {
-      const w = b.extraW[c], cx = x0 + w / 2 + 4;
+      const w = b.extraW[c],
+        cx = x0 + w / 2 + 4;
       ctx.textAlign = "center";
       ctx.fillStyle = pal.muted;
       ctx.font = `${LABEL_FONT}px ${pal.font}`;
@@ -202,24 +245,47 @@ export function createGrid(parent, { title, onPick, describe }) {
       ctx.lineWidth = 2;
       ctx.strokeRect(b.left + s.cell[1] * b.cell + 1, b.top + s.cell[0] * b.cellH + 1, b.cell - 2, b.cellH - 2);
     }
+    if (record) return;
     canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
     canvas.toggleAttribute("data-pending", !!s.pending);
     // where the cells are, in CSS pixels: lets scripts and tests point at a cell
-    Object.assign(canvas.dataset, { left: b.left, top: b.top, cellWidth: b.cell, cellHeight: b.cellH,
-      rowFont: b.showRows ? b.rowFont : 0, colFont: b.showCols ? b.colFont : 0, slanted: b.rotate, extraColumns: b.extraW.length });
+    Object.assign(canvas.dataset, {
+      left: b.left,
+      top: b.top,
+      cellWidth: b.cell,
+      cellHeight: b.cellH,
+      rowFont: b.showRows ? b.rowFont : 0,
+      colFont: b.showCols ? b.colFont : 0,
+      slanted: b.rotate,
+      extraColumns: b.extraW.length,
+    });
   }
 
   // The cell image is kept while the numbers and colours stay the same: a focus change only
   // redraws labels and outlines over it. Which cells are closed counts too (scores stay the same
   // when causal or the mask changes).
   function cellImage(s, pal) {
-    const domain = s.color.domain(), lo = domain[0], hi = domain[domain.length - 1];
+    const domain = s.color.domain(),
+      lo = domain[0],
+      hi = domain[domain.length - 1];
     const key = [...domain, s.color(lo), s.color(hi), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
     if (!(s.key && paintedFor && s.key === paintedFor.data && key === paintedFor.key && s.maskData === paintedFor.mask)) {
-      const row = s.data ? (i) => s.data.subarray(i * s.cols, (i + 1) * s.cols) : (i, out) => { for (let j = 0; j < s.cols; j++) out[j] = s.value(i, j); return out; };
+      const row = s.data
+        ? (i) => s.data.subarray(i * s.cols, (i + 1) * s.cols)
+        : (i, out) => {
+            for (let j = 0; j < s.cols; j++) out[j] = s.value(i, j);
+            return out;
+          };
       painted = paint({
-        rows: s.rows, cols: s.cols, row, lo, hi, lut: lookupTable(s.color, lo, hi, rgb), closedPixel: pack(rgb(pal.masked)),
-        causal: !!s.causal, closed: s.causal ? null : s.masked, // s.causal: causal alone, a test with no call per cell
+        rows: s.rows,
+        cols: s.cols,
+        row,
+        lo,
+        hi,
+        lut: lookupTable(s.color, lo, hi, rgb),
+        closedPixel: pack(rgb(pal.masked)),
+        causal: !!s.causal,
+        closed: s.causal ? null : s.masked, // s.causal: causal alone, a test with no call per cell
       });
       paintedFor = { data: s.key, key, mask: s.maskData };
     }
@@ -229,8 +295,10 @@ export function createGrid(parent, { title, onPick, describe }) {
   function cellAt(ev) {
     if (!box || !spec) return null;
     const r = canvas.getBoundingClientRect();
-    const x = ev.clientX - r.left, y = ev.clientY - r.top;
-    const i = Math.floor((y - box.top) / box.cellH), j = Math.floor((x - box.left) / box.cell);
+    const x = ev.clientX - r.left,
+      y = ev.clientY - r.top;
+    const i = Math.floor((y - box.top) / box.cellH),
+      j = Math.floor((x - box.left) / box.cell);
     if (i < 0 || i >= spec.rows || y < box.top) return null;
     return { i, j: j >= 0 && j < spec.cols && x >= box.left ? j : null, x, y };
   }
@@ -239,13 +307,19 @@ export function createGrid(parent, { title, onPick, describe }) {
   function onMove(ev) {
     pointer = { clientX: ev.clientX, clientY: ev.clientY };
     const c = cellAt(ev);
-    if (!c || c.j == null || !describe) { tip.hidden = true; return; }
+    if (!c || c.j == null || !describe) {
+      tip.hidden = true;
+      return;
+    }
     tip.textContent = describe(c.i, c.j);
     tip.hidden = false;
     tip.style.left = `${c.x + 14}px`;
     tip.style.top = `${c.y + 12}px`;
   }
-  const onLeave = () => { tip.hidden = true; pointer = null; };
+  const onLeave = () => {
+    tip.hidden = true;
+    pointer = null;
+  };
   function onClick(ev) {
     const c = cellAt(ev);
     if (c && onPick) onPick(c.i, c.j);
@@ -253,6 +327,7 @@ export function createGrid(parent, { title, onPick, describe }) {
   canvas.addEventListener("mousemove", onMove);
   canvas.addEventListener("mouseleave", onLeave);
   canvas.addEventListener("click", onClick);
+  canvas.drawOn = (record) => draw(record); // for pictures: the same drawing, as shapes and text
 
   return {
     node,

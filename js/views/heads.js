@@ -13,35 +13,52 @@ const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole mode
  * long ones from workers (thumbs.js), or where none can run once the page is idle, about 25 ms of
  * work per task, so a drag stays smooth (new work during a drag restarts the wait; a redraw for
  * the same work leaves it running); onProgress asks for a redraw as heads complete. */
-const SUMMARIES = [["", "nothing"], ["first", "weight on the first token"], ["self", "weight on itself"],
-  ["previous", "weight on the previous token"], ["effective_tokens", "effective tokens"]];
+const SUMMARIES = [
+  ["", "nothing"],
+  ["first", "weight on the first token"],
+  ["self", "weight on itself"],
+  ["previous", "weight on the previous token"],
+  ["effective_tokens", "effective tokens"],
+];
 
 export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const title = el("span", {});
-  const choice = el("select", { class: "aw-summary", "aria-label": "Colour the heads by a summary" },
-    SUMMARIES.map(([value, label]) => el("option", { value }, label)));
+  const choice = el(
+    "select",
+    { class: "aw-summary", "aria-label": "Colour the heads by a summary" },
+    SUMMARIES.map(([value, label]) => el("option", { value }, label)),
+  );
   choice.addEventListener("change", () => onSummary(choice.value));
   const sort = el("input", { type: "checkbox", class: "aw-summary-sort" });
-  sort.addEventListener("change", () => { shape = ""; onProgress(); }); // the page's own: a new order, redrawn
+  sort.addEventListener("change", () => {
+    shape = "";
+    onProgress();
+  }); // the page's own: a new order, redrawn
   const sortBox = el("label", { class: "aw-toggle" }, sort, "strongest first");
   const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), sortBox);
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
-  let buttons = [], shape = "", ranked = null; // ranked: the order the heads were last ranked in
-  let current = null, timer = 0, first = true; // first: the page's first thumbnails, asked for at once
+  let buttons = [],
+    shape = "",
+    ranked = null; // ranked: the order the heads were last ranked in
+  let current = null,
+    timer = 0,
+    first = true; // first: the page's first thumbnails, asked for at once
   // a whole model's heads go to workers; where none can run, the page does them itself
   const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(current) });
   const run = (work) => {
     if (work !== current) return;
-    const finished = work.thumbs.filter(Boolean).length, started = performance.now();
+    const finished = work.thumbs.filter(Boolean).length,
+      started = performance.now();
     const done = advance(work, () => performance.now() - started > 25);
     if (work.thumbs.filter(Boolean).length > finished) onProgress(); // a redraw only for a new picture
     if (!done) timer = setTimeout(() => run(work), 0);
   };
   // the arrow keys move between cells (one tab stop for the whole grid)
   function onKey(ev) {
-    const shown = [...list.querySelectorAll(".aw-head")], at = shown.indexOf(ev.target.closest(".aw-head")); // as laid out
+    const shown = [...list.querySelectorAll(".aw-head")],
+      at = shown.indexOf(ev.target.closest(".aw-head")); // as laid out
     // cells a row: the grid's heads, or as many as the wrapping run fits on its first line
     const per = Number(list.dataset.heads) || shown.filter((b) => b.offsetTop === shown[0]?.offsetTop).length || 1;
     const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per }[ev.key];
@@ -56,7 +73,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
 
   function paint(canvas, thumb, lut, scaled) {
-    const { data, width, height, max } = thumb, img = new ImageData(width, height), px = new Uint32Array(img.data.buffer);
+    const { data, width, height, max } = thumb,
+      img = new ImageData(width, height),
+      px = new Uint32Array(img.data.buffer);
     const top = scaled && max > 0 ? max : 1;
     for (let p = 0; p < data.length; p++) px[p] = lut[Math.min(255, Math.round((255 * data[p]) / top))];
     [canvas.width, canvas.height] = [width, height]; // a cross-attention head's is stretched to the square
@@ -70,12 +89,14 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       if (work !== current) {
         clearTimeout(timer);
         current = work;
-        if (work.job.q.rows <= 128 && work.thumbs.length <= 16) advance(work, () => false);
+        pool.hold(); // the workers stop on the old work now, not after the wait below
+        if (work.job.q.rows * work.job.k.rows <= 128 * 128 && work.thumbs.length <= 16) advance(work, () => false);
         else if (pool.usable()) timer = setTimeout(() => pool.run(work), first ? 0 : 120);
         else timer = setTimeout(() => run(work), 120);
         first = false;
       }
-      const thumbs = work.thumbs, per = thumbs.length / layers;
+      const thumbs = work.thumbs,
+        per = thumbs.length / layers;
       node.dataset.complete = String(!thumbs.includes(null));
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
@@ -85,23 +106,30 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);
       if (sorted && thumbs.includes(null)) order = ranked;
-      else if (sorted) order.sort((a, b) => (Number.isNaN(value(a)) - Number.isNaN(value(b))) || value(b) - value(a) || a - b);
+      else if (sorted) order.sort((a, b) => Number.isNaN(value(a)) - Number.isNaN(value(b)) || value(b) - value(a) || a - b);
       ranked = sorted ? order : null;
       const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
       if (shape !== arrangement) {
         shape = arrangement;
         buttons = thumbs.map((_, p) => {
-          const [l, h] = [Math.floor(p / per), p % per], name = layers > 1 ? `layer ${l + 1}, head ${h + 1}` : `head ${h + 1}`;
-          return el("button", { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
+          const [l, h] = [Math.floor(p / per), p % per],
+            name = layers > 1 ? `layer ${l + 1}, head ${h + 1}` : `head ${h + 1}`;
+          return el(
+            "button",
+            { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
             el("canvas", { style: `width:${side}px;height:${side}px` }),
             el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l + 1} H${h + 1}` : `head ${h + 1}`),
-            el("span", { class: "aw-head-value" }));
+            el("span", { class: "aw-head-value" }),
+          );
         });
         // a model: one row per layer, named; columns named by head (sorted: one ranked run of cells)
         const grid = layers > 1 && !sorted;
         const rows = grid
-          ? [el("span", {}), ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h + 1}`)),
-            ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per + 1}`), b]))]
+          ? [
+              el("span", {}),
+              ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h + 1}`)),
+              ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per + 1}`), b])),
+            ]
           : order.map((p) => buttons[p]);
         list.classList.toggle("aw-heads-model", grid);
         list.style.gridTemplateColumns = grid ? `auto repeat(${per}, ${side + 10}px)` : "";
@@ -112,7 +140,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       sortBox.hidden = !summary;
       const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
       buttons.forEach((b, p) => {
-        const v = value(p), shown = summary && !Number.isNaN(v);
+        const v = value(p),
+          shown = summary && !Number.isNaN(v);
         b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : fmt2(v)) : "";
         b.dataset.value = shown ? String(v) : "";
         // the value's colour, as the weights' (0 to the largest of these heads), behind the thumbnail
@@ -122,11 +151,12 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         b.lastChild.hidden = !summary;
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
-      const scaled = thumbs.some((t) => t && t.averaged);
+      const scaled = thumbs.some((t) => t?.averaged);
       title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}`;
       let lut = null;
       thumbs.forEach((t, p) => {
-        const canvas = buttons[p].firstChild, key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
+        const canvas = buttons[p].firstChild,
+          key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
         if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
         lut ??= lookupTable(color, 0, 1, rgb); // the picture's own 256 packed colours
         paint(canvas, t, lut, scaled);
@@ -138,6 +168,11 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         b.tabIndex = p === at ? 0 : -1;
       });
     },
-    destroy() { clearTimeout(timer); pool.destroy(); list.removeEventListener("keydown", onKey); node.remove(); },
+    destroy() {
+      clearTimeout(timer);
+      pool.destroy();
+      list.removeEventListener("keydown", onKey);
+      node.remove();
+    },
   };
 }

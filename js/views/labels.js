@@ -14,11 +14,14 @@ const GAP = 3; // between a point's mark and its label
 // A w×h box whose nearest side (or corner, diagonally) lies d away from (x, y) in direction a;
 // a corner clears the square around a mark of radius r too.
 function boxAt(x, y, w, h, a, d, r) {
-  const cx = Math.cos(a), cy = Math.sin(a), diagonal = Math.abs(cx) > 0.3 && Math.abs(cy) > 0.3;
+  const cx = Math.cos(a),
+    cy = Math.sin(a),
+    diagonal = Math.abs(cx) > 0.3 && Math.abs(cy) > 0.3;
   const ax = Math.abs(cx) < 0.3 ? 0.5 : cx > 0 ? 0 : 1; // which part of the box faces the point
   const ay = Math.abs(cy) < 0.3 ? 0.5 : cy > 0 ? 0 : 1;
   const off = (c) => Math.sign(c) * (diagonal ? Math.max(Math.abs(c) * d, r + 2) : Math.abs(c) * d);
-  const left = x + off(cx) - ax * w, top = y + off(cy) - ay * h;
+  const left = x + off(cx) - ax * w,
+    top = y + off(cy) - ay * h;
   return [left, top, left + w, top + h];
 }
 
@@ -28,25 +31,40 @@ const inside = (a, b) => a[0] >= b[0] && a[1] >= b[1] && a[2] <= b[2] && a[3] <=
 
 /** Does the segment [x1, y1, x2, y2] pass through the box? (Liang–Barsky clipping) */
 export function crosses([x1, y1, x2, y2], box) {
-  const dx = x2 - x1, dy = y2 - y1;
-  let t0 = 0, t1 = 1;
-  for (const [p, q] of [[-dx, x1 - box[0]], [dx, box[2] - x1], [-dy, y1 - box[1]], [dy, box[3] - y1]]) {
-    if (p === 0) { if (q < 0) return false; continue; }
+  const dx = x2 - x1,
+    dy = y2 - y1;
+  let t0 = 0,
+    t1 = 1;
+  for (const [p, q] of [
+    [-dx, x1 - box[0]],
+    [dx, box[2] - x1],
+    [-dy, y1 - box[1]],
+    [dy, box[3] - y1],
+  ]) {
+    if (p === 0) {
+      if (q < 0) return false;
+      continue;
+    }
     const t = q / p;
-    if (p < 0) { if (t > t1) return false; t0 = Math.max(t0, t); }
-    else { if (t < t0) return false; t1 = Math.min(t1, t); }
+    if (p < 0) {
+      if (t > t1) return false;
+      t0 = Math.max(t0, t);
+    } else {
+      if (t < t0) return false;
+      t1 = Math.min(t1, t);
+    }
   }
   return true;
 }
 
 // Directions nearest `toward` first (a label beyond an arrow's tip, away from the crowd).
-const order = (toward) => (toward == null ? DIRECTIONS
-  : DIRECTIONS.slice().sort((a, b) => Math.abs(angle(a - toward)) - Math.abs(angle(b - toward))));
+const order = (toward) => (toward == null ? DIRECTIONS : DIRECTIONS.slice().sort((a, b) => Math.abs(angle(a - toward)) - Math.abs(angle(b - toward))));
 const angle = (a) => Math.atan2(Math.sin(a), Math.cos(a)); // into (−π, π]
 
 // A leader from the edge of the point's mark to the nearest point of the label.
 function leaderTo({ x, y, r = 0 }, box) {
-  const nx = Math.min(Math.max(x, box[0]), box[2]), ny = Math.min(Math.max(y, box[1]), box[3]);
+  const nx = Math.min(Math.max(x, box[0]), box[2]),
+    ny = Math.min(Math.max(y, box[1]), box[3]);
   const len = Math.hypot(nx - x, ny - y);
   return len > r ? [x + ((nx - x) * r) / len, y + ((ny - y) * r) / len, nx, ny] : null;
 }
@@ -61,7 +79,8 @@ function leaderTo({ x, y, r = 0 }, box) {
  * (taken: other text); lines: segments a label crosses only when nothing else fits nearby.
  */
 export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
-  const hard = [...marks, ...taken], soft = lines.slice();
+  const hard = [...marks, ...taken],
+    soft = lines.slice();
   const free = (b) => inside(b, bounds) && !hard.some((o) => overlaps(b, o));
   const clear = (b) => !soft.some((s) => crosses(s, b));
   const centres = marks.map((m) => [(m[0] + m[2]) / 2, (m[1] + m[3]) / 2]);
@@ -69,14 +88,20 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
     const { x, y, w, h, r = 0, toward, far = Infinity } = label;
     const dirs = order(toward);
     // a label with no leader must sit nearer its own point than any other, or it names the wrong one
-    const own = (b) => { const d = distance(x, y, b); return centres.every(([cx, cy]) => Math.hypot(cx - x, cy - y) < 0.5 || distance(cx, cy, b) >= d); };
+    const own = (b) => {
+      const d = distance(x, y, b);
+      return centres.every(([cx, cy]) => Math.hypot(cx - x, cy - y) < 0.5 || distance(cx, cy, b) >= d);
+    };
     let best = null;
     // near spots first, then further rings (up to `far`); in each, a spot that crosses no line before one that does
     search: for (const ring of RINGS.filter((d) => d <= far)) {
       for (const strict of [true, false]) {
         for (const a of dirs) {
           const b = boxAt(x, y, w, h, a, r + GAP + ring, r);
-          if (free(b) && (!strict || clear(b)) && (ring > 0 || own(b))) { best = { box: b, moved: ring > 0 }; break search; }
+          if (free(b) && (!strict || clear(b)) && (ring > 0 || own(b))) {
+            best = { box: b, moved: ring > 0 };
+            break search;
+          }
         }
       }
     }
@@ -84,11 +109,15 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
     if (!best && label.optional) return null;
     if (!best) {
       let least = Infinity;
-      for (const ring of RINGS) for (const a of dirs) {
-        const b = clamp(boxAt(x, y, w, h, a, r + GAP + ring, r), bounds);
-        const cost = hard.reduce((s, o) => s + area(b, o), 0);
-        if (cost < least) { least = cost; best = { box: b, moved: !nearby(label, b) }; }
-      }
+      for (const ring of RINGS)
+        for (const a of dirs) {
+          const b = clamp(boxAt(x, y, w, h, a, r + GAP + ring, r), bounds);
+          const cost = hard.reduce((s, o) => s + area(b, o), 0);
+          if (cost < least) {
+            least = cost;
+            best = { box: b, moved: !nearby(label, b) };
+          }
+        }
     }
     hard.push(best.box);
     const leader = best.moved ? leaderTo(label, best.box) : null;
@@ -102,7 +131,8 @@ const nearby = ({ x, y, r = 0 }, b) => distance(x, y, b) <= 1.5 * (r + GAP);
 const distance = (x, y, b) => Math.hypot(Math.min(Math.max(x, b[0]), b[2]) - x, Math.min(Math.max(y, b[1]), b[3]) - y);
 
 function clamp([x0, y0, x1, y1], bounds) {
-  const dx = Math.max(bounds[0] - x0, Math.min(0, bounds[2] - x1)), dy = Math.max(bounds[1] - y0, Math.min(0, bounds[3] - y1));
+  const dx = Math.max(bounds[0] - x0, Math.min(0, bounds[2] - x1)),
+    dy = Math.max(bounds[1] - y0, Math.min(0, bounds[3] - y1));
   return [x0 + dx, y0 + dy, x1 + dx, y1 + dy];
 }
 
@@ -119,7 +149,8 @@ export function measurer(host) {
     if (!fonts.has(cls)) {
       const probe = svg("text", { class: cls });
       host.append(probe);
-      const s = getComputedStyle(probe), size = parseFloat(s.fontSize) || 12; // live: read before removing
+      const s = getComputedStyle(probe),
+        size = parseFloat(s.fontSize) || 12; // live: read before removing
       fonts.set(cls, { css: `${s.fontStyle || "normal"} ${s.fontWeight || 400} ${size}px ${s.fontFamily || "sans-serif"}`, size });
       probe.remove();
     }
@@ -129,7 +160,8 @@ export function measurer(host) {
     const f = font(cls);
     context.font = f.css;
     const m = context.measureText(text);
-    const ascent = m.fontBoundingBoxAscent ?? 0.92 * f.size, descent = m.fontBoundingBoxDescent ?? 0.24 * f.size;
+    const ascent = m.fontBoundingBoxAscent ?? 0.92 * f.size,
+      descent = m.fontBoundingBoxDescent ?? 0.24 * f.size;
     return { w: m.width, h: ascent + descent, ascent };
   };
 }

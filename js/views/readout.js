@@ -6,21 +6,30 @@ import { el, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
 /** The rounding warning for the store's current state, or null when its numbers are exact. */
 export function roundingWarning(store, temperature) {
   const agree = store.agreement();
-  return agree.exact ? null : `These numbers are too sensitive to rounding to show exactly: a score here can differ from `
-    + `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(temperature)} can move `
-    + `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; `
-    + "raise the temperature, or scale q and k down, to see them here.";
+  return agree.exact
+    ? null
+    : `These numbers are too sensitive to rounding to show exactly: a score here can differ from ` +
+        `Python's by up to ${fmtE(agree.scoreError)} (scores reach ${fmtE(agree.top)}), which at T = ${fmtT(temperature)} can move ` +
+        `a weight by up to ${fmtE(agree.weightError)}. Python's w.scores and w.weights are the reference; ` +
+        "raise the temperature, or scale q and k down, to see them here.";
 }
 
 /** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens". */
 export function describeRow(store, focus, tokens, stage) {
-  const n = tokens.length, name = tokens[focus], keys = store.keys(), m = keys.length, self = !store.cross();
+  const n = tokens.length,
+    name = tokens[focus],
+    keys = store.keys(),
+    m = keys.length,
+    self = !store.cross();
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
   const row = stage === "scores" ? store.scores().subarray(focus * m, focus * m + m) : store.weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !store.closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);
-  const top = order.slice(0, 6).map((j) =>
-    el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`));
+  const top = order
+    .slice(0, 6)
+    .map((j) =>
+      el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`),
+    );
   const verb = stage === "scores" ? " scores " : " reads ";
   const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];

@@ -1,15 +1,15 @@
-// The current view as a picture: an SVG that carries a copy of the widget's own DOM (canvases
-// as images, styles and theme colours inlined), and a PNG drawn from that SVG.
+// The current view as a picture: a vector SVG redrawn from the widget's layout, and a PNG drawn
+// from that SVG. Text becomes <text>, boxes <rect>, each matrix its cells, labels and outlines
+// (replayed from the grid's own drawing), and the plots copies of their SVG with every style
+// written out as attributes: renderers other than browsers (librsvg, cairo) read neither the
+// page's stylesheet nor its CSS variables. The controls are left out: a picture has nothing to press.
 
-function widgetCSS() {
-  const rules = [];
-  for (const sheet of document.styleSheets) {
-    let list;
-    try { list = sheet.cssRules; } catch { continue; } // another origin's sheet: not ours
-    for (const rule of list) if (rule.cssText.includes(".aw-")) rules.push(rule.cssText);
-  }
-  return rules.join("\n");
-}
+const NS = "http://www.w3.org/2000/svg";
+// what can be pressed, dragged or chosen, and the hover tip
+const CHROME = ".aw-controls, .aw-tip, .aw-toggle, .aw-cell-close, input, select, label:has(select)";
+/** Past this many cells a matrix is one PNG <image> in the SVG: as rects it would take megabytes.
+ * (Long inputs past 512 tokens are painted as an image on the page too.) */
+export const CELL_BUDGET = 40000;
 
 // Characters XML cannot hold (C0 controls but tab, LF and CR; lone surrogates; U+FFFE/U+FFFF),
 // and DEL and C1 controls, which show as nothing. Text from Python arrives without them, but
@@ -18,50 +18,525 @@ function widgetCSS() {
 const NOT_XML = /[\0-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\uD800-\uDFFF\uFFFE\uFFFF]/gu;
 const standIn = (c) => (c < " " ? String.fromCharCode(0x2400 + c.charCodeAt(0)) : c === "\x7F" ? "\u2421" : "\uFFFD");
 
-/** SVG markup of the view as it is now drawn: well-formed XML whatever its text. */
-export function snapshotSVG(root) {
-  const { width, height } = root.getBoundingClientRect();
-  const clone = root.cloneNode(true);
-  const canvases = root.querySelectorAll("canvas");
-  clone.querySelectorAll("canvas").forEach((copy, i) => {
-    const img = document.createElement("img");
-    img.src = canvases[i].toDataURL("image/png");
-    img.setAttribute("style", `display:block;width:${canvases[i].style.width};height:${canvases[i].style.height}`);
-    copy.replaceWith(img);
-  });
-  // form state lives in properties, not attributes: write it down so the copy shows it
-  const inputs = root.querySelectorAll("input, select");
-  clone.querySelectorAll("input, select").forEach((copy, i) => {
-    if (inputs[i].type === "checkbox") copy.toggleAttribute("checked", inputs[i].checked);
-    else if (copy.tagName === "SELECT") [...copy.options].forEach((o) => o.toggleAttribute("selected", o.value === inputs[i].value));
-    else copy.setAttribute("value", inputs[i].value);
-  });
-  // the theme's colours come from the notebook around the widget: freeze them on the copy
-  const css = getComputedStyle(root);
-  const frozen = [...css].filter((p) => p.startsWith("--aw-")).map((p) => `${p}:${css.getPropertyValue(p)}`);
-  frozen.push(`color:${css.color}`, `background:${css.backgroundColor}`, `font-family:${css.fontFamily}`, `width:${width}px`, "margin:0");
-  clone.setAttribute("style", frozen.join(";"));
-  const body = new XMLSerializer().serializeToString(clone);
-  const style = new XMLSerializer().serializeToString(Object.assign(document.createElement("style"), { textContent: widgetCSS() }));
-  return (`<svg xmlns="http://www.w3.org/2000/svg" width="${Math.ceil(width)}" height="${Math.ceil(height)}" viewBox="0 0 ${Math.ceil(width)} ${Math.ceil(height)}">`
-    + `<foreignObject x="0" y="0" width="100%" height="100%"><div xmlns="http://www.w3.org/1999/xhtml">${style}${body}</div></foreignObject></svg>`)
-    .replace(NOT_XML, standIn);
+const num = (v) => String(Math.round(v * 100) / 100);
+let scratch = null; // a 2-D context: it normalises colours and measures text
+const context = () => (scratch ??= document.createElement("canvas").getContext("2d"));
+
+function make(tag, attrs = {}, text = null) {
+  const node = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v != null && v !== false) node.setAttribute(k, typeof v === "number" ? num(v) : v);
+  if (text != null) node.textContent = text; // a text node: escaped when serialised, never markup
+  return node;
 }
 
-/** A PNG (data URL) of the view, at `scale` times its CSS size. */
+/** A CSS colour as [#rrggbb, alpha]; alpha 0 for none or transparent. */
+function colour(css) {
+  if (!css || css === "none") return ["#000000", 0];
+  const ctx = context();
+  ctx.fillStyle = "#000";
+  ctx.fillStyle = css;
+  const c = ctx.fillStyle; // "#rrggbb", or "rgba(r, g, b, a)" when not opaque
+  if (c.startsWith("#")) return [c, 1];
+  const [r, g, b, a] = c.match(/[\d.]+/g).map(Number);
+  return [`#${[r, g, b].map((v) => v.toString(16).padStart(2, "0")).join("")}`, a];
+}
+
+/** fill or stroke attributes for a CSS colour (times an opacity); none when invisible. */
+function paint(prop, css, times = 1) {
+  const [hex, alpha] = colour(css),
+    opacity = alpha * times;
+  if (!(opacity > 0)) return { [prop]: "none" };
+  return { [prop]: hex, [`${prop}-opacity`]: opacity < 1 ? String(Math.round(opacity * 1000) / 1000) : null };
+}
+
+function picture(root) {
+  const box = root.getBoundingClientRect(),
+    css = getComputedStyle(root);
+  // the picture starts where the content does, below the controls, with the root's padding kept
+  const first = [...root.children].find((c) => !c.matches(CHROME) && c.getClientRects().length);
+  const top = first ? Math.max(0, first.getBoundingClientRect().top - box.top - parseFloat(css.paddingTop)) : 0;
+  const width = Math.ceil(box.width),
+    height = Math.ceil(box.height - top);
+  const pic = { x0: box.left, y0: box.top + top, defs: make("defs"), ids: 0, fonts: new Map(), markers: new Map(), family: css.fontFamily };
+  const bg = colour(css.backgroundColor)[1] > 0 ? css.backgroundColor : css.getPropertyValue("--aw-panel") || "#fff";
+  const svg = make("svg", { width, height, viewBox: `0 0 ${width} ${height}`, "font-family": css.fontFamily });
+  svg.append(make("rect", { width, height, ...paint("fill", bg) }));
+  walk(root, svg, pic);
+  if (pic.defs.children.length) svg.prepend(pic.defs);
+  return { text: new XMLSerializer().serializeToString(svg).replace(NOT_XML, standIn), width, height };
+}
+
+function walk(parent, out, pic) {
+  for (const node of parent.childNodes) {
+    if (node.nodeType === Node.TEXT_NODE) {
+      text(node, out, pic);
+      continue;
+    }
+    if (node.nodeType !== Node.ELEMENT_NODE || node.matches(CHROME) || !node.getClientRects().length) continue;
+    const css = getComputedStyle(node),
+      seen = css.visibility === "visible";
+    if (node.namespaceURI === NS) {
+      if (seen) out.append(vector(node, pic));
+      continue;
+    }
+    if (seen) boxOf(node, css, out, pic);
+    if (seen && css.display === "list-item" && css.listStyleType === "decimal") number(node, css, out, pic);
+    if (node.tagName === "CANVAS") {
+      if (seen) canvasOf(node, out, pic);
+      continue;
+    }
+    walk(node, clip(node, css, out, pic), pic);
+  }
+}
+
+// --- boxes: backgrounds, borders, outlines ---
+
+function boxOf(node, css, out, pic) {
+  const r = node.getBoundingClientRect(),
+    x = r.left - pic.x0,
+    y = r.top - pic.y0,
+    rx = parseFloat(css.borderTopLeftRadius) || 0;
+  if (!r.width || !r.height) return;
+  const at = { x, y, width: r.width, height: r.height, rx: rx || null };
+  if (colour(css.backgroundColor)[1] > 0) out.append(make("rect", { ...at, ...paint("fill", css.backgroundColor) }));
+  const gradient = css.backgroundImage.startsWith("linear-gradient(") && linear(css.backgroundImage, pic);
+  if (gradient) out.append(make("rect", { ...at, fill: `url(#${gradient})` }));
+  // borders: one stroke when the four sides match, else each side as a thin filled rect
+  const sides = ["Top", "Right", "Bottom", "Left"].map((s) => [
+    css[`border${s}Style`] === "none" ? 0 : parseFloat(css[`border${s}Width`]),
+    css[`border${s}Color`],
+  ]);
+  const [w, c] = sides[0];
+  if (sides.every(([w2, c2]) => w2 === w && c2 === c)) {
+    if (w > 0)
+      out.append(
+        make("rect", {
+          x: x + w / 2,
+          y: y + w / 2,
+          width: r.width - w,
+          height: r.height - w,
+          rx: rx ? Math.max(0, rx - w / 2) : null,
+          fill: "none",
+          "stroke-width": w,
+          ...paint("stroke", c),
+        }),
+      );
+  } else {
+    sides.forEach(([w, c], i) => {
+      if (w > 0)
+        out.append(
+          make("rect", {
+            x: i === 1 ? x + r.width - w : x,
+            y: i === 2 ? y + r.height - w : y,
+            width: i % 2 ? w : r.width,
+            height: i % 2 ? r.height : w,
+            ...paint("fill", c),
+          }),
+        );
+    });
+  }
+  // the focused token's outline, and the chosen head's ring (a box shadow of spread only)
+  const ring = (offset, width, c) => {
+    const d = offset + width / 2;
+    out.append(
+      make("rect", {
+        x: x - d,
+        y: y - d,
+        width: r.width + 2 * d,
+        height: r.height + 2 * d,
+        rx: rx ? rx + d : null,
+        fill: "none",
+        "stroke-width": width,
+        ...paint("stroke", c),
+      }),
+    );
+  };
+  if (css.outlineStyle !== "none" && parseFloat(css.outlineWidth) > 0) ring(parseFloat(css.outlineOffset) || 0, parseFloat(css.outlineWidth), css.outlineColor);
+  const shadow = css.boxShadow.match(/^(rgba?\([^)]*\)) 0px 0px 0px ([\d.]+)px$/);
+  if (shadow) ring(0, parseFloat(shadow[2]), shadow[1]);
+}
+
+/** A left-to-right or top-to-bottom linear-gradient as an SVG gradient; its id, or null. */
+function linear(image, pic) {
+  const across = /^linear-gradient\((to right|90deg)/.test(image);
+  if (!across && /^linear-gradient\((to |-?[\d.]+deg)/.test(image)) return null; // another direction: not drawn
+  const stops = [...image.matchAll(/(rgba?\([^)]*\))\s+([\d.]+)%/g)];
+  if (!stops.length) return null;
+  const id = `aw-gradient-${++pic.ids}`,
+    g = make("linearGradient", { id, x2: across ? "1" : "0", y2: across ? "0" : "1" });
+  for (const [, c, at] of stops) {
+    const [hex, alpha] = colour(c);
+    g.append(make("stop", { offset: `${at}%`, "stop-color": hex, "stop-opacity": alpha < 1 ? alpha : null }));
+  }
+  pic.defs.append(g);
+  return id;
+}
+
+/** Content cut by its box (a scrolled token strip, a long token) is cut in the picture too. */
+function clip(node, css, out, pic) {
+  if (css.overflowX === "visible" && css.overflowY === "visible") return out;
+  if (node.scrollWidth <= node.clientWidth && node.scrollHeight <= node.clientHeight) return out;
+  const r = node.getBoundingClientRect(),
+    id = `aw-clip-${++pic.ids}`;
+  const path = make("clipPath", { id });
+  path.append(make("rect", { x: r.left - pic.x0, y: r.top - pic.y0, width: r.width, height: r.height }));
+  pic.defs.append(path);
+  const g = make("g", { "clip-path": `url(#${id})` });
+  out.append(g);
+  return g;
+}
+
+// --- text ---
+
+/** The font's ascent, as the page lays out lines: a text box's top plus this is its baseline. */
+function ascent(css, pic) {
+  const font = `${css.fontStyle} ${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
+  if (!pic.fonts.has(font)) {
+    const ctx = context();
+    ctx.font = font;
+    ctx.textBaseline = "alphabetic";
+    pic.fonts.set(font, Math.round(ctx.measureText("x").fontBoundingBoxAscent));
+  }
+  return pic.fonts.get(font);
+}
+
+/** An ordered list's number ("1."), drawn by the page outside the item's box, before its first line. */
+function number(li, css, out, pic) {
+  const first = document.createTreeWalker(li, NodeFilter.SHOW_TEXT, (t) => (t.data.trim() ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP)).nextNode();
+  const line =
+    first &&
+    [
+      ...(() => {
+        const r = document.createRange();
+        r.selectNodeContents(first);
+        return r.getClientRects();
+      })(),
+    ][0];
+  if (!line) return;
+  const n = [...li.parentElement.children].filter((c) => c.tagName === "LI").indexOf(li) + (li.parentElement.start || 1);
+  context().font = `${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
+  const x = li.getBoundingClientRect().left - context().measureText(" ").width - pic.x0; // the page's marker ends with a space
+  out.append(
+    make(
+      "text",
+      {
+        x,
+        y: line.top - pic.y0 + ascent(getComputedStyle(first.parentElement), pic),
+        "text-anchor": "end",
+        "font-size": parseFloat(css.fontSize),
+        ...paint("fill", css.color),
+      },
+      `${n}.`,
+    ),
+  );
+}
+
+const CASE = { uppercase: (t) => t.toUpperCase(), lowercase: (t) => t.toLowerCase() };
+
+/** A text node as one <text> per line it takes, where the page put it, in its font and colour. */
+function text(node, out, pic) {
+  const el = node.parentElement,
+    css = getComputedStyle(el);
+  if (css.visibility !== "visible" || !node.data.trim()) return;
+  // kept spaces: one piece a line; else words, joined again on each line
+  const pre = /^(pre|break-spaces)/.test(css.whiteSpace),
+    range = document.createRange(),
+    lines = [];
+  for (const m of node.data.matchAll(pre ? /[^\n]+/g : /\S+/g)) {
+    range.setStart(node, m.index);
+    range.setEnd(node, m.index + m[0].length);
+    const r = [...range.getClientRects()].find((b) => b.width > 0);
+    if (!r) continue;
+    const line = lines.at(-1);
+    if (line && !pre && Math.abs(line.top - r.top) < 1) Object.assign(line, { text: `${line.text} ${m[0]}`, right: r.right });
+    else lines.push({ text: m[0], start: m.index, left: r.left, right: r.right, top: r.top });
+  }
+  const align = { right: "end", end: "end", center: "middle" }[css.textAlign] || "start";
+  const font = {
+    "font-size": parseFloat(css.fontSize),
+    "font-weight": css.fontWeight === "400" ? null : css.fontWeight,
+    "font-style": css.fontStyle === "normal" ? null : css.fontStyle,
+    "font-family": css.fontFamily === pic.family ? null : css.fontFamily,
+    "letter-spacing": css.letterSpacing === "normal" ? null : parseFloat(css.letterSpacing),
+    ...paint("fill", css.color),
+  };
+  const base = ascent(css, pic);
+  for (const line of lines) {
+    if (!line.text.trim()) continue;
+    let words = line.text,
+      anchor = align,
+      x = { start: line.left, middle: (line.left + line.right) / 2, end: line.right }[align];
+    // cut short with an ellipsis on the page: the characters shown, then "…"
+    if (css.textOverflow === "ellipsis" && el.scrollWidth > el.clientWidth) {
+      context().font = `${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
+      const limit = el.getBoundingClientRect().right - context().measureText("…").width;
+      let end = line.start;
+      for (const ch of line.text) {
+        range.setEnd(node, end + ch.length);
+        if (range.getBoundingClientRect().right > limit) break;
+        end += ch.length;
+      }
+      if (end < line.start + line.text.length) [words, anchor, x] = [`${node.data.slice(line.start, end)}…`, "start", line.left];
+    }
+    words = (CASE[css.textTransform] || String)(words);
+    const t = make("text", { x: x - pic.x0, y: line.top - pic.y0 + base, "text-anchor": anchor === "start" ? null : anchor, ...font }, words);
+    if (/^\s|\s$|\s\s/.test(words)) t.setAttributeNS("http://www.w3.org/XML/1998/namespace", "xml:space", "preserve");
+    out.append(t);
+  }
+}
+
+// --- the page's own SVG: arcs, the value plot, the dial, legend marks ---
+
+const SHAPE = ["stroke-width", "stroke-dasharray", "stroke-linecap", "stroke-linejoin", "opacity"];
+const FONT = ["font-family", "font-size", "font-weight", "font-style", "text-anchor", "letter-spacing"];
+const DEFAULT = {
+  "stroke-width": "1px",
+  "stroke-dasharray": "none",
+  "stroke-linecap": "butt",
+  "stroke-linejoin": "miter",
+  opacity: "1",
+  "font-weight": "400",
+  "font-style": "normal",
+  "text-anchor": "start",
+  "letter-spacing": "normal",
+};
+const OWN = /^(class|style|id|role|tabindex|aria-.*|marker-.*|fill|stroke.*|opacity|font-.*|text-anchor)$/; // replaced by the resolved styles
+
+/** An inline <svg> as a group at its place, every element's used style written out. */
+function vector(src, pic) {
+  const r = src.getBoundingClientRect(),
+    vb = src.hasAttribute("viewBox") && src.viewBox.baseVal;
+  let transform = `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`;
+  if (vb?.width && vb.height) transform += ` scale(${num(r.width / vb.width)} ${num(r.height / vb.height)}) translate(${num(-vb.x)} ${num(-vb.y)})`;
+  const g = make("g", { transform });
+  copy(src, g, pic, null);
+  return g;
+}
+
+/** Copies src's children into dst; `context`: the computed style that context-fill and context-stroke name (a marker's). */
+function copy(src, dst, pic, context) {
+  for (const child of src.childNodes) {
+    if (child.nodeType === Node.TEXT_NODE) {
+      if (dst.tagName === "text" || dst.tagName === "tspan") dst.append(child.data);
+      continue;
+    }
+    if (child.nodeType !== Node.ELEMENT_NODE || child.tagName === "defs" || child.tagName === "title") continue;
+    const css = getComputedStyle(child);
+    if (css.display === "none" || css.visibility !== "visible") continue;
+    const node = make(child.tagName);
+    for (const a of child.attributes) if (!OWN.test(a.name)) node.setAttribute(a.name, a.value);
+    for (const p of ["fill", "stroke"]) {
+      let v = css.getPropertyValue(p);
+      if (v.startsWith("context-")) v = context ? context.getPropertyValue(v.slice(8)) : "none";
+      const attrs = paint(p, v, parseFloat(css.getPropertyValue(`${p}-opacity`)));
+      if (p === "fill" || attrs.stroke !== "none") for (const [k, value] of Object.entries(attrs)) if (value != null) node.setAttribute(k, value);
+    }
+    const text = child.tagName === "text" || child.tagName === "tspan";
+    for (const p of text ? [...SHAPE, ...FONT] : SHAPE) {
+      const v = css.getPropertyValue(p);
+      if (v === DEFAULT[p] || (p === "font-family" && v === pic.family) || (p.startsWith("stroke-") && !node.hasAttribute("stroke"))) continue;
+      node.setAttribute(p, p.startsWith("font-") ? v : v.replace(/px\b/g, "").replace(/,\s*/g, " ")); // "4px, 3px": 4 3
+    }
+    const marker = css.markerEnd !== "none" && markerFor(child, css, pic);
+    if (marker) node.setAttribute("marker-end", `url(#${marker})`);
+    copy(child, node, pic, context);
+    dst.append(node);
+  }
+}
+
+/** One marker per colour: librsvg does not draw context-stroke. */
+function markerFor(el, css, pic) {
+  const id = css.markerEnd.match(/#([^")]+)/)?.[1],
+    src = id && el.ownerDocument.getElementById(id);
+  if (!src) return null;
+  const key = `${id}-${colour(css.stroke)[0].slice(1)}`;
+  if (!pic.markers.has(key)) {
+    const marker = make("marker", { id: key });
+    for (const a of src.attributes) if (a.name !== "id") marker.setAttribute(a.name, a.value);
+    copy(src, marker, pic, css);
+    pic.defs.append(marker);
+    pic.markers.set(key, true);
+  }
+  return key;
+}
+
+// --- canvases: the matrices replayed as shapes, the head thumbnails as images ---
+
+/** A PNG of a canvas shown `width` × `height`; one shown with sharp pixels is scaled up by whole
+ * pixels first, since librsvg and cairo smooth every image whatever image-rendering says. */
+function png(source, width, height, sharp) {
+  const k = sharp ? Math.min(Math.ceil(Math.max(width / source.width, height / source.height)), Math.floor(4096 / Math.max(source.width, source.height))) : 1;
+  if (k <= 1) return source.toDataURL("image/png");
+  const big = Object.assign(document.createElement("canvas"), { width: source.width * k, height: source.height * k });
+  const ctx = big.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(source, 0, 0, big.width, big.height);
+  return big.toDataURL("image/png");
+}
+
+function canvasOf(canvas, out, pic) {
+  const r = canvas.getBoundingClientRect();
+  const g = make("g", { transform: `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`, role: "img", "aria-label": canvas.getAttribute("aria-label") });
+  if (canvas.drawOn) {
+    const rec = recorder();
+    canvas.drawOn(rec.ctx);
+    g.append(...rec.nodes);
+  } else {
+    if (!canvas.width || !canvas.height) return; // nothing painted yet
+    const sharp = getComputedStyle(canvas).imageRendering === "pixelated";
+    g.append(
+      make("image", {
+        width: r.width,
+        height: r.height,
+        href: png(canvas, r.width, r.height, sharp),
+        preserveAspectRatio: "none",
+        style: sharp ? "image-rendering:pixelated" : null,
+      }),
+    );
+  }
+  out.append(g);
+}
+
+const ANCHOR = { center: "middle", right: "end", end: "end" };
+
+/** A stand-in for a canvas's 2-D context that turns what is drawn on it into SVG elements, in
+ * the canvas's CSS pixels. It offers what the grid uses, and asks for the cells one by one. */
+function recorder() {
+  const nodes = [],
+    real = context(),
+    stack = [];
+  let m = new DOMMatrix(),
+    dash = [],
+    path = [];
+  const at = (t = m) => (t.isIdentity ? null : `matrix(${[t.a, t.b, t.c, t.d, t.e, t.f].map(num).join(" ")})`);
+  const lines = () => ({
+    fill: "none",
+    ...paint("stroke", ctx.strokeStyle),
+    "stroke-width": ctx.lineWidth,
+    "stroke-dasharray": dash.length ? dash.join(" ") : null,
+  });
+  const point = (x, y) => {
+    const p = m.transformPoint({ x, y });
+    return `${num(p.x)} ${num(p.y)}`;
+  };
+  const ctx = {
+    font: "10px sans-serif",
+    fillStyle: "#000",
+    strokeStyle: "#000",
+    lineWidth: 1,
+    textAlign: "start",
+    textBaseline: "alphabetic",
+    imageSmoothingEnabled: true,
+    vectorCells: CELL_BUDGET,
+    measureText(t) {
+      real.font = ctx.font;
+      return real.measureText(t);
+    },
+    save() {
+      stack.push([m, dash, { ...ctx }]);
+    },
+    restore() {
+      const s = stack.pop();
+      if (s) {
+        [m, dash] = s;
+        Object.assign(ctx, s[2]);
+      }
+    },
+    translate(x, y) {
+      m = m.translate(x, y);
+    },
+    rotate(a) {
+      m = m.rotate((a * 180) / Math.PI);
+    },
+    setTransform() {
+      m = new DOMMatrix();
+    }, // the screen's device pixels: a picture is in CSS pixels
+    setLineDash(d) {
+      dash = d;
+    },
+    clearRect() {},
+    beginPath() {
+      path = [];
+    },
+    moveTo(x, y) {
+      path.push(`M${point(x, y)}`);
+    },
+    lineTo(x, y) {
+      path.push(`L${point(x, y)}`);
+    },
+    stroke() {
+      if (path.length) nodes.push(make("path", { d: path.join(""), ...lines() }));
+    },
+    fillRect(x, y, width, height) {
+      nodes.push(make("rect", { x, y, width, height, transform: at(), ...paint("fill", ctx.fillStyle) }));
+    },
+    strokeRect(x, y, width, height) {
+      nodes.push(make("rect", { x, y, width, height, transform: at(), ...lines() }));
+    },
+    fillText(t, x, y, maxWidth) {
+      // the canvas's baseline (middle, top…) moved to the alphabetic one SVG uses
+      real.font = ctx.font;
+      real.textBaseline = "alphabetic";
+      const alpha = real.measureText(t);
+      real.textBaseline = ctx.textBaseline;
+      let place = m.translate(x, y + alpha.fontBoundingBoxAscent - real.measureText(t).fontBoundingBoxAscent);
+      if (maxWidth != null && alpha.width > maxWidth) place = place.scale(maxWidth / alpha.width, 1); // the canvas squeezes a long label
+      const moved = place.a === 1 && place.b === 0 && place.c === 0 && place.d === 1;
+      const font = real.font,
+        size = parseFloat(font.match(/([\d.]+)px/)[1]),
+        weight = font.match(/\b(bold|[1-9]00)\b(?=.*px)/);
+      nodes.push(
+        make(
+          "text",
+          {
+            x: moved ? place.e : null,
+            y: moved ? place.f : null,
+            transform: moved ? null : at(place),
+            "text-anchor": ANCHOR[ctx.textAlign],
+            "font-size": size,
+            "font-weight": weight ? weight[1] : null,
+            "font-family": font.slice(font.indexOf("px ") + 3),
+            ...paint("fill", ctx.fillStyle),
+          },
+          t,
+        ),
+      );
+    },
+    drawImage(image, x, y, width, height) {
+      nodes.push(
+        make("image", {
+          x,
+          y,
+          width,
+          height,
+          href: png(image, width, height, !ctx.imageSmoothingEnabled),
+          preserveAspectRatio: "none",
+          transform: at(),
+          style: ctx.imageSmoothingEnabled ? null : "image-rendering:pixelated",
+        }),
+      );
+    },
+  };
+  return { ctx, nodes };
+}
+
+/** SVG markup of the view as it is now drawn: well-formed XML whatever its text. */
+export function snapshotSVG(root) {
+  return picture(root).text;
+}
+
+/** A PNG (data URL) of the view, at `scale` times its CSS size: the SVG picture, rasterised. */
 export async function snapshotPNG(root, scale = 2) {
-  const svgText = snapshotSVG(root);
-  const { width, height } = root.getBoundingClientRect();
+  const { text, width, height } = picture(root);
   const img = new Image();
-  img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(svgText)}`;
+  img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(text)}`;
   await img.decode();
   const canvas = document.createElement("canvas");
-  // the SVG's whole-pixel size, scaled: the PNG is exactly the SVG picture at `scale`
-  canvas.width = Math.round(Math.ceil(width) * scale);
-  canvas.height = Math.round(Math.ceil(height) * scale);
+  canvas.width = Math.round(width * scale);
+  canvas.height = Math.round(height * scale);
   const ctx = canvas.getContext("2d");
   ctx.scale(scale, scale);
-  ctx.drawImage(img, 0, 0);
+  ctx.drawImage(img, 0, 0, width, height);
   const png = canvas.toDataURL("image/png");
   // a canvas larger than the browser can hold gives "data:," rather than an error
   if (!png.startsWith("data:image/png")) throw new Error(`a ${canvas.width}×${canvas.height} PNG is too large for one canvas; use a smaller scale`);

@@ -1,21 +1,23 @@
 // The five stages' panels: the empty matrix, Q and K with the query dial, the scores, the weights
 // (kept for the blend) and the blend. Each stage draws from the store, in a function of its own.
-import { scaleDiverging, scaleSequential } from "d3-scale";
-import { interpolateLab } from "d3-interpolate";
+
 import { rgb } from "d3-color";
+import { interpolateLab } from "d3-interpolate";
+import { scaleDiverging, scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
 import { memo } from "../derived.js";
 import { createPainter } from "../painter.js";
 import { lookupTable, pack } from "../picture.js";
+import { createBlend } from "./blend.js";
+import { createDial } from "./dial.js";
 import { el, fill, fmt2, fmt3 } from "./dom.js";
 import { createGrid } from "./grid.js";
-import { createDial } from "./dial.js";
-import { createBlend } from "./blend.js";
 
 /** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
  * score: a small negative and a small positive score never look alike, in either theme. */
 function diverging({ neg, zero, pos }) {
-  const toNeg = interpolateLab(zero, neg), toPos = interpolateLab(zero, pos);
+  const toNeg = interpolateLab(zero, neg),
+    toPos = interpolateLab(zero, pos);
   return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
 }
 
@@ -28,33 +30,41 @@ function legend(node, title, color, lo, hi) {
   const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
   if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
   const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);
-  fill(node,
+  fill(
+    node,
     el("span", { class: "aw-legend-title" }, title),
     el("span", {}, fmt2(lo)),
     el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
-    el("span", {}, fmt2(hi)));
+    el("span", {}, fmt2(hi)),
+  );
 }
 
 /** What each stage shows, in a sentence under the controls. */
 export const CAPTIONS = {
-  tokens: "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
+  tokens:
+    "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
   qk: "Each token makes a query (what it is looking for) and a key (what it contains). The row's query is compared with the column's key by their dot product q · k; times the scale, that is the score the matrix shows.",
-  scores: "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
-  weights: "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
+  scores:
+    "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
+  weights:
+    "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
 
 /** The tokens stage's caption in cross-attention, where the rows and the columns are two texts. */
-export const CROSS_CAPTION = "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
+export const CROSS_CAPTION =
+  "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
 
 /** Why a cell cannot be read, in words (store.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
 /** Said under the caption when the scores have a bias added. */
-export const BIAS_NOTE = "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
+export const BIAS_NOTE =
+  "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
 
 /** Said under the caption while the first token is left out. */
-export const SINK_NOTE = (first) => `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
+export const SINK_NOTE = (first) =>
+  `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
@@ -66,14 +76,19 @@ const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a
  * own, not synced. A plain wheel still scrolls the notebook.
  */
 function createDetail(panel, { win, onPickCell, describe, onMove }) {
-  const grid = createGrid(panel, { title: "detail", onPick: (i, j) => !dragged && onPickCell(win.r0 + i, j == null ? null : win.c0 + j), describe: (i, j) => describe(win.r0 + i, win.c0 + j) });
+  const grid = createGrid(panel, {
+    title: "detail",
+    onPick: (i, j) => !dragged && onPickCell(win.r0 + i, j == null ? null : win.c0 + j),
+    describe: (i, j) => describe(win.r0 + i, win.c0 + j),
+  });
   const note = el("p", { class: "aw-detail-note" });
   grid.node.append(note);
   const canvas = grid.node.querySelector("canvas");
   canvas.tabIndex = 0;
   canvas.classList.add("aw-detail");
   canvas.setAttribute("data-lm-suppress-shortcuts", ""); // JupyterLab's command-mode keys (D D, A, B) are not for it
-  let drag = null, dragged = false;
+  let drag = null,
+    dragged = false;
   const cells = () => [Number(canvas.dataset.cellWidth) || 20, Number(canvas.dataset.cellHeight) || 20];
   const listeners = {
     wheel(ev) {
@@ -89,14 +104,24 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
     },
     pointermove(ev) {
       if (!drag || !(ev.buttons & 1)) return;
-      const [w, h] = cells(), dc = Math.round((drag.x - ev.clientX) / w), dr = Math.round((drag.y - ev.clientY) / h);
+      const [w, h] = cells(),
+        dc = Math.round((drag.x - ev.clientX) / w),
+        dr = Math.round((drag.y - ev.clientY) / h);
       if (!dc && !dr) return;
       dragged = true;
       move(win, drag.r0 + dr - win.r0, drag.c0 + dc - win.c0);
       onMove();
     },
-    pointerup() { drag = null; setTimeout(() => { dragged = false; }); }, // the click that ends a drag picks nothing
-    pointercancel() { drag = null; dragged = false; },
+    pointerup() {
+      drag = null;
+      setTimeout(() => {
+        dragged = false;
+      });
+    }, // the click that ends a drag picks nothing
+    pointercancel() {
+      drag = null;
+      dragged = false;
+    },
     keydown(ev) {
       if (ev.ctrlKey || ev.metaKey || ev.altKey) return; // the browser's and the notebook's own keys
       const by = ev.shiftKey ? Math.max(1, win.size >> 1) : 1;
@@ -114,8 +139,9 @@ function createDetail(panel, { win, onPickCell, describe, onMove }) {
     node: grid.node,
     update(spec) {
       grid.update(spec);
-      note.textContent = `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.rows === win.cols ? win.rows : `${win.rows} × ${win.cols}`}: `
-        + "a drag or the arrow keys move the window; Ctrl + wheel, a pinch, or + and − zoom it";
+      note.textContent =
+        `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.rows === win.cols ? win.rows : `${win.rows} × ${win.cols}`}: ` +
+        "a drag or the arrow keys move the window; Ctrl + wheel, a pinch, or + and − zoom it";
     },
     destroy() {
       for (const [name, f] of Object.entries(listeners)) canvas.removeEventListener(name, f);
@@ -133,7 +159,8 @@ function move(win, dr, dc) {
 }
 function zoom(win, by) {
   win.exact = Math.max(4, Math.min(64, Math.max(win.rows, win.cols), (win.exact ?? win.size) * by)); // small turns add up
-  const size = Math.round(win.exact), d = win.size - size;
+  const size = Math.round(win.exact),
+    d = win.size - size;
   // about the middle, or held at an edge of the matrix it touches
   const shift = (start, n) => (start === 0 ? 0 : start + win.size >= n ? d : d >> 1);
   const [dr, dc] = [shift(win.r0, win.rows), shift(win.c0, win.cols)];
@@ -142,7 +169,8 @@ function zoom(win, by) {
 }
 /** Keeps the focused row, and the picked cell, inside the window when either changes. */
 function follow(win, rows, cols, focus, cell) {
-  if (win.rows !== rows || win.cols !== cols) Object.assign(win, { rows, cols, size: Math.min(16, Math.max(rows, cols)), exact: null, r0: 0, c0: null, seen: null });
+  if (win.rows !== rows || win.cols !== cols)
+    Object.assign(win, { rows, cols, size: Math.min(16, Math.max(rows, cols)), exact: null, r0: 0, c0: null, seen: null });
   const seen = `${focus}|${cell}`;
   if (seen === win.seen) return;
   win.seen = seen;
@@ -159,7 +187,9 @@ function follow(win, rows, cols, focus, cell) {
 export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
   const paintColours = memo((zero, seq, masked) => ({
-    lut: lookupTable(weightColours({ zero, seq }), 0, 1, rgb), closedPixel: pack(rgb(masked)), colours: `${zero}|${seq}|${masked}`,
+    lut: lookupTable(weightColours({ zero, seq }), 0, 1, rgb),
+    closedPixel: pack(rgb(masked)),
+    colours: `${zero}|${seq}|${masked}`,
   }));
   // Each panel is shown in the stages it names; the weights matrix stays for the blend.
   const panels = [];
@@ -169,14 +199,20 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     panels.push([p, stages]);
     return p;
   };
-  const tokensPanel = panel("tokens"), qkPanel = panel("qk"), scoresPanel = panel("scores"), weightsPanel = panel("weights", "blend");
+  const tokensPanel = panel("tokens"),
+    qkPanel = panel("qk"),
+    scoresPanel = panel("scores"),
+    weightsPanel = panel("weights", "blend");
   const blendPanel = panel("blend");
-  const name = (i) => get("tokens")[i], keyName = (j) => store.keys()[j]; // a row's token, a column's
+  const name = (i) => get("tokens")[i],
+    keyName = (j) => store.keys()[j]; // a row's token, a column's
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const describeCell = (i, j) => {
-    const m = store.m(), why = store.closedWhy(i, j);
+    const m = store.m(),
+      why = store.closedWhy(i, j);
     const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(store.weightRow(i)[j]);
-    const bias = store.bias(), score = fmt3(store.scores()[i * m + j]);
+    const bias = store.bias(),
+      score = fmt3(store.scores()[i * m + j]);
     const a = bias && store.cellArithmetic(i, j);
     const terms = bias ? ` = scale·q·k ${fmt3(a.scale * a.dot)} + bias ${fmt3(a.bias)}` : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
@@ -186,14 +222,22 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   // a click on an overview brings the window to that cell, even the one already picked
-  const pickOnOverview = (i, j) => { win.seen = null; onPickCell(i, j); onWindow(); };
+  const pickOnOverview = (i, j) => {
+    win.seen = null;
+    onPickCell(i, j);
+    onWindow();
+  };
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: pickOnOverview, describe: describeCell });
   const win = { rows: 0, cols: 0 }; // the detail views' window, shared: it stays put across stages
   const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
   // a model's position bias, the second term of its scores, apart
-  const biasGrid = createGrid(scoresPanel, { title: "bias (added to scale · q · k)", onPick: pickOnOverview, describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(store.bias().data[i * store.m() + j])}` });
+  const biasGrid = createGrid(scoresPanel, {
+    title: "bias (added to scale · q · k)",
+    onPick: pickOnOverview,
+    describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(store.bias().data[i * store.m() + j])}`,
+  });
   const biasLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(biasLegend);
   const weightsGrid = createGrid(weightsPanel, { title: "weights", onPick: pickOnOverview, describe: describeCell });
@@ -203,45 +247,85 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const blend = createBlend(blendPanel, { onResidual });
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
-  const grid = (view) => ({ rows: view.tokens.length, cols: view.keys.length, rowLabels: view.tokens, colLabels: view.keys, focusRow: view.focus, maxWidth: view.maxWidth, pal: view.pal });
+  const grid = (view) => ({
+    rows: view.tokens.length,
+    cols: view.keys.length,
+    rowLabels: view.tokens,
+    colLabels: view.keys,
+    focusRow: view.focus,
+    maxWidth: view.maxWidth,
+    pal: view.pal,
+  });
   // the detail of a long matrix: the window's rows and columns, with their labels and numbers
   const zoomed = (view, detail, spec) => {
-    const n = view.tokens.length, m = view.keys.length, on = Math.max(n, m) > ZOOM_FROM;
+    const n = view.tokens.length,
+      m = view.keys.length,
+      on = Math.max(n, m) > ZOOM_FROM;
     detail.node.hidden = !on;
     if (!on) return null;
     follow(win, n, m, view.focus, view.cell);
-    const { r0, c0 } = win, [h, w] = extent(win), inside = (i, j) => i >= 0 && i < h && j >= 0 && j < w;
+    const { r0, c0 } = win,
+      [h, w] = extent(win),
+      inside = (i, j) => i >= 0 && i < h && j >= 0 && j < w;
     const cell = view.cell && inside(view.cell[0] - r0, view.cell[1] - c0) ? [view.cell[0] - r0, view.cell[1] - c0] : null;
     detail.update({
-      ...spec, rows: h, cols: w, rowLabels: view.tokens.slice(r0, r0 + h), colLabels: view.keys.slice(c0, c0 + w),
+      ...spec,
+      rows: h,
+      cols: w,
+      rowLabels: view.tokens.slice(r0, r0 + h),
+      colLabels: view.keys.slice(c0, c0 + w),
       measure: view.tokens, // label room from every token: the view keeps its size as the window moves
-      focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null, cell, maxWidth: Math.min(view.maxWidth, 760),
-      value: (i, j) => spec.value(r0 + i, c0 + j), masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
-      data: null, key: null, causal: false, extra: null, picture: undefined, pending: false, ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + h}, columns ${c0 + 1} to ${c0 + w}`,
+      focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null,
+      cell,
+      maxWidth: Math.min(view.maxWidth, 760),
+      value: (i, j) => spec.value(r0 + i, c0 + j),
+      masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
+      data: null,
+      key: null,
+      causal: false,
+      extra: null,
+      picture: undefined,
+      pending: false,
+      ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + h}, columns ${c0 + 1} to ${c0 + w}`,
     });
     return { r0, c0, rows: h, cols: w };
   };
   const masking = () => ({
     masked: get("causal") || store.mask() ? store.closed : null,
     causal: get("causal") && !store.mask(), // causal alone has a fast path
-    readsAhead: get("causal"), maskData: store.mask(),
+    readsAhead: get("causal"),
+    maskData: store.mask(),
   });
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
-  const requestPicture = ({ tokens, pal }) => painter.request({
-    q: store.q(), k: store.k(), scale: store.scale(), bias: store.bias(), scores: store.scores, n: tokens.length, temperature: get("temperature"),
-    causal: get("causal"), mask: store.mask(), stretch: store.m() > 64, ...paintColours(pal.zero, pal.seq, pal.masked),
-  });
+  const requestPicture = ({ tokens, pal }) =>
+    painter.request({
+      q: store.q(),
+      k: store.k(),
+      scale: store.scale(),
+      bias: store.bias(),
+      scores: store.scores,
+      n: tokens.length,
+      temperature: get("temperature"),
+      causal: get("causal"),
+      mask: store.mask(),
+      stretch: store.m() > 64,
+      ...paintColours(pal.zero, pal.seq, pal.masked),
+    });
   const painted = (view) => Math.max(view.tokens.length, view.keys.length) >= PAINT_FROM;
 
   const draw = {
     tokens(view) {
       const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
-      const n = view.tokens.length, m = view.keys.length;
+      const n = view.tokens.length,
+        m = view.keys.length;
       emptyGrid.update({ ...grid(view), value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${m} attention matrix, not yet filled` });
     },
     qk(view) {
-      const q = store.q(), k = store.k(), m = view.keys.length, { focus } = view;
+      const q = store.q(),
+        k = store.k(),
+        m = view.keys.length,
+        { focus } = view;
       const top = Math.max(A.magnitude(q.data), A.magnitude(k.data));
       const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
       const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
@@ -253,34 +337,76 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       dial.node.hidden = !turnable;
       if (turnable) {
         dial.update({
-          tokens: view.tokens, keys: view.keys, focus, q, k, scoreRow: store.scores().subarray(focus * m, focus * m + m), weightRow: view.row,
-          masked: (j) => store.closed(focus, j), scale: store.scale(), scaleSet: get("scale") != null, temperature: get("temperature"),
+          tokens: view.tokens,
+          keys: view.keys,
+          focus,
+          q,
+          k,
+          scoreRow: store.scores().subarray(focus * m, focus * m + m),
+          weightRow: view.row,
+          masked: (j) => store.closed(focus, j),
+          scale: store.scale(),
+          scaleSet: get("scale") != null,
+          temperature: get("temperature"),
         });
       }
     },
     scores(view) {
-      const S = store.scores(), m = view.keys.length;
-      const [lo, hi] = store.scoreRange(), top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
+      const S = store.scores(),
+        m = view.keys.length;
+      const [lo, hi] = store.scoreRange(),
+        top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
       const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
-      const spec = { ...grid(view), ...masking(), value: (i, j) => S[i * m + j], color, text: fmt2, cell: view.cell, key: S, data: S, ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}` };
+      const spec = {
+        ...grid(view),
+        ...masking(),
+        value: (i, j) => S[i * m + j],
+        color,
+        text: fmt2,
+        cell: view.cell,
+        key: S,
+        data: S,
+        ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}`,
+      };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
       const bias = store.bias();
-      legend(scoresLegend, `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`, color, lo, hi);
+      legend(
+        scoresLegend,
+        `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`,
+        color,
+        lo,
+        hi,
+      );
       biasGrid.node.hidden = biasLegend.hidden = !bias;
       if (bias) {
-        const [blo, bhi] = A.extent(bias.data), bm = Math.max(1e-9, -blo, bhi);
+        const [blo, bhi] = A.extent(bias.data),
+          bm = Math.max(1e-9, -blo, bhi);
         const bcolor = scaleDiverging(diverging(view.pal)).domain([-bm, 0, bm]);
-        biasGrid.update({ ...grid(view), value: (i, j) => bias.data[i * m + j], data: bias.data, key: bias.data, color: bcolor, text: fmt2, ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}` });
+        biasGrid.update({
+          ...grid(view),
+          value: (i, j) => bias.data[i * m + j],
+          data: bias.data,
+          key: bias.data,
+          color: bcolor,
+          text: fmt2,
+          ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}`,
+        });
         legend(biasLegend, "bias (colour centred on 0)", bcolor, blo, bhi);
       }
     },
     weights(view) {
-      const m = view.keys.length, T = get("temperature"), stretch = m > 64;
+      const m = view.keys.length,
+        T = get("temperature"),
+        stretch = m > 64;
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
-      let top = 1, W = null, picture, pending = false;
-      if (painted(view)) { // the worker's picture; the numbers shown come from the rows alone
+      let top = 1,
+        W = null,
+        picture,
+        pending = false;
+      if (painted(view)) {
+        // the worker's picture; the numbers shown come from the rows alone
         const got = requestPicture(view);
         [picture, pending] = [got ? got.image : null, !got?.current];
         top = picture ? picture.top : 1;
@@ -289,22 +415,49 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
         W = store.weights();
         if (stretch) top = store.topWeight();
       }
-      const color = weightColours(view.pal, top), row = (i) => store.weightRow(i);
+      const color = weightColours(view.pal, top),
+        row = (i) => store.weightRow(i);
       const spec = {
-        ...grid(view), ...masking(), value: W ? (i, j) => W[i * m + j] : (i, j) => row(i)[j], color, text: fmt2, cell: view.cell, key: W, data: W,
-        picture, pending, maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
-        extra: [{ title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) }, { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) }], // only for the rows drawn
+        ...grid(view),
+        ...masking(),
+        value: W ? (i, j) => W[i * m + j] : (i, j) => row(i)[j],
+        color,
+        text: fmt2,
+        cell: view.cell,
+        key: W,
+        data: W,
+        picture,
+        pending,
+        maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
+        extra: [
+          { title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
+          { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
+        ], // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(T)}`,
       };
-      weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : (weightsDetail.node.hidden = true, null) });
+      if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
+      weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : null });
       legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${fmt3(top)})` : "weight", color, 0, top);
     },
     blend(view) {
       draw.weights(view);
-      const v = store.v(), O = store.output(), x = store.x();
+      const v = store.v(),
+        O = store.output(),
+        x = store.x();
       blend.update({
-        tokens: view.tokens, keys: view.keys, cross: store.cross(), focus: view.focus, row: view.row, v, O, sense: A.senseResolved(O, v, view.focus), spread: store.spread(),
-        axes: get("value_axes") || [], x, residual: get("residual") && !!x, basis: store.basis(),
+        tokens: view.tokens,
+        keys: view.keys,
+        cross: store.cross(),
+        focus: view.focus,
+        row: view.row,
+        v,
+        O,
+        sense: A.senseResolved(O, v, view.focus),
+        spread: store.spread(),
+        axes: get("value_axes") || [],
+        x,
+        residual: get("residual") && !!x,
+        basis: store.basis(),
       });
     },
   };

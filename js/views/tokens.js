@@ -2,7 +2,7 @@
 // cross-attention the text read is a second row below, and the links run down from the focused
 // token to the tokens of that text.
 import { interpolateRgb } from "d3-interpolate";
-import { el, svg, fill, inkOn, percentages } from "./dom.js";
+import { el, fill, inkOn, percentages, svg } from "./dom.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
@@ -21,8 +21,13 @@ export function createTokenStrip(parent, { onFocus }) {
   const node = el("div", { class: "aw-strip" }, arcs, list, below);
   parent.append(arcNote);
   parent.append(node);
-  let buttons = [], keyItems = [], last = null, arcsFor = null; // what the arcs drawn show: redrawn only when it changes
-  const resized = new ResizeObserver(() => { arcsFor = null; }); // a new width moves every token
+  let buttons = [],
+    keyItems = [],
+    last = null,
+    arcsFor = null; // what the arcs drawn show: redrawn only when it changes
+  const resized = new ResizeObserver(() => {
+    arcsFor = null;
+  }); // a new width moves every token
   resized.observe(list);
 
   function onKey(ev) {
@@ -41,15 +46,27 @@ export function createTokenStrip(parent, { onFocus }) {
 
   function rebuild(tokens) {
     buttons = tokens.map((t, i) =>
-      el("button", { class: "aw-token", type: "button", "data-index": i, onclick: () => onFocus(i) },
+      el(
+        "button",
+        { class: "aw-token", type: "button", "data-index": i, onclick: () => onFocus(i) },
         el("span", { class: "aw-token-text" }, t),
-        el("span", { class: "aw-token-weight" })));
+        el("span", { class: "aw-token-weight" }),
+      ),
+    );
     fill(list, buttons);
   }
 
   function rebuildKeys(keys) {
-    keyItems = keys ? keys.map((t, j) => el("span", { class: "aw-token aw-key-token", role: "listitem", "data-index": j },
-      el("span", { class: "aw-token-text" }, t), el("span", { class: "aw-token-weight" }))) : [];
+    keyItems = keys
+      ? keys.map((t, j) =>
+          el(
+            "span",
+            { class: "aw-token aw-key-token", role: "listitem", "data-index": j },
+            el("span", { class: "aw-token-text" }, t),
+            el("span", { class: "aw-token-weight" }),
+          ),
+        )
+      : [];
     fill(keyList, keyItems);
     below.hidden = !keys;
     node.classList.toggle("aw-cross", !!keys);
@@ -59,29 +76,39 @@ export function createTokenStrip(parent, { onFocus }) {
   /** Links from the focused token down to the tokens of the text it reads, as thick as the weight. */
   function drawLinks(focus, row) {
     const strip = node.getBoundingClientRect();
-    if (!strip.width) { fill(links); return false; }
+    if (!strip.width) {
+      fill(links);
+      return false;
+    }
     links.setAttribute("width", Math.max(list.scrollWidth, keyList.scrollWidth));
     const center = (b) => {
       const r = b.getBoundingClientRect();
       return r.left - strip.left + node.scrollLeft + r.width / 2;
     };
     const xf = center(buttons[focus]);
-    let shown = row.map((w, j) => j).filter((j) => row[j] >= 0.005);
+    let shown = row.map((_, j) => j).filter((j) => row[j] >= 0.005);
     if (shown.length > MAX_ARCS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ARCS);
     arcNote.hidden = row.length <= MAX_ARCS;
     arcNote.textContent = `links: the ${shown.length} strongest of ${row.length} weights`;
-    fill(links, shown.map((j) => {
-      const xj = center(keyItems[j]), w = row[j];
-      const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
-      return svg("path", { class: "aw-arc aw-link", d: `M ${xf} 0 C ${xf} ${LINK_H / 2} ${xj} ${LINK_H / 2} ${xj} ${LINK_H}`, style });
-    }));
+    fill(
+      links,
+      shown.map((j) => {
+        const xj = center(keyItems[j]),
+          w = row[j];
+        const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
+        return svg("path", { class: "aw-arc aw-link", d: `M ${xf} 0 C ${xf} ${LINK_H / 2} ${xj} ${LINK_H / 2} ${xj} ${LINK_H}`, style });
+      }),
+    );
     return true;
   }
 
   function drawArcs(focus, row) {
     // Positions in the strip's scrolled content, so arcs scroll with a long strip.
     const strip = node.getBoundingClientRect();
-    if (!strip.width) { fill(arcs); return false; } // not laid out (yet): the caller retries
+    if (!strip.width) {
+      fill(arcs);
+      return false;
+    } // not laid out (yet): the caller retries
     arcs.setAttribute("width", list.scrollWidth);
     const center = (b) => {
       const r = b.getBoundingClientRect();
@@ -89,14 +116,15 @@ export function createTokenStrip(parent, { onFocus }) {
     };
     const xf = center(buttons[focus]);
     const paths = [];
-    let shown = row.map((w, j) => j).filter((j) => row[j] >= 0.005);
+    let shown = row.map((_, j) => j).filter((j) => row[j] >= 0.005);
     if (shown.length > MAX_ARCS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ARCS);
     arcNote.hidden = row.length <= MAX_ARCS;
     arcNote.textContent = `arcs: the ${shown.length} strongest of ${row.length} weights`;
     shown.forEach((j) => {
       const w = row[j];
       const style = `stroke-width:${(1 + 9 * w).toFixed(2)}px;opacity:${(0.25 + 0.75 * w).toFixed(3)}`;
-      if (j === focus) { // a loop above the token: reading itself
+      if (j === focus) {
+        // a loop above the token: reading itself
         const r = 7 + 8 * w;
         paths.push(svg("path", { class: "aw-arc aw-arc-self", d: `M ${xf - r} ${ARC_H} A ${r} ${r} 0 1 1 ${xf + r} ${ARC_H}`, style }));
         return;
@@ -117,7 +145,10 @@ export function createTokenStrip(parent, { onFocus }) {
      * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
     update({ tokens, keys = null, focus, row, rowKey = null, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
-      if (!last || last.keys !== keys) { rebuildKeys(keys); arcsFor = null; }
+      if (!last || last.keys !== keys) {
+        rebuildKeys(keys);
+        arcsFor = null;
+      }
       const moved = !last || last.focus !== focus || last.tokens !== tokens;
       const spanMoved = span && String(span) !== String(last?.span);
       last = { tokens, keys, focus, span };
@@ -126,14 +157,22 @@ export function createTokenStrip(parent, { onFocus }) {
       node.classList.toggle("aw-condensed", condensed);
       const shares = row && !condensed ? percentages(row) : null; // they add up to 100, as the text says
       // the tokens read carry the weights: the row's own in self-attention, the text below in cross-attention
-      const read = keys ? keyItems : buttons, names = keys || tokens;
-      if (keys) buttons.forEach((b, i) => {
-        const pressed = String(i === focus);
-        if (b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
-      });
+      const read = keys ? keyItems : buttons,
+        names = keys || tokens;
+      if (keys)
+        buttons.forEach((b, i) => {
+          const pressed = String(i === focus);
+          if (b.getAttribute("aria-pressed") !== pressed) {
+            b.setAttribute("aria-pressed", pressed);
+            b.tabIndex = i === focus ? 0 : -1;
+          }
+        });
       read.forEach((b, i) => {
         const pressed = String(i === focus);
-        if (!keys && b.getAttribute("aria-pressed") !== pressed) { b.setAttribute("aria-pressed", pressed); b.tabIndex = i === focus ? 0 : -1; }
+        if (!keys && b.getAttribute("aria-pressed") !== pressed) {
+          b.setAttribute("aria-pressed", pressed);
+          b.tabIndex = i === focus ? 0 : -1;
+        }
         // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
         if (condensed) return;
         const w = row ? row[i] : null;
@@ -155,7 +194,13 @@ export function createTokenStrip(parent, { onFocus }) {
       }
       arcs.style.display = row && !keys ? "" : "none";
       links.style.visibility = row ? "" : "hidden";
-      if (!row) { fill(arcs); fill(links); arcNote.hidden = true; arcsFor = null; return true; }
+      if (!row) {
+        fill(arcs);
+        fill(links);
+        arcNote.hidden = true;
+        arcsFor = null;
+        return true;
+      }
       // the same row read by the same token (a stage change): the arcs drawn are still right
       if (arcsFor && arcsFor.rowKey === rowKey && arcsFor.focus === focus && arcsFor.tokens === tokens && rowKey) return true;
       const drawn = keys ? drawLinks(focus, row) : drawArcs(focus, row); // false when the strip had no layout to draw on

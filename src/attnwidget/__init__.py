@@ -10,4 +10,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 
-__all__ = ["Attention", "AttentionWidget", "attention", "__version__"]
+__all__ = ["Attention", "AttentionWidget", "__version__", "attention"]

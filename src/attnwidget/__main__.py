@@ -1,6 +1,6 @@
 """Command line: python -m attnwidget export "some sentence" -o lab.html
 
-Writes a self-contained page (or, by the output's extension, a .png or .svg picture) for
+Writes a self-contained page (or, by the output's extension, a .png, .svg or .pdf picture) for
 authors without a notebook.
 """
 
@@ -16,19 +16,18 @@ from .presets import PRESETS
 from .widget import STAGES, AttentionWidget
 
 
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attnwidget", description="Export an attention widget without a notebook.")
     commands = parser.add_subparsers(dest="command", required=True)
-    export = commands.add_parser("export", help="write a standalone HTML page, or a PNG or SVG picture")
+    export = commands.add_parser("export", help="write a standalone HTML page, or a PNG, SVG or PDF picture")
     export.add_argument("sentences", nargs="*", help="one sentence, or several to switch between")
-    export.add_argument("-o", "--output", required=True, help="where to write: .html, .png or .svg")
+    export.add_argument("-o", "--output", required=True, help="where to write: .html, .png, .svg or .pdf")
     export.add_argument("--preset", choices=sorted(PRESETS), help="a built-in example instead of sentences")
     export.add_argument("--stage", choices=STAGES, help="the stage to open on")
     export.add_argument("--focus", help="the token to focus (its text or its index)")
     export.add_argument("--temperature", type=float)
     export.add_argument("--causal", action="store_true", help="each token reads only itself and earlier tokens")
-    export.add_argument("--theme", choices=("auto", "light", "dark"), default="auto", help="for .html pages")
+    export.add_argument("--theme", choices=("auto", "light", "dark"), default="auto", help="the page's, or the picture's (auto: light)")
     args = parser.parse_args(argv)
 
     if bool(args.sentences) == bool(args.preset):
@@ -51,11 +50,13 @@ def main(argv=None) -> int:
     except (ValueError, traitlets.TraitError) as err:
         parser.error(str(err))
 
-    out = args.output
+    out, picture_theme = args.output, "light" if args.theme == "auto" else args.theme
     if out.lower().endswith(".png"):
-        w.save_png(out)
+        w.save_png(out, theme=picture_theme)
     elif out.lower().endswith(".svg"):
-        w.save_svg(out)
+        w.save_svg(out, theme=picture_theme)
+    elif out.lower().endswith(".pdf"):
+        w.save_pdf(out, theme=picture_theme)
     else:
         w.to_html(out, theme=args.theme)
     print(f"wrote {out}", file=sys.stderr)

@@ -36,10 +36,14 @@ def overflow_message(q, k, scale, bias=None) -> str | None:
     if bound <= SCORE_LIMIT and (bias is None or bound + float(np.abs(bias).max()) <= SCORE_LIMIT):
         return None
     if bound <= SCORE_LIMIT:
-        return (f"scale·q·k (up to about {bound:.1e}) plus the bias (up to {float(np.abs(bias).max()):.1e}) would overflow float64; "
-                f"keep their sum below {SCORE_LIMIT:.0e}.")
-    return (f"q and k are so large that their dot products or scores (up to about {bound:.1e}) would overflow float64; "
-            f"divide q or k by a constant so that d·max|q|·max|k| and the score stay below {SCORE_LIMIT:.0e}.")
+        return (
+            f"scale·q·k (up to about {bound:.1e}) plus the bias (up to {float(np.abs(bias).max()):.1e}) would overflow float64; "
+            f"keep their sum below {SCORE_LIMIT:.0e}."
+        )
+    return (
+        f"q and k are so large that their dot products or scores (up to about {bound:.1e}) would overflow float64; "
+        f"divide q or k by a constant so that d·max|q|·max|k| and the score stay below {SCORE_LIMIT:.0e}."
+    )
 
 
 def _scaled(a: np.ndarray):
@@ -195,10 +199,19 @@ class Attention:
             tempered = float(self.scores[i, j] / t)
             exp_cell = 0.0 if masked else float(exp_of(self.scores[i, j]))
         return {
-            "dot": dot, "scale": self.scale, "bias": bias, "score": float(self.scores[i, j]), "temperature": self.temperature,
-            "tempered": tempered, "shift": shift, "masked": masked,
-            "exp": exp_cell, "row_sum": float(exp_row.sum()),
-            "weight": float(self.weights[i, j]), "value": self.v[j].copy(), "share": self.weights[i, j] * self.v[j],
+            "dot": dot,
+            "scale": self.scale,
+            "bias": bias,
+            "score": float(self.scores[i, j]),
+            "temperature": self.temperature,
+            "tempered": tempered,
+            "shift": shift,
+            "masked": masked,
+            "exp": exp_cell,
+            "row_sum": float(exp_row.sum()),
+            "weight": float(self.weights[i, j]),
+            "value": self.v[j].copy(),
+            "share": self.weights[i, j] * self.v[j],
         }
 
     @cached_property

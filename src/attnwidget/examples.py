@@ -34,7 +34,7 @@ def lab() -> Example:
     reproduces every figure the lab's text quotes.
     """
     d = json.loads((_DATA / "lab.json").read_text(encoding="utf-8"))
-    arr = lambda key: np.array(d[key], dtype=float)  # noqa: E731
+    arr = lambda key: np.array(d[key], dtype=float)
     return Example(list(d["tokens"]), arr("q"), arr("k"), arr("v"), SENSE_AXES)
 
 
@@ -46,30 +46,27 @@ def lab() -> Example:
 # offer a negative key, so nobody reads them much.
 #                 value           key            query
 _WATER = {
-    "river":   ((1.00, 0.00), (1.60, 0.00), (0.60, 0.00)),
-    "water":   ((0.90, 0.05), (1.50, 0.00), (0.60, 0.00)),
-    "stream":  ((0.85, 0.00), (1.40, 0.00), (0.60, 0.00)),
-    "shore":   ((0.80, 0.00), (1.30, 0.00), (0.60, 0.00)),
-    "boat":    ((0.75, 0.05), (1.20, 0.10), (0.60, 0.00)),
-    "fish":    ((0.70, 0.00), (1.20, 0.00), (0.60, 0.00)),
-    "swim":    ((0.60, 0.00), (1.00, 0.00), (0.50, 0.00)),
+    "river": ((1.00, 0.00), (1.60, 0.00), (0.60, 0.00)),
+    "water": ((0.90, 0.05), (1.50, 0.00), (0.60, 0.00)),
+    "stream": ((0.85, 0.00), (1.40, 0.00), (0.60, 0.00)),
+    "shore": ((0.80, 0.00), (1.30, 0.00), (0.60, 0.00)),
+    "boat": ((0.75, 0.05), (1.20, 0.10), (0.60, 0.00)),
+    "fish": ((0.70, 0.00), (1.20, 0.00), (0.60, 0.00)),
+    "swim": ((0.60, 0.00), (1.00, 0.00), (0.50, 0.00)),
 }
 _MONEY = {
-    "money":   ((0.00, 1.00), (0.00, 1.60), (0.00, 0.60)),
-    "cash":    ((0.00, 0.90), (0.00, 1.50), (0.00, 0.60)),
-    "loan":    ((0.05, 0.90), (0.00, 1.40), (0.00, 0.60)),
+    "money": ((0.00, 1.00), (0.00, 1.60), (0.00, 0.60)),
+    "cash": ((0.00, 0.90), (0.00, 1.50), (0.00, 0.60)),
+    "loan": ((0.05, 0.90), (0.00, 1.40), (0.00, 0.60)),
     "deposit": ((0.10, 0.85), (0.10, 1.30), (0.00, 0.60)),
     "account": ((0.00, 0.80), (0.00, 1.30), (0.00, 0.60)),
-    "paid":    ((0.00, 0.70), (0.00, 1.10), (0.00, 0.50)),
+    "paid": ((0.00, 0.70), (0.00, 1.10), (0.00, 0.50)),
 }
 _AMBIGUOUS = {
-    "bank":    ((0.50, 0.50), (0.25, 0.25), (1.80, 1.80)),
+    "bank": ((0.50, 0.50), (0.25, 0.25), (1.80, 1.80)),
 }
 _FUNCTION_VECTORS = ((0.10, 0.10), (-0.30, -0.30), (0.30, 0.30))
-_FUNCTION_WORDS = (
-    "the a an i she he we they it my your his her our their on in by of at to from with "
-    "and or but sat put read left is was are were"
-).split()
+_FUNCTION_WORDS = ("the a an i she he we they it my your his her our their on in by of at to from with and or but sat put read left is was are were").split()
 
 LEXICON = {**_WATER, **_MONEY, **_AMBIGUOUS, **{w: _FUNCTION_VECTORS for w in _FUNCTION_WORDS}}
 """word -> (value, key, query), each two numbers; the embedding is the value."""

@@ -42,7 +42,6 @@ body.aw-page-dark {{ background: #111418; }}
 """
 
 
-
 def _script_safe(text: str) -> str:
     """Text placed inside a <script> element cannot close it or open a comment: the only two
     sequences the HTML parser looks for there. In the bundle they can only occur in strings,
@@ -60,8 +59,11 @@ def _boot(bundle: str) -> str:
     """The bundle as an inline module that renders itself: its closing export statement
     (esbuild writes exactly one, last) becomes a call to renderStandalone."""
     found = re.search(r"export\s*\{([^}]*)\}\s*;?\s*$", bundle)
-    names = dict(reversed(part.split(" as ")) if " as " in part else (part, part) for part in map(str.strip, found.group(1).split(","))) if found else {}
-    if "renderStandalone" not in names:
+    names = {}  # exported name -> the bundle's own
+    for part in map(str.strip, found.group(1).split(",") if found else []):
+        local, _, exported = part.partition(" as ")
+        names[exported or local] = local
+    if found is None or "renderStandalone" not in names:
         raise RuntimeError("the widget bundle does not export renderStandalone; rebuild it with `npm run build`")
     call = f'{names["renderStandalone"]}(document.getElementById("attnwidget"), JSON.parse(document.getElementById("attnwidget-state").textContent));'
     return bundle[: found.start()] + call
@@ -107,8 +109,13 @@ def _write_whole(path, data: bytes) -> None:
 # Headless Chromium for pictures made from Python. These flags work with no sandbox, no GPU
 # and no outside network (as on CI machines and containers).
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -121,7 +128,8 @@ def chromium_path():
 
 
 def _snapshot(payload: dict, kind: str, scale: float) -> str:
-    """Render the widget's page headless and take its picture (an SVG text or a PNG data URL).
+    """Render the widget's page headless and take its picture (an SVG text or a PNG data URL),
+    in the theme ``payload["theme"]`` names (light when none).
 
     Runs Playwright in a worker thread: a notebook kernel already runs an event loop in
     its main thread, where Playwright's synchronous API refuses to start.
@@ -129,11 +137,13 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        raise ImportError('Saving pictures from Python needs Playwright and Chromium: pip install "attnwidget[images]", '
-                          "then install Chromium (apt-get install chromium, or playwright install chromium).") from None
+        raise ImportError(
+            'Saving pictures from Python needs Playwright and Chromium: pip install "attnwidget[images]", '
+            "then install Chromium (apt-get install chromium, or playwright install chromium)."
+        ) from None
     from concurrent.futures import ThreadPoolExecutor
 
-    page_html = to_html(payload, theme="light")
+    page_html = to_html(payload, theme=payload.get("theme", "light"))
 
     def run():
         with sync_playwright() as p:
@@ -151,9 +161,37 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
         return pool.submit(run).result()
 
 
-def save_svg(payload: dict, path) -> None:
-    """Write the current view as an SVG picture."""
-    _write_whole(path, _snapshot(payload, "svg", 1).encode("utf-8"))
+def _themed(payload: dict, theme: str) -> dict:
+    if theme not in THEMES:
+        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
+    return {**payload, "theme": theme}
+
+
+def save_svg(payload: dict, path, *, theme: str = "light") -> None:
+    """Write the current view as a vector SVG picture, in the "light" or "dark" theme ("auto":
+    the headless browser's, light), without the controls.
+
+    Text is <text>, boxes <rect>, each matrix one <rect> a cell with its labels and numbers as
+    <text>, and arcs and plots <path>; every colour is written out, so librsvg, cairo (and so
+    PDF) and Inkscape draw what a browser does. A matrix of more than 40 000 cells (about 200
+    tokens; long inputs' weights, painted by a worker, always) is one embedded PNG image, as are
+    the head thumbnails.
+    """
+    _write_whole(path, _snapshot(_themed(payload, theme), "svg", 1).encode("utf-8"))
+
+
+def save_pdf(payload: dict, path, *, theme: str = "light") -> None:
+    """Write the current view as a one-page vector PDF (for LaTeX's \\includegraphics): the SVG
+    of save_svg, converted by CairoSVG; the page is the picture's size, 3/4 pt per CSS pixel."""
+    try:
+        import cairosvg
+    except (ImportError, OSError) as err:  # OSError: the package is there, the cairo library is not
+        raise ImportError(
+            'Saving a PDF needs CairoSVG and the cairo library: pip install "attnwidget[images]" '
+            f"(and, where cairo is missing, apt-get install libcairo2) ({err})"
+        ) from None
+    svg = _snapshot(_themed(payload, theme), "svg", 1)
+    _write_whole(path, cairosvg.svg2pdf(bytestring=svg.encode("utf-8")))
 
 
 # A PNG is drawn on one canvas, and Chromium's canvas is at most 32767 pixels a side (and
@@ -161,15 +199,25 @@ def save_svg(payload: dict, path) -> None:
 PNG_SCALES = (0.25, 8)
 
 
-def save_png(payload: dict, path, *, scale: float = 2) -> None:
-    """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8)."""
+def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> None:
+    """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8):
+    the SVG picture of save_svg, rasterised."""
+    payload = _themed(payload, theme)
     low, high = PNG_SCALES
     if not (isinstance(scale, numbers.Real) and not isinstance(scale, bool) and math.isfinite(scale) and low <= scale <= high):
-        raise ValueError(f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
-                         "for a larger picture save an SVG, which scales without limit")
+        raise ValueError(
+            f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
+            "for a larger picture save an SVG, which scales without limit"
+        )
     data_url = _snapshot(payload, "png", float(scale))
     data = base64.b64decode(data_url.partition(",")[2])
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError(f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); "
-                         "try a smaller scale, or save an SVG")
+        raise ValueError(f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); try a smaller scale, or save an SVG")
     _write_whole(path, data)
+
+
+def embed_html(payload: dict) -> str:
+    """A widget's state as an HTML fragment for a static site: a ``div.attnwidget-static``
+    holding the state as JSON, which the site's script draws with the widget's bundle (see
+    docs/_static/attnwidget-docs.js). The widget's text stays JSON: it is never markup."""
+    return f'<div class="attnwidget-static"><script type="application/json">{_json_safe(payload)}</script></div>'

@@ -54,10 +54,13 @@ _ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from
 # Text as the page shows it: C0 controls and DEL as their Unicode control pictures (NUL → ␀,
 # ESC → ␛), other control characters, lone surrogates and the non-characters U+FFFE/U+FFFF as
 # U+FFFD. Python keeps the text as given; every page, SVG, PNG and file gets text it can hold.
-_VISIBLE = str.maketrans({
-    **{c: chr(0x2400 + c) for c in range(0x20)}, 0x7F: "\u2421",
-    **{c: "\ufffd" for c in (*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)},
-})
+_VISIBLE = str.maketrans(
+    {
+        **{c: chr(0x2400 + c) for c in range(0x20)},
+        0x7F: "\u2421",
+        **{c: "\ufffd" for c in (*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)},
+    }
+)
 
 
 def visible_text(text: str) -> str:
@@ -103,8 +106,9 @@ class Matrix(traitlets.TraitType):
             raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
         if np.abs(a).max() > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
             bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
-            raise traitlets.TraitError(f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index "
-                                       f"{list(map(int, bad))}: divide the array by a constant.")
+            raise traitlets.TraitError(
+                f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index {list(map(int, bad))}: divide the array by a constant."
+            )
         a.setflags(write=False)
         return a
 
@@ -141,7 +145,8 @@ class Tokens(traitlets.List):
         value = _token_list(value, traitlets.TraitError)
         bad = next((t for t in value if not isinstance(t, str)), None)
         if bad is not None:
-            raise traitlets.TraitError(f"'tokens' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in tokens].")
+            name = self.name or "tokens"
+            raise traitlets.TraitError(f"'{name}' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in {name}].")
         return super().validate(obj, value)
 
 
@@ -202,8 +207,11 @@ class AttentionWidget(anywidget.AnyWidget):
 
     # The bundle's text, not its path: anywidget watches a path (for hot reloading) with a
     # callback that keeps every widget alive. ANYWIDGET_HMR=1 asks for the path, in development.
-    _esm, _css = (_STATIC / "widget.js", _STATIC / "widget.css") if os.environ.get("ANYWIDGET_HMR") else (
-        (_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8"))
+    _esm, _css = (
+        (_STATIC / "widget.js", _STATIC / "widget.css")
+        if os.environ.get("ANYWIDGET_HMR")
+        else ((_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8"))
+    )
 
     temperature_range = (0.1, 5.0)
     stages = STAGES
@@ -291,7 +299,9 @@ class AttentionWidget(anywidget.AnyWidget):
         self._own_keys = None  # cross-attention's key_tokens (the columns' own labels); None: the tokens
         self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
-        state = dict(temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask, bias=bias)
+        state = dict(
+            temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask, bias=bias
+        )
         if sentence is not None and any(a is not None for a in (tokens, key_tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
         if q is None and k is None and v is None:
@@ -321,11 +331,14 @@ class AttentionWidget(anywidget.AnyWidget):
             m = np.shape(k)[-2] if np.ndim(k) >= 2 else 0
             if key_tokens is not None or m != n:  # cross-attention: the columns are other tokens
                 self._own_keys = [str(j) for j in range(m)] if key_tokens is None else _token_list(key_tokens)
+                if not self._own_keys:
+                    raise ValueError("'key_tokens' must not be empty: give one string per row of k and v.")
             if value_axes is not None:
                 state["value_axes"] = list(value_axes)
         if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
-            raise ValueError(f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; "
-                             f"pass focus={cell[0]}, or leave focus out.")
+            raise ValueError(
+                f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; pass focus={cell[0]}, or leave focus out."
+            )
         state["focus"] = (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
         state["stage"] = STAGES[0] if stage is None else stage
         super().__init__(**state)
@@ -341,9 +354,12 @@ class AttentionWidget(anywidget.AnyWidget):
         tokens, key_tokens, q, k, v, x, mask, bias = (cur[n] for n in _VECTORS)
         if name in ("tokens", "key_tokens") and len(value) == 0:
             raise traitlets.TraitError(f"'{name}' must not be empty: give one string per row of {'q' if name == 'tokens' else 'k and v'}.")
-        if bias is not None and ((self._own_keys is None and bias.shape[-1] != bias.shape[-2])
-                                 or (bias.ndim == 3 and q is not None and (q.ndim != 3 or len(bias) != len(q)))):
-            raise traitlets.TraitError(f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {bias.shape} beside q {None if q is None else q.shape}.")
+        if bias is not None and (
+            (self._own_keys is None and bias.shape[-1] != bias.shape[-2]) or (bias.ndim == 3 and q is not None and (q.ndim != 3 or len(bias) != len(q)))
+        ):
+            raise traitlets.TraitError(
+                f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {bias.shape} beside q {None if q is None else q.shape}."
+            )
         if mask is not None and self._own_keys is None and mask.shape[0] != mask.shape[1]:
             raise traitlets.TraitError(f"'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape {mask.shape}.")
         if name in ("q", "k", "bias") and q is not None and k is not None:
@@ -353,29 +369,36 @@ class AttentionWidget(anywidget.AnyWidget):
             told = ", ".join(f"{n} {a.shape}" for n, a in arrays.items())
             raise traitlets.TraitError(f"q, k and v must all be 2-D, or all 3-D with the same number of heads; got {told}.")
         if q is not None and k is not None and q.shape[-1] != k.shape[-1]:
-            raise traitlets.TraitError(
-                f"'q' and 'k' must have the same width (they are compared by dot product), "
-                f"got q {q.shape} and k {k.shape}."
-            )
-        rows = {n: (len(a) if n == "tokens" else a.shape[-2] if n in ("q", "bias") else a.shape[0]) for n, a in
-                (("tokens", tokens), ("q", q), ("x", x), ("mask", mask), ("bias", bias)) if a is not None}
-        cols = {n: (len(a) if n == "key_tokens" else a.shape[-1] if n in ("mask", "bias") else a.shape[-2]) for n, a in
-                (("key_tokens", key_tokens if self._own_keys is not None else None), ("k", k), ("v", v), ("mask", mask), ("bias", bias)) if a is not None}
+            raise traitlets.TraitError(f"'q' and 'k' must have the same width (they are compared by dot product), got q {q.shape} and k {k.shape}.")
+        rows = {
+            n: (len(a) if n == "tokens" else a.shape[-2] if n in ("q", "bias") else a.shape[0])
+            for n, a in (("tokens", tokens), ("q", q), ("x", x), ("mask", mask), ("bias", bias))
+            if a is not None
+        }
+        cols = {
+            n: (len(a) if n == "key_tokens" else a.shape[-1] if n in ("mask", "bias") else a.shape[-2])
+            for n, a in (("key_tokens", key_tokens if self._own_keys is not None else None), ("k", k), ("v", v), ("mask", mask), ("bias", bias))
+            if a is not None
+        }
         if self._own_keys is None and len(set(rows.values()) | set(cols.values())) > 1:
             told = ", ".join(f"{n}: {c}" for n, c in rows.items()) + "".join(f", {n}: {c}" for n, c in cols.items() if n not in rows)
             if mask is not None or bias is not None:  # their columns count too
                 told += "".join(f", {n} columns: {a.shape[-1]}" for n, a in (("mask", mask), ("bias", bias)) if a is not None)
             raise traitlets.TraitError(
                 f"tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got {told}. "
-                "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=)."
+                "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=); "
+                "for keys from another text (cross-attention), pass key_tokens= too."
             )
-        for group, told, what in ((rows, "tokens, q (and x, mask and bias rows)", "rows (queries)"),
-                                  (cols, "key_tokens, k, v (and mask and bias columns)", "columns (keys)")):
+        for group, told, what in (
+            (rows, "tokens, q (and x, mask and bias rows)", "rows (queries)"),
+            (cols, "key_tokens, k, v (and mask and bias columns)", "columns (keys)"),
+        ):
             if self._own_keys is not None and len(set(group.values())) > 1:
                 raise traitlets.TraitError(
                     f"In cross-attention {told} must agree on the number of {what}, got "
                     + ", ".join(f"{n}: {c}" for n, c in group.items())
-                    + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).")
+                    + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=)."
+                )
         if x is not None and v is not None and x.shape[1] != v.shape[-1]:
             raise traitlets.TraitError(f"'x' must have the width of the values (the mix is added to it): v {v.shape}, x {x.shape}.")
         return value
@@ -385,9 +408,7 @@ class AttentionWidget(anywidget.AnyWidget):
         t = proposal["value"]
         if not (np.isfinite(t) and t > 0):
             lo, hi = self.temperature_range
-            raise traitlets.TraitError(
-                f"'temperature' must be a finite number > 0 (the slider spans {lo} to {hi}), got {t}."
-            )
+            raise traitlets.TraitError(f"'temperature' must be a finite number > 0 (the slider spans {lo} to {hi}), got {t}.")
         return t
 
     @traitlets.validate("scale")
@@ -528,8 +549,8 @@ class AttentionWidget(anywidget.AnyWidget):
                 traitlets.HasTraits.notify_change(self, traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change"))
             except Exception as err:  # an observer's bug: the others still run
                 errors.append(err)
-        for err in errors[1:]:
-            self.log.error("Another observer raised too: %r", err, exc_info=err)
+        for other in errors[1:]:
+            self.log.error("Another observer raised too: %r", other, exc_info=other)
         if errors:
             raise errors[0]
 
@@ -555,11 +576,13 @@ class AttentionWidget(anywidget.AnyWidget):
             old_tokens = before.get("tokens") or []
             word = old_tokens[self.focus].lower() if self.focus < len(old_tokens) else None
             lowered = [t.lower() for t in ex.tokens]
+            self._own_keys = None  # a sentence is self-attention, whatever set_vectors made before
             self.tokens, self.q, self.k, self.v, self.x = ex.tokens, ex.q, ex.k, ex.v, ex.x
             if word in lowered and "focus" not in changed:
                 self.focus = lowered.index(word)  # the same word in the new sentence
             self.cell = None
-        if "block" in changed and self.block in self._blocks:
+        # (a block set while the widget is made is loaded already, with the rules it was given)
+        if "block" in changed and self.block in self._blocks and before.get("block"):
             found = self._blocks[self.block]
             self._load(found)
             for name in ("causal", "scale", "bias"):  # the block's own rules, unless this change sets them
@@ -600,8 +623,7 @@ class AttentionWidget(anywidget.AnyWidget):
             self.head = self.n_heads - 1
         if ("v" in changed and "value_basis" not in changed) or "value_basis" not in values:
             self.set_trait("value_basis", principal_axes(v))
-        self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3
-                       and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
+        self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
 
     def set_state(self, sync_data):
         """Apply a message from the page, an untrusted source. Read-only, private, unknown and
@@ -644,6 +666,7 @@ class AttentionWidget(anywidget.AnyWidget):
         """Everything a page with no kernel needs, as plain data: the synced traits as the page
         receives them (arrays in base64 where the live widget sends buffers), and the vectors
         behind every sentence and layer the page can switch to."""
+
         def encoded(values):
             out = {}
             for name, value in values.items():
@@ -656,41 +679,76 @@ class AttentionWidget(anywidget.AnyWidget):
 
         # a layer's own q, k, v and value axes are in the model's arrays already: not twice
         names = [n for n in self.keys if n in _OWN_TRAITS and not (self.layer_shown and n in ("q", "k", "v", "value_basis"))]
-        variants = {}
+        variants: dict[str, object] = {}
         if len(self._examples) > 1:
-            variants["sentence_index"] = [encoded(dict(tokens=e.tokens, key_tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples]
+            variants["sentence_index"] = [
+                encoded(dict(tokens=e.tokens, key_tokens=e.tokens, q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))) for e in self._examples
+            ]
         if self._layers:  # a layer brings the model's tokens back; its arrays are all in model_q, model_k, model_v
             tokens, keys = self._layer_tokens
-            variants["layer"] = [encoded(dict(tokens=tokens, key_tokens=keys or tokens, layer_shown=True))] * len(self._layers)
+            most = max([len(self._layers), *(len(f.layers) for f in self._blocks.values())])  # every block's layers
+            variants["layer"] = [encoded(dict(tokens=tokens, key_tokens=keys or tokens, layer_shown=True))] * most
         if self._blocks:  # each block's tokens, rules and every layer's arrays (layer variants take their tokens from it)
-            variants["block"] = {name: encoded(dict(tokens=f.tokens, key_tokens=f.key_tokens or f.tokens, causal=f.causal, scale=f.scale, bias=f.bias,
-                                                    layer_shown=True, **self._model_arrays(f))) for name, f in self._blocks.items()}
+            variants["block"] = {
+                name: encoded(
+                    dict(
+                        tokens=f.tokens,
+                        key_tokens=f.key_tokens or f.tokens,
+                        causal=f.causal,
+                        scale=f.scale,
+                        bias=f.bias,
+                        layer_shown=True,
+                        **self._model_arrays(f),
+                    )
+                )
+                for name, f in self._blocks.items()
+            }
         return {"state": encoded({n: getattr(self, n) for n in names}), "variants": variants}
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
+        build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
+        if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
+            from .export import embed_html
+
+            data["text/html"] = embed_html(self.page_state())
+        return bundle
 
     def _title(self, title):
         return visible_text(title or "Attention: " + " ".join(self.tokens)[:80])
 
-    def to_html(self, path=None, *, theme="auto", title=None) -> str:
+    def to_html(self, path: str | os.PathLike | None = None, *, theme: str = "auto", title: str | None = None) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
         ``path`` when given, and returned. ``theme``: "auto", "light" or "dark"."""
         from .export import to_html
 
         return to_html(self.page_state(), path, theme=theme, title=self._title(title))
 
-    def save_png(self, path, *, scale=2):
+    def save_png(self, path: str | os.PathLike, *, scale: float = 2, theme: str = "light") -> None:
         """Save the current view as a PNG picture (for slides and papers), rendered headless;
-        ``scale`` (0.25 to 8) times its on-screen size."""
+        ``scale`` (0.25 to 8) times its on-screen size; ``theme`` "light" or "dark"."""
         from .export import save_png
 
-        save_png(self.page_state(), path, scale=scale)
+        save_png(self.page_state(), path, scale=scale, theme=theme)
 
-    def save_svg(self, path):
-        """Save the current view as an SVG picture, rendered headless."""
+    def save_svg(self, path: str | os.PathLike, *, theme: str = "light") -> None:
+        """Save the current view as a vector SVG picture, rendered headless; ``theme`` "light"
+        or "dark". Text stays text and each matrix cell is a shape; a matrix of more than
+        40 000 cells is embedded as one PNG image (see export.save_svg)."""
         from .export import save_svg
 
-        save_svg(self.page_state(), path)
+        save_svg(self.page_state(), path, theme=theme)
 
-    def set_vectors(self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP):
+    def save_pdf(self, path: str | os.PathLike, *, theme: str = "light") -> None:
+        """Save the current view as a one-page vector PDF, for LaTeX: the SVG picture, converted
+        by CairoSVG (in the images extra)."""
+        from .export import save_pdf
+
+        save_pdf(self.page_state(), path, theme=theme)
+
+    def set_vectors(self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP) -> None:
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
         One message to the page; if any part is invalid nothing changes. ``x=None`` removes
@@ -706,12 +764,16 @@ class AttentionWidget(anywidget.AnyWidget):
                 new[name] = _token_list(new[name], traitlets.TraitError)
         with self.hold_trait_notifications():
             if "key_tokens" in new:  # read-only to users: the columns follow the own labels (settled)
+                if new["key_tokens"] is not None and not new["key_tokens"]:
+                    raise traitlets.TraitError("'key_tokens' must not be empty: give one string per row of k and v.")
                 self._own_keys = new.pop("key_tokens")
             for name, value in new.items():
                 setattr(self, name, value)
 
     @classmethod
-    def from_transformers(cls, model, tokenizer, text, *, target=None, block="cross", layer=0, head=0, **kwargs):
+    def from_transformers(
+        cls, model, tokenizer, text: str, *, target: str | None = None, block: str = "cross", layer: int = 0, head: int = 0, **kwargs
+    ) -> AttentionWidget:
         """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style,
         BLOOM and T5's encoder, whose position bias comes in as ``bias``).
 
@@ -730,7 +792,7 @@ class AttentionWidget(anywidget.AnyWidget):
         return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None)
 
     @classmethod
-    def from_transformer_lens(cls, model, text, *, layer=0, head=0, **kwargs):
+    def from_transformer_lens(cls, model, text: str, *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
         """Every head of one layer of a TransformerLens ``HookedTransformer``."""
         from .integrations import from_transformer_lens
 
@@ -764,8 +826,9 @@ class AttentionWidget(anywidget.AnyWidget):
     @staticmethod
     def _model_arrays(found) -> dict:
         """A model's (or one block's) every layer's heads, stacked: sent to the page once."""
-        arrays = {name: np.concatenate([a[i] for a in found.layers]) for i, name in enumerate(("model_q", "model_k", "model_v"))}
-        arrays["model_basis"] = np.concatenate([principal_axes(lv) for _, _, lv in found.layers]) if arrays["model_v"].shape[-1] > 2 else None
+        arrays: dict[str, np.ndarray | None] = {name: np.concatenate([a[i] for a in found.layers]) for i, name in enumerate(("model_q", "model_k", "model_v"))}
+        wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
+        arrays["model_basis"] = np.concatenate([principal_axes(lv) for _, _, lv in found.layers]) if wide else None
         return {**arrays, "n_layers": len(found.layers)}
 
     def _load(self, found):
@@ -774,7 +837,7 @@ class AttentionWidget(anywidget.AnyWidget):
             self.set_trait(name, value)
         # each layer's arrays: views of the widget's own stacked copies, not a second copy
         heads = len(self.model_q) // self.n_layers
-        self._layers = [tuple(m[i * heads:(i + 1) * heads] for m in (self.model_q, self.model_k, self.model_v)) for i in range(self.n_layers)]
+        self._layers = [tuple(m[i * heads : (i + 1) * heads] for m in (self.model_q, self.model_k, self.model_v)) for i in range(self.n_layers)]
         keys = getattr(found, "key_tokens", None)
         self._layer_tokens = (list(found.tokens), None if keys is None else list(keys))
 
@@ -785,7 +848,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._shown = (self.q, self.k, self.v)  # the widget's own copies of them
         if basis and self.model_basis is not None:
             heads = len(self.model_basis) // len(self._layers)
-            self.set_trait("value_basis", self.model_basis[layer * heads:(layer + 1) * heads])
+            self.set_trait("value_basis", self.model_basis[layer * heads : (layer + 1) * heads])
 
     @traitlets.default("value_basis")
     def _value_basis_default(self):
@@ -816,8 +879,10 @@ class AttentionWidget(anywidget.AnyWidget):
         if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
             q, k, v = (self._head(a) for a in key[:3])
             bias = None if self.bias is None else self._head(self.bias)
-            cached = self._result = (key, Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale,
-                                                    mask=self._reading_mask(), bias=bias))
+            cached = self._result = (
+                key,
+                Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self._reading_mask(), bias=bias),
+            )
         return cached[1]
 
     def _reading_mask(self):
@@ -871,7 +936,7 @@ class AttentionWidget(anywidget.AnyWidget):
         return self._frozen(self.attention.output)
 
     @property
-    def residual_output(self):
+    def residual_output(self) -> np.ndarray | None:
         """x + weights · V: each token's own embedding with the mix added (None without x)."""
         return None if self.x is None else self._frozen(self.x + self.attention.output)
 
@@ -888,7 +953,7 @@ class AttentionWidget(anywidget.AnyWidget):
         return self.attention.output_spread
 
     @property
-    def cell_arithmetic(self):
+    def cell_arithmetic(self) -> dict | None:
         """The steps from q·k to the weight and its share of the output for ``cell`` (None when no cell)."""
         return None if self.cell is None else self.attention.cell(*self.cell)
 
@@ -912,8 +977,7 @@ def _token_list(tokens, error=TypeError) -> list:
     """One string per token, in order; a single string would silently become its characters,
     a dict its keys and a set an arbitrary order."""
     if isinstance(tokens, (str, bytes)):
-        raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; "
-                    "pass tokens=text.split() or tokens=[text].")
+        raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; pass tokens=text.split() or tokens=[text].")
     if isinstance(tokens, (dict, set, frozenset)):
         raise error(f"tokens must be a list with one string per token, in order; got {_kind(tokens)}.")
     try:

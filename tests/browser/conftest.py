@@ -69,8 +69,7 @@ class Server:
 # What differs between the two Jupyter front ends: window.jupyterapp (to run cells by command,
 # not by keyboard focus) and their own update checks.
 APPS = {
-    "jupyterlab": ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
-                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+    "jupyterlab": ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
     "notebook": ["--JupyterNotebookApp.expose_app_in_browser=True"],
 }
 
@@ -99,10 +98,18 @@ class Lab:
             "JUPYTERLAB_SETTINGS_DIR": str(root / ".settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(root / ".workspaces"),
         }
-        cmd = lambda port: [  # noqa: E731
-            sys.executable, "-m", app, "--no-browser", "--allow-root",
-            f"--port={port}", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={self.token}",
-            f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False", *APPS[app],
+        cmd = lambda port: [
+            sys.executable,
+            "-m",
+            app,
+            "--no-browser",
+            "--allow-root",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.open_browser=False",
+            *APPS[app],
         ]
         self.server = Server(app, cmd, root, env, "/api/status", {"Authorization": f"token {self.token}"})
         self.port = self.server.port
@@ -117,7 +124,8 @@ class Lab:
         nb = {
             "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-            "nbformat": 4, "nbformat_minor": 5,
+            "nbformat": 4,
+            "nbformat_minor": 5,
         }
         (self.root / name).write_text(json.dumps(nb))
         return name
@@ -246,9 +254,7 @@ def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280,
     page.goto(lab.url(f"/lab/tree/{name}") + "&reset")  # a fresh workspace: no tabs left open by earlier tests
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
     kernel = lab.kernel_for(name)
-    page.wait_for_function(
-        "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000
-    )
+    page.wait_for_function("window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_selector(".aw-root", timeout=60_000)
     return page, kernel, errors

@@ -34,7 +34,9 @@ def test_the_page_adds_the_bias_as_python_does(browser, tmp_path, n):
         assert f"{a['scale'] * a['dot']:.3f}".replace("-", "−") in steps and f"+ bias {a['bias']:.3f}".replace("-", "−") in steps
         # the weights stage: the worker's picture (from 512 tokens) is the page's own
         page.evaluate("document.querySelector('.aw-root').attnwidget.model.set('stage', 'weights')")
-        page.wait_for_function("(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()")
+        page.wait_for_function(
+            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
+        )
         if n >= 512:  # the worker added the same bias: its picture is the one the page paints itself
             from test_engine_browser import PIXELS
 

@@ -35,11 +35,14 @@ def set_(page, name, value):
 def test_the_page_computes_cross_attention_as_python_does(browser, tmp_path, n, m):
     rng = np.random.default_rng(n + m)
     q, k, v = rng.normal(size=(2, n, 4)), rng.normal(size=(2, m, 4)), rng.normal(size=(2, m, 4))
-    w = AttentionWidget(tokens=[f"t{i}" for i in range(n)], key_tokens=[f"s{j}" for j in range(m)], q=q, k=k, v=v,
-                        head=1, stage="weights", focus=2, temperature=0.7)
+    w = AttentionWidget(
+        tokens=[f"t{i}" for i in range(n)], key_tokens=[f"s{j}" for j in range(m)], q=q, k=k, v=v, head=1, stage="weights", focus=2, temperature=0.7
+    )
     page = open_page(browser, w, tmp_path / f"cross-{n}-{m}.html")
     try:
-        page.wait_for_function("(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()")
+        page.wait_for_function(
+            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
+        )
         got = numbers(page, n, m)
         for name in ("scores", "weights", "output"):
             np.testing.assert_allclose(got[name], getattr(w, name), rtol=0, atol=1e-12, err_msg=name)
@@ -118,7 +121,7 @@ w
         page.context.close()
 
 
-from test_integrations import gpt2_tokenizer, tf  # noqa: E402,F401 (fixtures)
+from test_integrations import gpt2_tokenizer, tf  # noqa: E402 (fixtures)
 
 
 @pytest.mark.parametrize("kind", ["bart", "t5"])
@@ -129,8 +132,7 @@ def test_a_translation_models_page_shows_the_models_own_attentions(browser, tmp_
     model = seq2seq(tf, gpt2_tokenizer, kind)
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, target=TARGET, stage="weights", layer=1, head=2)
     with torch.no_grad():
-        out = model(**gpt2_tokenizer(TEXT, return_tensors="pt"), decoder_input_ids=torch.tensor([decoder_ids(model, gpt2_tokenizer)]),
-                    output_attentions=True)
+        out = model(**gpt2_tokenizer(TEXT, return_tensors="pt"), decoder_input_ids=torch.tensor([decoder_ids(model, gpt2_tokenizer)]), output_attentions=True)
     reference = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
     page = open_page(browser, w, tmp_path / f"{kind}.html")
     try:

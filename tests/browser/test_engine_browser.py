@@ -52,8 +52,11 @@ def test_the_worker_paints_the_picture_the_page_would_and_a_burst_ends_on_the_la
         assert first == weights_canvas(here).evaluate(PIXELS)
         # a burst of temperatures, faster than pictures are painted: both end on the last one
         for page in (painted, here):
-            page.evaluate("""(ts) => { const m = document.querySelector('.aw-root').attnwidget.model;
-                                       for (const t of ts) m.set('temperature', t); }""", [0.2 + 0.05 * i for i in range(30)] + [0.45])
+            page.evaluate(
+                """(ts) => { const m = document.querySelector('.aw-root').attnwidget.model;
+                                       for (const t of ts) m.set('temperature', t); }""",
+                [0.2 + 0.05 * i for i in range(30)] + [0.45],
+            )
             page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
         last = weights_canvas(painted).evaluate(PIXELS)
         assert last != first
@@ -116,7 +119,8 @@ def test_a_change_undone_before_its_picture_arrives_never_shows_that_picture(bro
     try:
         canvas = weights_canvas(page)
         first = canvas.evaluate(PIXELS)
-        shown = page.evaluate("""async (hash) => {
+        shown = page.evaluate(
+            """async (hash) => {
             const model = document.querySelector('.aw-root').attnwidget.model, canvas = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid');
             const hashOf = new Function('c', `return (${hash})(c)`);
             const frame = () => new Promise((done) => requestAnimationFrame(done));
@@ -126,7 +130,9 @@ def test_a_change_undone_before_its_picture_arrives_never_shows_that_picture(bro
             const seen = [];
             for (let i = 0; i < 40; i++) { await frame(); seen.push(hashOf(canvas)); }
             return seen;
-        }""", PIXELS)
+        }""",
+            PIXELS,
+        )
         assert all(h == first for h in shown), (first, shown)
     finally:
         page.context.close()
@@ -163,8 +169,9 @@ def test_labels_are_drawn_only_where_they_cannot_overlap(browser, tmp_path, widt
         for n in (5, 9, 15, 21, 28, 34, 40, 55, 70, 90):
             for stage in ("weights", "blend"):
                 path = tmp_path / f"labels-{n}-{stage}.html"
-                AttentionWidget(q=rng.normal(size=(n, 3)), k=rng.normal(size=(n, 3)), v=rng.normal(size=(n, 2)), stage=stage,
-                                tokens=[f"token{i}" for i in range(n)]).to_html(path)
+                AttentionWidget(
+                    q=rng.normal(size=(n, 3)), k=rng.normal(size=(n, 3)), v=rng.normal(size=(n, 2)), stage=stage, tokens=[f"token{i}" for i in range(n)]
+                ).to_html(path)
                 page.goto(path.as_uri())
                 d = page.locator(".aw-panel:visible canvas.aw-grid").first.evaluate("(c) => ({...c.dataset})")
                 cell, row_h = float(d["cellWidth"]), float(d["cellHeight"])

@@ -148,8 +148,10 @@ def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
         page.wait_for_selector(".aw-root")
         for stage in ["tokens", "qk", "scores", "weights", "blend"]:
             for t in (0.1, 1.0, 5.0):
-                page.evaluate(f"(() => {{ const a = document.querySelector('.aw-root').attnwidget; a.model.set('stage', '{stage}'); "
-                              f"a.model.set('temperature', {t}); a.model.set('cell', [0, 0]); a.redraw(); }})()")
+                page.evaluate(
+                    f"(() => {{ const a = document.querySelector('.aw-root').attnwidget; a.model.set('stage', '{stage}'); "
+                    f"a.model.set('temperature', {t}); a.model.set('cell', [0, 0]); a.redraw(); }})()"
+                )
                 problems += [f"{name} {stage} T={t}: {p}" for p in page.evaluate(CONTRAST)]
         page.locator(".aw-root").screenshot(path=str(artifacts / f"contrast-{name}-{theme}.png"))
         page.context.close()

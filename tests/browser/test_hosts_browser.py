@@ -58,9 +58,7 @@ def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, art
         page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
         # the page is Notebook 7's own front end, not JupyterLab's
         assert page.evaluate("window.jupyterapp.name") == "Jupyter Notebook"
-        page.wait_for_function(
-            "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000
-        )
+        page.wait_for_function("window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000)
         kernel = notebook7.kernel_for("hosts.ipynb")
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_selector(".aw-root", timeout=60_000)
@@ -88,7 +86,7 @@ def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, art
 
 # The second cell reads ui.value, which marimo builds from the Python widget's traits; marimo
 # re-runs it when a change from the page arrives, so its text is what Python saw.
-MARIMO_APP = textwrap.dedent('''\
+MARIMO_APP = textwrap.dedent("""\
     import marimo
 
     app = marimo.App()
@@ -113,18 +111,27 @@ MARIMO_APP = textwrap.dedent('''\
 
     if __name__ == "__main__":
         app.run()
-''')
+""")
 
 
 @pytest.fixture(scope="module")
 def marimo_app(tmp_path_factory, server_process):
     root = tmp_path_factory.mktemp("marimo")
     (root / "hosts_app.py").write_text(MARIMO_APP)
-    cmd = lambda port: [  # noqa: E731
-        sys.executable, "-m", "marimo", "run", str(root / "hosts_app.py"), "--headless",
-        "--host", "127.0.0.1", "--port", str(port),
+    cmd = lambda port: [
+        sys.executable,
+        "-m",
+        "marimo",
+        "run",
+        str(root / "hosts_app.py"),
+        "--headless",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
         # a local test server: no login page, and never ask about running in a sandbox
-        "--no-token", "--no-sandbox",
+        "--no-token",
+        "--no-sandbox",
     ]
     server = server_process("marimo", cmd, root, _isolated_env(root), "/health", timeout=60)
     server.url = f"http://127.0.0.1:{server.port}/"

@@ -40,7 +40,7 @@ def test_each_stage_renders_and_reaches_python(lab_nb, artifacts):
         page.click(f".aw-stage[data-stage={stage}]")
         page.wait_for_selector(f".aw-root[data-stage={stage}]")
         page.wait_for_function(f"document.querySelector('.aw-stage[data-stage={stage}]').getAttribute('aria-pressed') === 'true'")
-        assert kernel.wait_for("w.stage", lambda s: s == stage) == stage
+        assert kernel.wait_for("w.stage", lambda s, stage=stage: s == stage) == stage
         canvases = painted_pixels(page, ".aw-root .aw-grid")
         assert canvases and all(n > 1000 for n in canvases), f"{stage}: a matrix should be drawn, got {canvases}"
         root.screenshot(path=str(artifacts / f"lab-{stage}.png"))

@@ -111,8 +111,7 @@ def exported_html(tmp_path_factory):
     nbclient.NotebookClient(nb, kernel_name="python3", store_widget_state=True, timeout=120).execute(cwd=str(folder))
     assert "application/vnd.jupyter.widget-state+json" in nb.metadata["widgets"]
     nbformat.write(nb, folder / "attn.ipynb")
-    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "attn.ipynb"], cwd=folder, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "attn.ipynb"], cwd=folder, check=True, capture_output=True, timeout=120)
     return folder / "attn.html"
 
 

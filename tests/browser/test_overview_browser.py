@@ -36,8 +36,9 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
     try:
         cells = page.locator(".aw-head")
         assert cells.count() == LAYERS * HEADS
-        assert sorted((int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))) for c in cells.all()) == \
-            [(layer, h) for layer in range(LAYERS) for h in range(HEADS)]
+        assert sorted((int(c.get_attribute("data-layer")), int(c.get_attribute("data-head"))) for c in cells.all()) == [
+            (layer, h) for layer in range(LAYERS) for h in range(HEADS)
+        ]
         page.locator(".aw-head[data-layer='2'][data-head='3']").click()
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('layer') === 2")
         q, k, v = found.layers[2]
@@ -46,7 +47,9 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
         # the arrow keys: up a layer, left a head
         page.keyboard.press("ArrowUp")
         page.keyboard.press("ArrowLeft")
-        page.wait_for_function("(() => { const m = document.querySelector('.aw-root').attnwidget.model; return m.get('layer') === 1 && m.get('head') === 2; })()")
+        page.wait_for_function(
+            "(() => { const m = document.querySelector('.aw-root').attnwidget.model; return m.get('layer') === 1 && m.get('head') === 2; })()"
+        )
         q, k, v = found.layers[1]
         np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[2], k[2], v[2], causal=True).weights, atol=1e-12)
     finally:
@@ -93,8 +96,10 @@ def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser
         assert values == sorted(values, reverse=True) and len(values) == LAYERS * HEADS
         page.locator(".aw-summary").select_option("effective_tokens")
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('summary') === 'effective_tokens'")
-        page.wait_for_function("""(want) => { const b = document.querySelector('.aw-head'); return b && Math.abs(Number(b.dataset.value) - want) < 1e-9; }""",
-                               arg=float(want["effective_tokens"].max()))  # re-ranked on the next frame
+        page.wait_for_function(
+            """(want) => { const b = document.querySelector('.aw-head'); return b && Math.abs(Number(b.dataset.value) - want) < 1e-9; }""",
+            arg=float(want["effective_tokens"].max()),
+        )  # re-ranked on the next frame
         top = page.locator(".aw-head").first
         layer, head = int(top.get_attribute("data-layer")), int(top.get_attribute("data-head"))
         assert want["effective_tokens"][layer, head] == want["effective_tokens"].max()

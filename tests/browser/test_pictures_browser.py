@@ -12,10 +12,10 @@ import zlib
 
 import numpy as np
 import pytest
+from test_export_browser import open_page
 
 from attnwidget import AttentionWidget
 from attnwidget.widget import visible_text
-from test_export_browser import open_page
 
 pytestmark = pytest.mark.browser
 
@@ -29,8 +29,9 @@ AXES = ["\x1bx", "y\udfff"]
 def hostile_widget():
     n = len(TOKENS)
     rng = np.random.default_rng(0)
-    return AttentionWidget(tokens=TOKENS, q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)),
-                           value_axes=AXES, stage="blend", focus=n - 1)
+    return AttentionWidget(
+        tokens=TOKENS, q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)), value_axes=AXES, stage="blend", focus=n - 1
+    )
 
 
 def check_svg(data: bytes):
@@ -51,9 +52,9 @@ def check_png(data: bytes):
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     at, chunks = 8, []
     while at < len(data):
-        length, kind = struct.unpack(">I4s", data[at:at + 8])
-        body = data[at + 8:at + 8 + length]
-        assert struct.unpack(">I", data[at + 8 + length:at + 12 + length])[0] == zlib.crc32(kind + body), kind
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        body = data[at + 8 : at + 8 + length]
+        assert struct.unpack(">I", data[at + 8 + length : at + 12 + length])[0] == zlib.crc32(kind + body), kind
         chunks.append((kind, body))
         at += 12 + length
     assert chunks[0][0] == b"IHDR" and chunks[-1][0] == b"IEND"
@@ -82,8 +83,12 @@ def test_pictures_from_the_command_line_of_hostile_text(tmp_path):
     sentence = "bank\x1b river \x9b\x07 " + "a" * 14 + "𝐀𝐀"
     for kind in ("svg", "png"):
         out = tmp_path / f"lab.{kind}"
-        subprocess.run([sys.executable, "-m", "attnwidget", "export", sentence, "--stage", "blend", "--focus", "5", "-o", str(out)],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [sys.executable, "-m", "attnwidget", "export", sentence, "--stage", "blend", "--focus", "5", "-o", str(out)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         if kind == "svg":
             text = out.read_bytes().decode("utf-8")
             ET.fromstring(text)

@@ -25,17 +25,23 @@ LABELS = """() => [...document.querySelectorAll('.aw-panel:not([hidden]) svg.aw-
 
 def set_state(page, **state):
     """Change the exported page's model and draw at once."""
-    page.evaluate("""(state) => { const a = document.querySelector('.aw-root').attnwidget;
-        for (const [k, v] of Object.entries(state)) a.model.set(k, v); a.redraw(); }""", state)
+    page.evaluate(
+        """(state) => { const a = document.querySelector('.aw-root').attnwidget;
+        for (const [k, v] of Object.entries(state)) a.model.set(k, v); a.redraw(); }""",
+        state,
+    )
 
 
 def set_query(page, focus, vec):
     """Set one token's query (two numbers) through the page's model, as a drag does."""
-    page.evaluate("""([focus, vec]) => { const a = document.querySelector('.aw-root').attnwidget, q = a.model.get('q');
+    page.evaluate(
+        """([focus, vec]) => { const a = document.querySelector('.aw-root').attnwidget, q = a.model.get('q');
         const n = q.shape[0], data = new Float64Array(2 * n);
         for (let i = 0; i < 2 * n; i++) data[i] = q.dtype === 'float64' ? q.view.getFloat64(8 * i, true) : q.view.getFloat32(4 * i, true);
         data.set(vec, 2 * focus);
-        a.model.set('q', { shape: [n, 2], dtype: 'float64', view: new DataView(data.buffer) }); a.redraw(); }""", [focus, list(vec)])
+        a.model.set('q', { shape: [n, 2], dtype: 'float64', view: new DataView(data.buffer) }); a.redraw(); }""",
+        [focus, list(vec)],
+    )
 
 
 def missing_value_names(page, where, distinct):
@@ -55,7 +61,7 @@ def label_problems(page, where):
             x0, y0, x1, y1 = a["box"]
             if x0 < e[0] - 0.5 or y0 < e[1] - 0.5 or x1 > e[2] + 0.5 or y1 > e[3] + 0.5:
                 problems.append(f"{where} {p['plot']}: {a['text']!r} crosses the edge ({x0:.0f},{y0:.0f},{x1:.0f},{y1:.0f} in {e})")
-            for b in p["labels"][i + 1:]:
+            for b in p["labels"][i + 1 :]:
                 w = min(x1, b["box"][2]) - max(x0, b["box"][0])
                 h = min(y1, b["box"][3]) - max(y0, b["box"][1])
                 if w > 0.5 and h > 0.5:
@@ -136,11 +142,21 @@ def test_dial_labels_at_every_position(browser, tmp_path):
 def test_value_plot_labels_for_other_values(browser, tmp_path, shape):
     """Values of one number, values projected from eight, a crowd, and long token and axis names."""
     rng = np.random.default_rng(1)
-    n, width, tokens, axes = {"one number": (5, 1, None, None), "eight numbers": (7, 8, None, None),
-                              "sixty tokens": (60, 2, None, None),
-                              "long names": (4, 2, ["a" * 30, "b" * 30, "river", "bank"], ["x" * 60, "y" * 60])}[shape]
-    w = AttentionWidget(tokens=tokens or [f"t{i}" for i in range(n)], q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)),
-                        v=rng.normal(size=(n, width)), value_axes=axes, stage="blend", focus=n - 1)
+    n, width, tokens, axes = {
+        "one number": (5, 1, None, None),
+        "eight numbers": (7, 8, None, None),
+        "sixty tokens": (60, 2, None, None),
+        "long names": (4, 2, ["a" * 30, "b" * 30, "river", "bank"], ["x" * 60, "y" * 60]),
+    }[shape]
+    w = AttentionWidget(
+        tokens=tokens or [f"t{i}" for i in range(n)],
+        q=rng.normal(size=(n, 4)),
+        k=rng.normal(size=(n, 4)),
+        v=rng.normal(size=(n, width)),
+        value_axes=axes,
+        stage="blend",
+        focus=n - 1,
+    )
     page, errors = exported(browser, tmp_path, w, shape.replace(" ", "-"))
     problems = []
     for t in (0.1, 1, 5):
@@ -257,7 +273,7 @@ def test_pictures_at_two_widths(browser, tmp_path, artifacts, theme, width):
     problems = []
     for name, (w, view) in presets.items():
         page, errors = exported(browser, tmp_path, w, f"{name}-{theme}-{width}", theme, width)
-        for t in ((0.1, 1, 5) if name == "lab" else (w.temperature,)):
+        for t in (0.1, 1, 5) if name == "lab" else (w.temperature,):
             set_state(page, temperature=t)
             problems += label_problems(page, f"{name} {theme} {width}px T={t}")
             page.locator(view).screenshot(path=str(artifacts / f"quality-{name}-{theme}-{width}{f'-T{t}' if name == 'lab' else ''}.png"))

@@ -52,6 +52,7 @@ def test_hostile_tokens_are_text_in_the_live_widget(open_notebook, artifacts):
 
 def test_hostile_tokens_are_text_in_an_exported_page(browser, tmp_path, artifacts):
     import numpy as np
+
     from attnwidget import AttentionWidget
 
     rng = np.random.default_rng(0)
@@ -142,7 +143,9 @@ def test_closing_a_widget_removes_its_views_and_listeners(two):
 
 
 def test_reopened_notebook_shows_the_saved_widget(open_notebook, lab, browser):
-    page, kernel, errors = open_notebook("saved.ipynb", ["from attnwidget import AttentionWidget\nAttentionWidget('I sat on the river bank', stage='scores', focus=5)"])
+    page, kernel, errors = open_notebook(
+        "saved.ipynb", ["from attnwidget import AttentionWidget\nAttentionWidget('I sat on the river bank', stage='scores', focus=5)"]
+    )
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty")
     kernel.close()

@@ -13,8 +13,17 @@ NUMBERS = "document.querySelector('.aw-root').attnwidget.numbers()"
 
 def test_an_exported_page_renormalises_without_the_first_token_and_says_so(browser, tmp_path):
     rng = np.random.default_rng(3)
-    w = AttentionWidget(q=rng.normal(size=(2, 9, 4)), k=rng.normal(size=(2, 9, 4)), v=rng.normal(size=(2, 9, 2)),
-                        tokens=[f"t{i}" for i in range(9)], causal=True, sink=True, stage="weights", head=1, focus=4)
+    w = AttentionWidget(
+        q=rng.normal(size=(2, 9, 4)),
+        k=rng.normal(size=(2, 9, 4)),
+        v=rng.normal(size=(2, 9, 2)),
+        tokens=[f"t{i}" for i in range(9)],
+        causal=True,
+        sink=True,
+        stage="weights",
+        head=1,
+        focus=4,
+    )
     path = tmp_path / "sink.html"
     w.to_html(path)
     page = browser.new_context(viewport={"width": 1000, "height": 900}, bypass_csp=True).new_page()  # lets the probes below run

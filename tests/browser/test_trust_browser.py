@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from attnwidget import AttentionWidget
 
-
 pytestmark = pytest.mark.browser
 
 STAGES = ["tokens", "qk", "scores", "weights", "blend"]
@@ -51,10 +50,12 @@ def load(page, w):
 
 def agrees(got, w):
     """The page's numbers equal numpy's: weights to 1e-6, scores and outputs to 1e-6 of their scale."""
-    S, W, O, v = w.scores, w.weights, w.output, w._head(w.v)
-    return (np.abs(np.array(got["scores"]) - S.ravel()).max() <= 1e-6 * max(1.0, np.abs(S).max())
-            and np.abs(np.array(got["weights"]) - W.ravel()).max() <= 1e-6
-            and np.abs(np.array(got["output"]) - O.ravel()).max() <= 1e-6 * max(1.0, np.abs(v).max()))
+    S, W, out, v = w.scores, w.weights, w.output, w._head(w.v)
+    return (
+        np.abs(np.array(got["scores"]) - S.ravel()).max() <= 1e-6 * max(1.0, np.abs(S).max())
+        and np.abs(np.array(got["weights"]) - W.ravel()).max() <= 1e-6
+        and np.abs(np.array(got["output"]) - out.ravel()).max() <= 1e-6 * max(1.0, np.abs(v).max())
+    )
 
 
 @st.composite
@@ -63,7 +64,7 @@ def states(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     eq = draw(st.integers(-40, 160))
     ek = draw(st.integers(-40, min(160, 270 - eq)))  # beyond that the scores overflow, and the widget refuses them
-    q, k, v = (rng.normal(size=(heads, n, d)) * 10.0 ** e for d, e in ((dk, eq), (dk, ek), (dv, draw(st.integers(-40, 160)))))
+    q, k, v = (rng.normal(size=(heads, n, d)) * 10.0**e for d, e in ((dk, eq), (dk, ek), (dv, draw(st.integers(-40, 160)))))
     if n > 1 and draw(st.booleans()):  # a near-tie: two keys that differ in the ninth digit
         k[:, 1] = k[:, 0] * (1 + 1e-9)
     if draw(st.booleans()):  # float32 numbers, as a real model's are (they travel as float32)
@@ -73,8 +74,17 @@ def states(draw):
     scale = draw(st.one_of(st.none(), st.sampled_from([0.0, 1e-10, -0.5, 3.0, 1e10]), st.floats(-10, 10)))
     mask = rng.random((n, n)) < 0.7 if draw(st.booleans()) else None  # rows that may read nothing, too
     try:
-        return AttentionWidget(q=q, k=k, v=v, mask=mask, temperature=temperature, scale=scale, causal=draw(st.booleans()),
-                               head=draw(st.integers(0, heads - 1)), stage=draw(st.sampled_from(STAGES)))
+        return AttentionWidget(
+            q=q,
+            k=k,
+            v=v,
+            mask=mask,
+            temperature=temperature,
+            scale=scale,
+            causal=draw(st.booleans()),
+            head=draw(st.integers(0, heads - 1)),
+            stage=draw(st.sampled_from(STAGES)),
+        )
     except traitlets.TraitError:
         assume(False)
 
@@ -111,8 +121,10 @@ def test_the_cases_float32_got_wrong_now_agree(page):
     assert got["exact"] and agrees(got, w)
     assert np.round(got["weights"][:2], 2).tolist() == [0.27, 0.73]
     # a very small temperature (1/T overflowed to NaN), and vectors beyond float32's range
-    for w in [AttentionWidget(temperature=1e-300), AttentionWidget(tokens=["a", "b", "c"], q=np.full((3, 2), 1e39),
-                                                                    k=[[1e-39, 0], [0, 3e-39], [-2e-39, 1e-39]], v=np.eye(3)[:, :2])]:
+    for w in [
+        AttentionWidget(temperature=1e-300),
+        AttentionWidget(tokens=["a", "b", "c"], q=np.full((3, 2), 1e39), k=[[1e-39, 0], [0, 3e-39], [-2e-39, 1e-39]], v=np.eye(3)[:, :2]),
+    ]:
         got = load(page, w)
         assert got["exact"] and agrees(got, w)
     assert not page.errors, page.errors
@@ -133,8 +145,13 @@ def test_the_page_says_when_rounding_could_change_its_numbers(page, artifacts):
 
 def test_a_models_layer_after_other_vectors_in_an_exported_page(browser, tmp_path):
     rng = np.random.default_rng(0)
-    found = SimpleNamespace(tokens=[f"t{i}" for i in range(5)], causal=True, scale=None, model_name="fake",
-                            layers=[tuple(rng.normal(size=(2, 5, 4)) for _ in range(3)) for _ in range(3)])
+    found = SimpleNamespace(
+        tokens=[f"t{i}" for i in range(5)],
+        causal=True,
+        scale=None,
+        model_name="fake",
+        layers=[tuple(rng.normal(size=(2, 5, 4)) for _ in range(3)) for _ in range(3)],
+    )
     w = AttentionWidget._from_model(found, 0, 0, {"stage": "weights"})
     rng = np.random.default_rng(0)
     w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3)))

@@ -79,7 +79,9 @@ def test_dragging_the_query_arrow_changes_q_in_the_kernel(nb, artifacts):
     page.mouse.down()
     page.mouse.move(x0 + 1.2 * (tip_x - x0), y0 + 1.2 * (tip_y - y0), steps=10)
     page.mouse.up()
-    page.wait_for_function("[...document.querySelectorAll('.aw-root')][1].querySelector('.aw-dial-table tbody tr:nth-child(2) .aw-dial-weight').textContent !== '18%'")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.aw-root')][1].querySelector('.aw-dial-table tbody tr:nth-child(2) .aw-dial-weight').textContent !== '18%'"
+    )
     after = kernel.wait_for("d.q[3]", lambda q: q != before)
     assert after != before
     weights = kernel.eval("d.weights[3]")

@@ -64,14 +64,18 @@ def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_noteb
         canvas.focus()
         page.keyboard.press("ArrowDown")
         page.keyboard.press("ArrowRight")
-        page.wait_for_function("(want) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.textContent.startsWith(want))",
-                               arg=f"rows {r0 + 2}–{r0 + size + 1}, columns {c0 + 2}–")
+        page.wait_for_function(
+            "(want) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.textContent.startsWith(want))",
+            arg=f"rows {r0 + 2}–{r0 + size + 1}, columns {c0 + 2}–",
+        )
         canvas.hover()
         page.keyboard.down("Control")
         page.mouse.wheel(0, -200)  # Ctrl + wheel zooms in
         page.keyboard.up("Control")
-        page.wait_for_function("(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && !e.textContent.includes(was))",
-                               arg=f"columns {c0 + 2}–{c0 + size + 1} ")
+        page.wait_for_function(
+            "(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && !e.textContent.includes(was))",
+            arg=f"columns {c0 + 2}–{c0 + size + 1} ",
+        )
         assert window(note)[1] < size
         # a click in the detail picks that cell, in Python too
         r0, size, c0 = window(note)
@@ -107,8 +111,11 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     page.keyboard.press("ArrowDown")
     page.keyboard.press("ArrowRight")
     # (both keys' redraws: the rows move on the first, the columns on the second)
-    page.wait_for_function("([r, c]) => { const t = document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent; "
-                           "return t.startsWith(`rows ${r}`) && t.includes(`columns ${c}`); }", arg=[r0 + 2, c0 + 2])
+    page.wait_for_function(
+        "([r, c]) => { const t = document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent; "
+        "return t.startsWith(`rows ${r}`) && t.includes(`columns ${c}`); }",
+        arg=[r0 + 2, c0 + 2],
+    )
     assert f"{w.tokens[r0 + 1]} reads {w.tokens[c0 + 1]}" in tip.inner_text()
     assert not page.errors, page.errors
     page.context.close()

@@ -1,14 +1,17 @@
 // attention.js against the lab's published figures and the same properties as the numpy core.
 // (tests/test_js_core.py also checks it against numpy on random cases.)
-import { test } from "node:test";
+
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { test } from "node:test";
 import * as A from "../../js/attention.js";
 
 const lab = JSON.parse(readFileSync(new URL("../../src/attnwidget/data/lab.json", import.meta.url)));
 const matrix = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });
 const [q, k, v] = [matrix(lab.q), matrix(lab.k), matrix(lab.v)];
-const n = q.rows, BANK = 5, RIVER = 4;
+const n = q.rows,
+  BANK = 5,
+  RIVER = 4;
 const close = (x, want, digits) => assert.equal(x.toFixed(digits), want.toFixed(digits), `${x} vs ${want}`);
 
 test("the lab's figures at temperature 1", () => {
@@ -64,7 +67,8 @@ test("a DataView inside a larger buffer is read at its own offset", () => {
 });
 
 test("head summaries: each a mean over the rows where it exists", () => {
-  const n = 4, S = Float64Array.from({ length: n * n }, (_, p) => Math.sin(p * 1.7) * 2);
+  const n = 4,
+    S = Float64Array.from({ length: n * n }, (_, p) => Math.sin(p * 1.7) * 2);
   const W = A.weights(S, n, 0.8, true);
   const open = (i, j) => j <= i;
   const s = A.headSummary(W, n, open);
@@ -73,5 +77,5 @@ test("head summaries: each a mean over the rows where it exists", () => {
   assert.ok(Math.abs(s.self - mean([0, 1, 2, 3].map((i) => W[i * n + i]))) < 1e-15);
   assert.ok(Math.abs(s.previous - mean([1, 2, 3].map((i) => W[i * n + i - 1]))) < 1e-15); // row 0 has no previous token
   assert.ok(Math.abs(s.effective_tokens - mean([0, 1, 2, 3].map((i) => A.effectiveTokens(W, n, i)))) < 1e-15);
-  assert.ok(Number.isNaN(A.headSummary(W, n, (i, j) => j > 0).first)); // no row may read token 0
+  assert.ok(Number.isNaN(A.headSummary(W, n, (_, j) => j > 0).first)); // no row may read token 0
 });

@@ -1,8 +1,9 @@
 // The label placer: labels take the first free spot around their point, never cover each
 // other or a mark, stay inside the plot, and get a leader line when they had to move away.
-import { test } from "node:test";
+
 import assert from "node:assert/strict";
-import { place, percentages } from "../../js/views/labels.js";
+import { test } from "node:test";
+import { percentages, place } from "../../js/views/labels.js";
 
 const BOUNDS = [0, 0, 300, 200];
 const overlap = (a, b) => Math.min(a[2], b[2]) - Math.max(a[0], b[0]) > 0 && Math.min(a[3], b[3]) - Math.max(a[1], b[1]) > 0;
@@ -32,12 +33,15 @@ test("labels on one spot never cover each other, and the later ones get leaders"
     assert.ok(inside(a.box, BOUNDS));
     out.slice(i + 1).forEach((b) => assert.ok(!overlap(a.box, b.box), `${a.box} / ${b.box}`));
   });
-  assert.ok(out.some((a) => a.leader), "crowded labels move out with a leader");
+  assert.ok(
+    out.some((a) => a.leader),
+    "crowded labels move out with a leader",
+  );
 });
 
 test("random scatters: no overlaps with labels or marks, all inside", () => {
   let seed = 11;
-  const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+  const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
   for (let trial = 0; trial < 200; trial++) {
     const pts = Array.from({ length: 8 }, () => [20 + 260 * random(), 20 + 160 * random()]);
     const marks = pts.map(([x, y]) => dot(x, y));
@@ -72,23 +76,35 @@ test("a point outside the plot still gets a label inside it", () => {
 });
 
 test("an optional label with no free spot is left out; a required one still shows", () => {
-  const bounds = [0, 0, 40, 20], marks = [[0, 0, 40, 20]]; // the whole plot is covered
-  const [a, b] = place([{ x: 20, y: 10, w: 30, h: 12, r: 4, optional: true }, { x: 20, y: 10, w: 30, h: 12, r: 4 }], { bounds, marks });
+  const bounds = [0, 0, 40, 20],
+    marks = [[0, 0, 40, 20]]; // the whole plot is covered
+  const [a, b] = place(
+    [
+      { x: 20, y: 10, w: 30, h: 12, r: 4, optional: true },
+      { x: 20, y: 10, w: 30, h: 12, r: 4 },
+    ],
+    { bounds, marks },
+  );
   assert.equal(a, null);
   assert.ok(b && inside(b.box, bounds));
 });
 
 test("percentages: the article's row and random rows add up to 100", () => {
-  const e = [Math.exp(2.97), Math.exp(1.44), Math.exp(-1.35)], s = e[0] + e[1] + e[2];
+  const e = [Math.exp(2.97), Math.exp(1.44), Math.exp(-1.35)],
+    s = e[0] + e[1] + e[2];
   assert.deepEqual(percentages(e.map((x) => x / s)), [81, 18, 1]);
   assert.deepEqual(percentages([1 / 3, 1 / 3, 1 / 3]), [34, 33, 33]);
   assert.deepEqual(percentages([0, 0]), [0, 0]);
   let seed = 5;
-  const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+  const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
   for (let t = 0; t < 500; t++) {
     const row = Array.from({ length: 1 + (t % 9) }, () => random() ** 4);
-    const total = row.reduce((a, b) => a + b, 0), p = percentages(row.map((x) => x / total));
-    assert.equal(p.reduce((a, b) => a + b, 0), 100);
+    const total = row.reduce((a, b) => a + b, 0),
+      p = percentages(row.map((x) => x / total));
+    assert.equal(
+      p.reduce((a, b) => a + b, 0),
+      100,
+    );
     p.forEach((x, i) => assert.ok(Number.isInteger(x) && Math.abs(x - (100 * row[i]) / total) < 1));
   }
 });

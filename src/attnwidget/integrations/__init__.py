@@ -15,11 +15,10 @@ import importlib
 
 from .common import ModelAttention, readable_tokens
 
-__all__ = ["ModelAttention", "from_transformers", "from_transformer_lens", "readable_tokens"]
+__all__ = ["ModelAttention", "from_transformer_lens", "from_transformers", "readable_tokens"]
 
 
-def from_transformers(model, tokenizer, text: str, *,
-                      target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
+def from_transformers(model, tokenizer, text: str, *, target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
     """Q, K, V of every layer and head of a Hugging Face model on ``text``.
 
     Accepts a base model (``BertModel``, ``GPT2Model``, ``LlamaModel``, ...), one with a
@@ -73,6 +72,4 @@ def _require(modules, extra: str) -> None:
         try:
             importlib.import_module(name)
         except ImportError as e:
-            raise ImportError(
-                f"this needs the optional package {name!r}: pip install \"attnwidget[{extra}]\""
-            ) from e
+            raise ImportError(f'this needs the optional package {name!r}: pip install "attnwidget[{extra}]"') from e

@@ -14,7 +14,7 @@ class ModelAttention:
     """Everything the widget needs to redraw one model's attention on one text."""
 
     tokens: list[str]  # readable token pieces, one per query position (row)
-    layers: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per layer (q, k, v), each float64 (heads, n, d_head)
+    layers: list[tuple[np.ndarray, ...]]  # per layer (q, k, v), each float64 (heads, n, d_head)
     causal: bool  # True for decoders: position i reads only j <= i
     scale: float | None  # None means 1/sqrt(d_head); a float only where the model uses another
     architecture: str  # e.g. "bert", "gpt2", "llama"
@@ -39,13 +39,11 @@ def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:
     limit, source = positions
     if len(ids) > limit:
         shown = text if len(text) <= 40 else text[:40] + "…"
-        raise ValueError(
-            f"{shown!r} is {len(ids)} tokens long but {model_name} reads at most {limit} positions "
-            f"({source}); shorten the text"
-        )
+        raise ValueError(f"{shown!r} is {len(ids)} tokens long but {model_name} reads at most {limit} positions ({source}); shorten the text")
 
 
 # --- readable tokens -------------------------------------------------------------
+
 
 def _byte_decoder() -> dict[str, int]:
     """Byte-level BPE (GPT-2 and its descendants) writes each byte as a printable
@@ -97,7 +95,7 @@ def readable_tokens(pieces, *, scheme: str | None = None, special=None) -> list[
     """Tokenizer pieces as short, readable labels, one per piece.
 
     - ``special`` pieces are kept as they are; when None, pieces that look like
-      special tokens ([CLS], <|endoftext|>, <s>, <unk>, ...) are;
+      special tokens (``[CLS]``, ``<|endoftext|>``, ``<s>``, ``<unk>``, ...) are;
     - the word-start markers of byte-level BPE ("Ġ") and sentencepiece ("▁"), or a
       leading space in already decoded text, are dropped;
     - a piece that continues a word is shown with a leading "·": word-piece "##s"
@@ -130,8 +128,7 @@ def readable_tokens(pieces, *, scheme: str | None = None, special=None) -> list[
         else:
             starts_word = text.startswith(" ")
             label = text[1:] if starts_word else text
-            cont = (not starts_word and prev_text is not None and not prev_text[-1:].isspace()
-                    and not text.isspace())
+            cont = not starts_word and prev_text is not None and not prev_text[-1:].isspace() and not text.isspace()
         prev_text = text
         if label == "" or label.strip(" ") == "":
             label = "␣" * max(len(label), 1)

@@ -42,7 +42,7 @@ def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAtte
         return _extract_seq2seq(model, base, tokenizer, text, target)
     if kind in BART_FAMILY:
         raise ValueError(
-            f"{type(model).__name__} ({kind}) is an encoder–decoder model: pass target=\"…\", the text "
+            f'{type(model).__name__} ({kind}) is an encoder–decoder model: pass target="…", the text '
             "its decoder writes, to read its encoder, decoder and cross-attention"
         )
     if kind in BERT_FAMILY:
@@ -61,18 +61,14 @@ def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAtte
     elif kind == "t5":
         per_layer, causal = _t5_layer, False
     else:
-        raise NotImplementedError(
-            f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); "
-            f"supported: {SUPPORTED}"
-        )
+        raise NotImplementedError(f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); supported: {SUPPORTED}")
 
     enc = tokenizer(text, return_tensors="pt")
     ids = enc["input_ids"]
     n = ids.shape[1]
     if n == 0:
         raise ValueError(f"{text!r} gives no tokens")
-    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind),
-                    (config.vocab_size, "config.vocab_size"))
+    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind), (config.vocab_size, "config.vocab_size"))
     if kind in LLAMA_FAMILY:
         _check_window(config, n)
 
@@ -101,7 +97,7 @@ def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAtte
         tokens=_tokens_of(tokenizer, ids[0].tolist()),
         layers=layers,
         causal=causal,
-        scale=None if math.isclose(scale, d_head ** -0.5, rel_tol=1e-9) else float(scale),
+        scale=None if math.isclose(scale, d_head**-0.5, rel_tol=1e-9) else float(scale),
         architecture=kind,
         model_name=_display_name(config, model),
         bias=None if bias is None else _numpy(bias),
@@ -117,14 +113,8 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
     name = _display_name(config, model)
     if kind not in SEQ2SEQ:
         if getattr(config, "is_encoder_decoder", False):
-            raise NotImplementedError(
-                f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); "
-                f"supported: {SUPPORTED}"
-            )
-        raise ValueError(
-            f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: "
-            "call it without target="
-        )
+            raise NotImplementedError(f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); supported: {SUPPORTED}")
+        raise ValueError(f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: call it without target=")
     if getattr(base, "encoder", None) is None or getattr(base, "decoder", None) is None:
         raise ValueError(
             f"{type(model).__name__} lacks an encoder or a decoder; target= needs the whole encoder–decoder "
@@ -148,27 +138,27 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
     _check_readable(text, src, name, positions, (config.vocab_size, "config.vocab_size"))
     # Marian can give its decoder a vocabulary of its own
     dec_vocab = getattr(config, "decoder_vocab_size", None)
-    _check_readable(target, dec, name, positions,
-                    (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"))
+    _check_readable(target, dec, name, positions, (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"))
 
     blocks = _seq2seq_attention(base, kind)
-    outputs = {}  # (block, layer, 0/1/2 for q/k/v) -> each output of that projection
+    outputs: dict[tuple, list] = {}  # (block, layer, 0/1/2 for q/k/v) -> each output of that projection
 
     def catch(key):
         return lambda module, args, out: outputs.setdefault(key, []).append(out)
 
-    hooks = [proj.register_forward_hook(catch((block, i, j)))
-             for block, atts in blocks.items() for i, att in enumerate(atts)
-             for j, proj in enumerate(_qkv_projections(att))]
+    hooks = [
+        proj.register_forward_hook(catch((block, i, j)))
+        for block, atts in blocks.items()
+        for i, att in enumerate(atts)
+        for j, proj in enumerate(_qkv_projections(att))
+    ]
     device = next(base.parameters()).device
     ids = torch.tensor([src], device=device)
     try:
         with _evaluating(base), torch.no_grad():
             # no cache: every projection runs once, on the whole sequence
-            base(input_ids=ids, attention_mask=torch.ones_like(ids),
-                 decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
-            bias = {"encoder": _t5_bias(base.encoder, len(src)), "decoder": _t5_bias(base.decoder, len(dec))} \
-                if kind == "t5" else {}
+            base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
+            bias = {"encoder": _t5_bias(base.encoder, len(src)), "decoder": _t5_bias(base.decoder, len(dec))} if kind == "t5" else {}
     finally:
         for hook in hooks:
             hook.remove()
@@ -186,7 +176,8 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
                     raise RuntimeError(f"{name}: {block} layer {i}'s projection ran {len(seen)} times, expected once")
                 qkv.append(_numpy(_heads(seen[0], d)))
             layers.append(tuple(qkv))
-            scales.add(float(getattr(att, "scaling", d ** -0.5)))  # T5: 1.0, BART-family: 1/sqrt(d)
+            # T5 has no scaling: its scores are QKᵀ (scale 1.0); BART-family modules say theirs
+            scales.add(1.0 if kind == "t5" else float(getattr(att, "scaling", d**-0.5)))
         if len(scales) > 1:
             raise NotImplementedError(f"{name} scales its {block} attention scores differently in each layer")
         scale = scales.pop()
@@ -195,7 +186,7 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
             tokens=src_tokens if block == "encoder" else dec_tokens,
             layers=layers,
             causal=block == "decoder",
-            scale=None if math.isclose(scale, d ** -0.5, rel_tol=1e-9) else scale,
+            scale=None if math.isclose(scale, d**-0.5, rel_tol=1e-9) else scale,
             architecture=kind,
             model_name=name,
             bias=None if b is None else _numpy(b),
@@ -256,8 +247,7 @@ def _base_model(model):
         inner = getattr(first, "auto_model", None)  # sentence_transformers.SentenceTransformer
         if not isinstance(inner, PreTrainedModel):
             raise NotImplementedError(
-                f"attnwidget cannot read attention from {type(model).__name__}: expected a Hugging Face "
-                f"PreTrainedModel; supported: {SUPPORTED}"
+                f"attnwidget cannot read attention from {type(model).__name__}: expected a Hugging Face PreTrainedModel; supported: {SUPPORTED}"
             )
         model = inner
     return model.base_model
@@ -284,14 +274,14 @@ def _bert_layer(base, layer, i, h):
     att = layer.attention.self
     d = att.attention_head_size
     q, k, v = (_heads(proj(h), d) for proj in (att.query, att.key, att.value))
-    return q, k, v, d ** -0.5
+    return q, k, v, d**-0.5
 
 
 def _distilbert_layer(base, layer, i, h):
     att = layer.attention
     d = att.dim // att.n_heads
     q, k, v = (_heads(proj(h), d) for proj in (att.q_lin, att.k_lin, att.v_lin))
-    return q, k, v, d ** -0.5
+    return q, k, v, d**-0.5
 
 
 def _gpt2_layer(base, layer, i, h):
@@ -299,7 +289,7 @@ def _gpt2_layer(base, layer, i, h):
     d = att.head_dim
     q, k, v = (_heads(t, d) for t in att.c_attn(layer.ln_1(h)).split(att.embed_dim, dim=2))
     # GPT2Attention's own rule, read from the config so it holds across releases
-    scale = d ** -0.5 if config.scale_attn_weights else 1.0
+    scale = d**-0.5 if config.scale_attn_weights else 1.0
     if config.scale_attn_by_inverse_layer_idx:
         scale /= float(i + 1)
     return q, k, v, scale
@@ -316,7 +306,7 @@ def _llama_layer(base, layer, i, h):
     # grouped-query attention: query head j reads key/value head j // group
     group = q.shape[0] // k.shape[0]
     k, v = (t.repeat_interleave(group, dim=0) for t in (k, v))
-    return q, k, v, getattr(att, "scaling", d ** -0.5)
+    return q, k, v, getattr(att, "scaling", d**-0.5)
 
 
 def _bloom_layer(base, layer, i, h):
@@ -367,8 +357,7 @@ def _positions(config, kind):
     if kind == "t5":  # relative positions: buckets of distance, none to run past
         return float("inf"), "relative positions"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
-        return (config.max_position_embeddings - config.pad_token_id - 1,
-                "config.max_position_embeddings - config.pad_token_id - 1")
+        return (config.max_position_embeddings - config.pad_token_id - 1, "config.max_position_embeddings - config.pad_token_id - 1")
     return config.max_position_embeddings, "config.max_position_embeddings"
 
 
@@ -377,9 +366,7 @@ def _check_window(config, n):
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
     if window is not None and (types is None or "sliding_attention" in types) and n > window:
-        raise NotImplementedError(
-            f"{n} tokens exceed this model's sliding attention window of {window}; use a shorter text"
-        )
+        raise NotImplementedError(f"{n} tokens exceed this model's sliding attention window of {window}; use a shorter text")
 
 
 def _numpy(t) -> np.ndarray:

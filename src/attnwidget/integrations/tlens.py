@@ -21,14 +21,9 @@ def extract(model, text: str) -> ModelAttention:
     try:
         from transformer_lens.HookedTransformer import HookedTransformer
     except ImportError as e:  # TransformerLens 4 removed it
-        raise ImportError(
-            "from_transformer_lens needs TransformerLens < 4, which has HookedTransformer: "
-            'pip install "attnwidget[transformer-lens]"'
-        ) from e
+        raise ImportError('from_transformer_lens needs TransformerLens < 4, which has HookedTransformer: pip install "attnwidget[transformer-lens]"') from e
     if not isinstance(model, HookedTransformer):
-        raise NotImplementedError(
-            f"from_transformer_lens takes a transformer_lens HookedTransformer, got {type(model).__name__}"
-        )
+        raise NotImplementedError(f"from_transformer_lens takes a transformer_lens HookedTransformer, got {type(model).__name__}")
     cfg = model.cfg
     _check_supported(cfg)
     rotary = cfg.positional_embedding_type == "rotary"
@@ -63,7 +58,7 @@ def extract(model, text: str) -> ModelAttention:
         tokens=_tokens_of(model.tokenizer, tokens[0].tolist()),
         layers=layers,
         causal=cfg.attention_dir == "causal",
-        scale=None if math.isclose(scale, cfg.d_head ** -0.5, rel_tol=1e-9) else scale,
+        scale=None if math.isclose(scale, cfg.d_head**-0.5, rel_tol=1e-9) else scale,
         architecture=cfg.original_architecture or "hooked-transformer",
         model_name=cfg.model_name,
     )
@@ -83,8 +78,7 @@ def _check_supported(cfg) -> None:
             problems.append(flag)
     # Q/K norms and clipping come after hook_q/hook_k; only the rotary hooks see them
     if cfg.positional_embedding_type != "rotary" and (
-        getattr(cfg, "use_qk_norm", False) or getattr(cfg, "clip_qkv", None) is not None
-        or (cfg.original_architecture or "").startswith("Olmo")
+        getattr(cfg, "use_qk_norm", False) or getattr(cfg, "clip_qkv", None) is not None or (cfg.original_architecture or "").startswith("Olmo")
     ):
         problems.append("Q/K normalisation or clipping without rotary embeddings")
     if getattr(cfg, "clip_qkv", None) is not None:
@@ -92,6 +86,4 @@ def _check_supported(cfg) -> None:
     if cfg.attention_dir not in ("causal", "bidirectional"):
         problems.append(f"attention_dir={cfg.attention_dir!r}")
     if problems:
-        raise NotImplementedError(
-            f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}"
-        )
+        raise NotImplementedError(f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}")

@@ -1,0 +1,66 @@
+"""Sphinx configuration of the documentation site (`make docs` builds it into build/site/).
+
+The notebooks are executed during the build. Every widget they show is written into the page
+as its own embedded state, drawn by the widget's bundle (served from _static): the page
+computes for itself, so the slider and clicks work with no kernel and no network.
+"""
+
+import os
+import pathlib
+import shutil
+
+import attnwidget
+
+# Read by AttentionWidget._repr_mimebundle_ in the kernels the build starts: each widget is also
+# shown as a page that computes by itself (see attnwidget.export.embed_html).
+os.environ["ATTNWIDGET_STATIC_HTML"] = "1"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the real-model notebooks load weights from disk only
+
+project = "attnwidget"
+author = "The attnwidget developers"
+copyright = "2026, The attnwidget developers"
+release = version = attnwidget.__version__
+
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
+exclude_patterns = ["_build", "README.md", "**.ipynb_checkpoints"]
+myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3
+suppress_warnings = ["myst.header"]  # the README's own headings start below the page's title
+
+# notebooks: run at every build, and a failing cell fails the build
+nb_execution_mode = "force"
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+# the widget's own embedded page, not a widget view (which would need a kernel, or a CDN)
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+nb_ipywidgets_js = {}  # no html-manager from a CDN: the pages load nothing from elsewhere
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+
+html_theme = "pydata_sphinx_theme"
+html_title = "attnwidget"
+html_static_path = ["_static"]
+html_css_files = ["attnwidget.css"]
+html_js_files = [("attnwidget-docs.js", {"type": "module"})]
+html_sidebars = {"**": []}  # the pages are in the top bar: the widgets get the width
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "footer_start": ["copyright"],
+    "footer_end": [],
+}
+
+
+def _copy_bundle(app):
+    """The widget's bundle and styles, as built (npm run build), beside the site's own scripts."""
+    static = pathlib.Path(attnwidget.__file__).parent / "static"
+    out = pathlib.Path(app.srcdir) / "_static"
+    out.mkdir(exist_ok=True)
+    shutil.copyfile(static / "widget.js", out / "attnwidget.js")
+    shutil.copyfile(static / "widget.css", out / "attnwidget.css")
+
+
+def setup(app):
+    app.connect("builder-inited", _copy_bundle)
