@@ -191,6 +191,29 @@ def _mask_from_json(value, widget):
 _VECTORS = ("tokens", "key_tokens", "q", "k", "v", "x", "mask", "bias")
 BLOCKS = ("encoder", "decoder", "cross")
 _KEEP = object()  # set_vectors: "leave this one as it is"
+EXERCISES = ("", "predict", "temperature")
+GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
+# What an exercise's row depends on: a change to any of them starts a new try.
+_ROW_TRAITS = (
+    "focus",
+    "sentence_index",
+    "temperature",
+    "tokens",
+    "key_tokens",
+    "q",
+    "k",
+    "v",
+    "head",
+    "layer",
+    "block",
+    "causal",
+    "mask",
+    "bias",
+    "sink",
+    "scale",
+    "step",
+    "exercise",
+)
 
 
 class AttentionWidget(anywidget.AnyWidget):
@@ -266,6 +289,18 @@ class AttentionWidget(anywidget.AnyWidget):
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     # An encoder–decoder model's attention shown: "encoder", "decoder" or "cross" ("" for other widgets).
     block = traitlets.Unicode("").tag(sync=True)
+    # Generation, one token at a time: how many tokens are written so far (1 to n; n shows them all).
+    # Below n only the first `step` tokens exist (rows and keys), the causal rule is on, and the
+    # numbers are those of that prefix.
+    step = traitlets.Int(0).tag(sync=True)
+    # Exercises: "predict" (spread a guess over the focused row's tokens, then reveal the real
+    # row) or "temperature" (set T so the focused row has `goal` effective tokens); "" for none.
+    exercise = traitlets.Unicode("").tag(sync=True)
+    # The learner's guess at the focused row's weights (one per token read, summing to 1), or None.
+    guess = traitlets.List(traitlets.Float(), default_value=None, allow_none=True).tag(sync=True)
+    revealed = traitlets.Bool(False).tag(sync=True)
+    # The temperature exercise's target: the effective tokens the focused row should reach.
+    goal = traitlets.Float(2.0).tag(sync=True)
 
     def __init__(
         self,
@@ -291,6 +326,9 @@ class AttentionWidget(anywidget.AnyWidget):
         residual=False,
         sentence_index=0,
         value_axes=None,
+        step=None,
+        exercise="",
+        goal=2.0,
     ):
         self._result = None
         self._examples = []
@@ -300,7 +338,18 @@ class AttentionWidget(anywidget.AnyWidget):
         self._shown = ()  # q, k, v as a layer switch set them: layer_shown while they are still these
         self._committed, self._page_keys = False, ()
         state = dict(
-            temperature=temperature, causal=causal, sink=sink, summary=summary, scale=scale, head=head, cell=cell, residual=residual, mask=mask, bias=bias
+            temperature=temperature,
+            causal=causal,
+            sink=sink,
+            summary=summary,
+            scale=scale,
+            head=head,
+            cell=cell,
+            residual=residual,
+            mask=mask,
+            bias=bias,
+            exercise=exercise,
+            goal=goal,
         )
         if sentence is not None and any(a is not None for a in (tokens, key_tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
@@ -343,6 +392,10 @@ class AttentionWidget(anywidget.AnyWidget):
         state["stage"] = STAGES[0] if stage is None else stage
         super().__init__(**state)
         self.set_trait("key_tokens", self.tokens if self._own_keys is None else self._own_keys)
+        with self.hold_trait_notifications():
+            self.step = len(self.tokens) if step is None else step  # validated; the causal rule follows
+            if step is not None and focus is None and cell is None:
+                self.focus = self.step - 1  # the row the last token written added
 
     # --- validation: every message says what was wrong and what is expected ---
 
@@ -434,7 +487,71 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("focus")
     def _check_focus(self, proposal):
-        return self._check_index("focus", proposal["value"], len(self.tokens), "a token index")
+        return self._check_index("focus", proposal["value"], self._rows(), "a token index" + self._so_far())
+
+    def _rows(self) -> int:
+        """How many tokens there are: all of them, or while generating the first `step`."""
+        n = len(self.tokens)
+        return self.step if 0 < self.step < n else n
+
+    def _so_far(self) -> str:
+        """Said in a refusal while generating: the later tokens are not written yet."""
+        n = len(self.tokens)
+        return f" written so far (step {self.step} of {n}: advance step to reach later tokens)" if 0 < self.step < n else ""
+
+    @traitlets.validate("step")
+    def _check_step(self, proposal):
+        s, n = proposal["value"], len(self.tokens)
+        if not 1 <= s <= n:
+            raise traitlets.TraitError(f"'step' must be the number of tokens written so far, from 1 to {n} ({n} shows them all); got {s}.")
+        if s < n and self._own_keys is not None:
+            raise traitlets.TraitError(
+                "'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens."
+            )
+        return s
+
+    @traitlets.validate("exercise")
+    def _check_exercise(self, proposal):
+        if proposal["value"] not in EXERCISES:
+            raise traitlets.TraitError(f"'exercise' must be one of {', '.join(map(repr, EXERCISES))} ('' for none); got {proposal['value']!r}.")
+        return proposal["value"]
+
+    @traitlets.validate("guess")
+    def _check_guess(self, proposal):
+        g = proposal["value"]
+        if g is None:
+            return g
+        if self.exercise != "predict":
+            raise traitlets.TraitError("'guess' belongs to the predict exercise: set exercise='predict' first.")
+        a, m = np.asarray(g, dtype=float), self._keys_read()
+        if len(a) != m:
+            raise traitlets.TraitError(f"'guess' must have one weight per token the focused row reads ({m}), got {len(a)}.")
+        if not np.isfinite(a).all() or (a < 0).any():
+            raise traitlets.TraitError(f"'guess' must be finite weights ≥ 0; got {[float(x) for x in a]}.")
+        if abs(a.sum() - 1) > 1e-6:
+            raise traitlets.TraitError(
+                f"'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got {a.sum():.9g}. Divide it by its sum."
+            )
+        return [float(x) for x in a]
+
+    @traitlets.validate("revealed")
+    def _check_revealed(self, proposal):
+        if proposal["value"] and not self.exercise:
+            raise traitlets.TraitError("'revealed' belongs to an exercise: set exercise='predict' or 'temperature' first.")
+        if proposal["value"] and self.exercise == "predict" and self.guess is None:
+            raise traitlets.TraitError("Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in the page.")
+        return proposal["value"]
+
+    @traitlets.validate("goal")
+    def _check_goal(self, proposal):
+        g = proposal["value"]
+        if not (np.isfinite(g) and g >= 1):
+            raise traitlets.TraitError(f"'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got {g}.")
+        return g
+
+    def _keys_read(self) -> int:
+        """How many tokens a row reads: the tokens written, or cross-attention's own."""
+        return self._rows() if self._own_keys is None else self._n_keys()
 
     @traitlets.validate("head")
     def _check_head(self, proposal):
@@ -468,7 +585,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @traitlets.validate("cell")
     def _check_cell(self, proposal):
-        c, n, m = proposal["value"], len(self.tokens), self._n_keys()
+        c, n, m = proposal["value"], self._rows(), self._keys_read()
         if c is not None and not (0 <= c[0] < n and 0 <= c[1] < m):
             span = f"both from 0 to {n - 1}" if n == m else f"row from 0 to {n - 1} and column from 0 to {m - 1}"
             raise traitlets.TraitError(f"'cell' must be (row, column) with {span}, or None; got {c}.")
@@ -608,7 +725,19 @@ class AttentionWidget(anywidget.AnyWidget):
             self.bias = None  # a bias for other tokens, or other heads
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
-        if n != len(before.get("tokens") or []):
+        old_n, stepped = len(before.get("tokens") or []), "step" in changed
+        if not stepped and n != old_n and (self.step == old_n or self.step > n):
+            self.step = n  # every token written stays so; a step past the new tokens, the last
+        if "step" in changed and 0 < self.step < n:
+            if not self.causal and "causal" in changed:
+                raise traitlets.TraitError(GENERATION_IS_CAUSAL)
+            self.causal = True  # a text written one token at a time: no token reads ahead
+        elif "causal" in changed and not self.causal and 0 < self.step < n:
+            raise traitlets.TraitError(GENERATION_IS_CAUSAL)
+        if stepped and "focus" not in changed and (before.get("step") or self.focus >= self._rows()):
+            self.focus = self._rows() - 1  # the row the new token adds
+        n, m = self._rows(), self._keys_read()
+        if n != old_n:
             if "focus" not in changed and self.focus >= n:
                 self.focus = n - 1
         if "cell" not in changed and self.cell is not None and (self.cell[0] >= n or self.cell[1] >= m):
@@ -624,6 +753,12 @@ class AttentionWidget(anywidget.AnyWidget):
         if ("v" in changed and "value_basis" not in changed) or "value_basis" not in values:
             self.set_trait("value_basis", principal_axes(v))
         self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
+        # an exercise is about one row as it is: anything that changes that row starts a new try;
+        # a new guess after a reveal is a new try too
+        if self.exercise and not {"guess", "revealed"} & changed and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS):
+            self.guess, self.revealed = None, False
+        elif "guess" in changed and "revealed" not in changed:
+            self.revealed = False
 
     def set_state(self, sync_data):
         """Apply a message from the page, an untrusted source. Read-only, private, unknown and
@@ -874,14 +1009,16 @@ class AttentionWidget(anywidget.AnyWidget):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias)
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step)
         cached = self._result
         if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
-            q, k, v = (self._head(a) for a in key[:3])
-            bias = None if self.bias is None else self._head(self.bias)
+            n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
+            q, k, v = (self._head(a)[:r] for a, r in zip(key[:3], (n, m, m)))
+            bias = None if self.bias is None else self._head(self.bias)[:n, :m]
+            mask = self._reading_mask()
             cached = self._result = (
                 key,
-                Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=self._reading_mask(), bias=bias),
+                Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=None if mask is None else mask[:n, :m], bias=bias),
             )
         return cached[1]
 
@@ -906,11 +1043,13 @@ class AttentionWidget(anywidget.AnyWidget):
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
         layers = self._layers if self.layer_shown else [(self.q, self.k, self.v)]  # a model's, or your own arrays
-        allowed = allowed_cells(len(self.tokens), self.causal, self._reading_mask(), self._n_keys())
+        n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
+        mask = self._reading_mask()
+        allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
         rows = []
         for q, k, _ in layers:
-            q, k = (a if a.ndim == 3 else a[None] for a in (q, k))
-            bias = [None if self.bias is None else self._head_of(self.bias, h) for h in range(len(q))]
+            q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
+            bias = [None if self.bias is None else self._head_of(self.bias, h)[:n, :m] for h in range(len(q))]
             weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h]), self.temperature, allowed) for h in range(len(q))])
             rows.append(head_summaries(weights, allowed, cross=self.key_tokens != self.tokens))  # the page's rule too
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
@@ -938,7 +1077,7 @@ class AttentionWidget(anywidget.AnyWidget):
     @property
     def residual_output(self) -> np.ndarray | None:
         """x + weights · V: each token's own embedding with the mix added (None without x)."""
-        return None if self.x is None else self._frozen(self.x + self.attention.output)
+        return None if self.x is None else self._frozen(self.x[: self._rows()] + self.attention.output)
 
     @property
     def effective_tokens(self) -> np.ndarray:
@@ -951,6 +1090,19 @@ class AttentionWidget(anywidget.AnyWidget):
     @property
     def output_spread(self) -> float:
         return self.attention.output_spread
+
+    @property
+    def score(self) -> float | None:
+        """How close the exercise came, from 0 to 1, once revealed (None before): for "predict"
+        1 − ½·Σ|guess − weights[focus]| (1 = the real row, 0 = no weight in common); for
+        "temperature" 1 − |effective tokens of the focused row − goal| / goal, at least 0."""
+        if not self.revealed:
+            return None
+        if self.exercise == "predict" and self.guess is not None:
+            return float(1 - 0.5 * np.abs(np.asarray(self.guess) - self.weights[self.focus]).sum())
+        if self.exercise == "temperature":
+            return max(0.0, 1 - abs(float(self.effective_tokens[self.focus]) - self.goal) / self.goal)
+        return None
 
     @property
     def cell_arithmetic(self) -> dict | None:
