@@ -261,3 +261,34 @@ def test_real_model_finds_the_head_it_discusses_with_the_summaries():
     assert f"reads the previous token most: layer {best['layer']}, head {best['head']}" in real.printed_by("head_summary()")
     assert real.widgets["river"]["summary"] == "previous"  # the overview, coloured by it
     assert "`w.head_summary()`" in real.markdown  # said in the text, not only run
+
+
+# --- 04: practice ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def practice():
+    return executed("04_practice.ipynb")
+
+
+def test_practice_exercises_start_unanswered_on_the_rows_they_name(practice):
+    shown = {name: practice.widgets[name] for name in ("budget", "dial", "senses", "writer")}
+    budget, dial, senses, writer = shown.values()
+    assert budget["exercise"] == "predict" and budget["tokens"][budget["focus"]] == "bank" and budget["stage"] == "weights"
+    assert budget["guess"] is None and not budget["revealed"] and budget["score"] is None
+    assert dial["exercise"] == "temperature" and dial["goal"] == 2 and dial["tokens"][dial["focus"]] == "bank"
+    assert senses["causal"] and senses["tokens"][senses["focus"]] == "bank"
+    assert writer["step"] == 1 and writer["weights"].shape == (1, 1)
+    assert [s["model_id"] for s in practice.shown] == [s["model_id"] for s in shown.values()]  # shown, in this order
+
+
+def test_practice_text_matches_the_numbers(practice):
+    text = plain(practice.markdown)
+    dial = rebuild(practice.widgets["dial"])
+    assert "from 1 (one token takes everything) to 6 (an even split)" in text and len(dial.tokens) == 6
+    t = float(re.search(r"T ≈ ([\d.]+) gives 2.000 effective tokens", practice.all_printed).group(1))
+    assert AttentionWidget("She sat by the river bank", temperature=t).effective_tokens[BANK] == pytest.approx(2, abs=5e-3)
+    assert "The words after bank get 0% of its budget" in practice.all_printed
+    demo = practice.widgets["demo"]  # the teacher's example: all on river scores river's real weight
+    assert demo["score"] == pytest.approx(demo["weights"][BANK, RIVER])
+    assert f"Score {demo['score']:.2f}" in practice.printed_by("demo.guess")
