@@ -107,3 +107,11 @@ def test_the_temperature_exercise_scores_the_effective_tokens_reached(t, goal):
 def test_goal_must_be_a_number_of_tokens():
     with pytest.raises(traitlets.TraitError, match="at least 1"):
         AttentionWidget(exercise="temperature", goal=0.5)
+
+
+def test_leaving_the_exercise_clears_the_guess():
+    w = lab()
+    w.guess = [0, 0, 0, 0, 1, 0]
+    w.revealed = True
+    w.exercise = ""
+    assert (w.guess, w.revealed, w.score) == (None, False, None)

@@ -755,7 +755,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
         # an exercise is about one row as it is: anything that changes that row starts a new try;
         # a new guess after a reveal is a new try too
-        if self.exercise and not {"guess", "revealed"} & changed and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS):
+        if (self.exercise or before.get("exercise")) and not {"guess", "revealed"} & changed and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS):
             self.guess, self.revealed = None, False
         elif "guess" in changed and "revealed" not in changed:
             self.revealed = False
