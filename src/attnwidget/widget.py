@@ -755,7 +755,11 @@ class AttentionWidget(anywidget.AnyWidget):
         self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
         # an exercise is about one row as it is: anything that changes that row starts a new try;
         # a new guess after a reveal is a new try too
-        if (self.exercise or before.get("exercise")) and not {"guess", "revealed"} & changed and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS):
+        if (
+            (self.exercise or before.get("exercise"))
+            and not {"guess", "revealed"} & changed
+            and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS)
+        ):
             self.guess, self.revealed = None, False
         elif "guess" in changed and "revealed" not in changed:
             self.revealed = False
@@ -907,7 +911,17 @@ class AttentionWidget(anywidget.AnyWidget):
 
     @classmethod
     def from_transformers(
-        cls, model, tokenizer, text: str, *, target: str | None = None, block: str = "cross", layer: int = 0, head: int = 0, **kwargs
+        cls,
+        model,
+        tokenizer,
+        text: str,
+        *,
+        target: str | None = None,
+        block: str = "cross",
+        layer: int = 0,
+        head: int = 0,
+        generate: int = 0,
+        **kwargs,
     ) -> AttentionWidget:
         """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style,
         BLOOM and T5's encoder, whose position bias comes in as ``bias``).
@@ -920,10 +934,22 @@ class AttentionWidget(anywidget.AnyWidget):
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
         "decoder" self-attention (over the target, causal) or its "cross"-attention (each
         target token reading the text: ``tokens`` are the target's, ``key_tokens`` the text's).
+
+        ``generate=k`` lets a decoder-only model with a language-model head (GPT-2, LLaMA-style
+        or BLOOM: ``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) write k more tokens after
+        ``text``, greedily (fewer if it writes its end-of-text token). ``tokens`` are the
+        prompt's followed by the written ones, and the widget starts at ``step`` = the prompt's
+        length: each "next token" (or ``w.step += 1``) shows the next written token appear,
+        with the numbers the model computed for that prefix. ``w.prompt_length`` (read it, do
+        not set it) says how many tokens were the prompt's; without ``generate`` it is all of
+        them (None for an encoder–decoder model).
         """
         from .integrations import from_transformers
 
-        found = from_transformers(model, tokenizer, text) if target is None else from_transformers(model, tokenizer, text, target=target)
+        found = from_transformers(model, tokenizer, text, target=target, generate=generate)
+        prompt = None if isinstance(found, dict) else found.prompt_length
+        if prompt is not None:
+            kwargs.setdefault("step", prompt)  # the prompt written: the model's own tokens come next
         return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None)
 
     @classmethod
@@ -956,6 +982,7 @@ class AttentionWidget(anywidget.AnyWidget):
             w._show_layer(layer)
             if blocks:
                 w.block = block
+        w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
         return w
 
     @staticmethod

@@ -18,7 +18,7 @@ from .common import ModelAttention, readable_tokens
 __all__ = ["ModelAttention", "from_transformer_lens", "from_transformers", "readable_tokens"]
 
 
-def from_transformers(model, tokenizer, text: str, *, target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
+def from_transformers(model, tokenizer, text: str, *, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
     """Q, K, V of every layer and head of a Hugging Face model on ``text``.
 
     Accepts a base model (``BertModel``, ``GPT2Model``, ``LlamaModel``, ...), one with a
@@ -45,14 +45,24 @@ def from_transformers(model, tokenizer, text: str, *, target: str | None = None)
     cross-attention has none. Without ``target``, T5 gives its encoder alone, and
     BART-family models raise ValueError.
 
+    ``generate=k`` lets a decoder-only model with a language-model head (GPT-2,
+    LLaMA-style or BLOOM: ``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) write k tokens
+    after ``text``, greedily (each its most likely next token; fewer if it writes its
+    end-of-text token, as ``model.generate`` stops there), then reads Q, K and V over the
+    prompt and those tokens, by their ids. ``tokens`` are then the prompt's followed by the
+    written ones and ``prompt_length`` says how many were the prompt's. The model being
+    causal, the attention of the first s tokens alone is the top-left s × s block of the
+    whole text's, so each step of the writing is there. Other models raise ValueError (no
+    language-model head) or NotImplementedError.
+
     Raises ValueError, before the model runs, when ``text`` (or ``target``) has more
-    tokens than the model reads, gives none, or the tokenizer gives ids outside the
+    tokens than the model reads (with ``generate``, counting the tokens to write), gives none, or the tokenizer gives ids outside the
     model's vocabulary; and when ``target`` is given to a model with no decoder.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
 
-    return hf.extract(model, tokenizer, text, target=target)
+    return hf.extract(model, tokenizer, text, target=target, generate=generate)
 
 
 def from_transformer_lens(model, text: str) -> ModelAttention:

@@ -23,12 +23,15 @@ class ModelAttention:
     # column (key) labels where they are not the rows' tokens: the source tokens of
     # cross-attention, whose k and v are then (heads, len(key_tokens), d_head); None for self-attention
     key_tokens: list[str] | None = None
+    # how many of the tokens were the text given when the rest were the model's own (generate=); None: all
+    prompt_length: int | None = None
 
 
-def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:
+def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:
     """Refuse, before the model runs, tokens it cannot read: torch would fail deep inside
     with an IndexError or a size mismatch, or (rotary models) run past the trained context.
-    ``positions`` and ``vocab`` are (limit, the config attribute it comes from)."""
+    ``positions`` and ``vocab`` are (limit, the config attribute it comes from); ``generate``
+    tokens are to follow ``ids``."""
     size, source = vocab
     bad = max(ids, default=0)
     if bad >= size:
@@ -37,9 +40,13 @@ def _check_readable(text: str, ids, model_name: str, positions, vocab) -> None:
             f"the tokenizer does not match the model; use the tokenizer made for {model_name}"
         )
     limit, source = positions
-    if len(ids) > limit:
+    if len(ids) + generate > limit:
         shown = text if len(text) <= 40 else text[:40] + "…"
-        raise ValueError(f"{shown!r} is {len(ids)} tokens long but {model_name} reads at most {limit} positions ({source}); shorten the text")
+        more = f" and generate={generate} adds as many" if generate else ""
+        raise ValueError(
+            f"{shown!r} is {len(ids)} tokens long{more} but {model_name} reads at most {limit} positions ({source}); "
+            f"shorten the text{' or generate fewer tokens' if generate else ''}"
+        )
 
 
 # --- readable tokens -------------------------------------------------------------

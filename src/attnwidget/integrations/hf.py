@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import numbers
 import os
 import pathlib
 
@@ -23,6 +24,7 @@ from .common import ModelAttention, _check_readable, _tokens_of
 BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 BART_FAMILY = ("bart", "mbart", "marian")
+WRITERS = ("gpt2", *LLAMA_FAMILY, "bloom")  # decoders that generate= can run: causal, one token at a time
 SEQ2SEQ = (*BART_FAMILY, "t5")
 SUPPORTED = (
     "BERT-family encoders (" + ", ".join((*BERT_FAMILY, "distilbert")) + "), "
@@ -34,10 +36,17 @@ SUPPORTED = (
 )
 
 
-def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAttention | dict[str, ModelAttention]:
+def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
+    if isinstance(generate, bool) or not isinstance(generate, numbers.Integral):
+        raise TypeError(f"generate must be a whole number of tokens to write, got {generate!r}")
+    if generate < 0:
+        raise ValueError(f"generate must be 0 or more tokens to write, got {generate}")
+    generate = int(generate)
     base = _base_model(model)
     config = base.config
     kind = getattr(config, "model_type", None)
+    if generate:
+        _check_writer(model, kind)
     if target is not None:
         return _extract_seq2seq(model, base, tokenizer, text, target)
     if kind in BART_FAMILY:
@@ -65,12 +74,16 @@ def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAtte
 
     enc = tokenizer(text, return_tensors="pt")
     ids = enc["input_ids"]
-    n = ids.shape[1]
-    if n == 0:
+    prompt = ids.shape[1]
+    if prompt == 0:
         raise ValueError(f"{text!r} gives no tokens")
-    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind), (config.vocab_size, "config.vocab_size"))
+    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate)
     if kind in LLAMA_FAMILY:
-        _check_window(config, n)
+        _check_window(config, prompt + generate)
+    if generate:  # then read the whole text, the prompt and what the model wrote, by its ids
+        ids = _greedy(model, ids, generate)
+        enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    n = ids.shape[1]
 
     device = next(base.parameters()).device
     body = base.encoder if kind == "t5" else base  # T5: its encoder's self-attention (the decoder needs a target)
@@ -101,7 +114,38 @@ def extract(model, tokenizer, text: str, target: str | None = None) -> ModelAtte
         architecture=kind,
         model_name=_display_name(config, model),
         bias=None if bias is None else _numpy(bias),
+        prompt_length=prompt if generate else None,
     )
+
+
+def _check_writer(model, kind) -> None:
+    """generate= writes with the model's own head: a decoder-only model that predicts the next token."""
+    name = type(model).__name__
+    head = getattr(model, "get_output_embeddings", None)
+    if not callable(head) or head() is None:
+        raise ValueError(f"generate= needs a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}")
+    if kind not in WRITERS:
+        raise NotImplementedError(
+            f"generate= needs a decoder-only model that writes one token at a time: GPT-2 (gpt2), LLaMA-style "
+            f"({', '.join(LLAMA_FAMILY)}) or BLOOM (bloom); got {name} (model_type {kind!r})"
+        )
+
+
+def _greedy(model, ids, k: int):
+    """``ids`` and then the model's own most likely next token, k times (greedy decoding: no
+    sampling, beams or penalties), each read from the whole text so far. Stops early after an
+    end-of-text token, as ``model.generate`` does."""
+    config = getattr(model, "generation_config", None) or model.config
+    eos = getattr(config, "eos_token_id", None)
+    stop = set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
+    ids = ids.to(next(model.parameters()).device)
+    with _evaluating(model), torch.no_grad():
+        for _ in range(k):
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits
+            ids = torch.cat([ids, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
+            if ids[0, -1].item() in stop:
+                break
+    return ids.cpu()
 
 
 def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str, ModelAttention]:
