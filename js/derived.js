@@ -16,11 +16,156 @@ export function memo(fn) {
   };
 }
 
-/** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait. */
+// While a text is being written (`step` below the number of tokens) only its first `step` tokens
+// exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
+const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, bias: 2 };
+
+/** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0. */
+export function firstRows(m, r, both) {
+  if (!m || !r || r >= m.rows) return m;
+  const c = both ? Math.min(r, m.cols) : m.cols,
+    data = new m.data.constructor(m.heads * r * c);
+  for (let h = 0; h < m.heads; h++)
+    for (let i = 0; i < r; i++) data.set(m.data.subarray((h * m.rows + i) * m.cols, (h * m.rows + i) * m.cols + c), (h * r + i) * c);
+  return { data, heads: m.heads, rows: r, cols: c };
+}
+
+// --- generation: a step forward computes one new row ---
+// A text written one token at a time adds one query and one key (and value) per step. Under the
+// causal rule the earlier rows read nothing new, so their scores, weights and outputs are kept,
+// copied into the larger matrices, and only the new token's row is computed: its query with each
+// key in the cache. Which inputs grew by one row is checked on the numbers themselves, so the
+// result is always the very number a full recompute gives (the same sums in the same order).
+
+/** True when b is a with one more row appended (same width, the same numbers first). */
+function oneMore(a, b) {
+  if (!a || !b || a.rows + 1 !== b.rows || a.cols !== b.cols) return false;
+  const x = a.data,
+    y = b.data;
+  for (let p = 0; p < x.length; p++) if (!Object.is(x[p], y[p])) return false;
+  return true;
+}
+/** True when the r×r top-left corner of b (row-major, `c` columns) equals a (r×r), or both are absent. */
+function sameCorner(a, b, r, c) {
+  if (!a || !b) return !a && !b;
+  for (let i = 0; i < r; i++) for (let j = 0; j < r; j++) if (!Object.is(a[i * r + j], b[i * c + j])) return false;
+  return true;
+}
+/** Copies an r×r row-major matrix into the top-left corner of a larger one with c columns. */
+function intoCorner(to, from, r, c) {
+  for (let i = 0; i < r; i++) to.set(from.subarray(i * r, i * r + r), i * c);
+  return to;
+}
+
+/** createGrowing() -> {scores(q, k, scale, bias), weights(S, rows, T, causal, mask), output(W, v), work}:
+ * the functions of attention.js, computing one row when the inputs are the last ones with one
+ * more token (a step of generation); `work` says how many rows the last call of each computed. */
+export function createGrowing() {
+  const work = { scores: 0, weights: 0, output: 0 };
+  const grownFrom = new WeakMap(); // a result -> the last one it was grown from
+  let S0 = null,
+    W0 = null,
+    O0 = null;
+  return {
+    work,
+    scores(q, k, scale, bias = null) {
+      const n = q.rows,
+        m = k.rows;
+      let S;
+      const p = S0;
+      if (p && p.scale === scale && n === m && oneMore(p.q, q) && oneMore(p.k, k) && sameCorner(p.bias?.data, bias?.data, n - 1, m)) {
+        S = intoCorner(new Float64Array(n * m), p.S, n - 1, m);
+        // the new row: the new query with every key in the cache
+        A.scoreRows(S, q, k, scale, n - 1, n);
+        // the earlier rows' new column: cells the causal rule closes (no weight reads them),
+        // filled only so that the scores shown are the ones Python holds
+        const d = q.cols;
+        for (let i = 0; i < n - 1; i++) {
+          let t = 0;
+          for (let c = 0; c < d; c++) t += q.data[i * d + c] * k.data[(m - 1) * d + c];
+          S[i * m + m - 1] = scale * t;
+        }
+        if (bias) {
+          A.addBias(S, bias, n - 1, n);
+          for (let i = 0; i < n - 1; i++) S[i * m + m - 1] += bias.data[i * m + m - 1];
+        }
+        grownFrom.set(S, p.S);
+        work.scores = 1;
+      } else {
+        S = A.scores(q, k, scale, bias);
+        work.scores = n;
+      }
+      S0 = { q, k, scale, bias, S };
+      return S;
+    },
+    weights(S, rows, temperature, causal, mask = null) {
+      const m = S.length / rows,
+        p = W0;
+      let W;
+      if (
+        causal &&
+        p?.causal &&
+        p.temperature === temperature &&
+        m === rows &&
+        p.rows + 1 === rows &&
+        grownFrom.get(S) === p.S &&
+        sameCorner(p.mask, mask, rows - 1, m)
+      ) {
+        // earlier rows read only the keys before them: the same weights, a zero in the new column
+        W = intoCorner(new Float64Array(S.length), p.W, rows - 1, m);
+        A.weightRow(S, m, rows - 1, temperature, causal, mask, W.subarray((rows - 1) * m, rows * m));
+        grownFrom.set(W, p.W);
+        work.weights = 1;
+      } else {
+        W = A.weights(S, rows, temperature, causal, mask);
+        work.weights = rows;
+      }
+      W0 = { S, rows, temperature, causal, mask, W };
+      return W;
+    },
+    output(W, v) {
+      const p = O0,
+        m = v.rows,
+        n = W.length / m,
+        d = v.cols;
+      if (!(p && grownFrom.get(W) === p.W && oneMore(p.v, v))) {
+        O0 = { W, v, O: A.output(W, v) };
+        work.output = n;
+        return O0.O;
+      }
+      // earlier rows weigh the new value by 0: the same outputs; the new row blends every value
+      const O = new Float64Array(n * d);
+      O.set(p.O);
+      const i = n - 1;
+      for (let j = 0; j < m; j++) {
+        const w = W[i * m + j];
+        if (w === 0) continue;
+        for (let c = 0; c < d; c++) O[i * d + c] += w * v.data[j * d + c];
+      }
+      O0 = { W, v, O };
+      work.output = 1;
+      return O;
+    },
+  };
+}
+
+/** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait
+ * as sent, `store.get(name)` as it stands (while generating: the tokens written so far). */
 export function createStore(get) {
+  // how many tokens are written while generating; 0 when every one is
+  const written = () => {
+    const step = get("step"),
+      n = get("tokens").length;
+    return step > 0 && step < n ? step : 0;
+  };
+  const cutTokens = {};
+  const current = (name) =>
+    CUT[name] === 1 && (name === "tokens" || name === "key_tokens")
+      ? (cutTokens[name] ??= memo((list, r) => (r && list ? list.slice(0, r) : list)))(get(name), written())
+      : get(name);
   // the codec: each synced array decoded once, when its value (a new object) arrives
   const codecs = {};
-  const decoded = (name) => (codecs[name] ??= memo(A.decodeMatrix))(get(name));
+  const decoded = (name) => (codecs[name] ??= memo((value, r) => firstRows(A.decodeMatrix(value), r, CUT[name] === 2)))(get(name), CUT[name] ? written() : 0);
   // A model's q, k, v and value axes: the current layer's, cut from every layer's arrays (sent
   // once), while Python says its own are that layer's; else the arrays sent.
   const LAYERED = { q: "model_q", k: "model_k", v: "model_v", value_basis: "model_basis" };
@@ -51,9 +196,10 @@ export function createStore(get) {
   const biasOf = memo((b, h, n, m) => (b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
   // cross-attention: the columns are another text's tokens (Python's rule: other labels)
   const crossOf = memo((tokens, keys) => !!keys && (keys.length !== tokens.length || keys.some((t, j) => t !== tokens[j])));
-  const scores = memo(A.scores),
-    weights = memo(A.weights),
-    output = memo(A.output);
+  const growing = createGrowing(); // a step of generation computes only the new token's row
+  const scores = memo(growing.scores),
+    weights = memo(growing.weights),
+    output = memo(growing.output);
   const spread = memo(A.outputSpread);
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
   // oldest asked for going first, so hovering a long input never builds up its whole matrix.
@@ -77,8 +223,14 @@ export function createStore(get) {
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     /** The columns' tokens: the tokens themselves, or in cross-attention the text read. */
-    keys: () => get("key_tokens") ?? get("tokens"),
+    keys: () => current("key_tokens") ?? current("tokens"),
     cross: () => crossOf(get("tokens"), get("key_tokens")),
+    /** A synced trait as it stands: while generating, only the tokens written so far. */
+    get: current,
+    /** How many tokens are written so far while generating (`step`); 0 when all are. */
+    written,
+    /** How many rows the last computation of the scores, weights and output computed: one for a step of generation. */
+    work: () => ({ ...growing.work }),
     /** How many keys each row reads (the columns). */
     m: () => array("k").rows,
     mask: () => maskOf(array("mask"), array("q").rows, array("k").rows, !!get("sink")), // n×m, 1 where a row may read; null: every cell
@@ -123,7 +275,7 @@ export function createStore(get) {
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {
-      const all = array("q"),
+      const all = A.decodeMatrix(get("q")), // every token's, as Python has them
         h = Math.min(get("head"), all.heads - 1),
         data = all.data.slice();
       data.set(vec, (h * all.rows + get("focus")) * all.cols);

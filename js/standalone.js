@@ -21,6 +21,21 @@ function decode(value) {
 
 const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v]) => [k, decode(v)]));
 
+// What an exercise's row depends on (widget.py's _ROW_TRAITS): a change to any of them starts a new try.
+const ROW_TRAITS = new Set("focus sentence_index temperature tokens key_tokens q k v head layer block causal mask bias sink scale step exercise".split(" "));
+
+/** Python's exercise rule, in the page: a change to the focused row (not made together with a
+ * guess or a reveal) clears the guess and the reveal; a new guess after a reveal hides the real
+ * row again. Returns the extra changes. */
+export function exerciseFollowUps(state, changes) {
+  const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
+  const exercise = "exercise" in changes ? changes.exercise : state.exercise;
+  const together = "guess" in changes || "revealed" in changes;
+  if (exercise && !together && changed.some((k) => ROW_TRAITS.has(k)) && (state.guess != null || state.revealed)) return { guess: null, revealed: false };
+  if (changed.includes("guess") && !("revealed" in changes) && state.revealed) return { revealed: false };
+  return {};
+}
+
 /** A widget's render({model, el}) on embedded state (exported pages); payload.theme is "light",
  * "dark" or "auto" (the reader's setting). Returns the cleanup. */
 export function standalone(render, el, payload) {
@@ -56,6 +71,7 @@ function localModel({ state: raw, variants = {} }) {
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
   function apply(changes) {
+    changes = { ...changes, ...exerciseFollowUps(state, changes) };
     const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
     Object.assign(state, changes);
     changed.forEach((k) => emit(`change:${k}`));
@@ -80,14 +96,18 @@ function localModel({ state: raw, variants = {} }) {
       if (found >= 0) extra.focus = found;
       extra.cell = null;
     }
-    if (!("focus" in extra) && state.focus >= n) extra.focus = n - 1;
+    // while generating, every token written stays so, and a step past the new tokens becomes their number
+    const oldN = state.tokens.length;
+    if (n !== oldN && state.step && (state.step === oldN || state.step > n)) extra.step = n;
+    const rows = Math.min(extra.step ?? state.step ?? n, n) || n; // the rows there are
+    if ((extra.focus ?? state.focus) >= rows) extra.focus = rows - 1;
     if (name === "block") {
       extra.layer = Math.min(state.layer, next.n_layers - 1); // the same layer, where the block has it
       const heads = next.model_q.shape[0] / next.n_layers;
       if (state.head >= heads) extra.head = heads - 1;
     }
     if (state.mask && (state.mask.shape[0] !== n || state.mask.shape[1] !== m) && !("mask" in next)) extra.mask = null; // a mask for other tokens, as Python drops it
-    if (state.cell && (state.cell[0] >= n || state.cell[1] >= m)) extra.cell = null;
+    if (state.cell && (state.cell[0] >= rows || state.cell[1] >= (m === n ? rows : m))) extra.cell = null;
     const x = "x" in next ? next.x : state.x,
       v = next.v ?? next.model_v ?? state.model_v; // a model's layer brings no arrays: all are in model_v
     if (x && (x.shape[0] !== n || x.shape[1] !== v.shape[v.shape.length - 1])) extra.x = null;

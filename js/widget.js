@@ -8,6 +8,8 @@ import { standalone } from "./standalone.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
 import { el, fill, palette, watchLayout } from "./views/dom.js";
+import { createExercise } from "./views/exercise.js";
+import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./views/snapshot.js";
@@ -17,9 +19,9 @@ import { createTokenStrip } from "./views/tokens.js";
 function render({ model, el: host }) {
   const root = el("div", { class: "aw-root" });
   host.append(root);
-  const get = (name) => model.get(name);
   const { save, saveSoon, ...sender } = createSender(model);
-  const store = createStore(get); // every derived number, memoised on its inputs
+  const store = createStore((name) => model.get(name)); // every derived number, memoised on its inputs
+  const get = store.get; // the state as it stands: while generating, the tokens written so far
 
   // --- views ---
   const onFocus = (i) => {
@@ -43,6 +45,15 @@ function render({ model, el: host }) {
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => save("layer", i),
     onBlock: (b) => save("block", b),
+    // a step of generation moves the focus to the row the new token adds, with the causal rule on
+    // (set together, as Python would set them, so an exported page with no kernel does the same)
+    onStep: (s) => {
+      const cell = get("cell");
+      if (cell && (cell[0] !== s - 1 || cell[1] >= s)) model.set("cell", null); // as Python clears it
+      model.set("focus", s - 1);
+      model.set("causal", true);
+      save("step", s);
+    },
     onSave: (kind) =>
       savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
         notice.hidden = false; // said where the reader looks, until the next redraw
@@ -62,12 +73,21 @@ function render({ model, el: host }) {
     onSummary: (name) => save("summary", name),
   });
   const strip = createTokenStrip(root, { onFocus });
+  const generation = createGeneration(root); // the K and V cache while generating
   const caption = el("p", { class: "aw-caption" });
   const body = el("div", { class: "aw-body" });
   const readout = el("p", { class: "aw-readout", "aria-live": "polite" });
   root.append(caption, body);
   const cellView = createCell(root, { onClose: () => save("cell", null) });
   root.append(readout);
+  // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
+  const exercise = createExercise(body, {
+    onGuess: (g) => {
+      if (get("revealed")) model.set("revealed", false); // a new try: sent with the guess
+      save("guess", g);
+    },
+    onReveal: () => save("revealed", true),
+  });
   let dragged = null; // the query being turned: drawn at once, sent to Python on release
   const stages = createStages(body, {
     store,
@@ -102,6 +122,12 @@ function render({ model, el: host }) {
       cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
+    // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
+    const written = store.written();
+    root.dataset.written = written;
+    generation.update(
+      written && stage !== "tokens" ? { step: written, n: model.get("tokens").length, tokens, k: store.k(), v: store.v(), pal, maxWidth } : null,
+    );
     controls.update({
       stage,
       temperature: get("temperature"),
@@ -113,10 +139,14 @@ function render({ model, el: host }) {
       layer: get("layer") || 0,
       modelName: get("model_name") || "",
       block: get("block") || "",
+      generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
     });
     stages.start({ stage, tokens, keys, pal }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
+    // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
+    const secret = exercise.update({ stage, tokens, keys, focus, store, get });
+    const showRow = showWeights && secret !== "row"; // in the token strip
 
     const notes = [(stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || ""];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
@@ -125,10 +155,10 @@ function render({ model, el: host }) {
     const warning = roundingWarning(store, get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
-    fill(readout, describeRow(store, focus, tokens, stage));
+    fill(readout, describeRow(store, focus, tokens, stage, secret));
 
     const layers = store.model("q") ? get("n_layers") : 1;
-    heads.node.hidden = store.all("q").heads * layers < 2; // thumbnails scale themselves
+    heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
     if (!heads.node.hidden)
       heads.update({
         work: store.thumbnails(),
@@ -140,7 +170,7 @@ function render({ model, el: host }) {
         summary: get("summary") || "",
       });
     cellView.update(
-      cell && stage !== "tokens" && stage !== "qk"
+      cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
         ? {
             a: store.cellArithmetic(...cell),
             why: store.closedWhy(...cell),
@@ -150,10 +180,10 @@ function render({ model, el: host }) {
           }
         : null,
     );
-    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth });
+    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth, secret });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-    if (strip.update({ tokens, keys: cross, focus, row: showWeights ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))
+    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))
       layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
@@ -174,6 +204,8 @@ function render({ model, el: host }) {
         notice: warning,
       };
     },
+    /** How many rows the page's last computation of the scores, weights and output computed (one for a step of generation). */
+    work: () => store.work(),
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
     model,
     // draw now rather than at the next frame: lets benchmarks time one redraw
@@ -199,7 +231,7 @@ function render({ model, el: host }) {
     sender.destroy();
     model.off("change", schedule);
     unwatch();
-    for (const v of [controls, heads, strip, stages, cellView]) v.destroy();
+    for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
     root.remove();
   };
 }

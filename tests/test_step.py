@@ -72,3 +72,11 @@ def test_cross_attention_is_written_whole():
     assert w.step == 2
     with pytest.raises(traitlets.TraitError, match="is for self-attention"):
         w.step = 1
+
+
+def test_a_new_sentence_keeps_the_focus_among_the_tokens_written():
+    w = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], step=4, focus=3)  # "the"
+    w.sentence_index = 1  # "the" is token 5 there, not written yet at step 4
+    assert (w.step, w.focus, w.weights.shape) == (4, 3, (4, 4))
+    with pytest.raises(traitlets.TraitError, match="'focus' must be a token index written so far"):
+        w.focus = 5  # asked for: refused, not moved

@@ -1,5 +1,5 @@
 // The stage stepper (back, next, and each stage by name) and the log-scale temperature slider.
-import { el, fill, fmtT } from "./dom.js";
+import { el, fill, fmtT, short } from "./dom.js";
 
 // Each stage's name on its button; which stages there are, and their order, come from Python.
 const LABELS = { tokens: "Tokens", qk: "Query · Key", scores: "Scores", weights: "Weights", blend: "Blend" };
@@ -8,8 +8,8 @@ const STEPS = 1000; // slider resolution along the log axis
 const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
- *  onSentence(i), onLayer(i), onBlock(name), onSave("png" | "svg")}) */
-export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onSave }) {
+ *  onSink(bool), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")}) */
+export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onStep, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -81,6 +81,25 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
     { class: "aw-blocks", role: "group", "aria-label": "Attention block", hidden: true },
     BLOCKS.map(([name, label, title]) => el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label)),
   );
+  // Generation: the text written one token at a time (`step`). Offered to a self-attention widget
+  // with the causal rule on (a text that reads only backwards is one that can be written), or
+  // from a button that turns it on; while writing, first / previous / next token / all.
+  let steps = { step: 0, n: 0 };
+  const go = (s) => onStep(Math.max(1, Math.min(steps.n, s)));
+  const genButton = (cls, label, text, to) => {
+    const b = el("button", { type: "button", class: cls, "aria-label": label }, text);
+    b.addEventListener("click", () => go(to()));
+    return b;
+  };
+  const writeIt = genButton("aw-gen-write", "Write the text token by token, from the first", "write token by token ▶", () => 1);
+  writeIt.title = "Generation: show the text as it is written, one token at a time (turns the causal rule on)";
+  const first = genButton("aw-gen-first", "First token", "« first", () => 1),
+    previous = genButton("aw-gen-prev", "Previous token", "◀ previous", () => steps.step - 1),
+    nextToken = genButton("aw-gen-next", "Next token", "next token ▶", () => steps.step + 1),
+    all = genButton("aw-gen-all", "Every token written", "all »", () => steps.n);
+  const where = el("span", { class: "aw-gen-where" });
+  const stepper = el("span", { class: "aw-gen-steps" }, first, previous, where, nextToken, all);
+  const genBox = el("div", { class: "aw-gen-control", role: "group", "aria-label": "Generation", hidden: true }, writeIt, stepper);
   let shownLayers = -1;
   let shownSentences = null;
 
@@ -96,6 +115,7 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
       sinkBox,
       blocks,
       layerBox,
+      genBox,
       el(
         "span",
         { class: "aw-save" },
@@ -109,7 +129,22 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
 
   return {
     node,
-    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name, block = "" }) {
+    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name, block = "", generation = null }) {
+      // generation = {step, n, tokens (every token, as text), cross}
+      const g = generation;
+      genBox.hidden = !g || g.cross || g.n < 2;
+      if (!genBox.hidden) {
+        steps = g;
+        const writing = g.step < g.n || isCausal;
+        writeIt.hidden = writing;
+        stepper.hidden = !writing;
+        first.disabled = previous.disabled = g.step <= 1;
+        nextToken.disabled = all.disabled = g.step >= g.n;
+        // token text is data: set as text, never as markup
+        const said = (t) => `“${short(t, 16)}”`;
+        where.textContent =
+          g.step >= g.n ? `all ${g.n} tokens written` : `token ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} · next ${said(g.tokens[g.step])}`;
+      }
       blocks.hidden = !block;
       for (const b of blocks.children) b.setAttribute("aria-pressed", String(b.dataset.block === block));
       sink.checked = isSink;

@@ -6,6 +6,14 @@ import { el, inkOn, palette, short } from "./dom.js";
 
 const LABEL_FONT = 12,
   CELL_FONT = 11;
+// generation: cells kept from earlier steps are mixed this far towards the background
+const DIM = 0.45,
+  TAG_CACHED = "cached",
+  TAG_NEW = "new";
+const paler = (c, bg) => {
+  const [a, z] = [rgb(c), rgb(bg)];
+  return rgb(a.r + (z.r - a.r) * DIM, a.g + (z.g - a.g) * DIM, a.b + (z.b - a.b) * DIM).formatHex();
+};
 
 /**
  * createGrid(parent, {title, onPick(i, j | null), describe(i, j) -> string})
@@ -18,7 +26,12 @@ const LABEL_FONT = 12,
  *        frame: {r0, c0, rows, cols} (the detail view's window, outlined on an overview),
  *        measure (labels to make room for, when the shown ones are a window of them),
  *        picture ({pixels, width, height} painted elsewhere, or null while it is painted: the
- *        cell image of a long input), pending (the picture shown is not yet the current one)}
+ *        cell image of a long input), pending (the picture shown is not yet the current one),
+ *        maxCellHeight (rows no taller: a tall matrix stays short),
+ *        cached: {axis: "rows" | "cols", fresh: index} (generation: the rows or columns before
+ *        `fresh` are kept from earlier steps, drawn dimmed and marked "cached"; `fresh` is the one
+ *        this step computed, marked "new"). Left out, a causal matrix's rows are marked so while the
+ *        widget generates (its root's data-written is its number of rows); null: never.}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
@@ -33,8 +46,11 @@ export function createGrid(parent, { title, onPick, describe }) {
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
-  function layout(ctx, s, pal) {
+  function layout(ctx, s, pal, gen) {
     ctx.font = `${LABEL_FONT}px ${pal.font}`;
+    // generation's tags: a column on the right for rows, a line below for columns
+    const tagW = gen?.axis === "rows" ? ctx.measureText(TAG_CACHED).width + 18 : 0,
+      tagH = gen?.axis === "cols" ? LABEL_FONT + 10 : 0;
     const widest = (labels) => {
       // measured once per list of labels: long inputs have thousands
       if (!measured.has(labels))
@@ -47,9 +63,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     const sum = (a) => a.reduce((x, y) => x + y, 0);
     // whole pixels while cells are big enough to read; fractions when thousands must fit the width
     const fit = (left, extraW) => {
-      const f = ((s.maxWidth || 640) - left - sum(extraW)) / s.cols,
+      const f = ((s.maxWidth || 640) - left - sum(extraW) - tagW) / s.cols,
         cell = f >= 6 ? Math.min(54, Math.floor(f)) : f;
-      return [cell, Math.min(30, cell)];
+      return [cell, Math.min(30, s.maxCellHeight ?? 30, cell)];
     };
     // Labels and the extra columns take room only where cells are big enough for them to be
     // drawn: a long input's overview is all matrix, and its thousands of labels are not measured.
@@ -96,8 +112,10 @@ export function createGrid(parent, { title, onPick, describe }) {
       colFont,
       showRows,
       showCols,
-      width: left + cell * s.cols + sum(extraW) + right + 4,
-      height: top + cellH * s.rows + 4,
+      tagW,
+      // (room for a column's "new" tag wider than its column)
+      width: left + cell * s.cols + sum(extraW) + Math.max(right - tagW, tagH ? ctx.measureText(TAG_NEW).width / 2 + 2 - cell / 2 : 0, 0) + tagW + 4,
+      height: top + cellH * s.rows + tagH + 4,
     };
   }
 
@@ -108,7 +126,10 @@ export function createGrid(parent, { title, onPick, describe }) {
     const s = spec,
       pal = s.pal || palette(node); // the caller's, read once a draw: each read here could force a style pass
     const ctx = record || canvas.getContext("2d");
-    const b = (box = layout(ctx, s, pal));
+    const gen = generation(s);
+    const b = (box = layout(ctx, s, pal, gen));
+    // generation: a cell kept from an earlier step is drawn paler (its colour mixed with the background)
+    const kept = (i, j) => !!gen && (gen.axis === "rows" ? i : j) < gen.fresh;
     if (!record) {
       const dpr = window.devicePixelRatio || 1;
       canvas.width = Math.ceil(b.width * dpr);
@@ -131,6 +152,11 @@ export function createGrid(parent, { title, onPick, describe }) {
       }
       ctx.imageSmoothingEnabled = false;
       if (image) ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
+      if (gen && gen.fresh > 0) {
+        ctx.fillStyle = rgb(pal.bg).copy({ opacity: DIM }).toString(); // a wash (pictures keep it too)
+        const [w, h] = gen.axis === "rows" ? [s.cols, gen.fresh] : [gen.fresh, s.rows];
+        ctx.fillRect(b.left, b.top, w * b.cell, h * b.cellH);
+      }
     } else
       for (let i = 0; i < s.rows; i++) {
         for (let j = 0; j < s.cols; j++) {
@@ -151,7 +177,7 @@ export function createGrid(parent, { title, onPick, describe }) {
             continue;
           }
           const v = s.value(i, j);
-          ctx.fillStyle = s.color ? s.color(v) : pal.bg;
+          ctx.fillStyle = s.color ? (kept(i, j) ? paler(s.color(v), pal.bg) : s.color(v)) : pal.bg;
           ctx.fillRect(x, y, b.cell, b.cellH);
           if (showNumbers) {
             ctx.font = `${CELL_FONT}px ${pal.font}`;
@@ -230,6 +256,7 @@ export function createGrid(parent, { title, onPick, describe }) {
       ctx.lineWidth = 2.5;
       ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
     }
+    if (gen) tags(ctx, s, b, gen, pal);
     // the window a detail view shows, on the overview
     if (s.frame) {
       const f = s.frame;
@@ -259,6 +286,57 @@ export function createGrid(parent, { title, onPick, describe }) {
       slanted: b.rotate,
       extraColumns: b.extraW.length,
     });
+  }
+
+  // Generation: which rows (or columns) are kept from earlier steps, and which one is new.
+  function generation(s) {
+    if (s.cached !== undefined) return s.cached && s.cached.fresh < (s.cached.axis === "rows" ? s.rows : s.cols) ? s.cached : null;
+    const written = Number(node.closest(".aw-root")?.dataset.written || 0);
+    return written > 1 && s.readsAhead && s.rows === written ? { axis: "rows", fresh: written - 1 } : null;
+  }
+  // "cached" beside (or under) the kept ones with a bracket, "new" beside the new one, which is outlined
+  function tags(ctx, s, b, gen, pal) {
+    const rows = gen.axis === "rows",
+      f = gen.fresh;
+    ctx.font = `${LABEL_FONT}px ${pal.font}`;
+    ctx.textBaseline = "middle";
+    ctx.lineWidth = 1.5;
+    ctx.strokeStyle = pal.accent;
+    ctx.setLineDash([4, 3]);
+    if (rows) ctx.strokeRect(b.left - 1, b.top + f * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
+    else ctx.strokeRect(b.left + f * b.cell - 1, b.top - 1, b.cell + 2, s.rows * b.cellH + 2);
+    ctx.setLineDash([]);
+    if (rows) {
+      const x = b.width - 4 - b.tagW + 6; // the tag column, after the extra columns
+      ctx.textAlign = "left";
+      if (f > 0) {
+        ctx.strokeStyle = ctx.fillStyle = pal.muted;
+        ctx.beginPath();
+        ctx.moveTo(x, b.top + 2);
+        ctx.lineTo(x + 4, b.top + 2);
+        ctx.moveTo(x + 4, b.top + 2);
+        ctx.lineTo(x + 4, b.top + f * b.cellH - 2);
+        ctx.lineTo(x, b.top + f * b.cellH - 2);
+        ctx.stroke();
+        ctx.fillText(TAG_CACHED, x + 8, b.top + (f * b.cellH) / 2, b.tagW - 10);
+      }
+      ctx.fillStyle = pal.accent;
+      ctx.fillText(TAG_NEW, x + 8, b.top + f * b.cellH + b.cellH / 2, b.tagW - 10);
+    } else {
+      const y = b.top + s.rows * b.cellH + 6;
+      if (f > 0) {
+        ctx.strokeStyle = ctx.fillStyle = pal.muted;
+        ctx.beginPath();
+        ctx.moveTo(b.left + 2, y);
+        ctx.lineTo(b.left + f * b.cell - 2, y);
+        ctx.stroke();
+        ctx.textAlign = "center";
+        ctx.fillText(TAG_CACHED, b.left + (f * b.cell) / 2, y + LABEL_FONT / 2 + 2, Math.max(f * b.cell - 2, 20));
+      }
+      ctx.fillStyle = pal.accent;
+      ctx.textAlign = "center";
+      ctx.fillText(TAG_NEW, b.left + f * b.cell + b.cell / 2, y + LABEL_FONT / 2 + 2, Math.max(b.cell + 8, 20));
+    }
   }
 
   // The cell image is kept while the numbers and colours stay the same: a focus change only

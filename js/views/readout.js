@@ -14,14 +14,16 @@ export function roundingWarning(store, temperature) {
         "raise the temperature, or scale q and k down, to see them here.";
 }
 
-/** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens". */
-export function describeRow(store, focus, tokens, stage) {
+/** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens".
+ * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens). */
+export function describeRow(store, focus, tokens, stage, secret = null) {
   const n = tokens.length,
     name = tokens[focus],
     keys = store.keys(),
     m = keys.length,
     self = !store.cross();
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
+  if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
   const row = stage === "scores" ? store.scores().subarray(focus * m, focus * m + m) : store.weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !store.closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);
@@ -31,6 +33,6 @@ export function describeRow(store, focus, tokens, stage) {
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
-  const tail = stage === "scores" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
+  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

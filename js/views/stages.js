@@ -183,7 +183,7 @@ function follow(win, rows, cols, focus, cell) {
 }
 
 /** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
- *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth}. */
+ *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth, secret}. */
 export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
   const paintColours = memo((zero, seq, masked) => ({
@@ -431,8 +431,9 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
         maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
         extra: [
           { title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
-          { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
-        ], // only for the rows drawn
+          // the temperature exercise keeps the effective tokens secret until its reveal
+          view.secret === "eff" ? null : { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
+        ].filter(Boolean), // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(T)}`,
       };
       if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
@@ -463,8 +464,11 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   };
 
   return {
+    /** view.secret: what an exercise keeps hidden until its reveal ("row": the weights matrix,
+     * "eff": the effective tokens column), or null. */
     update(view) {
-      for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage);
+      for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || (p === weightsPanel && view.secret === "row");
+      if (view.secret === "row" && view.stage === "weights") return; // the predict exercise: nothing to draw yet
       draw[view.stage]?.(view);
     },
     /** Starts the worker on the view's weights picture, if it has one, before the page computes its own numbers. */

@@ -686,7 +686,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def _settle(self, before, changed):
         """The widget's own follow-ups to the changed traits, made before anyone is told."""
-        values = self._trait_values
+        values, asked = self._trait_values, set(changed)  # asked: what the change itself set
         # (an index out of range is left for validation to refuse, with its message)
         if "sentence_index" in changed and 0 <= self.sentence_index < len(self._examples):
             ex = self._examples[self.sentence_index]
@@ -737,9 +737,8 @@ class AttentionWidget(anywidget.AnyWidget):
         if stepped and "focus" not in changed and (before.get("step") or self.focus >= self._rows()):
             self.focus = self._rows() - 1  # the row the new token adds
         n, m = self._rows(), self._keys_read()
-        if n != old_n:
-            if "focus" not in changed and self.focus >= n:
-                self.focus = n - 1
+        if n and "focus" not in asked and self.focus >= n:
+            self.focus = n - 1  # (the same word in a new sentence may not be written yet)
         if "cell" not in changed and self.cell is not None and (self.cell[0] >= n or self.cell[1] >= m):
             self.cell = None
         # the cell shown is always in the focused row: the arcs and readout are about its reader

@@ -106,7 +106,7 @@ def test_keyboard_only(browser, tmp_path, artifacts):
         page.keyboard.press("ArrowRight")
     root.locator(".aw-token[data-index='5'][aria-pressed=true]").wait_for()
     assert page.evaluate("document.activeElement.dataset.index") == "5"
-    assert root.locator("[aria-live]").inner_text().startswith("bank reads river")
+    assert root.locator(".aw-readout[aria-live]").inner_text().startswith("bank reads river")
     page.keyboard.press("Home")
     root.locator(".aw-token[data-index='0'][aria-pressed=true]").wait_for()
     # the slider from the keyboard

@@ -1,0 +1,251 @@
+// The exercises of the weights stage. "predict": the learner spreads a budget of 100% over the
+// tokens the focused row reads (drag a bar, or type a percentage: the others make room, so the
+// guess always spends exactly the whole budget), then presses Reveal to see the real row beside
+// the guess, and a score. "temperature": set T so the focused row spends its budget on about
+// `goal` tokens; Reveal says how many it reached. The page computes the score itself, with
+// Python's formula, so an exported page with no kernel keeps the exercise working.
+import * as A from "../attention.js";
+import { el, fill, fmt2, percentages } from "./dom.js";
+
+/** What a closed cell says instead of a bar (store.closedWhy). */
+const CLOSED_WHY = { ahead: "cannot read ahead", sink: "left out", mask: "masked" };
+
+/** The guess with entry j set to `value` (0…1) and the other open entries rescaled in proportion
+ * so the whole sums to 1 (equal shares when they held nothing). Closed entries stay 0. The entry
+ * set takes 1 − the sum of the others, so the sum is 1 in floating point too (within an ulp). */
+export function rebalance(guess, j, value, open = guess.map(() => true)) {
+  if (!open[j]) return guess.slice();
+  const others = guess.map((_, i) => i).filter((i) => i !== j && open[i]);
+  const x = others.length ? Math.min(1, Math.max(0, Number(value) || 0)) : 1;
+  const rest = others.reduce((a, i) => a + Math.max(0, guess[i] || 0), 0);
+  const out = guess.map(() => 0);
+  for (const i of others) out[i] = rest > 0 ? (Math.max(0, guess[i] || 0) * (1 - x)) / rest : (1 - x) / others.length;
+  out[j] = Math.max(0, 1 - others.reduce((a, i) => a + out[i], 0));
+  return out;
+}
+
+/** Equal shares over the open entries: where the bars start, before any guess. */
+export function evenGuess(open) {
+  const k = open.filter(Boolean).length;
+  return open.map((o) => (o && k ? 1 / k : 0));
+}
+
+/** The predict exercise's score, as Python's w.score: 1 − ½·Σ|guess − row| (1: the real row; 0: nothing in common). */
+export function predictScore(guess, row) {
+  let d = 0;
+  for (let j = 0; j < guess.length; j++) d += Math.abs(guess[j] - row[j]);
+  return 1 - 0.5 * d;
+}
+
+/** The temperature exercise's score, as Python's w.score: 1 − |reached − goal| / goal, at least 0. */
+export const temperatureScore = (reached, goal) => Math.max(0, 1 - Math.abs(reached - goal) / goal);
+
+/** A goal as a person writes it: 2, 2.5, 1.75. */
+export const fmtGoal = (g) => String(Math.round(g * 100) / 100);
+
+/** createExercise(parent, {onGuess(list), onReveal()}) -> {node, update(view) -> hidden, destroy()}.
+ * update returns what the page must keep secret until the reveal: "row" (the focused row's
+ * weights: the predict exercise, on the weights stage), "eff" (its effective tokens: the
+ * temperature exercise) or null. */
+export function createExercise(parent, { onGuess, onReveal }) {
+  const prompt = el("p", { class: "aw-ex-prompt" });
+  const rows = el("div", { class: "aw-ex-rows", role: "group", "aria-label": "Your guess: the share of the budget for each token" });
+  const reveal = el("button", { class: "aw-ex-reveal", type: "button", onclick: () => onReveal() }, "Reveal");
+  const status = el("span", { class: "aw-ex-status" });
+  const result = el("p", { class: "aw-ex-result", role: "status", "aria-live": "polite" });
+  const key = el(
+    "p",
+    { class: "aw-ex-key", hidden: true },
+    el("span", { class: "aw-ex-swatch aw-ex-swatch-guess" }),
+    "your guess ",
+    el("span", { class: "aw-ex-swatch aw-ex-swatch-real" }),
+    "real weight",
+  );
+  const node = el(
+    "section",
+    { class: "aw-exercise", "aria-label": "Exercise", hidden: true },
+    prompt,
+    rows,
+    key,
+    el("div", { class: "aw-ex-bar-row" }, reveal, status),
+    result,
+  );
+  parent.prepend(node);
+
+  let items = [],
+    built = null, // the keys and closed cells the rows were built for
+    last = null, // the view drawn last
+    draft = null, // the guess being dragged: drawn at once, sent on release
+    drag = null; // {j, track} while a bar is dragged
+
+  const shares = () => draft || last.guess || evenGuess(last.open);
+  const set = (j, value, send) => {
+    draft = rebalance(shares(), j, value, last.open);
+    paint();
+    if (send) commit();
+  };
+  const commit = () => {
+    const g = draft;
+    draft = null;
+    if (g) onGuess(g);
+  };
+
+  function build(keys, open, why, selfIndex) {
+    items = keys.map((t, j) => {
+      const guessBar = el("div", { class: "aw-ex-fill aw-ex-fill-guess" });
+      const realBar = el("div", { class: "aw-ex-fill aw-ex-fill-real" });
+      const track = el("div", { class: "aw-ex-track", role: "slider", "aria-valuemin": 0, "aria-valuemax": 100 }, guessBar, realBar);
+      const input = el("input", { class: "aw-ex-input", type: "number", min: 0, max: 100, step: 1, "aria-label": `${t}: your share, percent` });
+      const real = el("span", { class: "aw-ex-real" });
+      const label = el("span", { class: "aw-ex-label", title: t }, t, j === selfIndex ? el("span", { class: "aw-ex-self" }, " (itself)") : null);
+      const row = el("div", { class: "aw-ex-row", "data-index": j }, label, track, el("span", { class: "aw-ex-pct" }, input, "%"), real);
+      if (!open[j]) {
+        row.classList.add("aw-ex-closed");
+        input.disabled = true;
+        track.setAttribute("aria-disabled", "true");
+        real.textContent = CLOSED_WHY[why[j]] || "closed";
+      } else {
+        track.tabIndex = 0;
+        track.setAttribute("aria-label", `${t}: your share`);
+        const at = (ev) => {
+          const r = track.getBoundingClientRect();
+          return r.width ? (ev.clientX - r.left) / r.width : 0;
+        };
+        track.addEventListener("pointerdown", (ev) => {
+          if (ev.button !== 0) return;
+          ev.preventDefault();
+          track.focus();
+          track.setPointerCapture?.(ev.pointerId);
+          drag = { j, id: ev.pointerId };
+          set(j, at(ev), false);
+        });
+        track.addEventListener("pointermove", (ev) => {
+          if (drag?.j === j && drag.id === ev.pointerId) set(j, at(ev), false);
+        });
+        const end = (ev) => {
+          if (drag?.j !== j || drag.id !== ev.pointerId) return;
+          drag = null;
+          commit();
+        };
+        track.addEventListener("pointerup", end);
+        track.addEventListener("pointercancel", end);
+        track.addEventListener("keydown", (ev) => {
+          const step = { ArrowRight: 0.01, ArrowUp: 0.01, ArrowLeft: -0.01, ArrowDown: -0.01, PageUp: 0.1, PageDown: -0.1, Home: -1, End: 1 }[ev.key];
+          if (step === undefined) return;
+          ev.preventDefault();
+          set(j, Math.round((shares()[j] + step) * 100) / 100, true);
+        });
+        input.addEventListener("change", () => {
+          if (input.value === "" || !Number.isFinite(Number(input.value))) return paint(); // back to the guess as it is
+          set(j, Number(input.value) / 100, true);
+        });
+      }
+      return { row, track, guessBar, realBar, input, real };
+    });
+    fill(
+      rows,
+      items.map((it) => it.row),
+    );
+  }
+
+  /** The bars, inputs and real weights for the guess as it stands (the draft while dragging). */
+  function paint() {
+    const g = shares(),
+      pct = percentages(g),
+      { revealed, row, open } = last;
+    const realPct = revealed ? percentages(Array.from(row)) : null;
+    items.forEach((it, j) => {
+      it.guessBar.style.width = `${(100 * g[j]).toFixed(2)}%`;
+      it.track.setAttribute("aria-valuenow", pct[j]);
+      if (document.activeElement !== it.input || !draft) it.input.value = String(pct[j]);
+      it.row.classList.toggle("aw-ex-tentative", !draft && !last.guess);
+      it.realBar.style.width = revealed && open[j] ? `${(100 * row[j]).toFixed(2)}%` : "0";
+      if (open[j]) {
+        it.real.textContent = revealed ? `real ${realPct[j]}%` : "";
+        it.real.title = revealed ? `real weight ${row[j].toFixed(3)}` : "";
+      }
+    });
+  }
+
+  return {
+    node,
+    /** view: {stage, tokens, keys, focus, store, get}; get(name) reads exercise, guess, revealed and goal. */
+    update({ stage, tokens, keys, focus, store, get }) {
+      const [exercise, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
+      const on = (exercise === "predict" || exercise === "temperature") && keys.length > 0;
+      node.hidden = !on || stage !== "weights";
+      node.dataset.exercise = on ? exercise : "";
+      if (!on) {
+        last = null;
+        return null;
+      }
+      const m = keys.length,
+        name = tokens[focus];
+      const row = store.weightRow(focus);
+      const why = keys.map((_, j) => store.closedWhy(focus, j));
+      const open = why.map((w) => !w);
+      const valid = Array.isArray(guess) && guess.length === m ? guess : null;
+      if (!drag) draft = null; // Python's guess (or the one just sent) is the one shown
+      last = { exercise, guess: valid, revealed: !!revealed, row, open, focus };
+      node.classList.toggle("aw-ex-revealed", !!revealed);
+      rows.hidden = exercise !== "predict";
+      key.hidden = exercise !== "predict" || !revealed;
+      if (exercise === "predict") {
+        const selfIndex = store.cross() ? -1 : focus;
+        const shape = `${keys.join("\u0000")}|${why.join(",")}|${selfIndex}`;
+        if (built !== shape) {
+          build(keys, open, why, selfIndex);
+          built = shape;
+        }
+        fill(
+          prompt,
+          "Predict: how does ",
+          el("b", {}, name),
+          " spend its budget? Spread 100% over the tokens it reads (drag the bars or type percentages), then press Reveal.",
+        );
+        paint();
+        reveal.disabled = !valid || !!revealed;
+        status.textContent = !valid ? "Make a guess first: drag a bar or type a percentage." : revealed ? "Drag a bar for a new try." : "";
+        if (revealed && valid) {
+          const score = predictScore(valid, row);
+          result.dataset.score = String(score);
+          fill(result, el("b", { class: "aw-ex-score" }, `score ${fmt2(score)}`), ": 1 − half the total difference between your row and the real one");
+        } else {
+          delete result.dataset.score;
+          fill(result);
+        }
+        return stage === "weights" && !revealed ? "row" : null;
+      }
+      // temperature: the learner moves the slider; the number reached stays hidden until Reveal
+      built = null;
+      fill(
+        prompt,
+        "Set T so that ",
+        el("b", {}, name),
+        `'s row spends its budget on about ${fmtGoal(goal)} token${goal === 1 ? "" : "s"}: move the temperature slider, then press Reveal.`,
+      );
+      reveal.disabled = !!revealed;
+      status.textContent = revealed ? "Move the slider for a new try." : "";
+      if (revealed) {
+        const reached = A.effectiveTokens(row, m, 0),
+          score = temperatureScore(reached, goal);
+        result.dataset.score = String(score);
+        result.dataset.reached = String(reached);
+        fill(
+          result,
+          `effective tokens reached: ${fmt2(reached)} (goal ${fmtGoal(goal)}) · `,
+          el("b", { class: "aw-ex-score" }, `score ${fmt2(score)}`),
+          ": 1 − the distance to the goal, as a share of the goal",
+        );
+      } else {
+        delete result.dataset.score;
+        delete result.dataset.reached;
+        fill(result);
+      }
+      return revealed ? null : "eff";
+    },
+    destroy() {
+      node.remove();
+    },
+  };
+}

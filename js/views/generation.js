@@ -1,0 +1,100 @@
+// Generation, one token at a time: the keys and values written so far kept as a cache that grows
+// by one column per step, and the work of a step beside the work of computing everything again.
+import { interpolateLab } from "d3-interpolate";
+import { scaleDiverging } from "d3-scale";
+import * as A from "../attention.js";
+import { el, fill, fmt2 } from "./dom.js";
+import { createGrid } from "./grid.js";
+
+// the scores' two hues from a neutral 0 (as stages.js draws Q and K)
+const diverging = ({ neg, zero, pos }) => {
+  const toNeg = interpolateLab(zero, neg),
+    toPos = interpolateLab(zero, pos);
+  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
+};
+const count = (x) => x.toLocaleString("en-US");
+const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
+
+/** createGeneration(parent) -> {node, update(view | null), destroy()};
+ *  view = {step, n, tokens (written so far), k, v (one head's, step rows each), pal, maxWidth}; null hides it. */
+export function createGeneration(parent) {
+  const head = el("p", { class: "aw-gen-title" });
+  const caches = el("div", { class: "aw-gen-caches" });
+  const kGrid = createGrid(caches, { title: "K cache (one column per token written)", describe: null });
+  const vGrid = createGrid(caches, { title: "V cache", describe: null });
+  const work = el("div", { class: "aw-gen-work" });
+  const node = el(
+    "section",
+    { class: "aw-gen", "aria-label": "Generation: the key and value cache", hidden: true },
+    head,
+    el("div", { class: "aw-gen-row" }, caches, work),
+  );
+  parent.append(node);
+
+  // one bar per way of computing the step, as long as its count of dot products
+  const bar = (label, value, most, cls) =>
+    el(
+      "div",
+      { class: `aw-gen-bar ${cls}` },
+      el("span", { class: "aw-gen-bar-label" }, label),
+      el("span", { class: "aw-gen-bar-track" }, el("span", { class: "aw-gen-bar-fill", style: `width: ${Math.max(2, (100 * value) / most).toFixed(1)}%` })),
+    );
+
+  return {
+    node,
+    update(view) {
+      node.hidden = !view;
+      if (!view) return;
+      const { step: s, n, tokens, k, v, pal } = view;
+      const newest = tokens[s - 1];
+      head.textContent = `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column.`;
+      // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
+      const matrix = (m, title) => {
+        const top = Math.max(1e-9, A.magnitude(m.data));
+        return {
+          rows: m.cols,
+          cols: m.rows,
+          value: (i, j) => m.data[j * m.cols + i],
+          color: scaleDiverging(diverging(pal)).domain([-top, 0, top]),
+          text: fmt2,
+          rowLabels: Array.from({ length: m.cols }, (_, i) => `${i + 1}`),
+          colLabels: tokens,
+          pal,
+          maxWidth: Math.max(160, Math.min(view.maxWidth / 2 - 150, 44 * s + 60)),
+          maxCellHeight: Math.max(2, Math.min(24, Math.floor(140 / m.cols))),
+          cached: { axis: "cols", fresh: s - 1 },
+          ariaLabel: `${title}: ${m.cols} numbers for each of the ${s} tokens written; the last, ${newest}, is new`,
+        };
+      };
+      kGrid.update(matrix(k, "key cache"));
+      vGrid.update(matrix(v, "value cache"));
+      // the work: this step's new row against every row again
+      const most = s * s;
+      fill(
+        work,
+        el("p", { class: "aw-gen-work-title" }, "The work of this step"),
+        el(
+          "p",
+          {},
+          "New token ",
+          el("b", {}, newest),
+          s === 1
+            ? ": the first, so the cache holds only its own key and value, and its one row reads itself."
+            : `: its query with each of the ${count(s)} keys in the cache (its own just added). The ${plural(s - 1, "earlier row")} ${s === 2 ? "stays as it was" : "stay as they were"}: the causal rule means ${s === 2 ? "it never reads" : "they never read"} the new key.`,
+        ),
+        bar(`this step: ${plural(s, "dot product")}, one new row`, s, most, "aw-gen-step"),
+        bar(`recomputing everything: ${s}² = ${plural(most, "dot product")}, ${plural(s, "row")}`, most, most, "aw-gen-full"),
+        el(
+          "p",
+          { class: "aw-gen-note" },
+          `Writing all ${n} tokens this way takes 1 + 2 + … + ${n} = ${count((n * (n + 1)) / 2)} dot products, against ${count((n * (n + 1) * (2 * n + 1)) / 6)} for recomputing at every step.`,
+        ),
+      );
+    },
+    destroy() {
+      kGrid.destroy();
+      vGrid.destroy();
+      node.remove();
+    },
+  };
+}

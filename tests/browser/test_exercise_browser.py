@@ -1,0 +1,182 @@
+"""The predict-then-reveal and temperature exercises in a real browser: a guess dragged in the
+page reaches Python and spends exactly the whole budget; Reveal shows the real row and the score
+Python computes; a bad guess from the page is refused and put back; and an exported page with no
+kernel keeps both exercises working, with the scores numpy gives."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from test_export_browser import open_page
+
+from attnwidget import AttentionWidget, attention
+
+pytestmark = pytest.mark.browser
+MODEL = "document.querySelector('.aw-root').attnwidget.model"
+
+
+def page_guess(page):
+    return page.evaluate(f"{MODEL}.get('guess')")
+
+
+def shown_score(page):
+    """The score the page shows (its text) and the number it computed (data-score)."""
+    result = page.locator(".aw-ex-result")
+    text = result.inner_text()
+    return float(re.search(r"score (\d\.\d\d)", text).group(1)), float(result.get_attribute("data-score")), text
+
+
+def assert_row_hidden(page):
+    """Before the reveal, the focused row's weights are nowhere on the weights stage."""
+    assert page.locator(".aw-root canvas.aw-grid:visible").count() == 0, "the weights matrix must wait for the reveal"
+    assert page.locator(".aw-ex-result").inner_text() == ""
+    assert all(t == "" for t in page.locator(".aw-token-weight").all_inner_texts()), "no percentages in the token strip"
+    assert page.locator(".aw-arcs path").count() == 0, "no arcs"
+    assert "hidden until you reveal" in page.locator(".aw-readout").inner_text()
+    assert all(t == "" for t in page.locator(".aw-ex-real").all_inner_texts())
+
+
+def real_percentages(page):
+    return [int(re.search(r"\d+", t).group()) for t in page.locator(".aw-ex-real").all_inner_texts()]
+
+
+@pytest.fixture(scope="module")
+def live(open_notebook):
+    page, kernel, errors = open_notebook(
+        "exercise.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget(exercise='predict', focus=5, stage='weights')\nw"]
+    )
+    page.wait_for_selector(".aw-exercise:not([hidden])")
+    yield page, kernel, errors
+    kernel.close()
+    page.context.close()
+
+
+def test_a_dragged_guess_reaches_python_and_reveal_shows_the_real_row_and_score(live, artifacts):
+    page, kernel, errors = live
+    assert_row_hidden(page)
+    assert page.locator(".aw-ex-reveal").is_disabled(), "nothing to reveal before a guess"
+    # drag river's bar to about 60% with real pointer events
+    box = page.locator(".aw-ex-track").nth(4).bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.1, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=8)
+    page.mouse.up()
+    guess = kernel.wait_for("w.guess", lambda g: g is not None)
+    assert guess is not None and len(guess) == 6
+    assert abs(sum(guess) - 1) < 1e-6 and min(guess) >= 0
+    assert guess[4] == pytest.approx(0.6, abs=0.03)
+    assert guess == pytest.approx(page_guess(page), abs=1e-12), "Python has the page's guess"
+    assert_row_hidden(page)  # a guess alone shows nothing of the real row
+
+    page.click(".aw-ex-reveal")
+    assert kernel.wait_for("w.revealed", lambda r: r is True) is True
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    weights = np.array(kernel.eval("w.weights[w.focus]"))
+    shown = real_percentages(page)
+    assert sum(shown) == 100 and np.abs(np.array(shown) - 100 * weights).max() < 1, f"{shown} vs {weights}"
+    text_score, page_score, text = shown_score(page)
+    score = kernel.eval("w.score")
+    assert page_score == pytest.approx(score, abs=1e-6)
+    assert text_score == float(f"{score:.2f}") and "half the total difference" in text
+    assert page.locator(".aw-root canvas.aw-grid:visible").count() >= 1, "the matrix is back after the reveal"
+    page.locator(".aw-root").screenshot(path=str(artifacts / "exercise-predict-revealed.png"))
+
+    # a new temperature from the page is a new try: the guess and the reveal go, in Python and in the page
+    slider = page.locator(".aw-slider")
+    slider.focus()
+    for _ in range(5):
+        page.keyboard.press("ArrowLeft")
+    assert kernel.wait_for("w.guess", lambda g: g is None) is None
+    assert kernel.eval("w.revealed") is False
+    page.wait_for_function(f"{MODEL}.get('guess') === null && !{MODEL}.get('revealed')")
+    page.wait_for_selector(".aw-ex-result:not([data-score])", state="attached")
+    assert_row_hidden(page)
+    assert not errors
+
+
+def test_a_bad_guess_from_the_page_is_refused_and_resynced(live):
+    page, kernel, errors = live
+    kernel.run("w.guess = [0.1, 0.1, 0.1, 0.1, 0.3, 0.3]")
+    page.wait_for_function(f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])")
+    # a crafted guess that spends half the budget
+    page.evaluate(f"(() => {{ const m = {MODEL}; m.set('guess', [0.5, 0, 0, 0, 0, 0]); m.save_changes(); }})()")
+    page.wait_for_function(f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])", timeout=10_000)
+    assert kernel.eval("w.guess") == [0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
+    assert [page.locator(".aw-ex-input").nth(j).input_value() for j in range(6)] == ["10", "10", "10", "10", "30", "30"]
+
+
+def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browser, tmp_path, artifacts):
+    w = AttentionWidget(exercise="predict", focus=5, stage="weights", temperature=0.7)
+    path = tmp_path / "predict.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.wait_for_selector(".aw-exercise:not([hidden])")
+    assert_row_hidden(page)
+    inputs = page.locator(".aw-ex-input")
+    inputs.nth(4).fill("60")
+    inputs.nth(4).press("Enter")
+    inputs.nth(5).fill("30")
+    inputs.nth(5).press("Enter")
+    guess = page_guess(page)
+    assert guess is not None and abs(sum(guess) - 1) < 1e-12 and min(guess) >= 0
+    assert guess[5] == pytest.approx(0.3, abs=1e-12)
+    assert [int(inputs.nth(j).input_value()) for j in range(6)][4:] == [round(100 * guess[4]), 30]
+    assert_row_hidden(page)
+    page.click(".aw-ex-reveal")
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    expected = 1 - 0.5 * np.abs(np.array(guess) - w.weights[5]).sum()
+    text_score, page_score, _ = shown_score(page)
+    assert page_score == pytest.approx(expected, abs=1e-6) and text_score == float(f"{expected:.2f}")
+    shown = real_percentages(page)
+    assert np.abs(np.array(shown) - 100 * w.weights[5]).max() < 1
+    # Python agrees, for the same guess
+    w.guess = guess
+    w.revealed = True
+    assert w.score == pytest.approx(page_score, abs=1e-6)
+    page.locator(".aw-root").screenshot(path=str(artifacts / "exercise-predict-export.png"))
+    # no kernel, and still Python's rule: a new focus is a new try
+    page.locator(".aw-token", has_text="river").click()
+    page.wait_for_function(f"{MODEL}.get('guess') === null && {MODEL}.get('revealed') === false")
+    page.wait_for_selector(".aw-ex-result:not([data-score])", state="attached")
+    assert page.locator(".aw-ex-result").inner_text() == ""
+    assert not problems
+
+
+def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser, tmp_path):
+    w = AttentionWidget(exercise="temperature", goal=2.0, focus=5, stage="weights")
+    path = tmp_path / "temperature.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.wait_for_selector(".aw-exercise:not([hidden])")
+    prompt = page.locator(".aw-ex-prompt").inner_text()
+    assert "bank's row spends its budget on about 2 tokens" in prompt
+    assert "effective tokens" not in page.locator(".aw-readout").inner_text(), "the number reached waits for the reveal"
+    slider = page.locator(".aw-slider")
+    slider.focus()
+    for _ in range(25):
+        page.keyboard.press("ArrowLeft")
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    t = page.evaluate(f"{MODEL}.get('temperature')")
+    assert t < 1
+    page.click(".aw-ex-reveal")
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    row = attention(w.q, w.k, w.v, temperature=t).weights[5]
+    reached = float(np.exp(-(row[row > 0] * np.log(row[row > 0])).sum()))
+    result = page.locator(".aw-ex-result")
+    assert float(result.get_attribute("data-reached")) == pytest.approx(reached, abs=1e-6)
+    assert f"effective tokens reached: {reached:.2f} (goal 2)" in result.inner_text()
+    score = max(0.0, 1 - abs(reached - 2) / 2)
+    assert float(result.get_attribute("data-score")) == pytest.approx(score, abs=1e-6)
+    # Python's own score, for the same state
+    w.temperature = t
+    w.revealed = True
+    assert w.score == pytest.approx(score, abs=1e-6)
+    assert f"{reached:.2f} effective tokens" in page.locator(".aw-readout").inner_text()
+    # a new temperature is a new try, with no kernel as with one
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector(".aw-ex-result:not([data-score])", state="attached")
+    assert page.evaluate(f"{MODEL}.get('revealed')") is False
+    assert json.dumps(problems) == "[]"

@@ -1,0 +1,142 @@
+"""Generation, one token at a time (`step`), in a real JupyterLab and in an exported page: the
+page's "next token" reaches Python, Python's step reaches the page, each step forward computes
+only the new token's row, and every number equals numpy's for the tokens written so far."""
+
+import numpy as np
+import pytest
+from test_export_browser import open_page
+
+from attnwidget import AttentionWidget, attention
+
+pytestmark = pytest.mark.browser
+
+ROOT = "document.querySelector('.aw-root')"
+TOKENS = ["She", "sat", "by", "the", "river", "bank"]
+
+
+def numbers(page):
+    return page.evaluate(f"{ROOT}.attnwidget.numbers()")
+
+
+def work(page):
+    return page.evaluate(f"{ROOT}.attnwidget.work()")
+
+
+def wait_for_tokens(page, count):
+    page.wait_for_function(f"document.querySelectorAll('.aw-root .aw-token-text').length === {count}")
+    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # the redraw after it
+
+
+def prefix_weights(w, s):
+    """numpy's weights for the first s tokens, written so far: the causal rule on."""
+    return attention(w.q[:s], w.k[:s], w.v[:s], temperature=w.temperature, causal=True, scale=w.scale).weights
+
+
+@pytest.fixture(scope="module")
+def gen_nb(open_notebook):
+    setup = 'from attnwidget import AttentionWidget\nw = AttentionWidget("She sat by the river bank", step=2, stage="weights")\nw'
+    page, kernel, errors = open_notebook("generation.ipynb", [setup])
+    yield page, kernel, errors
+    kernel.close()
+    page.context.close()
+
+
+def test_next_token_in_the_page_reaches_python_and_computes_one_row(gen_nb, artifacts):
+    page, kernel, errors = gen_nb
+    wait_for_tokens(page, 2)
+    root = page.locator(".aw-root")
+    assert "token 2 of 6" in root.locator(".aw-gen-where").inner_text()
+    # the page's numbers (scores, weights and outputs, all computed) are Python's for the two tokens written
+    got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
+    assert want.shape == (2, 2) and np.abs(got - want.ravel()).max() <= 1e-6
+    root.locator(".aw-gen-next").click()
+    assert kernel.wait_for("[w.step, w.focus, int(w.causal)]", lambda v: v == [3, 2, 1]) == [3, 2, 1]
+    wait_for_tokens(page, 3)
+    assert root.locator(".aw-token-text").all_inner_texts() == TOKENS[:3]
+    got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
+    assert want.shape == (3, 3) and got.shape == (9,)
+    assert np.abs(got - want.ravel()).max() <= 1e-6
+    assert work(page) == {"scores": 1, "weights": 1, "output": 1}  # the new row only
+    # the K and V cache: one column per token written, the newest marked new
+    caches = root.locator(".aw-gen canvas.aw-grid")
+    assert caches.count() == 2 and "the last, by, is new" in caches.first.get_attribute("aria-label")
+    assert root.get_attribute("data-written") == "3"
+    root.screenshot(path=str(artifacts / "generation-lab.png"))
+    assert not errors, errors
+
+
+def test_python_step_reaches_the_page(gen_nb):
+    page, kernel, errors = gen_nb
+    kernel.run("w.step = 5")
+    wait_for_tokens(page, 5)
+    root = page.locator(".aw-root")
+    assert root.locator(".aw-token-text").all_inner_texts() == TOKENS[:5]
+    assert "token 5 of 6" in root.locator(".aw-gen-where").inner_text()
+    page.wait_for_selector(".aw-token[data-index='4'][aria-pressed=true]")  # Python moved the focus to the new row
+    got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
+    assert want.shape == (5, 5) and np.abs(got - want.ravel()).max() <= 1e-6
+    # every token written: the whole matrix, and no cache view
+    kernel.run("w.step = 6")
+    wait_for_tokens(page, 6)
+    assert page.locator(".aw-gen").is_hidden() and root.get_attribute("data-written") == "0"
+    assert "all 6 tokens written" in root.locator(".aw-gen-where").inner_text()
+    assert not errors, errors
+
+
+def test_stepping_works_in_an_exported_page_with_no_kernel(browser, tmp_path, artifacts):
+    w = AttentionWidget("She sat by the river bank", step=1, stage="weights")
+    path = tmp_path / "generation.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    root = page.locator(".aw-root")
+    wait_for_tokens(page, 1)
+    assert numbers(page)["weights"] == [1.0]  # one token reads itself (and every number is computed, outputs too)
+    for s in range(2, 7):
+        root.locator(".aw-gen-next").click()
+        wait_for_tokens(page, s)
+        state = page.evaluate(f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)")
+        assert state == [s, s - 1, True]
+        got = np.array(numbers(page)["weights"])
+        assert np.abs(got - prefix_weights(w, s).ravel()).max() <= 1e-6, f"step {s}"
+        assert work(page) == {"scores": 1, "weights": 1, "output": 1}, f"step {s}: one new row"
+        if s == 4:
+            root.screenshot(path=str(artifacts / "generation-export.png"))
+    assert page.locator(".aw-gen-next").is_disabled() and page.locator(".aw-gen").is_hidden()
+    # back a step: the later token is gone again, and the causal rule stays on
+    root.locator(".aw-gen-prev").click()
+    wait_for_tokens(page, 5)
+    assert np.abs(np.array(numbers(page)["weights"]) - prefix_weights(w, 5).ravel()).max() <= 1e-6
+    assert not problems, problems
+    page.context.close()
+
+
+def test_an_exported_page_without_the_causal_rule_offers_to_write_token_by_token(browser, tmp_path):
+    path = tmp_path / "open.html"
+    AttentionWidget(stage="scores").to_html(path)
+    page, problems = open_page(browser, path)
+    root = page.locator(".aw-root")
+    assert root.locator(".aw-gen-steps").is_hidden()
+    root.locator(".aw-gen-write").click()
+    wait_for_tokens(page, 1)
+    assert page.evaluate(f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)") == [1, 0, True]
+    assert root.locator(".aw-causal").is_checked() and root.locator(".aw-gen-steps").is_visible()
+    assert not problems, problems
+    page.context.close()
+
+
+@pytest.mark.parametrize("step, focus", [(2, None), (None, None), (4, 3)])
+def test_a_new_sentence_in_an_exported_page_keeps_pythons_step(browser, tmp_path, step, focus):
+    # Python's rule: a text being written stays at its step; one written in full stays so; the
+    # focus stays among the tokens written (at step 4 "the" is focused, and is token 5 of the next)
+    w = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], step=step, focus=focus, causal=True, stage="weights")
+    path = tmp_path / "two.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.locator(".aw-sentence[data-index='1']").click()
+    page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('sentence_index') === 1")
+    w.sentence_index = 1  # Python's answer to the same click
+    wait_for_tokens(page, len(w.weights))
+    assert page.evaluate(f"[{ROOT}.attnwidget.model.get('step'), {ROOT}.attnwidget.model.get('focus')]") == [w.step, w.focus]
+    assert np.abs(np.array(numbers(page)["weights"]) - w.weights.ravel()).max() <= 1e-6
+    assert not problems, problems
+    page.context.close()
