@@ -242,10 +242,10 @@ def drag_long_tasks(page, moves):
     return page.evaluate("window.longTasks")
 
 
-def exported(tmp, n, heads, stage="weights"):
+def exported(tmp, n, heads, stage="weights", step=None):
     q, k, v = qkv(heads, n, 64, seed=n + heads)
-    path = pathlib.Path(tmp) / f"page-{n}-{heads}-{stage}.html"
-    AttentionWidget(q=q, k=k, v=v, stage=stage, tokens=[f"t{i}" for i in range(n)]).to_html(path, theme="light")
+    path = pathlib.Path(tmp) / f"page-{n}-{heads}-{stage}-{step}.html"
+    AttentionWidget(q=q, k=k, v=v, stage=stage, tokens=[f"t{i}" for i in range(n)], step=step).to_html(path, theme="light")
     return path
 
 
@@ -306,6 +306,16 @@ def page_benchmarks(samples, moves):
         page.close()
         page = open_page(exported(tmp, 1024, 1))
         out["main-thread work per temperature step, n=1024 (goal ≤ 16 ms)"] = task_ms_per_change(page, [("temperature", t) for t in temps])
+        page.close()
+
+        # generation at n=1024 (one head), from step 512 on: a step forward computes one new row and
+        # keeps the rest; the baseline is a temperature step at the same length, which recomputes all
+        page = open_page(exported(tmp, 1024, 1, step=512))
+        forward = task_ms_per_change(page, [("step", 512 + i) for i in range(1, samples + 1)])
+        whole = task_ms_per_change(page, [("temperature", t) for t in temps])
+        forward["ratio"] = forward["median"] / whole["median"]
+        out["main-thread work per generation step, n=512 → 1024 (ratio: against a full recompute at that length)"] = forward
+        out["main-thread work per temperature step while generating, n≈512 (the full recompute)"] = whole
         page.close()
 
         # a real slider drag at n=512 (12 heads), watching for long tasks

@@ -45,15 +45,22 @@ export function createTokenStrip(parent, { onFocus }) {
   list.addEventListener("keydown", onKey);
 
   function rebuild(tokens) {
-    buttons = tokens.map((t, i) =>
+    // a text being written grows (or shrinks) at its end: the buttons of the tokens kept stay
+    const before = last?.tokens ?? [];
+    let kept = 0;
+    while (kept < Math.min(before.length, tokens.length, buttons.length) && before[kept] === tokens[kept]) kept++;
+    const added = tokens.slice(kept).map((t, at) =>
       el(
         "button",
-        { class: "aw-token", type: "button", "data-index": i, onclick: () => onFocus(i) },
+        { class: "aw-token", type: "button", "data-index": kept + at, onclick: () => onFocus(kept + at) },
         el("span", { class: "aw-token-text" }, t),
         el("span", { class: "aw-token-weight" }),
       ),
     );
-    fill(list, buttons);
+    for (const b of buttons.slice(kept)) b.remove();
+    buttons = buttons.slice(0, kept).concat(added);
+    if (kept) list.append(...added);
+    else fill(list, buttons);
   }
 
   function rebuildKeys(keys) {

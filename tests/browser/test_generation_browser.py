@@ -91,9 +91,11 @@ def test_stepping_works_in_an_exported_page_with_no_kernel(browser, tmp_path, ar
     root = page.locator(".aw-root")
     wait_for_tokens(page, 1)
     assert numbers(page)["weights"] == [1.0]  # one token reads itself (and every number is computed, outputs too)
+    page.evaluate("document.querySelector('.aw-token').dataset.mark = 'first'")
     for s in range(2, 7):
         root.locator(".aw-gen-next").click()
         wait_for_tokens(page, s)
+        assert page.evaluate("document.querySelector('.aw-token').dataset.mark") == "first", "the strip keeps the tokens written"
         state = page.evaluate(f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)")
         assert state == [s, s - 1, True]
         got = np.array(numbers(page)["weights"])
