@@ -49,14 +49,16 @@ export function createTokenStrip(parent, { onFocus }) {
     const before = last?.tokens ?? [];
     let kept = 0;
     while (kept < Math.min(before.length, tokens.length, buttons.length) && before[kept] === tokens[kept]) kept++;
-    const added = tokens.slice(kept).map((t, at) =>
-      el(
-        "button",
-        { class: "aw-token", type: "button", "data-index": kept + at, onclick: () => onFocus(kept + at) },
-        el("span", { class: "aw-token-text" }, t),
-        el("span", { class: "aw-token-weight" }),
-      ),
-    );
+    const added = tokens
+      .slice(kept)
+      .map((t, at) =>
+        el(
+          "button",
+          { class: "aw-token", type: "button", "data-index": kept + at, onclick: () => onFocus(kept + at) },
+          el("span", { class: "aw-token-text" }, t),
+          el("span", { class: "aw-token-weight" }),
+        ),
+      );
     for (const b of buttons.slice(kept)) b.remove();
     buttons = buttons.slice(0, kept).concat(added);
     if (kept) list.append(...added);
