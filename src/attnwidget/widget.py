@@ -1120,8 +1120,8 @@ class AttentionWidget(anywidget.AnyWidget):
     @property
     def score(self) -> float | None:
         """How close the exercise came, from 0 to 1, once revealed (None before): for "predict"
-        1 − ½·Σ|guess − weights[focus]| (1 = the real row, 0 = no weight in common); for
-        "temperature" 1 − |effective tokens of the focused row − goal| / goal, at least 0."""
+        ``1 − ½·Σ|guess − weights[focus]|`` (1 = the real row, 0 = no weight in common); for
+        "temperature" ``1 − |effective_tokens[focus] − goal| / goal``, at least 0."""
         if not self.revealed:
             return None
         if self.exercise == "predict" and self.guess is not None:
