@@ -152,15 +152,15 @@ export function createGrowing() {
 /** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait
  * as sent, `store.get(name)` as it stands (while generating: the tokens written so far). */
 export function createStore(get) {
-  // how many tokens are written while generating; 0 when every one is
+  // how many tokens are written while generating; 0 when every one is (cross-attention is written whole)
   const written = () => {
     const step = get("step"),
       n = get("tokens").length;
-    return step > 0 && step < n ? step : 0;
+    return step > 0 && step < n && !crossOf(get("tokens"), get("key_tokens")) ? step : 0;
   };
   const cutTokens = {};
   const current = (name) =>
-    CUT[name] === 1 && (name === "tokens" || name === "key_tokens")
+    name === "tokens" || name === "key_tokens"
       ? (cutTokens[name] ??= memo((list, r) => (r && list ? list.slice(0, r) : list)))(get(name), written())
       : get(name);
   // the codec: each synced array decoded once, when its value (a new object) arrives

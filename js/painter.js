@@ -39,6 +39,7 @@ export function createPainter(onPicture) {
     busy = null,
     next = null,
     last = null,
+    prior = null, // the picture before last: a change undone needs no new one
     want = null,
     id = 0,
     silent = 0;
@@ -59,7 +60,7 @@ export function createPainter(onPicture) {
       } // running: the page may busy itself now
       if (!busy || data.id !== busy.id) return;
       // a late answer to a request since taken back (a toggle undone) never replaces the one wanted
-      if (!wanted()) last = { job: busy, picture: data };
+      if (!wanted()) [prior, last] = [last, { job: busy, picture: data }];
       busy = null;
       if (next) post(next);
       next = null;
@@ -112,9 +113,10 @@ export function createPainter(onPicture) {
     request(job) {
       if (!tried) start();
       want = job;
+      if (!wanted() && prior && same(prior.job, job)) [last, prior] = [prior, last]; // back to the one before: a toggle undone
       if (wanted())
         next = null; // back to the picture shown: nothing in between is needed
-      else if (!started) last = { job, picture: here(job) };
+      else if (!started) [prior, last] = [last, { job, picture: here(job) }];
       else if (busy && same(busy, job)) next = null;
       else if (busy) next = job;
       else post(job);
@@ -130,7 +132,7 @@ export function createPainter(onPicture) {
     release() {
       stop();
       tried = false;
-      want = last = null;
+      want = last = prior = null;
     },
     destroy: stop,
   };

@@ -24,14 +24,15 @@ const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v
 // What an exercise's row depends on (widget.py's _ROW_TRAITS): a change to any of them starts a new try.
 const ROW_TRAITS = new Set("focus sentence_index temperature tokens key_tokens q k v head layer block causal mask bias sink scale step exercise".split(" "));
 
-/** Python's exercise rule, in the page: a change to the focused row (not made together with a
- * guess or a reveal) clears the guess and the reveal; a new guess after a reveal hides the real
- * row again. Returns the extra changes. */
+/** Python's exercise rule, in the page: a change to the focused row (unless it brings its own
+ * guess, for the new row) clears the guess and the reveal; a new guess after a reveal hides the
+ * real row again. Returns the extra changes. */
 export function exerciseFollowUps(state, changes) {
   const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
-  const exercise = "exercise" in changes ? changes.exercise : state.exercise;
-  const together = "guess" in changes || "revealed" in changes;
-  if (exercise && !together && changed.some((k) => ROW_TRAITS.has(k)) && (state.guess != null || state.revealed)) return { guess: null, revealed: false };
+  const exercise = ("exercise" in changes ? changes.exercise : state.exercise) || state.exercise; // leaving one clears it too
+  const guessed = "guess" in changes;
+  if (exercise && !guessed && changed.some((k) => ROW_TRAITS.has(k)) && (state.guess != null || state.revealed || changes.revealed))
+    return { guess: null, revealed: false };
   if (changed.includes("guess") && !("revealed" in changes) && state.revealed) return { revealed: false };
   return {};
 }
@@ -71,6 +72,8 @@ function localModel({ state: raw, variants = {} }) {
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
   function apply(changes) {
+    const step = changes.step ?? state.step;
+    if (changes.causal === false && step > 0 && step < (changes.tokens ?? state.tokens).length) return; // as Python refuses it: writing is causal
     changes = { ...changes, ...exerciseFollowUps(state, changes) };
     const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
     Object.assign(state, changes);
@@ -96,9 +99,10 @@ function localModel({ state: raw, variants = {} }) {
       if (found >= 0) extra.focus = found;
       extra.cell = null;
     }
-    // while generating, every token written stays so, and a step past the new tokens becomes their number
+    // while generating, every token written stays so, and a step past the new tokens becomes their
+    // number; another block's text (or cross-attention) is shown written whole, as Python does
     const oldN = state.tokens.length;
-    if (n !== oldN && state.step && (state.step === oldN || state.step > n)) extra.step = n;
+    if (name === "block" || (n !== oldN && state.step && (state.step === oldN || state.step > n))) extra.step = n;
     const rows = Math.min(extra.step ?? state.step ?? n, n) || n; // the rows there are
     if ((extra.focus ?? state.focus) >= rows) extra.focus = rows - 1;
     if (name === "block") {

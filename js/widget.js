@@ -103,6 +103,7 @@ function render({ model, el: host }) {
     onWindow: () => schedule(),
   });
 
+  let writingTokens = null; // the tokens of a text being written, one at a time: see draw()
   // --- drawing, batched to one frame ---
   let frame = 0,
     layoutRetries = 0;
@@ -123,7 +124,11 @@ function render({ model, el: host }) {
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
-    const written = store.written();
+    // (after the last token is written, step = n, the cache stays shown until new tokens or the causal rule off)
+    const all = model.get("tokens");
+    if (store.written()) writingTokens = all;
+    else if (writingTokens !== all || !get("causal") || store.cross()) writingTokens = null;
+    const written = store.written() || (writingTokens ? all.length : 0);
     root.dataset.written = written;
     generation.update(
       written && stage !== "tokens" ? { step: written, n: model.get("tokens").length, tokens, k: store.k(), v: store.v(), pal, maxWidth } : null,

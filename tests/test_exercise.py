@@ -115,3 +115,11 @@ def test_leaving_the_exercise_clears_the_guess():
     w.revealed = True
     w.exercise = ""
     assert (w.guess, w.revealed, w.score) == (None, False, None)
+
+
+@pytest.mark.parametrize("change", [{"step": 3, "revealed": True}, {"exercise": "temperature", "revealed": True}, {"focus": 2, "revealed": True}])
+def test_a_reveal_sent_with_a_new_row_does_not_keep_the_old_guess(change):
+    w = lab()
+    w.guess = [0, 0, 0, 0, 1, 0]
+    w.set_state(change)  # a crafted message: the old guess is for another row
+    assert w.guess is None and not w.revealed and w.score is None

@@ -80,3 +80,21 @@ def test_a_new_sentence_keeps_the_focus_among_the_tokens_written():
     assert (w.step, w.focus, w.weights.shape) == (4, 3, (4, 4))
     with pytest.raises(traitlets.TraitError, match="'focus' must be a token index written so far"):
         w.focus = 5  # asked for: refused, not moved
+
+
+def test_becoming_cross_attention_writes_the_text_whole():
+    w = AttentionWidget(step=2)
+    r = np.random.default_rng(0)
+    w.set_vectors(key_tokens=list("abc"), q=r.normal(size=(6, 4)), k=r.normal(size=(3, 4)), v=r.normal(size=(3, 4)))
+    assert w.step == 6 and w.weights.shape == (6, 3)
+
+
+def test_a_block_switch_while_writing_shows_the_other_text_whole():
+    from test_cross import fake_seq2seq
+
+    w = AttentionWidget._from_model(fake_seq2seq(tgt=4), 0, 0, {}, "decoder")
+    w.step, w.focus = 2, 0
+    w.set_state({"block": "encoder"})  # not causal: refused before, as "causal=False needs every token written"
+    assert (w.block, w.step, w.causal, w.focus) == ("encoder", 5, False, 0)
+    w.block = "decoder"
+    assert w.step == 4 and w.weights.shape == (4, 4)

@@ -160,6 +160,9 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
       }
       layerSelect.value = String(layer);
       causal.checked = isCausal;
+      // a text being written is causal: the rule stays on until every token is written
+      causal.disabled = !!g && !g.cross && g.step < g.n;
+      causal.title = causal.disabled ? "A text written one token at a time is causal: press “all »” to turn it off" : "";
       if (sentenceList !== shownSentences) {
         shownSentences = sentenceList;
         sentences.hidden = sentenceList.length < 2;

@@ -173,7 +173,8 @@ export function createExercise(parent, { onGuess, onReveal }) {
     update({ stage, tokens, keys, focus, store, get }) {
       const [exercise, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
       const on = (exercise === "predict" || exercise === "temperature") && keys.length > 0;
-      node.hidden = !on || stage !== "weights";
+      // predict shows on the blend stage too: the blend is the row's weights times the values
+      node.hidden = !on || !(stage === "weights" || (stage === "blend" && exercise === "predict"));
       node.dataset.exercise = on ? exercise : "";
       if (!on) {
         last = null;
@@ -214,7 +215,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
           delete result.dataset.score;
           fill(result);
         }
-        return stage === "weights" && !revealed ? "row" : null;
+        return revealed ? null : "row"; // on every stage: the strip, the thumbnails and a cell's arithmetic show it too
       }
       // temperature: the learner moves the slider; the number reached stays hidden until Reveal
       built = null;

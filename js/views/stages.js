@@ -467,8 +467,9 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     /** view.secret: what an exercise keeps hidden until its reveal ("row": the weights matrix,
      * "eff": the effective tokens column), or null. */
     update(view) {
-      for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || (p === weightsPanel && view.secret === "row");
-      if (view.secret === "row" && view.stage === "weights") return; // the predict exercise: nothing to draw yet
+      const hidden = view.secret === "row" ? [weightsPanel, blendPanel] : []; // the predict exercise: the row, and its blend
+      for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || hidden.includes(p);
+      if (view.secret === "row" && (view.stage === "weights" || view.stage === "blend")) return; // nothing to draw yet
       draw[view.stage]?.(view);
     },
     /** Starts the worker on the view's weights picture, if it has one, before the page computes its own numbers. */

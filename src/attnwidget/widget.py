@@ -702,6 +702,8 @@ class AttentionWidget(anywidget.AnyWidget):
         if "block" in changed and self.block in self._blocks and before.get("block"):
             found = self._blocks[self.block]
             self._load(found)
+            if "step" not in changed:
+                self.step = len(self._layer_tokens[0])  # another text: shown written whole
             for name in ("causal", "scale", "bias"):  # the block's own rules, unless this change sets them
                 if name not in changed:
                     setattr(self, name, getattr(found, name))
@@ -725,9 +727,11 @@ class AttentionWidget(anywidget.AnyWidget):
             self.bias = None  # a bias for other tokens, or other heads
         if self.x is None and self.residual and "residual" not in changed:
             self.residual = False  # nothing to add the mix to
-        old_n, stepped = len(before.get("tokens") or []), "step" in changed
+        old_n, stepped = len(before.get("tokens") or []), "step" in asked
         if not stepped and n != old_n and (self.step == old_n or self.step > n):
             self.step = n  # every token written stays so; a step past the new tokens, the last
+        if self._own_keys is not None and 0 < self.step < n and "step" not in asked:
+            self.step = n  # cross-attention reads the whole source: written whole
         if "step" in changed and 0 < self.step < n:
             if not self.causal and "causal" in changed:
                 raise traitlets.TraitError(GENERATION_IS_CAUSAL)
@@ -754,11 +758,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
         # an exercise is about one row as it is: anything that changes that row starts a new try;
         # a new guess after a reveal is a new try too
-        if (
-            (self.exercise or before.get("exercise"))
-            and not {"guess", "revealed"} & changed
-            and any(not _same(values.get(n), before.get(n)) for n in _ROW_TRAITS)
-        ):
+        # (a guess sent with the change is for the new row, and is validated; one kept from before is not)
+        if (self.exercise or before.get("exercise")) and "guess" not in asked and any(not _same(values.get(name), before.get(name)) for name in _ROW_TRAITS):
             self.guess, self.revealed = None, False
         elif "guess" in changed and "revealed" not in changed:
             self.revealed = False

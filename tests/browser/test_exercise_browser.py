@@ -124,6 +124,12 @@ def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browse
     assert guess[5] == pytest.approx(0.3, abs=1e-12)
     assert [int(inputs.nth(j).input_value()) for j in range(6)][4:] == [round(100 * guess[4]), 30]
     assert_row_hidden(page)
+    # the blend is the row times the values: it waits for the reveal too, and the exercise goes with it
+    page.click(".aw-stage[data-stage=blend]")
+    page.wait_for_selector(".aw-root[data-stage=blend]")
+    assert_row_hidden(page)
+    assert page.locator(".aw-blend:visible, .aw-panel:not([hidden]) svg").count() == 0 and page.locator(".aw-exercise").is_visible()
+    page.click(".aw-stage[data-stage=weights]")
     page.click(".aw-ex-reveal")
     page.wait_for_selector(".aw-ex-result[data-score]")
     expected = 1 - 0.5 * np.abs(np.array(guess) - w.weights[5]).sum()

@@ -75,11 +75,17 @@ def test_python_step_reaches_the_page(gen_nb):
     page.wait_for_selector(".aw-token[data-index='4'][aria-pressed=true]")  # Python moved the focus to the new row
     got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
     assert want.shape == (5, 5) and np.abs(got - want.ravel()).max() <= 1e-6
-    # every token written: the whole matrix, and no cache view
+    # the last token written: the whole matrix, the cache still shown with its new column
     kernel.run("w.step = 6")
     wait_for_tokens(page, 6)
-    assert page.locator(".aw-gen").is_hidden() and root.get_attribute("data-written") == "0"
+    assert page.locator(".aw-gen").is_visible() and root.get_attribute("data-written") == "6"
     assert "all 6 tokens written" in root.locator(".aw-gen-where").inner_text()
+    # the causal checkbox is the learner's again, and turning it off ends the writing
+    assert root.locator(".aw-causal").is_enabled()
+    kernel.run("w.causal = False")
+    page.wait_for_function(f"{ROOT}.dataset.written === '0'")
+    assert page.locator(".aw-gen").is_hidden()
+    kernel.run("w.causal = True")
     assert not errors, errors
 
 
@@ -103,7 +109,12 @@ def test_stepping_works_in_an_exported_page_with_no_kernel(browser, tmp_path, ar
         assert work(page) == {"scores": 1, "weights": 1, "output": 1}, f"step {s}: one new row"
         if s == 4:
             root.screenshot(path=str(artifacts / "generation-export.png"))
-    assert page.locator(".aw-gen-next").is_disabled() and page.locator(".aw-gen").is_hidden()
+            # writing is causal: the checkbox waits, and a page change that turns it off is refused, as Python refuses it
+            assert root.locator(".aw-causal").is_disabled()
+            page.evaluate(f"{ROOT}.attnwidget.model.set('causal', false)")
+            assert page.evaluate(f"{ROOT}.attnwidget.model.get('causal')") is True
+    # the last token written: nothing left to write, and its step still shown with the cache
+    assert page.locator(".aw-gen-next").is_disabled() and page.locator(".aw-gen").is_visible()
     # back a step: the later token is gone again, and the causal rule stays on
     root.locator(".aw-gen-prev").click()
     wait_for_tokens(page, 5)
