@@ -98,3 +98,11 @@ def test_a_block_switch_while_writing_shows_the_other_text_whole():
     assert (w.block, w.step, w.causal, w.focus) == ("encoder", 5, False, 0)
     w.block = "decoder"
     assert w.step == 4 and w.weights.shape == (4, 4)
+
+
+def test_what_is_asked_with_step_is_refused_when_it_cannot_be():
+    with pytest.raises(ValueError, match="is causal"):
+        AttentionWidget(step=2, causal=False)
+    with pytest.raises(ValueError, match="focus 4 is not written yet at step 3: pass a focus from 0 to 2"):
+        AttentionWidget(step=3, focus=4)
+    assert AttentionWidget(step=3, focus=1).focus == 1 and AttentionWidget(step=3).causal

@@ -317,7 +317,7 @@ class AttentionWidget(anywidget.AnyWidget):
         temperature=1.0,
         focus=None,
         stage=None,
-        causal=False,
+        causal=None,
         sink=False,
         summary="",
         scale=None,
@@ -339,7 +339,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._committed, self._page_keys = False, ()
         state = dict(
             temperature=temperature,
-            causal=causal,
+            causal=bool(causal),
             sink=sink,
             summary=summary,
             scale=scale,
@@ -392,8 +392,16 @@ class AttentionWidget(anywidget.AnyWidget):
         state["stage"] = STAGES[0] if stage is None else stage
         super().__init__(**state)
         self.set_trait("key_tokens", self.tokens if self._own_keys is None else self._own_keys)
+        n = len(self.tokens)
+        if step is not None and isinstance(step, int) and 0 < step < n:  # what was asked, said back if it cannot be
+            if causal is False:
+                raise ValueError(GENERATION_IS_CAUSAL + " Leave causal out with step=.")
+            if focus is not None and focus >= step:
+                raise ValueError(
+                    f"focus {focus} is not written yet at step {step}: pass a focus from 0 to {step - 1}, or leave it out (the last token written)."
+                )
         with self.hold_trait_notifications():
-            self.step = len(self.tokens) if step is None else step  # validated; the causal rule follows
+            self.step = n if step is None else step  # validated; the causal rule follows
             if step is not None and focus is None and cell is None:
                 self.focus = self.step - 1  # the row the last token written added
 
