@@ -30,7 +30,7 @@ const ROW_TRAITS = new Set("focus sentence_index temperature tokens key_tokens q
 export function exerciseFollowUps(state, changes) {
   const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
   const exercise = ("exercise" in changes ? changes.exercise : state.exercise) || state.exercise; // leaving one clears it too
-  const guessed = "guess" in changes;
+  const guessed = "guess" in changes || (exercise === "temperature" && state.exercise === "temperature" && "revealed" in changes);
   if (exercise && !guessed && changed.some((k) => ROW_TRAITS.has(k)) && (state.guess != null || state.revealed || changes.revealed))
     return { guess: null, revealed: false };
   if (changed.includes("guess") && !("revealed" in changes) && state.revealed) return { revealed: false };

@@ -123,3 +123,10 @@ def test_a_reveal_sent_with_a_new_row_does_not_keep_the_old_guess(change):
     w.guess = [0, 0, 0, 0, 1, 0]
     w.set_state(change)  # a crafted message: the old guess is for another row
     assert w.guess is None and not w.revealed and w.score is None
+
+
+def test_a_reveal_sent_with_the_sliders_last_value_reveals_that_value():
+    w = AttentionWidget(exercise="temperature", goal=2, focus=5)
+    w.set_state({"temperature": 0.56, "revealed": True})  # the page sends both in one message when Reveal follows a drag
+    assert w.revealed and w.temperature == 0.56
+    assert w.score == pytest.approx(max(0, 1 - abs(w.effective_tokens[5] - 2) / 2))

@@ -766,8 +766,10 @@ class AttentionWidget(anywidget.AnyWidget):
         self.set_trait("layer_shown", self.model_q is not None and len(self._shown) == 3 and all(a is b for a, b in zip((self.q, self.k, self.v), self._shown)))
         # an exercise is about one row as it is: anything that changes that row starts a new try;
         # a new guess after a reveal is a new try too
-        # (a guess sent with the change is for the new row, and is validated; one kept from before is not)
-        if (self.exercise or before.get("exercise")) and "guess" not in asked and any(not _same(values.get(name), before.get(name)) for name in _ROW_TRAITS):
+        # (a guess sent with the change is for the new row, and is validated; one kept from before is
+        # not; the temperature exercise's reveal sent with the slider's last value is of that value)
+        kept = "guess" in asked or (self.exercise == "temperature" and "revealed" in asked and before.get("exercise") == "temperature")
+        if (self.exercise or before.get("exercise")) and not kept and any(not _same(values.get(name), before.get(name)) for name in _ROW_TRAITS):
             self.guess, self.revealed = None, False
         elif "guess" in changed and "revealed" not in changed:
             self.revealed = False
