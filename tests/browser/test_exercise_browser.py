@@ -186,3 +186,25 @@ def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser,
     page.wait_for_selector(".aw-ex-result:not([data-score])", state="attached")
     assert page.evaluate(f"{MODEL}.get('revealed')") is False
     assert json.dumps(problems) == "[]"
+
+
+def test_live_temperature_reveal_sent_with_the_sliders_last_value(open_notebook):
+    page, kernel, errors = open_notebook(
+        "temperature-exercise.ipynb",
+        ["from attnwidget import AttentionWidget\nt = AttentionWidget(exercise='temperature', goal=2, focus=5, stage='weights')\nt"],
+    )
+    try:
+        page.wait_for_selector(".aw-exercise:not([hidden])")
+        # the slider's value still waiting to be sent (as mid-drag), then Reveal: one message with both
+        page.evaluate(f"{MODEL}.set('temperature', 0.6)")
+        page.click(".aw-ex-reveal")
+        assert kernel.wait_for("t.revealed", lambda r: r is True) is True
+        assert kernel.eval("t.temperature") == 0.6
+        page.wait_for_selector(".aw-ex-result[data-score]")
+        page.wait_for_timeout(300)  # Python's answer, had it put the reveal back
+        assert page.evaluate(f"{MODEL}.get('revealed')") is True
+        assert float(page.locator(".aw-ex-result").get_attribute("data-score")) == pytest.approx(kernel.eval("t.score"), abs=1e-6)
+        assert not errors
+    finally:
+        kernel.close()
+        page.context.close()
