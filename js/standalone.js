@@ -68,6 +68,8 @@ function localModel({ state: raw, variants = {} }) {
       Array.isArray(all) ? all.map(decodeAll) : Object.fromEntries(Object.entries(all).map(([k, v]) => [k, decodeAll(v)])),
     ]),
   );
+  // the block shown at first: its every layer's arrays are in the state, not among the variants
+  const home = Object.fromEntries(["model_q", "model_k", "model_v", "model_basis", "n_layers"].map((k) => [k, state[k]]));
   const listeners = new Map();
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
@@ -87,6 +89,7 @@ function localModel({ state: raw, variants = {} }) {
   function swap(name, index) {
     let next = swaps[name][index];
     if (!next) return;
+    if (name === "block" && !("model_q" in next)) next = { ...next, ...home };
     // a layer of an encoder–decoder model: the tokens of the block shown
     if (name === "layer" && swaps.block?.[state.block])
       next = { ...next, tokens: swaps.block[state.block].tokens, key_tokens: swaps.block[state.block].key_tokens };

@@ -166,8 +166,10 @@ def test_a_block_switch_sends_that_blocks_arrays_once_and_exported_pages_carry_e
     assert data["state"] == {"layer": 2} and not buffers
     variants = w.page_state()["variants"]
     assert set(variants["block"]) == {"encoder", "decoder", "cross"}
-    cross = variants["block"]["cross"]
-    assert cross["key_tokens"] == blocks["cross"].key_tokens and cross["model_k"]["shape"] == [6, 5, 4] and cross["n_layers"] == 3
+    cross, decoder = variants["block"]["cross"], variants["block"]["decoder"]
+    assert cross["key_tokens"] == blocks["cross"].key_tokens and cross["n_layers"] == 3 and decoder["model_k"]["shape"] == [6, 3, 4]
+    # the block shown (cross) has its arrays in the state, once
+    assert "model_k" not in cross and w.page_state()["state"]["model_k"]["shape"] == [6, 5, 4]
 
 
 def test_empty_key_tokens_are_refused_and_the_widget_keeps_its_state():

@@ -847,7 +847,8 @@ class AttentionWidget(anywidget.AnyWidget):
                         scale=f.scale,
                         bias=f.bias,
                         layer_shown=True,
-                        **self._model_arrays(f),
+                        # the block shown has its arrays in the state already: not twice
+                        **(self._model_arrays(f) if name != self.block else {"n_layers": len(f.layers)}),
                     )
                 )
                 for name, f in self._blocks.items()
