@@ -45,8 +45,8 @@ export const fmtGoal = (g) => String(Math.round(g * 100) / 100);
 
 /** createExercise(parent, {onGuess(list), onReveal()}) -> {node, update(view) -> hidden, destroy()}.
  * update returns what the page must keep secret until the reveal: "row" (the focused row's
- * weights: the predict exercise, on the weights stage), "eff" (its effective tokens: the
- * temperature exercise) or null. */
+ * weights, on every stage: the predict exercise), "eff" (its effective tokens: the temperature
+ * exercise) or null. */
 export function createExercise(parent, { onGuess, onReveal }) {
   const prompt = el("p", { class: "aw-ex-prompt" });
   const rows = el("div", { class: "aw-ex-rows", role: "group", "aria-label": "Your guess: the share of the budget for each token" });

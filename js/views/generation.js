@@ -1,17 +1,11 @@
 // Generation, one token at a time: the keys and values written so far kept as a cache that grows
 // by one column per step, and the work of a step beside the work of computing everything again.
-import { interpolateLab } from "d3-interpolate";
 import { scaleDiverging } from "d3-scale";
 import * as A from "../attention.js";
 import { el, fill, fmt2 } from "./dom.js";
 import { createGrid } from "./grid.js";
+import { diverging } from "./stages.js"; // K and V in the colours the query · key stage gives them
 
-// the scores' two hues from a neutral 0 (as stages.js draws Q and K)
-const diverging = ({ neg, zero, pos }) => {
-  const toNeg = interpolateLab(zero, neg),
-    toPos = interpolateLab(zero, pos);
-  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
-};
 const count = (x) => x.toLocaleString("en-US");
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
 

@@ -15,7 +15,7 @@ import { createGrid } from "./grid.js";
 
 /** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
  * score: a small negative and a small positive score never look alike, in either theme. */
-function diverging({ neg, zero, pos }) {
+export function diverging({ neg, zero, pos }) {
   const toNeg = interpolateLab(zero, neg),
     toPos = interpolateLab(zero, pos);
   return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
