@@ -21,9 +21,6 @@ function decode(value) {
 
 const decodeAll = (state) => Object.fromEntries(Object.entries(state).map(([k, v]) => [k, decode(v)]));
 
-// What an exercise's row depends on (widget.py's _ROW_TRAITS): a change to any of them starts a new try.
-const ROW_TRAITS = new Set("focus sentence_index temperature tokens key_tokens q k v head layer block causal mask bias sink scale step exercise".split(" "));
-
 /** Python's exercise rule, in the page: a change to the focused row (unless it brings its own
  * guess, for the new row) clears the guess and the reveal; a new guess after a reveal hides the
  * real row again. Returns the extra changes. */
@@ -31,7 +28,8 @@ export function exerciseFollowUps(state, changes) {
   const changed = Object.keys(changes).filter((k) => state[k] !== changes[k]);
   const exercise = ("exercise" in changes ? changes.exercise : state.exercise) || state.exercise; // leaving one clears it too
   const guessed = "guess" in changes || (exercise === "temperature" && state.exercise === "temperature" && "revealed" in changes);
-  if (exercise && !guessed && changed.some((k) => ROW_TRAITS.has(k)) && (state.guess != null || state.revealed || changes.revealed))
+  const row = state._constants.row_traits; // what the row depends on: a change to any of them starts a new try
+  if (exercise && !guessed && changed.some((k) => row.includes(k)) && (state.guess != null || state.revealed || changes.revealed))
     return { guess: null, revealed: false };
   if (changed.includes("guess") && !("revealed" in changes) && state.revealed) return { revealed: false };
   return {};

@@ -239,7 +239,9 @@ class AttentionWidget(anywidget.AnyWidget):
     temperature_range = (0.1, 5.0)
     stages = STAGES
     # Constants the page needs, sent from here so there is no copy to keep in step.
-    _constants = traitlets.Dict({"stages": list(STAGES), "temperature_range": list(temperature_range)}, read_only=True).tag(sync=True)
+    _constants = traitlets.Dict({"stages": list(STAGES), "temperature_range": list(temperature_range), "row_traits": list(_ROW_TRAITS)}, read_only=True).tag(
+        sync=True
+    )
 
     tokens = Tokens().tag(**_TEXT_SYNC)
     # The columns' tokens: the same as tokens in self-attention; in cross-attention the text read

@@ -55,7 +55,8 @@ test("scores: Python's formulas", () => {
 });
 
 test("no kernel: a change to the row clears the guess and the reveal, as Python does", () => {
-  const state = { exercise: "predict", guess: [0.5, 0.5], revealed: true, temperature: 1, focus: 1, stage: "weights" };
+  const _constants = { row_traits: ["focus", "temperature"] }; // as Python sends them (widget.py's _ROW_TRAITS, in part)
+  const state = { exercise: "predict", guess: [0.5, 0.5], revealed: true, temperature: 1, focus: 1, stage: "weights", _constants };
   assert.deepEqual(exerciseFollowUps(state, { temperature: 0.5 }), { guess: null, revealed: false });
   assert.deepEqual(exerciseFollowUps(state, { focus: 0 }), { guess: null, revealed: false });
   assert.deepEqual(exerciseFollowUps(state, { stage: "blend" }), {}); // not about the row
