@@ -103,7 +103,6 @@ function render({ model, el: host }) {
     onWindow: () => schedule(),
   });
 
-  let writingTokens = null; // the tokens of a text being written, one at a time: see draw()
   // --- drawing, batched to one frame ---
   let frame = 0,
     layoutRetries = 0;
@@ -124,15 +123,8 @@ function render({ model, el: host }) {
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
-    // (after the last token is written, step = n, the cache stays shown until new tokens or the causal rule off)
-    const all = model.get("tokens");
-    if (store.written()) writingTokens = all;
-    else if (writingTokens !== all || !get("causal") || store.cross()) writingTokens = null;
-    const written = store.written() || (writingTokens ? all.length : 0);
-    root.dataset.written = written;
-    generation.update(
-      written && stage !== "tokens" ? { step: written, n: model.get("tokens").length, tokens, k: store.k(), v: store.v(), pal, maxWidth } : null,
-    );
+    // the K and V cache while generating; the grids mark the rows it keeps
+    root.dataset.written = generation.update({ store, all: model.get("tokens"), causal: get("causal"), stage, tokens, pal, maxWidth });
     controls.update({
       stage,
       temperature: get("temperature"),

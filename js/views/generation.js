@@ -9,8 +9,8 @@ import { diverging } from "./stages.js"; // K and V in the colours the query · 
 const count = (x) => x.toLocaleString("en-US");
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
 
-/** createGeneration(parent) -> {node, update(view | null), destroy()};
- *  view = {step, n, tokens (written so far), k, v (one head's, step rows each), pal, maxWidth}; null hides it. */
+/** createGeneration(parent) -> {node, update(view) -> the tokens shown written (0: none), destroy()};
+ *  view = {store, all (every token), causal, stage, tokens (written so far), pal, maxWidth}. */
 export function createGeneration(parent) {
   const head = el("p", { class: "aw-gen-title" });
   const caches = el("div", { class: "aw-gen-caches" });
@@ -34,12 +34,21 @@ export function createGeneration(parent) {
       el("span", { class: "aw-gen-bar-track" }, el("span", { class: "aw-gen-bar-fill", style: `width: ${Math.max(2, (100 * value) / most).toFixed(1)}%` })),
     );
 
+  let writing = null; // the tokens of a text being written, one at a time
+
   return {
     node,
     update(view) {
-      node.hidden = !view;
-      if (!view) return;
-      const { step: s, n, tokens, k, v, pal } = view;
+      const { store, all, causal, stage, tokens, pal } = view;
+      // shown while generating, and after the last token is written (step = n) until new tokens or the causal rule off
+      if (store.written()) writing = all;
+      else if (writing !== all || !causal || store.cross()) writing = null;
+      const s = store.written() || (writing ? all.length : 0);
+      node.hidden = !s || stage === "tokens"; // from the query · key stage on
+      if (node.hidden) return s;
+      const n = all.length,
+        k = store.k(),
+        v = store.v();
       const newest = tokens[s - 1];
       head.textContent = `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column.`;
       // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
@@ -84,6 +93,7 @@ export function createGeneration(parent) {
           `Writing all ${n} tokens this way takes 1 + 2 + … + ${n} = ${count((n * (n + 1)) / 2)} dot products, against ${count((n * (n + 1) * (2 * n + 1)) / 6)} for recomputing at every step.`,
         ),
       );
+      return s;
     },
     destroy() {
       kGrid.destroy();
