@@ -164,9 +164,9 @@ def test_a_block_switch_sends_that_blocks_arrays_once_and_exported_pages_carry_e
     w.layer = 2
     ((data, buffers),) = w.comm.sent
     assert data["state"] == {"layer": 2} and not buffers
-    variants = w.page_state()["variants"]
-    assert set(variants["block"]) == {"encoder", "decoder", "cross"}
-    cross, decoder = variants["block"]["cross"], variants["block"]["decoder"]
+    sources = w.page_state()["sources"]
+    assert set(sources["blocks"]) == {"encoder", "decoder", "cross"}
+    cross, decoder = sources["blocks"]["cross"], sources["blocks"]["decoder"]
     assert cross["key_tokens"] == blocks["cross"].key_tokens and cross["n_layers"] == 3 and decoder["model_k"]["shape"] == [6, 3, 4]
     # the block shown (cross) has its arrays in the state, once
     assert "model_k" not in cross and w.page_state()["state"]["model_k"]["shape"] == [6, 5, 4]
@@ -208,4 +208,5 @@ def test_a_models_rules_given_to_the_constructor_outlast_its_blocks():
 def test_exported_pages_can_reach_every_blocks_every_layer():
     blocks = fake_seq2seq(layers=(2, 3, 4))
     w = AttentionWidget._from_model(blocks, 0, 0, {}, "encoder")
-    assert len(w.page_state()["variants"]["layer"]) == 4
+    blocks_sent = w.page_state()["sources"]["blocks"]
+    assert [blocks_sent[b]["n_layers"] for b in ("encoder", "decoder", "cross")] == [2, 3, 4]

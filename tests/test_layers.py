@@ -8,7 +8,7 @@ import traitlets
 from scipy.spatial import Delaunay
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.widget import principal_axes
+from attnwidget.core import principal_axes
 
 
 def fake_model(n_layers=3, heads=2, n=5, d=6, seed=0):
@@ -86,8 +86,9 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     w.set_state({"layer": 1})  # the page's switcher: back to a layer's own arrays
     assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
     assert all("q" not in data["state"] for data, _ in w.comm.sent)
-    # exported pages carry the layers' arrays once too: a layer's variant is only the model's tokens (rows and columns)
-    assert all(set(variant) == {"tokens", "key_tokens", "layer_shown"} for variant in w.page_state()["variants"]["layer"])
+    # exported pages carry the layers' arrays once too: the model's source is only its tokens (rows and columns)
+    payload = w.page_state()
+    assert payload["version"] == 1 and set(payload["sources"]["model"]) == {"tokens", "key_tokens"} and "q" not in payload["state"]
 
 
 def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_switch_changes_nothing():
@@ -95,7 +96,7 @@ def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_swit
 
     found = fake_model(n_layers=3, heads=2, n=5, d=6)
     w = AttentionWidget._from_model(found, 0, 1, {})
-    assert np.shares_memory(w._layers[1][0], w.model_q)  # the layers are views, not a second copy
+    assert np.shares_memory(w._sources.layer("", 1)["q"], w.model_q)  # the layers are views, not a second copy
     w.layer = 2
     w.comm = RecordingComm()
     w.q = w.q * 2  # no longer the layer's: the page has only the first layer's k, v and axes of its own

@@ -1,0 +1,500 @@
+"""The widget's rules, on plain state: what a change may be, and what follows from it.
+
+No traitlets, no widget, no numpy arithmetic: a state is a dict of every trait's value (arrays
+are only looked at for their shape, and compared by identity), and a change is a dict of the
+values asked for. ``settle(state, change, sources)`` returns the complete new state, with every
+follow-up made (arrays that no longer fit dropped, indices moved inside, a sentence's or layer's
+arrays swapped in, causal on while writing, an exercise restarted), or raises :class:`Refused`
+with the message a user reads. ``validate`` gives that message, or None.
+
+``js/rules.js`` is the same module for the page, with the same names and the same messages; a
+differential test (tests/test_rules_contract.py) runs both on generated cases and compares every
+field. A rule changed on one side only fails it.
+
+``sources`` gives what a follow-up brings in (None when there is nothing to bring):
+``sentence(i)`` and ``layer(block, i)`` → dicts of traits, ``block(name)`` → the block's
+traits and its model arrays, ``basis(v)`` → the value axes of new values.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+STAGES = ("tokens", "qk", "scores", "weights", "blend")
+BLOCKS = ("encoder", "decoder", "cross")
+EXERCISES = ("", "predict", "temperature")
+SUMMARIES = ("first", "self", "previous", "effective_tokens")
+TEMPERATURE_RANGE = (0.1, 5.0)
+SCALE_LIMIT = 1e10
+GUESS_TOLERANCE = 1e-6
+# What an exercise's row depends on: a change to any of them starts a new try.
+ROW_TRAITS = (
+    "focus",
+    "sentence_index",
+    "temperature",
+    "tokens",
+    "key_tokens",
+    "q",
+    "k",
+    "v",
+    "head",
+    "layer",
+    "block",
+    "causal",
+    "mask",
+    "bias",
+    "sink",
+    "scale",
+    "step",
+    "exercise",
+)
+ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis")
+# What a page (or a user) may set; the rest are derived, and a page that sends one is refused.
+WRITABLE = (
+    "tokens",
+    "q",
+    "k",
+    "v",
+    "x",
+    "residual",
+    "mask",
+    "bias",
+    "temperature",
+    "focus",
+    "stage",
+    "causal",
+    "sink",
+    "scale",
+    "head",
+    "cell",
+    "sentence_index",
+    "value_axes",
+    "layer",
+    "summary",
+    "block",
+    "step",
+    "exercise",
+    "guess",
+    "revealed",
+    "goal",
+)
+READ_ONLY = ("key_tokens", "cross", "sentences", "blocks", "value_basis", "n_layers", "model_q", "model_k", "model_v", "model_basis", "layer_shown", "model_name")
+FIELDS = WRITABLE + READ_ONLY
+GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
+# The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
+CONSTANTS = {
+    "stages": list(STAGES),
+    "blocks": list(BLOCKS),
+    "exercises": list(EXERCISES),
+    "summaries": list(SUMMARIES),
+    "temperature_range": list(TEMPERATURE_RANGE),
+    "row_traits": list(ROW_TRAITS),
+    "writable": list(WRITABLE),
+    "read_only": list(READ_ONLY),
+    "scale_limit": SCALE_LIMIT,
+    "guess_tolerance": GUESS_TOLERANCE,
+}
+
+
+class Refused(ValueError):
+    """A change the rules refuse; its message says what was wrong and how to fix it."""
+
+
+# --- how values are said in messages: the same text in Python and in the page ---
+
+
+def num(x) -> str:
+    """A float as Python's repr writes it (JS's num() writes the same)."""
+    return repr(float(x))
+
+
+def show(value) -> str:
+    """A value as a message shows it."""
+    if value is None or isinstance(value, bool):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return num(value)
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return kind(value)
+
+
+def kind(value) -> str:
+    """What sort of value it is, in the words of a message."""
+    if value is None:
+        return "None"
+    for t, name in ((bool, "bool"), (numbers.Integral, "int"), (numbers.Real, "float"), (str, "str"), ((list, tuple), "list"), (dict, "dict")):
+        if isinstance(value, t):
+            return name
+    return type(value).__name__
+
+
+def _one_of(values) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+# --- one value at a time: its kind and its own range ---
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _index(name, value):
+    if not _is_int(value):
+        raise Refused(f"'{name}' must be an integer{'' if name == 'step' else ' index'}, got {show(value)}.")
+    return int(value)
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise Refused(f"'{name}' must be True or False, got {show(value)}.")
+    return value
+
+
+def _number(name, value, what):
+    if not _is_number(value):
+        raise Refused(f"'{name}' must be {what}, got {kind(value)} {show(value)}.")
+    return float(value)
+
+
+def _text_list(name, value, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise Refused(f"'{name}' must be a list with one string per token, got {kind(value)}.")
+    bad = next((t for t in value if not isinstance(t, str)), None)
+    if bad is not None:
+        raise Refused(f"'{name}' must be strings, one per token; got {kind(bad)} {show(bad)}. Convert them with [str(t) for t in {name}].")
+    return list(value)
+
+
+def check(name, value):
+    """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state is looked at."""
+    if name in ("focus", "head", "layer", "sentence_index", "step"):
+        return _index(name, value)
+    if name in ("causal", "sink", "residual", "revealed"):
+        return _flag(name, value)
+    if name == "temperature":
+        t = _number(name, value, "a finite number > 0")
+        if not (math.isfinite(t) and t > 0):
+            lo, hi = TEMPERATURE_RANGE
+            raise Refused(f"'temperature' must be a finite number > 0 (the slider spans {num(lo)} to {num(hi)}), got {num(t)}.")
+        return t
+    if name == "scale":
+        if value is None:
+            return None
+        s = _number(name, value, "a number, or None for 1/√d")
+        if not (math.isfinite(s) and abs(s) <= SCALE_LIMIT):
+            raise Refused(f"'scale' must be a finite number no larger than {SCALE_LIMIT:.0e} in size, or None for 1/√d; got {num(s)}.")
+        return s
+    if name == "goal":
+        g = _number(name, value, "a number of effective tokens")
+        if not (math.isfinite(g) and g >= 1):
+            raise Refused(f"'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got {num(g)}.")
+        return g
+    if name == "stage":
+        if not isinstance(value, str) or value not in STAGES:
+            raise Refused(f"'stage' must be one of {', '.join(STAGES)}; got {show(value)}.")
+        return value
+    for field, allowed in (("exercise", EXERCISES), ("summary", SUMMARIES)):
+        if name == field:
+            if not isinstance(value, str) or value not in ("", *allowed):
+                raise Refused(f"'{name}' must be one of {_one_of(allowed)}, or '' for none; got {show(value)}.")
+            return value
+    if name == "block":
+        if not isinstance(value, str):
+            raise Refused(f"'block' must be a block's name, got {show(value)}.")
+        return value
+    if name == "cell":
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_int(i) for i in value):
+            raise Refused(f"'cell' must be (row, column), two integer indices, or None; got {show(value)}.")
+        return (int(value[0]), int(value[1]))
+    if name == "guess":
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or not all(_is_number(g) for g in value):
+            raise Refused(f"'guess' must be a list of weights, one per token the focused row reads, or None; got {show(value)}.")
+        return [float(g) for g in value]
+    if name in ("tokens", "key_tokens", "value_axes"):
+        return _text_list(name, value, allow_none=name == "key_tokens")
+    return value  # arrays: their own checks are the trait types' (traits.py) and the page's codec
+
+
+# --- the state's own measures ---
+
+
+def shape(a):
+    return None if a is None else tuple(a.shape)
+
+
+def n_heads(state) -> int:
+    q = state.get("q")
+    return 1 if q is None or len(q.shape) == 2 else q.shape[0]
+
+
+def writing(state) -> bool:
+    """Still writing: only the first `step` tokens exist."""
+    return 0 < state.get("step", 0) < len(state["tokens"])
+
+
+def rows(state) -> int:
+    """How many tokens read: all of them, or while writing the first `step`."""
+    return state["step"] if writing(state) else len(state["tokens"])
+
+
+def keys_read(state) -> int:
+    """How many tokens a row reads: the tokens written, or cross-attention's own."""
+    return len(state["key_tokens"]) if state.get("cross") else rows(state)
+
+
+def closed_keys(state, row) -> list:
+    """The tokens ``row`` may not read (the causal rule, the mask, the sink), of those it reads."""
+    m, mask = keys_read(state), state.get("mask")
+    out = []
+    for j in range(m):
+        shut = (state.get("causal") and j > row) or (state.get("sink") and j == 0) or (mask is not None and not bool(mask[row][j]))
+        if shut:
+            out.append(j)
+    return out
+
+
+def _so_far(state) -> str:
+    n = len(state["tokens"])
+    return f" written so far (step {state['step']} of {n}: advance step to reach later tokens)" if writing(state) else ""
+
+
+def _in_range(name, value, count, what):
+    if not 0 <= value < count:
+        raise Refused(f"'{name}' must be {what} from 0 to {count - 1}, got {value}.")
+
+
+def same(a, b) -> bool:
+    """Unchanged: the same array object (each assignment stores a new one), or an equal value."""
+    if hasattr(a, "shape") or hasattr(b, "shape"):
+        return a is b
+    return a == b and type(a) is type(b)
+
+
+# --- the whole change ---
+
+
+def validate(state, change, sources=None, *, page=False):
+    """The message that refuses ``change``, or None when it is accepted."""
+    try:
+        settle(state, change, sources, page=page)
+    except Refused as err:
+        return str(err)
+    return None
+
+
+def settle(state, change, sources=None, *, page=False):
+    """The complete state after ``change`` and every follow-up, or Refused. ``page``: the change
+    came from a page, which may set only the writable traits."""
+    if page:
+        refused = [k for k in change if k not in WRITABLE]
+        if refused:
+            raise Refused(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
+    s, before, asked = dict(state), state, set(change)
+    for name, value in change.items():
+        s[name] = check(name, value)
+    if "key_tokens" in change:  # the columns' own labels: cross-attention; None: self-attention again
+        s["cross"] = s["key_tokens"] is not None
+    _bring_in(s, before, asked, sources)
+    if not s.get("cross"):
+        s["key_tokens"] = s["tokens"]  # the columns are the tokens themselves
+    changed = asked | {n for n in FIELDS if n in s and not same(s.get(n), before.get(n))}
+    _fit(s, before, asked, changed, sources)
+    _check_state(s, asked)
+    return s
+
+
+def _bring_in(s, before, asked, sources):
+    """A sentence's, block's or layer's arrays, with what goes with them."""
+    if "sentence_index" in asked and sources is not None and 0 <= s["sentence_index"] < len(s.get("sentences") or ()):
+        ex = sources.sentence(s["sentence_index"])
+        old = before.get("tokens") or []
+        word = old[s["focus"]].lower() if 0 <= s["focus"] < len(old) else None
+        lowered = [t.lower() for t in ex["tokens"]]
+        s["cross"] = False  # a sentence is self-attention, whatever came before
+        for name in ("tokens", "q", "k", "v", "x", "value_basis"):
+            s[name] = ex[name]
+        if word in lowered and "focus" not in asked:
+            s["focus"] = lowered.index(word)  # the same word in the new sentence
+        s["cell"] = None
+    # (a block set while the widget is made is loaded already, with the rules it was given)
+    if "block" in asked and sources is not None and s["block"] in (s.get("blocks") or ()) and before.get("block"):
+        found = sources.block(s["block"])
+        for name in ("model_q", "model_k", "model_v", "model_basis", "n_layers"):
+            s[name] = found[name]
+        if "step" not in asked:
+            s["step"] = len(found["tokens"])  # another text: shown written whole
+        for name in ("causal", "scale", "bias"):  # the block's own rules, unless this change sets them
+            if name not in asked:
+                s[name] = found[name]
+        if "layer" not in asked:
+            s["layer"] = min(s["layer"], s["n_layers"] - 1)  # the same layer, where the block has it
+        asked = asked | {"layer"}
+    if ("layer" in asked or "model_q" in asked) and sources is not None and 0 <= s["layer"] < s.get("n_layers", 0):  # (a model loaded: its layer shown)
+        found = sources.layer(s.get("block", ""), s["layer"])
+        s["tokens"], s["cross"] = found["tokens"], found["key_tokens"] is not None
+        if s["cross"]:
+            s["key_tokens"] = found["key_tokens"]
+        for name in ("q", "k", "v") + (() if "value_basis" in asked else ("value_basis",)):
+            s[name] = found[name]
+        s["layer_shown"] = True
+    elif any(name in asked for name in ("q", "k", "v")) and s.get("layer_shown"):
+        s["layer_shown"] = False  # your own arrays now, not the layer's
+
+
+def _fit(s, before, asked, changed, sources):
+    """Everything else made to fit the new tokens, heads and values."""
+    n, m = len(s["tokens"]), len(s["key_tokens"])
+    x, v, q = s.get("x"), s.get("v"), s.get("q")
+    if x is not None and "x" not in changed and v is not None and shape(x) != (n, v.shape[-1]):
+        s["x"] = None  # embeddings for other tokens or values
+    mask = s.get("mask")
+    if mask is not None and "mask" not in changed and shape(mask) != (n, m):
+        s["mask"] = None  # a mask for other tokens
+    b = s.get("bias")
+    if b is not None and "bias" not in changed and (shape(b)[-2:] != (n, m) or (len(b.shape) == 3 and (len(q.shape) != 3 or q.shape[0] != b.shape[0]))):
+        s["bias"] = None  # a bias for other tokens, or other heads
+    if s.get("x") is None and s.get("residual") and "residual" not in changed:
+        s["residual"] = False  # nothing to add the mix to
+    old_n, stepped = len(before.get("tokens") or []), "step" in asked
+    if not stepped and n != old_n and (s["step"] == old_n or s["step"] > n):
+        s["step"] = n  # every token written stays so; a step past the new tokens, the last
+    if s.get("cross") and 0 < s["step"] < n and not stepped:
+        s["step"] = n  # cross-attention reads the whole source: written whole
+    if s["step"] != before.get("step") or stepped:
+        if 0 < s["step"] < n:
+            if not s["causal"] and "causal" in asked:
+                raise Refused(GENERATION_IS_CAUSAL)
+            s["causal"] = True  # a text written one token at a time: no token reads ahead
+    elif "causal" in asked and not s["causal"] and 0 < s["step"] < n:
+        raise Refused(GENERATION_IS_CAUSAL)
+    if stepped and "focus" not in changed and (before.get("step") or s["focus"] >= rows(s)):
+        s["focus"] = rows(s) - 1  # the row the new token adds
+    r, m = rows(s), keys_read(s)
+    if r and "focus" not in asked and s["focus"] >= r:
+        s["focus"] = r - 1
+    cell = s.get("cell")
+    if "cell" not in changed and cell is not None and (cell[0] >= r or cell[1] >= m):
+        s["cell"] = cell = None
+    # the cell shown is always in the focused row: the arcs and readout are about its reader
+    if cell is not None and cell[0] != s["focus"]:
+        if "cell" in changed and "focus" not in changed:
+            s["focus"] = cell[0]
+        else:
+            s["cell"] = None
+    if "head" not in changed and s["head"] >= n_heads(s):
+        s["head"] = n_heads(s) - 1
+    if "v" in changed and "value_basis" not in changed and not same(s.get("v"), before.get("v")):
+        s["value_basis"] = None if sources is None else sources.basis(s["v"])
+    # an exercise is about one row as it is: anything that changes that row starts a new try; a
+    # new guess after a reveal is a new try too (a guess sent with the change is for the new row;
+    # the temperature exercise's reveal sent with the slider's last value is of that value)
+    kept = "guess" in asked or (s["exercise"] == "temperature" and "revealed" in asked and before.get("exercise") == "temperature")
+    if (s["exercise"] or before.get("exercise")) and not kept and any(not same(s.get(k), before.get(k)) for k in ROW_TRAITS):
+        s["guess"], s["revealed"] = None, False
+    elif "guess" in changed and "revealed" not in asked:
+        s["revealed"] = False
+
+
+def _check_state(s, asked):
+    """The settled state holds together, or the change is refused with what did not fit."""
+    tokens, key_tokens, cross = s["tokens"], s["key_tokens"], s.get("cross")
+    q, k, v, x, mask, bias = (s.get(n) for n in ("q", "k", "v", "x", "mask", "bias"))
+    for name in ("tokens", "key_tokens"):
+        if len(s[name]) == 0:
+            raise Refused(f"'{name}' must not be empty: give one string per row of {'q' if name == 'tokens' else 'k and v'}.")
+    if bias is not None and ((not cross and bias.shape[-1] != bias.shape[-2]) or (len(bias.shape) == 3 and (len(q.shape) != 3 or bias.shape[0] != q.shape[0]))):
+        raise Refused(f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {shape(bias)} beside q {shape(q)}.")
+    if mask is not None and not cross and mask.shape[0] != mask.shape[1]:
+        raise Refused(f"'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape {shape(mask)}.")
+    arrays = [(n, a) for n, a in (("q", q), ("k", k), ("v", v))]
+    if len({len(a.shape) for _, a in arrays}) > 1 or len({a.shape[0] for _, a in arrays if len(a.shape) == 3}) > 1:
+        told = ", ".join(f"{n} {shape(a)}" for n, a in arrays)
+        raise Refused(f"q, k and v must all be 2-D, or all 3-D with the same number of heads; got {told}.")
+    if q.shape[-1] != k.shape[-1]:
+        raise Refused(f"'q' and 'k' must have the same width (they are compared by dot product), got q {shape(q)} and k {shape(k)}.")
+    dim = lambda a, i: None if a is None else a.shape[i]
+    row_counts = [(n, c) for n, c in (("tokens", len(tokens)), ("q", q.shape[-2]), ("x", dim(x, 0)), ("mask", dim(mask, 0)), ("bias", dim(bias, -2))) if c is not None]
+    keys = (("key_tokens", len(key_tokens)),) if cross else ()
+    col_counts = [(n, c) for n, c in (*keys, ("k", k.shape[-2]), ("v", v.shape[-2]), ("mask", dim(mask, 1)), ("bias", dim(bias, -1))) if c is not None]
+    if not cross and len({c for _, c in row_counts + col_counts}) > 1:
+        told = ", ".join(f"{n}: {c}" for n, c in row_counts) + "".join(f", {n}: {c}" for n, c in col_counts if n not in dict(row_counts))
+        told += "".join(f", {n} columns: {a.shape[-1]}" for n, a in (("mask", mask), ("bias", bias)) if a is not None)
+        raise Refused(
+            f"tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got {told}. "
+            "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=); "
+            "for keys from another text (cross-attention), pass key_tokens= too."
+        )
+    for group, told, what in (
+        (row_counts, "tokens, q (and x, mask and bias rows)", "rows (queries)"),
+        (col_counts, "key_tokens, k, v (and mask and bias columns)", "columns (keys)"),
+    ):
+        if cross and len({c for _, c in group}) > 1:
+            raise Refused(
+                f"In cross-attention {told} must agree on the number of {what}, got "
+                + ", ".join(f"{n}: {c}" for n, c in group)
+                + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=)."
+            )
+    if x is not None and x.shape[1] != v.shape[-1]:
+        raise Refused(f"'x' must have the width of the values (the mix is added to it): v {shape(v)}, x {shape(x)}.")
+    n = len(tokens)
+    if not 1 <= s["step"] <= n:
+        raise Refused(f"'step' must be the number of tokens written so far, from 1 to {n} ({n} shows them all); got {s['step']}.")
+    if writing(s) and cross:
+        raise Refused("'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens.")
+    r, m = rows(s), keys_read(s)
+    cell = s.get("cell")
+    if cell is not None and not (0 <= cell[0] < r and 0 <= cell[1] < m):
+        span = f"both from 0 to {r - 1}" if r == m else f"row from 0 to {r - 1} and column from 0 to {m - 1}"
+        raise Refused(f"'cell' must be (row, column) with {span}, or None; got ({cell[0]}, {cell[1]}).")
+    _in_range("focus", s["focus"], r, "a token index" + _so_far(s))
+    _in_range("head", s["head"], n_heads(s), "a head index")
+    _in_range("layer", s["layer"], max(1, s.get("n_layers", 0)), "a layer index")
+    _in_range("sentence_index", s["sentence_index"], max(1, len(s.get("sentences") or ())), "a sentence index")
+    blocks = s.get("blocks") or ()
+    if (s["block"] not in blocks) if blocks else s["block"] != "":
+        have = f"one of {_one_of(blocks)}" if blocks else "'' (only an encoder–decoder model has blocks)"
+        raise Refused(f"'block' must be {have}; got {show(s['block'])}.")
+    if s["residual"] and x is None:
+        raise Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.")
+    _check_exercise(s, m)
+
+
+def _check_exercise(s, m):
+    guess = s.get("guess")
+    if guess is not None:
+        if s["exercise"] != "predict":
+            raise Refused("'guess' belongs to the predict exercise: set exercise='predict' first.")
+        if len(guess) != m:
+            raise Refused(f"'guess' must have one weight per token the focused row reads ({m}), got {len(guess)}.")
+        if not all(math.isfinite(g) and g >= 0 for g in guess):
+            raise Refused(f"'guess' must be finite weights ≥ 0; got {show(guess)}.")
+        total = math.fsum(guess)
+        if abs(total - 1) > GUESS_TOLERANCE:
+            raise Refused(f"'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got {num(float(f'{total:.9g}'))}. Divide it by its sum.")
+        shut = [j for j in closed_keys(s, s["focus"]) if guess[j] != 0]
+        if shut:
+            raise Refused(
+                f"'guess' puts weight on tokens the focused row cannot read (the causal rule, the mask or the sink close them): "
+                f"{', '.join(str(j) for j in shut)}. Give them 0."
+            )
+    if s["revealed"] and not s["exercise"]:
+        raise Refused("'revealed' belongs to an exercise: set exercise='predict' or 'temperature' first.")
+    if s["revealed"] and s["exercise"] == "predict" and guess is None:
+        raise Refused("Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in the page.")

@@ -1,0 +1,209 @@
+"""Trait types and the codecs that carry them to the page.
+
+Each type owns its validation and its error text: arrays (finite, real, a private read-only
+copy), token lists, masks, and the scalars whose kinds and ranges the rules check
+(:func:`attnwidget.rules.check`, the same checks the page runs). Arrays travel as one binary
+buffer each, float32 when that holds them exactly, else float64; text as the page can show it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import traitlets
+
+from . import rules
+from .core import SCORE_LIMIT as ENTRY_LIMIT
+from .core import _as_mask
+
+
+def _array_to_json(a, widget):
+    """numpy -> {shape, dtype, view}: one binary buffer on the wire, never a JSON list.
+
+    float32 when that holds the array exactly (a real model's Q/K/V, anything passed as
+    float32), else float64: the page always computes on the very numbers Python holds.
+    """
+    if a is None:
+        return None
+    with np.errstate(over="ignore"):  # a value beyond float32's range becomes inf: not exact
+        small = np.ascontiguousarray(a, dtype=np.float32)
+        exact = np.array_equal(small, a)
+    b = small if exact else np.ascontiguousarray(a, dtype=np.float64)
+    return {"shape": list(b.shape), "dtype": b.dtype.name, "view": memoryview(b.reshape(-1))}
+
+
+def _array_from_json(value, widget):
+    """The page's {shape, dtype, view} back into numpy; anything else is refused."""
+    if value is None:
+        return None
+    try:
+        dtype, shape = np.dtype(value["dtype"]), [int(n) for n in value["shape"]]
+        if dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype {dtype} is not float32 or float64")
+        return np.frombuffer(value["view"], dtype=dtype).reshape(shape).astype(float)
+    except Exception as err:  # a message from the page is untrusted: any failure is a refusal
+        raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype: float32 or float64, view}}") from None
+
+
+ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
+
+# Text as the page shows it: C0 controls and DEL as their Unicode control pictures (NUL → ␀,
+# ESC → ␛), other control characters, lone surrogates and the non-characters U+FFFE/U+FFFF as
+# U+FFFD. Python keeps the text as given; every page, SVG, PNG and file gets text it can hold.
+_VISIBLE = str.maketrans(
+    {
+        **{c: chr(0x2400 + c) for c in range(0x20)},
+        0x7F: "\u2421",
+        **{c: "\ufffd" for c in (*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)},
+    }
+)
+
+
+def visible_text(text: str) -> str:
+    """``text`` with every character a page or an XML file cannot show as itself replaced by a visible stand-in."""
+    return text.translate(_VISIBLE)
+
+
+TEXT_SYNC = {"sync": True, "to_json": lambda value, widget: None if value is None else [visible_text(t) for t in value]}
+
+
+class Matrix(traitlets.TraitType):
+    """A non-empty, finite, real float array: tokens × width, or heads × tokens × width
+    when ``heads`` is true. Stored as a private read-only copy."""
+
+    default_value = None
+
+    def __init__(self, heads=False, **kwargs):
+        self.ndims = (2, 3) if heads else (2,)
+        super().__init__(**kwargs)
+
+    def validate(self, obj, value):
+        if value is None and self.allow_none:
+            return None
+        name = f"'{self.name}'"
+        shape_name = " or ".join(("tokens × width", "heads × tokens × width")[: len(self.ndims)])
+        if isinstance(value, (str, bytes)):
+            raise traitlets.TraitError(f"{name} must be an array of numbers ({shape_name}), got text")
+        try:
+            a = np.asarray(value)
+        except Exception as err:  # ragged lists and the like
+            raise traitlets.TraitError(f"{name} could not be read as an array ({shape_name}): {err}") from None
+        if np.iscomplexobj(a):
+            raise traitlets.TraitError(f"{name} must hold real numbers, got complex values; pass the real part (np.real) if that is what you mean")
+        if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise traitlets.TraitError(f"{name} must hold real numbers, got dtype {a.dtype}")
+        if a.ndim not in self.ndims:
+            raise traitlets.TraitError(f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape {a.shape}")
+        if 0 in a.shape:
+            raise traitlets.TraitError(f"{name} must not be empty, got shape {a.shape}")
+        a = np.array(a, dtype=float)  # a private copy: later edits to the caller's array cannot reach the widget
+        if not np.isfinite(a).all():
+            bad = tuple(np.argwhere(~np.isfinite(a))[0])
+            raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
+        if np.abs(a).max() > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
+            bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
+            raise traitlets.TraitError(
+                f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index {list(map(int, bad))}: divide the array by a constant."
+            )
+        a.setflags(write=False)
+        return a
+
+    def set(self, obj, value):
+        # traitlets compares old and new values with ==, which for arrays is an elementwise
+        # pass over every number (and then an error); a new array is simply a change.
+        new = self._validate(obj, value)
+        old = obj._trait_values.get(self.name, self.default_value)
+        obj._trait_values[self.name] = new
+        if new is not old:
+            obj._notify_trait(self.name, old, new)
+
+
+class Tokens(traitlets.List):
+    """One string per token (or None, where ``allow_none``)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(traitlets.Unicode(), **kwargs)
+
+    def set(self, obj, value):
+        # read once (a generator is spent after that), and never a string, which traitlets' List would take as [string]
+        super().set(obj, value if value is None and self.allow_none else token_list(value, traitlets.TraitError))
+
+    def validate(self, obj, value):
+        if value is None and self.allow_none:
+            return None
+        value = token_list(value, traitlets.TraitError)
+        bad = next((t for t in value if not isinstance(t, str)), None)
+        if bad is not None:
+            name = self.name or "tokens"
+            raise traitlets.TraitError(f"'{name}' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in {name}].")
+        return super().validate(obj, value)
+
+
+class Mask(traitlets.TraitType):
+    """Which cells each row may read: queries × keys booleans (True = may read), or None for every cell.
+    Numbers are taken only when they are exactly 0 and 1. Stored as a private read-only copy."""
+
+    default_value = None
+    allow_none = True
+
+    def validate(self, obj, value):
+        if value is None:
+            return None
+        try:
+            if np.ndim(value) != 2:
+                raise ValueError(f"mask must be queries × keys booleans (True where a row may read), got shape {np.shape(value)}")
+            m = _as_mask(value, *np.shape(value))
+        except ValueError as err:
+            raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
+        m = m.copy()
+        m.setflags(write=False)
+        return m
+
+    set = Matrix.set  # a new array is a change, without comparing element by element
+
+
+def _mask_to_json(m, widget):
+    return None if m is None else {"shape": list(m.shape), "dtype": "uint8", "view": memoryview(np.ascontiguousarray(m, dtype=np.uint8).reshape(-1))}
+
+
+def _mask_from_json(value, widget):
+    if value is None:
+        return None
+    try:
+        if value["dtype"] != "uint8":
+            raise ValueError(f"dtype {value['dtype']} is not uint8")
+        return np.frombuffer(value["view"], dtype=np.uint8).reshape([int(n) for n in value["shape"]])
+    except Exception as err:  # untrusted: any failure is a refusal
+        raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
+
+
+
+
+MASK_SYNC = {"sync": True, "to_json": _mask_to_json, "from_json": _mask_from_json}
+
+
+class Checked(traitlets.TraitType):
+    """A value of the kind and range the rules allow for this trait (rules.check): the same
+    kinds, and the same messages, as the page's checks."""
+
+    def validate(self, obj, value):
+        try:
+            return rules.check(self.name, value)
+        except rules.Refused as err:
+            raise traitlets.TraitError(str(err)) from None
+
+
+def _kind(value) -> str:
+    return f"a {type(value).__name__}" + (f" ({value!r:.40})" if isinstance(value, (int, float, dict)) else "")
+
+
+def token_list(tokens, error=TypeError) -> list:
+    """One string per token, in order; a single string would silently become its characters,
+    a dict its keys and a set an arbitrary order."""
+    if isinstance(tokens, (str, bytes)):
+        raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; pass tokens=text.split() or tokens=[text].")
+    if isinstance(tokens, (dict, set, frozenset)):
+        raise error(f"tokens must be a list with one string per token, in order; got {_kind(tokens)}.")
+    try:
+        return list(tokens)
+    except TypeError:
+        raise error(f"tokens must be a list with one string per token, got {_kind(tokens)}.") from None
