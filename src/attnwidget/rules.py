@@ -94,6 +94,8 @@ CONSTANTS = {
     "read_only": list(READ_ONLY),
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
+    "entry_limit": 1e300,
+    "generation_is_causal": GENERATION_IS_CAUSAL,
 }
 
 
@@ -206,7 +208,7 @@ def check(name, value):
         if not isinstance(value, str) or value not in STAGES:
             raise Refused(f"'stage' must be one of {', '.join(STAGES)}; got {show(value)}.")
         return value
-    for field, allowed in (("exercise", EXERCISES), ("summary", SUMMARIES)):
+    for field, allowed in (("exercise", EXERCISES[1:]), ("summary", SUMMARIES)):
         if name == field:
             if not isinstance(value, str) or value not in ("", *allowed):
                 raise Refused(f"'{name}' must be one of {_one_of(allowed)}, or '' for none; got {show(value)}.")
@@ -229,7 +231,12 @@ def check(name, value):
         return [float(g) for g in value]
     if name in ("tokens", "key_tokens", "value_axes"):
         return _text_list(name, value, allow_none=name == "key_tokens")
-    return value  # arrays: their own checks are the trait types' (traits.py) and the page's codec
+    if name in ("q", "k", "v", "x", "mask", "bias"):  # their numbers: the trait types' own checks (traits.py)
+        if value is None and name in ("q", "k", "v"):
+            raise Refused(f"'{name}' must be an array of numbers, got None.")
+        if value is not None and not hasattr(value, "shape"):
+            raise Refused(f"an array from the page could not be read ({kind(value)}); expected {{shape, dtype: float32 or float64, view}}")
+    return value
 
 
 # --- the state's own measures ---

@@ -1,0 +1,475 @@
+// The widget's rules, on plain state: the twin of src/attnwidget/rules.py, with the same names
+// and the same messages. No DOM, no model: a state is an object of every trait's value (arrays,
+// {shape, dtype, view}, are only looked at for their shape and compared by identity), a change
+// the values asked for. settle(state, change, sources, page) returns the complete new state or
+// throws a Refused; validate gives its message, or null. The names and limits come from Python
+// (state._constants). tests/test_rules_contract.py runs both twins on generated cases and
+// compares every field: a rule changed on one side only fails it.
+
+export class Refused extends Error {}
+
+// --- how values are said in messages: as Python says them ---
+
+/** A number as Python's repr writes a float. */
+export function num(x) {
+  if (Number.isNaN(x)) return "nan";
+  if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0.0" : "0.0";
+  const [mantissa, exp] = x.toExponential().split("e");
+  const e = Number(exp);
+  if (e < -4 || e >= 16) return `${mantissa}e${e < 0 ? "-" : "+"}${String(Math.abs(e)).padStart(2, "0")}`;
+  const plain = String(x);
+  return plain.includes(".") ? plain : `${plain}.0`;
+}
+
+/** A string as Python's repr writes it (printable ASCII and other text as it is). */
+export function pyStr(s) {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = "";
+  for (const c of s) {
+    const code = c.codePointAt(0);
+    if (c === "\\" || c === quote) out += `\\${c}`;
+    else if (c === "\n") out += "\\n";
+    else if (c === "\r") out += "\\r";
+    else if (c === "\t") out += "\\t";
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else out += c;
+  }
+  return quote + out + quote;
+}
+
+const isInt = (v) => typeof v === "number" && Number.isInteger(v);
+const isNumber = (v) => typeof v === "number";
+
+export function kind(value) {
+  if (value === null || value === undefined) return "None";
+  if (typeof value === "boolean") return "bool";
+  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float";
+  if (typeof value === "string") return "str";
+  if (Array.isArray(value)) return "list";
+  return "dict";
+}
+
+export function show(value) {
+  if (value === null || value === undefined) return "None";
+  if (typeof value === "boolean") return value ? "True" : "False";
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : num(value);
+  if (typeof value === "string") return pyStr(value);
+  if (Array.isArray(value)) return `[${value.map(show).join(", ")}]`;
+  return kind(value);
+}
+
+const oneOf = (values) => values.map(pyStr).join(", ");
+const fmtShape = (a) => (a == null ? "None" : a.shape.length === 1 ? `(${a.shape[0]},)` : `(${a.shape.join(", ")})`);
+const sameShape = (a, b) => a.length === b.length && a.every((n, i) => n === b[i]);
+
+// --- one value at a time: its kind and its own range ---
+
+function index(name, value) {
+  if (!isInt(value)) throw new Refused(`'${name}' must be an integer${name === "step" ? "" : " index"}, got ${show(value)}.`);
+  return value;
+}
+
+function flag(name, value) {
+  if (typeof value !== "boolean") throw new Refused(`'${name}' must be True or False, got ${show(value)}.`);
+  return value;
+}
+
+function number(name, value, what) {
+  if (!isNumber(value)) throw new Refused(`'${name}' must be ${what}, got ${kind(value)} ${show(value)}.`);
+  return value;
+}
+
+function textList(name, value, allowNone) {
+  if (value == null && allowNone) return null;
+  if (!Array.isArray(value)) throw new Refused(`'${name}' must be a list with one string per token, got ${kind(value)}.`);
+  const bad = value.find((t) => typeof t !== "string");
+  if (bad !== undefined)
+    throw new Refused(`'${name}' must be strings, one per token; got ${kind(bad)} ${show(bad)}. Convert them with [str(t) for t in ${name}].`);
+  return value.slice();
+}
+
+function isArray(v) {
+  return v !== null && typeof v === "object" && Array.isArray(v.shape) && v.view instanceof DataView;
+}
+
+/** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest). */
+function array(name, value, C) {
+  if (value == null) {
+    if (["q", "k", "v", "tokens"].includes(name)) throw new Refused(`'${name}' must be an array of numbers, got None.`);
+    return null;
+  }
+  if (!isArray(value)) throw new Refused(`an array from the page could not be read (${kind(value)}); expected {shape, dtype: float32 or float64, view}`);
+  const dtype = name === "mask" ? "uint8" : null;
+  if (dtype ? value.dtype !== dtype : value.dtype !== "float32" && value.dtype !== "float64")
+    throw new Refused(`an array from the page could not be read (dtype ${value.dtype}); expected {shape, dtype: ${dtype || "float32 or float64"}, view}`);
+  const size = value.shape.reduce((a, b) => a * b, 1),
+    width = value.dtype === "float64" ? 8 : value.dtype === "uint8" ? 1 : 4;
+  if (value.view.byteLength !== size * width)
+    throw new Refused(`an array from the page could not be read (${value.view.byteLength} bytes for shape ${fmtShape(value)})`);
+  if (size === 0) throw new Refused(`'${name}' must not be empty, got shape ${fmtShape(value)}`);
+  if (!dtype)
+    for (let i = 0; i < size; i++) {
+      const x = width === 8 ? value.view.getFloat64(i * 8, true) : value.view.getFloat32(i * 4, true);
+      if (!Number.isFinite(x)) throw new Refused(`'${name}' must be finite; found ${num(x)}`);
+      if (Math.abs(x) > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
+    }
+  return value;
+}
+
+/** `value` as the state holds it, or Refused: its kind and its own range. */
+export function check(name, value, C) {
+  if (["focus", "head", "layer", "sentence_index", "step"].includes(name)) return index(name, value);
+  if (["causal", "sink", "residual", "revealed"].includes(name)) return flag(name, value);
+  if (name === "temperature") {
+    const t = number(name, value, "a finite number > 0");
+    if (!(Number.isFinite(t) && t > 0)) {
+      const [lo, hi] = C.temperature_range;
+      throw new Refused(`'temperature' must be a finite number > 0 (the slider spans ${num(lo)} to ${num(hi)}), got ${num(t)}.`);
+    }
+    return t;
+  }
+  if (name === "scale") {
+    if (value == null) return null;
+    const s = number(name, value, "a number, or None for 1/√d");
+    if (!(Number.isFinite(s) && Math.abs(s) <= C.scale_limit))
+      throw new Refused(`'scale' must be a finite number no larger than 1e+10 in size, or None for 1/√d; got ${num(s)}.`);
+    return s;
+  }
+  if (name === "goal") {
+    const g = number(name, value, "a number of effective tokens");
+    if (!(Number.isFinite(g) && g >= 1))
+      throw new Refused(`'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got ${num(g)}.`);
+    return g;
+  }
+  if (name === "stage") {
+    if (typeof value !== "string" || !C.stages.includes(value)) throw new Refused(`'stage' must be one of ${C.stages.join(", ")}; got ${show(value)}.`);
+    return value;
+  }
+  for (const [field, allowed] of [
+    ["exercise", C.exercises.filter((e) => e)],
+    ["summary", C.summaries],
+  ])
+    if (name === field) {
+      if (typeof value !== "string" || !(value === "" || allowed.includes(value)))
+        throw new Refused(`'${name}' must be one of ${oneOf(allowed)}, or '' for none; got ${show(value)}.`);
+      return value;
+    }
+  if (name === "block") {
+    if (typeof value !== "string") throw new Refused(`'block' must be a block's name, got ${show(value)}.`);
+    return value;
+  }
+  if (name === "cell") {
+    if (value == null) return null;
+    if (!Array.isArray(value) || value.length !== 2 || !value.every(isInt))
+      throw new Refused(`'cell' must be (row, column), two integer indices, or None; got ${show(value)}.`);
+    return [value[0], value[1]];
+  }
+  if (name === "guess") {
+    if (value == null) return null;
+    if (!Array.isArray(value) || !value.every(isNumber))
+      throw new Refused(`'guess' must be a list of weights, one per token the focused row reads, or None; got ${show(value)}.`);
+    return value.slice();
+  }
+  if (name === "tokens" || name === "key_tokens" || name === "value_axes") return textList(name, value, name === "key_tokens");
+  if (["q", "k", "v", "x", "mask", "bias"].includes(name)) return array(name, value, C);
+  return value;
+}
+
+// --- the state's own measures ---
+
+export const nHeads = (s) => (s.q == null || s.q.shape.length === 2 ? 1 : s.q.shape[0]);
+/** Still writing: only the first `step` tokens exist. */
+export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
+/** How many tokens read: all of them, or while writing the first `step`. */
+export const rows = (s) => (writing(s) ? s.step : s.tokens.length);
+/** How many tokens a row reads: the tokens written, or cross-attention's own. */
+export const keysRead = (s) => (s.cross ? s.key_tokens.length : rows(s));
+
+/** The tokens `row` may not read (the causal rule, the mask, the sink), of those it reads. */
+export function closedKeys(s, row) {
+  const m = keysRead(s),
+    mask = s.mask,
+    cols = mask ? mask.shape[1] : 0,
+    out = [];
+  for (let j = 0; j < m; j++) if ((s.causal && j > row) || (s.sink && j === 0) || (mask && !mask.view.getUint8(row * cols + j))) out.push(j);
+  return out;
+}
+
+const soFar = (s) => (writing(s) ? ` written so far (step ${s.step} of ${s.tokens.length}: advance step to reach later tokens)` : "");
+
+function inRange(name, value, count, what) {
+  if (!(0 <= value && value < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${value}.`);
+}
+
+/** Unchanged: the same array object (each assignment stores a new one), or an equal value. */
+export function same(a, b) {
+  if (a === b) return true;
+  if (a == null || b == null || typeof a !== "object" || typeof b !== "object") return false;
+  if (isArray(a) || isArray(b)) return false;
+  return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+// --- the whole change ---
+
+/** The message that refuses `change`, or null when it is accepted. */
+export function validate(state, change, sources = null, page = false) {
+  try {
+    settle(state, change, sources, page);
+  } catch (err) {
+    if (err instanceof Refused) return err.message;
+    throw err;
+  }
+  return null;
+}
+
+/** The complete state after `change` and every follow-up, or a thrown Refused. `page`: the change
+ * came from a page, which may set only the writable traits. */
+export function settle(state, change, sources = null, page = false) {
+  const C = state._constants;
+  if (page) {
+    const refused = Object.keys(change).filter((k) => !C.writable.includes(k));
+    if (refused.length) throw new Refused(`the page may not set ${refused.map(pyStr).join(", ")} (read-only, private or unknown)`);
+  }
+  const s = { ...state },
+    before = state,
+    asked = new Set(Object.keys(change));
+  for (const [name, value] of Object.entries(change)) s[name] = check(name, value, C);
+  if ("key_tokens" in change) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
+  bringIn(s, before, asked, sources);
+  if (!s.cross) s.key_tokens = s.tokens; // the columns are the tokens themselves
+  const changed = new Set(asked);
+  for (const n of fields(C)) if (n in s && !same(s[n], before[n])) changed.add(n);
+  fit(s, before, asked, changed, sources);
+  checkState(s);
+  return s;
+}
+
+const fields = (C) => [...C.writable, ...C.read_only];
+
+/** A sentence's, block's or layer's arrays, with what goes with them. */
+function bringIn(s, before, asked, sources) {
+  if (asked.has("sentence_index") && sources && 0 <= s.sentence_index && s.sentence_index < (s.sentences || []).length) {
+    const ex = sources.sentence(s.sentence_index);
+    const old = before.tokens || [];
+    const word = 0 <= s.focus && s.focus < old.length ? old[s.focus].toLowerCase() : null;
+    const lowered = ex.tokens.map((t) => t.toLowerCase());
+    s.cross = false; // a sentence is self-attention, whatever came before
+    for (const name of ["tokens", "q", "k", "v", "x", "value_basis"]) s[name] = ex[name];
+    if (word !== null && lowered.includes(word) && !asked.has("focus")) s.focus = lowered.indexOf(word); // the same word in the new sentence
+    s.cell = null;
+  }
+  // (a block set while the widget is made is loaded already, with the rules it was given)
+  if (asked.has("block") && sources && (s.blocks || []).includes(s.block) && before.block) {
+    const found = sources.block(s.block);
+    for (const name of ["model_q", "model_k", "model_v", "model_basis", "n_layers"]) s[name] = found[name];
+    if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
+    for (const name of ["causal", "scale", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
+    if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
+    asked = new Set([...asked, "layer"]);
+  }
+  if ((asked.has("layer") || asked.has("model_q")) && sources && 0 <= s.layer && s.layer < (s.n_layers || 0)) {
+    const found = sources.layer(s.block || "", s.layer);
+    s.tokens = found.tokens;
+    s.cross = found.key_tokens != null;
+    if (s.cross) s.key_tokens = found.key_tokens;
+    for (const name of ["q", "k", "v", ...(asked.has("value_basis") ? [] : ["value_basis"])]) s[name] = found[name];
+    s.layer_shown = true;
+  } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
+}
+
+/** Everything else made to fit the new tokens, heads and values. */
+function fit(s, before, asked, changed, sources) {
+  const n = s.tokens.length,
+    m0 = s.key_tokens.length;
+  const { x, v, q } = s;
+  if (x != null && !changed.has("x") && v != null && !sameShape(x.shape, [n, v.shape[v.shape.length - 1]])) s.x = null; // embeddings for other tokens or values
+  if (s.mask != null && !changed.has("mask") && !sameShape(s.mask.shape, [n, m0])) s.mask = null; // a mask for other tokens
+  const b = s.bias;
+  if (
+    b != null &&
+    !changed.has("bias") &&
+    (!sameShape(b.shape.slice(-2), [n, m0]) || (b.shape.length === 3 && (q.shape.length !== 3 || q.shape[0] !== b.shape[0])))
+  )
+    s.bias = null; // a bias for other tokens, or other heads
+  if (s.x == null && s.residual && !changed.has("residual")) s.residual = false; // nothing to add the mix to
+  const oldN = (before.tokens || []).length,
+    stepped = asked.has("step");
+  if (!stepped && n !== oldN && (s.step === oldN || s.step > n)) s.step = n; // every token written stays so; a step past the new tokens, the last
+  if (s.cross && 0 < s.step && s.step < n && !stepped) s.step = n; // cross-attention reads the whole source: written whole
+  if (s.step !== before.step || stepped) {
+    if (0 < s.step && s.step < n) {
+      if (!s.causal && asked.has("causal")) throw new Refused(s._constants.generation_is_causal);
+      s.causal = true; // a text written one token at a time: no token reads ahead
+    }
+  } else if (asked.has("causal") && !s.causal && 0 < s.step && s.step < n) throw new Refused(s._constants.generation_is_causal);
+  if (stepped && !changed.has("focus") && (before.step || s.focus >= rows(s))) s.focus = rows(s) - 1; // the row the new token adds
+  const r = rows(s),
+    m = keysRead(s);
+  if (r && !asked.has("focus") && s.focus >= r) s.focus = r - 1;
+  let cell = s.cell;
+  if (!changed.has("cell") && cell != null && (cell[0] >= r || cell[1] >= m)) s.cell = cell = null;
+  // the cell shown is always in the focused row: the arcs and readout are about its reader
+  if (cell != null && cell[0] !== s.focus) {
+    if (changed.has("cell") && !changed.has("focus")) s.focus = cell[0];
+    else s.cell = null;
+  }
+  if (!changed.has("head") && s.head >= nHeads(s)) s.head = nHeads(s) - 1;
+  if (changed.has("v") && !changed.has("value_basis") && !same(s.v, before.v)) s.value_basis = sources ? sources.basis(s.v) : null;
+  // an exercise is about one row as it is: anything that changes that row starts a new try; a
+  // new guess after a reveal is a new try too (a guess sent with the change is for the new row;
+  // the temperature exercise's reveal sent with the slider's last value is of that value)
+  const kept = asked.has("guess") || (s.exercise === "temperature" && asked.has("revealed") && before.exercise === "temperature");
+  if ((s.exercise || before.exercise) && !kept && s._constants.row_traits.some((k) => !same(s[k], before[k]))) {
+    s.guess = null;
+    s.revealed = false;
+  } else if (changed.has("guess") && !asked.has("revealed")) s.revealed = false;
+}
+
+/** The settled state holds together, or the change is refused with what did not fit. */
+function checkState(s) {
+  const { tokens, key_tokens, cross, q, k, v, x, mask, bias } = s;
+  for (const name of ["tokens", "key_tokens"])
+    if (s[name].length === 0) throw new Refused(`'${name}' must not be empty: give one string per row of ${name === "tokens" ? "q" : "k and v"}.`);
+  const last = (a, i) => a.shape[a.shape.length + i];
+  if (bias != null && ((!cross && last(bias, -1) !== last(bias, -2)) || (bias.shape.length === 3 && (q.shape.length !== 3 || bias.shape[0] !== q.shape[0]))))
+    throw new Refused(`'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got ${fmtShape(bias)} beside q ${fmtShape(q)}.`);
+  if (mask != null && !cross && mask.shape[0] !== mask.shape[1])
+    throw new Refused(`'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape ${fmtShape(mask)}.`);
+  const arrays = [
+    ["q", q],
+    ["k", k],
+    ["v", v],
+  ];
+  if (new Set(arrays.map(([, a]) => a.shape.length)).size > 1 || new Set(arrays.filter(([, a]) => a.shape.length === 3).map(([, a]) => a.shape[0])).size > 1)
+    throw new Refused(
+      `q, k and v must all be 2-D, or all 3-D with the same number of heads; got ${arrays.map(([n, a]) => `${n} ${fmtShape(a)}`).join(", ")}.`,
+    );
+  if (last(q, -1) !== last(k, -1))
+    throw new Refused(`'q' and 'k' must have the same width (they are compared by dot product), got q ${fmtShape(q)} and k ${fmtShape(k)}.`);
+  const dim = (a, i) => (a == null ? null : i < 0 ? last(a, i) : a.shape[i]);
+  const present = (pairs) => pairs.filter(([, c]) => c != null);
+  const rowCounts = present([
+    ["tokens", tokens.length],
+    ["q", last(q, -2)],
+    ["x", dim(x, 0)],
+    ["mask", dim(mask, 0)],
+    ["bias", dim(bias, -2)],
+  ]);
+  const colCounts = present([
+    ...(cross ? [["key_tokens", key_tokens.length]] : []),
+    ["k", last(k, -2)],
+    ["v", last(v, -2)],
+    ["mask", dim(mask, 1)],
+    ["bias", dim(bias, -1)],
+  ]);
+  const said = (pairs) => pairs.map(([n, c]) => `${n}: ${c}`).join(", ");
+  if (!cross && new Set([...rowCounts, ...colCounts].map(([, c]) => c)).size > 1) {
+    const rowNames = new Set(rowCounts.map(([n]) => n));
+    let told = said(rowCounts) + colCounts.filter(([n]) => !rowNames.has(n)).map(([n, c]) => `, ${n}: ${c}`).join("");
+    for (const [n, a] of [
+      ["mask", mask],
+      ["bias", bias],
+    ])
+      if (a != null) told += `, ${n} columns: ${last(a, -1)}`;
+    throw new Refused(
+      `tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got ${told}. ` +
+        "To change the number of tokens, replace them together with set_vectors(tokens=, q=, k=, v=); " +
+        "for keys from another text (cross-attention), pass key_tokens= too.",
+    );
+  }
+  for (const [group, told, what] of [
+    [rowCounts, "tokens, q (and x, mask and bias rows)", "rows (queries)"],
+    [colCounts, "key_tokens, k, v (and mask and bias columns)", "columns (keys)"],
+  ])
+    if (cross && new Set(group.map(([, c]) => c)).size > 1)
+      throw new Refused(
+        `In cross-attention ${told} must agree on the number of ${what}, got ${said(group)}. Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).`,
+      );
+  if (x != null && x.shape[1] !== last(v, -1))
+    throw new Refused(`'x' must have the width of the values (the mix is added to it): v ${fmtShape(v)}, x ${fmtShape(x)}.`);
+  const n = tokens.length;
+  if (!(1 <= s.step && s.step <= n))
+    throw new Refused(`'step' must be the number of tokens written so far, from 1 to ${n} (${n} shows them all); got ${s.step}.`);
+  if (writing(s) && cross)
+    throw new Refused(
+      "'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens.",
+    );
+  const r = rows(s),
+    m = keysRead(s),
+    cell = s.cell;
+  if (cell != null && !(0 <= cell[0] && cell[0] < r && 0 <= cell[1] && cell[1] < m)) {
+    const span = r === m ? `both from 0 to ${r - 1}` : `row from 0 to ${r - 1} and column from 0 to ${m - 1}`;
+    throw new Refused(`'cell' must be (row, column) with ${span}, or None; got (${cell[0]}, ${cell[1]}).`);
+  }
+  inRange("focus", s.focus, r, `a token index${soFar(s)}`);
+  inRange("head", s.head, nHeads(s), "a head index");
+  inRange("layer", s.layer, Math.max(1, s.n_layers || 0), "a layer index");
+  inRange("sentence_index", s.sentence_index, Math.max(1, (s.sentences || []).length), "a sentence index");
+  const blocks = s.blocks || [];
+  if (blocks.length ? !blocks.includes(s.block) : s.block !== "") {
+    const have = blocks.length ? `one of ${oneOf(blocks)}` : "'' (only an encoder–decoder model has blocks)";
+    throw new Refused(`'block' must be ${have}; got ${show(s.block)}.`);
+  }
+  if (s.residual && x == null) throw new Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.");
+  checkExercise(s, m);
+}
+
+function checkExercise(s, m) {
+  const guess = s.guess;
+  if (guess != null) {
+    if (s.exercise !== "predict") throw new Refused("'guess' belongs to the predict exercise: set exercise='predict' first.");
+    if (guess.length !== m) throw new Refused(`'guess' must have one weight per token the focused row reads (${m}), got ${guess.length}.`);
+    if (!guess.every((g) => Number.isFinite(g) && g >= 0)) throw new Refused(`'guess' must be finite weights ≥ 0; got [${guess.map(num).join(", ")}].`);
+    const total = fsum(guess);
+    if (Math.abs(total - 1) > s._constants.guess_tolerance)
+      throw new Refused(
+        `'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got ${num(Number(total.toPrecision(9)))}. Divide it by its sum.`,
+      );
+    const shut = closedKeys(s, s.focus).filter((j) => guess[j] !== 0);
+    if (shut.length)
+      throw new Refused(
+        `'guess' puts weight on tokens the focused row cannot read (the causal rule, the mask or the sink close them): ${shut.join(", ")}. Give them 0.`,
+      );
+  }
+  if (s.revealed && !s.exercise) throw new Refused("'revealed' belongs to an exercise: set exercise='predict' or 'temperature' first.");
+  if (s.revealed && s.exercise === "predict" && guess == null)
+    throw new Refused("Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in the page.");
+}
+
+/** An exactly rounded sum, as Python's math.fsum (Shewchuk's partials). */
+export function fsum(values) {
+  const partials = [];
+  for (let x of values) {
+    let i = 0;
+    for (let y of partials) {
+      if (Math.abs(x) < Math.abs(y)) [x, y] = [y, x];
+      const hi = x + y,
+        lo = y - (hi - x);
+      if (lo) partials[i++] = lo;
+      x = hi;
+    }
+    partials.length = i;
+    partials.push(x);
+  }
+  let n = partials.length,
+    hi = 0;
+  if (n) {
+    hi = partials[--n];
+    let lo = 0;
+    while (n > 0) {
+      const x = hi,
+        y = partials[--n];
+      hi = x + y;
+      const yr = hi - x;
+      lo = y - yr;
+      if (lo) break;
+    }
+    if (n > 0 && ((lo < 0 && partials[n - 1] < 0) || (lo > 0 && partials[n - 1] > 0))) {
+      const y = lo * 2,
+        x = hi + y;
+      if (y === x - hi) hi = x;
+    }
+  }
+  return hi;
+}

@@ -1,0 +1,365 @@
+"""The rules' twins agree: src/attnwidget/rules.py and js/rules.js settle the same generated
+(state, change) pairs to the same state, field by field, and refuse the same ones with the
+same message. A rule changed on one side only fails here.
+
+ATTNWIDGET_FUZZ=N (make fuzz) runs N cases instead of the suite's few thousand.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from attnwidget import rules
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CASES = int(os.environ.get("ATTNWIDGET_FUZZ", "2000"))
+
+
+@pytest.fixture(scope="module")
+def js():
+    """One node process for every case: a JSON line in, a JSON line out."""
+    proc = subprocess.Popen(["node", str(ROOT / "tests" / "contract" / "harness.mjs")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def ask(case):
+        proc.stdin.write(json.dumps(case) + "\n")
+        return json.loads(proc.stdout.readline())
+
+    yield ask
+    proc.stdin.close()
+    proc.wait(timeout=10)
+
+
+# --- cases: arrays are numpy arrays here and {$a: id, ...} on the wire ---
+
+
+class Arrays:
+    """Names every array of a case, so both sides see one object per name."""
+
+    def __init__(self):
+        self.ids, self.keep = {}, []
+
+    def new(self, shape, dtype="float64", rng=None, data=None):
+        a = np.zeros(shape, dtype=dtype) if data is None else np.asarray(data, dtype=dtype).reshape(shape)
+        if rng is not None and dtype != "uint8":
+            a = rng.normal(size=shape)
+        self.ids[id(a)] = f"a{len(self.ids)}"
+        self.keep.append(a)
+        return a
+
+    def register(self, a, name):
+        self.ids[id(a)] = name
+        self.keep.append(a)
+
+    def name(self, a, made=None):
+        return self.ids.get(id(a)) or (made or {}).get(id(a))
+
+    def wire(self, v):
+        if isinstance(v, np.ndarray):
+            return {"$a": self.ids[id(v)], "shape": list(v.shape), "dtype": "uint8" if v.dtype == np.uint8 else "float64", "data": v.reshape(-1).tolist()}
+        if isinstance(v, float) and not np.isfinite(v):
+            return {"$f": "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")}
+        if isinstance(v, (list, tuple)):
+            return [self.wire(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self.wire(x) for k, x in v.items()}
+        return v
+
+
+class PySources:
+    def __init__(self, plain, arrays):
+        self.plain, self.arrays, self.made = plain, arrays, {}
+
+    def sentence(self, i):
+        return self.plain["sentences"][i]
+
+    def block(self, name):
+        return self.plain["blocks"][name]
+
+    def layer(self, block, i):
+        return self.plain["layers"][block][i]
+
+    def basis(self, v):
+        if v.shape[-1] <= 2:
+            return None
+        b = np.zeros((*v.shape[:-2], v.shape[-1], 2))
+        self.made[id(b)] = f"basis:{self.arrays.name(v)}"
+        self.arrays.keep.append(b)
+        return b
+
+
+WORDS = ["She", "sat", "by", "the", "river", "bank", "Bank", "money", "a"]
+
+
+@st.composite
+def texts(draw, n):
+    return [draw(st.sampled_from(WORDS)) for _ in range(n)]
+
+
+@st.composite
+def cases(draw):
+    A = Arrays()
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    heads = draw(st.sampled_from([None, 1, 2, 3]))
+    n, d, dv = draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    kind = draw(st.sampled_from(["own", "sentences", "model", "blocks", "cross"]))
+    cross = kind == "cross"
+    m = draw(st.integers(1, 5)) if cross else n
+    h = (heads,) if heads else ()
+    block_names = list(rules.BLOCKS) if kind == "blocks" else []
+
+    def qkv(n, m, heads=h):
+        return A.new((*heads, n, d), rng=rng), A.new((*heads, m, d), rng=rng), A.new((*heads, m, dv), rng=rng)
+
+    def basis_for(v):
+        return A.new((*v.shape[:-2], v.shape[-1], 2)) if v.shape[-1] > 2 else None
+
+    q, k, v = qkv(n, m)
+    state = {name: None for name in rules.FIELDS}
+    state.update(
+        tokens=draw(texts(n)),
+        cross=cross,
+        q=q,
+        k=k,
+        v=v,
+        value_basis=basis_for(v),
+        temperature=draw(st.sampled_from([1.0, 0.2, 3.5])),
+        causal=draw(st.booleans()),
+        sink=draw(st.booleans()),
+        scale=draw(st.sampled_from([None, 0.5])),
+        stage=draw(st.sampled_from(rules.STAGES)),
+        summary="",
+        sentences=[],
+        sentence_index=0,
+        value_axes=["v₁", "v₂"],
+        layer=0,
+        n_layers=0,
+        layer_shown=False,
+        model_name="",
+        blocks=block_names,
+        block="",
+        exercise=draw(st.sampled_from(rules.EXERCISES)),
+        guess=None,
+        revealed=False,
+        goal=2.0,
+        residual=False,
+    )
+    state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
+    sources = {"sentences": [], "blocks": {}, "layers": {}}
+    if kind == "sentences":
+        count = draw(st.integers(2, 3))
+        for i in range(count):
+            t = draw(texts(draw(st.integers(1, 5)))) if i else state["tokens"]
+            sq, sk, sv = qkv(len(t), len(t), ())
+            sources["sentences"].append(dict(tokens=t, q=sq, k=sk, v=sv, x=draw(st.sampled_from([None, A.new((len(t), dv))])), value_basis=basis_for(sv)))
+        state["sentences"] = [" ".join(e["tokens"]) for e in sources["sentences"]]
+        first = sources["sentences"][0]
+        state.update(q=first["q"], k=first["k"], v=first["v"], x=first["x"], value_basis=first["value_basis"])
+    if kind in ("model", "blocks"):
+        for block in block_names or [""]:
+            layers = draw(st.integers(1, 3))
+            bn = n if block in ("", block_names[0] if block_names else "") else draw(st.integers(1, 5))
+            bm = draw(st.integers(1, 5)) if block == "cross" else bn
+            toks, keys = draw(texts(bn)), (draw(texts(bm)) if block == "cross" else None)
+            hh = heads or 1
+            arrays = {f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"}
+            arrays["model_basis"] = A.new((layers * hh, dv, 2)) if dv > 2 else None
+            sources["layers"][block] = [
+                dict(
+                    tokens=toks,
+                    key_tokens=keys,
+                    q=arrays["model_q"][i * hh : (i + 1) * hh],
+                    k=arrays["model_k"][i * hh : (i + 1) * hh],
+                    v=arrays["model_v"][i * hh : (i + 1) * hh],
+                    value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
+                )
+                for i in range(layers)
+            ]
+            for i, lay in enumerate(sources["layers"][block]):
+                for c in ("q", "k", "v", "value_basis"):
+                    if lay[c] is not None:
+                        A.register(lay[c], f"{block}:{i}:{c}")
+            if block_names:
+                sources["blocks"][block] = dict(
+                    tokens=toks, key_tokens=keys, causal=block == "decoder", scale=draw(st.sampled_from([None, 1.0])), bias=None, n_layers=layers, **arrays
+                )
+            if block in ("", block_names[0] if block_names else ""):
+                first = sources["layers"][block][0]
+                state.update(n_layers=layers, layer_shown=True, block=block, tokens=toks, **arrays)
+                state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
+                state["key_tokens"] = keys if keys is not None else toks
+    n, m = len(state["tokens"]), len(state["key_tokens"])
+    if kind in ("own", "cross") and draw(st.booleans()):
+        state["x"] = A.new((n, state["v"].shape[-1]))
+        state["residual"] = draw(st.booleans())
+    if draw(st.booleans()):
+        state["mask"] = A.new((n, m), dtype="uint8", data=[draw(st.booleans()) for _ in range(n * m)])
+    if draw(st.booleans()):
+        hb = state["q"].shape[0] if state["q"].ndim == 3 and draw(st.booleans()) else None
+        state["bias"] = A.new(((hb,) if hb else ()) + (n, m), rng=rng)
+    state["step"] = n if cross or not draw(st.booleans()) else draw(st.integers(1, n))
+    if state["step"] < n:
+        state["causal"] = True
+    r = state["step"]
+    state["focus"] = draw(st.integers(0, r - 1))
+    state["head"] = draw(st.integers(0, (state["q"].shape[0] if state["q"].ndim == 3 else 1) - 1))
+    if draw(st.booleans()):
+        state["cell"] = (state["focus"], draw(st.integers(0, (m if cross else r) - 1)))
+    if state["exercise"] == "predict" and draw(st.booleans()):
+        state["guess"] = _even_guess(state)
+        state["revealed"] = state["guess"] is not None and draw(st.booleans())
+    elif state["exercise"] == "temperature":
+        state["revealed"] = draw(st.booleans())
+    state["_constants"] = rules.CONSTANTS
+    page = draw(st.booleans())
+    change = draw(changes(state, A, rng, page))
+    return A, state, change, sources, page
+
+
+def _even_guess(state):
+    reads = rules.keys_read(state)
+    shut = set(rules.closed_keys(state, state["focus"]))
+    open_ = [j for j in range(reads) if j not in shut]
+    return [1 / len(open_) if j in open_ else 0.0 for j in range(reads)] if open_ else None
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.sampled_from([1.5, -0.5, float("nan"), float("inf"), -float("inf")]), st.text("abc", max_size=3), st.just([1, 2]))
+
+
+@st.composite
+def changes(draw, state, A, rng, page):
+    n, m = len(state["tokens"]), len(state["key_tokens"])
+    # a page may send anything; Python's own code sets the read-only traits with values of their kind (key_tokens: set_vectors)
+    names = list(rules.WRITABLE) + (["key_tokens", "n_layers", "layer_shown", "nonsense"] if page else ["key_tokens"])
+    out = {}
+    for name in draw(st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True)):
+        if draw(st.integers(0, 14)) == 0:
+            out[name] = draw(JUNK)
+            continue
+        heads = state["q"].shape[:-2]
+        rows = draw(st.sampled_from([n, n, n, n + 1, max(1, n - 1)]))
+        if name in ("focus", "head", "layer", "sentence_index", "step"):
+            top = {"focus": n - 1, "head": 2, "layer": 2, "sentence_index": 2, "step": n}[name]
+            out[name] = draw(st.one_of(st.integers(0, top), st.integers(0, top), st.integers(-1, 6)))
+        elif name in ("causal", "sink", "residual", "revealed", "layer_shown"):
+            out[name] = draw(st.booleans())
+        elif name == "temperature":
+            out[name] = draw(st.sampled_from([0.0, -1.0, 1e-300, 0.5, 2.0, 1e300]))
+        elif name == "scale":
+            out[name] = draw(st.sampled_from([None, 0.25, 1e11, -2.0]))
+        elif name == "goal":
+            out[name] = draw(st.sampled_from([0.5, 1.0, 2.5]))
+        elif name == "stage":
+            out[name] = draw(st.sampled_from([*rules.STAGES, "softmax"]))
+        elif name == "exercise":
+            out[name] = draw(st.sampled_from([*rules.EXERCISES, "quiz"]))
+        elif name == "summary":
+            out[name] = draw(st.sampled_from(["", *rules.SUMMARIES, "mean"]))
+        elif name == "block":
+            out[name] = draw(st.sampled_from(["", *rules.BLOCKS, "middle"]))
+        elif name == "cell":
+            out[name] = draw(st.one_of(st.none(), st.tuples(st.integers(-1, 6), st.integers(-1, 6)).map(list)))
+        elif name == "guess":
+            even = _even_guess(state)
+            reads = rules.keys_read(state)
+            out[name] = draw(
+                st.one_of(st.none(), st.just(even), st.just([1.0 / reads] * reads), st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), min_size=1, max_size=6))
+            )
+        elif name in ("tokens", "key_tokens", "value_axes"):
+            out[name] = draw(st.one_of(texts(rows if name != "value_axes" else 2), st.just([1, "a"])) if name != "key_tokens" else st.one_of(st.none(), texts(rows)))
+        elif name in ("q", "k", "v"):
+            width = dict(q=state["q"].shape[-1], k=state["k"].shape[-1], v=state["v"].shape[-1])[name]
+            width = draw(st.sampled_from([width, width, width, width + 1]))
+            count = rows if name == "q" or not state["cross"] else draw(st.sampled_from([m, m + 1]))
+            hh = draw(st.sampled_from([heads, heads, heads, (), (3,)]))
+            out[name] = A.new((*hh, count, width), rng=rng)
+        elif name == "x":
+            out[name] = draw(st.sampled_from([None, "new"]))
+            if out[name] == "new":
+                out[name] = A.new((rows, draw(st.sampled_from([state["v"].shape[-1], 4]))))
+        elif name == "mask":
+            cols = rows if not state["cross"] else m
+            out[name] = draw(st.sampled_from([None, "new"]))
+            if out[name] == "new":
+                out[name] = A.new((rows, cols), dtype="uint8", data=[draw(st.booleans()) for _ in range(rows * cols)])
+        elif name == "bias":
+            cols = rows if not state["cross"] else m
+            out[name] = draw(st.sampled_from([None, "new"]))
+            if out[name] == "new":
+                out[name] = A.new((*draw(st.sampled_from([(), heads])), rows, cols), rng=rng)
+        else:
+            out[name] = draw(JUNK)
+    return out
+
+
+def python_side(A, state, change, sources, page):
+    src = PySources(sources, A)
+    try:
+        s = rules.settle(state, change, src, page=page)
+    except rules.Refused as err:
+        return {"refused": str(err)}
+
+    def wire(v):
+        if isinstance(v, np.ndarray):
+            return {"$a": A.name(v, src.made)}
+        if isinstance(v, tuple):
+            return list(v)
+        if isinstance(v, float) and not np.isfinite(v):
+            return A.wire(v)
+        return v
+
+    return {"state": {n: wire(s.get(n)) for n in rules.FIELDS}}
+
+
+@settings(max_examples=CASES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(cases())
+def test_python_and_js_settle_every_case_alike(js, case):
+    A, state, change, sources, page = case
+    assert rules.validate(state, {}, PySources(sources, A)) is None, "the generator made a state the rules refuse"
+    mine = python_side(A, state, change, sources, page)
+    theirs = js({"state": A.wire(state), "change": A.wire(change), "sources": A.wire(sources), "page": page, "fields": list(rules.FIELDS)})
+    assert "error" not in theirs, theirs.get("error")
+    event("refused" if "refused" in mine else "accepted")
+    if "refused" in mine or "refused" in theirs:
+        assert mine.get("refused") == theirs.get("refused"), (change, mine, theirs)
+        return
+    diff = {n: (mine["state"][n], theirs["state"][n]) for n in rules.FIELDS if mine["state"][n] != theirs["state"][n]}
+    assert not diff, (change, diff)
+
+
+def test_a_rule_changed_on_one_side_fails_the_contract(js):
+    """The contract has teeth: the JS twin with one follow-up removed disagrees on cases it generates."""
+    source = (ROOT / "js" / "rules.js").read_text(encoding="utf-8")
+    broken = source.replace("s.cell = null;\n  }\n  // (a block", "}\n  // (a block")  # a new sentence no longer drops the cell
+    assert broken != source
+    folder = ROOT / "tests" / "contract"
+    patched = folder / "rules_broken.js"
+    harness = folder / "harness_broken.mjs"
+    patched.write_text(broken, encoding="utf-8")
+    harness.write_text((folder / "harness.mjs").read_text(encoding="utf-8").replace("../../js/rules.js", "./rules_broken.js"), encoding="utf-8")
+    try:
+        A = Arrays()
+        state = {n: None for n in rules.FIELDS}
+        q = A.new((2, 2))
+        sentence = dict(tokens=["a", "b"], q=q, k=q, v=q, x=None, value_basis=None)
+        other = dict(tokens=["c", "d"], q=A.new((2, 2)), k=A.new((2, 2)), v=A.new((2, 2)), x=None, value_basis=None)
+        state.update(
+            tokens=["a", "b"], key_tokens=["a", "b"], cross=False, q=q, k=q, v=q, temperature=1.0, causal=False, sink=False, stage="weights",
+            summary="", sentences=["a b", "c d"], sentence_index=0, value_axes=["x", "y"], layer=0, n_layers=0, layer_shown=False,
+            model_name="", blocks=[], block="", exercise="", revealed=False, goal=2.0, residual=False, step=2, focus=1, head=0, cell=(1, 0),
+        )  # fmt: skip
+        state["_constants"] = rules.CONSTANTS
+        sources = {"sentences": [sentence, other], "blocks": {}, "layers": {}}
+        wire = {"state": A.wire(state), "change": {"sentence_index": 1}, "sources": A.wire(sources), "page": True, "fields": list(rules.FIELDS)}
+        proc = subprocess.run(["node", str(harness)], input=json.dumps(wire) + "\n", capture_output=True, text=True, check=True)
+        assert json.loads(proc.stdout)["state"]["cell"] == [1, 0]  # the broken twin keeps the cell
+        assert python_side(A, state, {"sentence_index": 1}, sources, True)["state"]["cell"] is None
+        assert js(wire)["state"]["cell"] is None
+    finally:
+        patched.unlink(missing_ok=True)
+        harness.unlink(missing_ok=True)
