@@ -156,7 +156,7 @@ export function createStore(get) {
   const written = () => {
     const step = get("step"),
       n = get("tokens").length;
-    return step > 0 && step < n && !crossOf(get("tokens"), get("key_tokens")) ? step : 0;
+    return step > 0 && step < n && !get("cross") ? step : 0;
   };
   const cutTokens = {};
   const current = (name) =>
@@ -194,8 +194,6 @@ export function createStore(get) {
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   // the additive bias of a head: its own (heads × n × m), or the one for every head (n × m)
   const biasOf = memo((b, h, n, m) => (b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
-  // cross-attention: the columns are another text's tokens (Python's rule: other labels)
-  const crossOf = memo((tokens, keys) => !!keys && (keys.length !== tokens.length || keys.some((t, j) => t !== tokens[j])));
   const growing = createGrowing(); // a step of generation computes only the new token's row
   const scores = memo(growing.scores),
     weights = memo(growing.weights),
@@ -224,7 +222,8 @@ export function createStore(get) {
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     /** The columns' tokens: the tokens themselves, or in cross-attention the text read. */
     keys: () => current("key_tokens") ?? current("tokens"),
-    cross: () => crossOf(get("tokens"), get("key_tokens")),
+    /** Cross-attention: the columns are another text's tokens (Python's `cross`). */
+    cross: () => !!get("cross"),
     /** A synced trait as it stands: while generating, only the tokens written so far. */
     get: current,
     /** How many tokens are written so far while generating (`step`); 0 when all are. */
@@ -275,7 +274,7 @@ export function createStore(get) {
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {
-      const all = A.decodeMatrix(get("q")), // every token's, as Python has them
+      const all = array("q"), // every token's, as Python has them (a model's: the layer's own)
         h = Math.min(get("head"), all.heads - 1),
         data = all.data.slice();
       data.set(vec, (h * all.rows + get("focus")) * all.cols);

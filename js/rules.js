@@ -295,7 +295,7 @@ function fit(s, before, asked, changed, sources) {
   if (s.x == null && s.residual && !changed.has("residual")) s.residual = false; // nothing to add the mix to
   const oldN = (before.tokens || []).length,
     stepped = asked.has("step");
-  if (!stepped && n !== oldN && (s.step === oldN || s.step > n)) s.step = n; // every token written stays so; a step past the new tokens, the last
+  if (!stepped && (s.step == null || (n !== oldN && (s.step === oldN || s.step > n)))) s.step = n; // every token written stays so (a new widget's: all); a step past the new tokens, the last
   if (s.cross && 0 < s.step && s.step < n && !stepped) s.step = n; // cross-attention reads the whole source: written whole
   if (s.step !== before.step || stepped) {
     if (0 < s.step && s.step < n) {
@@ -342,9 +342,7 @@ function checkState(s) {
     ["v", v],
   ];
   if (new Set(arrays.map(([, a]) => a.shape.length)).size > 1 || new Set(arrays.filter(([, a]) => a.shape.length === 3).map(([, a]) => a.shape[0])).size > 1)
-    throw new Refused(
-      `q, k and v must all be 2-D, or all 3-D with the same number of heads; got ${arrays.map(([n, a]) => `${n} ${fmtShape(a)}`).join(", ")}.`,
-    );
+    throw new Refused(`q, k and v must all be 2-D, or all 3-D with the same number of heads; got ${arrays.map(([n, a]) => `${n} ${fmtShape(a)}`).join(", ")}.`);
   if (last(q, -1) !== last(k, -1))
     throw new Refused(`'q' and 'k' must have the same width (they are compared by dot product), got q ${fmtShape(q)} and k ${fmtShape(k)}.`);
   const dim = (a, i) => (a == null ? null : i < 0 ? last(a, i) : a.shape[i]);
@@ -366,7 +364,12 @@ function checkState(s) {
   const said = (pairs) => pairs.map(([n, c]) => `${n}: ${c}`).join(", ");
   if (!cross && new Set([...rowCounts, ...colCounts].map(([, c]) => c)).size > 1) {
     const rowNames = new Set(rowCounts.map(([n]) => n));
-    let told = said(rowCounts) + colCounts.filter(([n]) => !rowNames.has(n)).map(([n, c]) => `, ${n}: ${c}`).join("");
+    let told =
+      said(rowCounts) +
+      colCounts
+        .filter(([n]) => !rowNames.has(n))
+        .map(([n, c]) => `, ${n}: ${c}`)
+        .join("");
     for (const [n, a] of [
       ["mask", mask],
       ["bias", bias],

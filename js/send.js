@@ -3,7 +3,7 @@
 // values; the release sends the last.
 const SEND_MS = 150;
 
-/** createSender(model) -> {save(name, value), saveSoon(name, value, final), destroy()} */
+/** createSender(model) -> {send(change, {soon, later}), flush(), destroy()} */
 export function createSender(model) {
   let timer = 0,
     last = 0;
@@ -14,15 +14,14 @@ export function createSender(model) {
     model.save_changes();
   };
   return {
-    save(name, value) {
-      model.set(name, value);
-      model.save_changes();
-    },
-    saveSoon(name, value, final) {
-      model.set(name, value);
-      if (final || performance.now() - last > SEND_MS) flush();
+    /** Set every key of `change` (one message); `soon`: within SEND_MS; `later`: at the next flush. */
+    send(change, { soon = false, later = false } = {}) {
+      for (const [name, value] of Object.entries(change)) model.set(name, value);
+      if (later) return;
+      if (!soon || performance.now() - last > SEND_MS) flush();
       else if (!timer) timer = setTimeout(flush, SEND_MS);
     },
+    flush,
     destroy: () => clearTimeout(timer),
   };
 }

@@ -60,3 +60,9 @@ def test_set_vectors_takes_a_bias_with_the_new_tokens():
     with pytest.raises(traitlets.TraitError, match="agree on the number of tokens"):
         w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)), bias=np.zeros((3, 3)))
     np.testing.assert_array_equal(w.bias, bias)  # nothing changed
+
+
+def test_an_infinite_bias_is_refused_with_the_way_to_close_cells():
+    q = np.ones((2, 2))
+    with pytest.raises(traitlets.TraitError, match=r"found -inf .*pass mask= .*np\.finfo\(np\.float32\)\.min"):
+        AttentionWidget(q=q, k=q, v=q, bias=[[0, -np.inf], [0, 0]])

@@ -87,7 +87,7 @@ def test_a_reveal_needs_an_exercise_and_a_guess():
         AttentionWidget().revealed = True
     with pytest.raises(traitlets.TraitError, match="belongs to the predict exercise"):
         AttentionWidget().guess = [1, 0, 0, 0, 0, 0]
-    with pytest.raises(traitlets.TraitError, match="'exercise' must be one of '', 'predict', 'temperature'"):
+    with pytest.raises(traitlets.TraitError, match="'exercise' must be one of 'predict', 'temperature', or '' for none"):
         AttentionWidget(exercise="guess")
 
 
@@ -130,3 +130,21 @@ def test_a_reveal_sent_with_the_sliders_last_value_reveals_that_value():
     w.set_state({"temperature": 0.56, "revealed": True})  # the page sends both in one message when Reveal follows a drag
     assert w.revealed and w.temperature == 0.56
     assert w.score == pytest.approx(max(0, 1 - abs(w.effective_tokens[5] - 2) / 2))
+
+
+@pytest.mark.parametrize(
+    "made, guess, closed",
+    [
+        (dict(causal=True, focus=2), [0.5, 0.25, 0, 0.25, 0, 0], "3"),  # the causal rule: token 3 is ahead
+        (dict(sink=True, focus=5), [0.5, 0, 0, 0, 0, 0.5], "0"),  # the sink: the first token is left out
+        (dict(mask=~np.eye(6, dtype=bool), focus=5), [0, 0, 0, 0, 0.5, 0.5], "5"),  # the mask closes the diagonal
+    ],
+)
+def test_a_guess_cannot_put_weight_where_the_row_cannot_read(made, guess, closed):
+    w = AttentionWidget(exercise="predict", **made)
+    with pytest.raises(traitlets.TraitError, match=f"cannot read .*: {closed}\\. Give them 0"):
+        w.guess = guess
+    assert w.guess is None
+    kept = [0.0 if j == int(closed) else g for j, g in enumerate(guess)]
+    w.guess = [g / sum(kept) for g in kept]  # the same guess without the closed token is taken
+    assert w.guess[int(closed)] == 0

@@ -268,10 +268,14 @@ def changes(draw, state, A, rng, page):
             even = _even_guess(state)
             reads = rules.keys_read(state)
             out[name] = draw(
-                st.one_of(st.none(), st.just(even), st.just([1.0 / reads] * reads), st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), min_size=1, max_size=6))
+                st.one_of(
+                    st.none(), st.just(even), st.just([1.0 / reads] * reads), st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), min_size=1, max_size=6)
+                )
             )
         elif name in ("tokens", "key_tokens", "value_axes"):
-            out[name] = draw(st.one_of(texts(rows if name != "value_axes" else 2), st.just([1, "a"])) if name != "key_tokens" else st.one_of(st.none(), texts(rows)))
+            out[name] = draw(
+                st.one_of(texts(rows if name != "value_axes" else 2), st.just([1, "a"])) if name != "key_tokens" else st.one_of(st.none(), texts(rows))
+            )
         elif name in ("q", "k", "v"):
             width = dict(q=state["q"].shape[-1], k=state["k"].shape[-1], v=state["v"].shape[-1])[name]
             width = draw(st.sampled_from([width, width, width, width + 1]))

@@ -106,3 +106,14 @@ def test_what_is_asked_with_step_is_refused_when_it_cannot_be():
     with pytest.raises(ValueError, match="focus 4 is not written yet at step 3: pass a focus from 0 to 2"):
         AttentionWidget(step=3, focus=4)
     assert AttentionWidget(step=3, focus=1).focus == 1 and AttentionWidget(step=3).causal
+
+
+@pytest.mark.parametrize("step, says", [(True, "'step' must be an integer, got True"), (0, "'step' must be the number of tokens written so far, from 1 to 6")])
+def test_a_step_that_is_not_a_count_of_tokens_is_refused_as_the_step(step, says):
+    for kwargs in ({}, {"focus": 2}):  # never blamed on the focus
+        with pytest.raises(traitlets.TraitError, match=says):
+            AttentionWidget(step=step, **kwargs)
+    w = AttentionWidget(step=3)
+    with pytest.raises(traitlets.TraitError, match=says):
+        w.step = step
+    assert (w.step, w.focus) == (3, 2)

@@ -468,3 +468,21 @@ def test_tokens_are_read_once_and_only_from_a_sequence():
     for bad in ({"x": 1, "y": 2}, {"x", "y"}):
         with pytest.raises(traitlets.TraitError, match="one string per token"):
             w.tokens = bad
+
+
+def test_an_observer_of_every_trait_that_raises_does_not_turn_a_page_change_into_a_refusal(caplog):
+    w = AttentionWidget()
+    w.comm = RecordingComm()
+    w.observe(raising, names=traitlets.All)
+    with caplog.at_level(logging.WARNING):
+        w.set_state({"focus": 4, "stage": "weights"})
+    assert (w.focus, w.stage) == (4, "weights")  # kept, as the README promises
+    assert "observer raised" in caplog.text and "refused" not in caplog.text
+
+
+def test_a_closed_widget_closes_its_layout_too():
+    w = AttentionWidget()
+    layout = w.layout
+    assert layout.comm is not None
+    w.close()
+    assert layout.comm is None  # nothing the widget made outlives it

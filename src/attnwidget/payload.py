@@ -46,7 +46,7 @@ def page_payload(widget) -> dict:
 
     src = widget._sources
     names = [n for n in widget.keys if n in widget._own and not (widget.layer_shown and n in LAYERED)]
-    sources: dict[str, object] = {"sentences": [], "model": None, "blocks": {}}
+    sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
     if src.model is not None:

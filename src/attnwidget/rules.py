@@ -79,7 +79,20 @@ WRITABLE = (
     "revealed",
     "goal",
 )
-READ_ONLY = ("key_tokens", "cross", "sentences", "blocks", "value_basis", "n_layers", "model_q", "model_k", "model_v", "model_basis", "layer_shown", "model_name")
+READ_ONLY = (
+    "key_tokens",
+    "cross",
+    "sentences",
+    "blocks",
+    "value_basis",
+    "n_layers",
+    "model_q",
+    "model_k",
+    "model_v",
+    "model_basis",
+    "layer_shown",
+    "model_name",
+)
 FIELDS = WRITABLE + READ_ONLY
 GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
@@ -253,7 +266,7 @@ def n_heads(state) -> int:
 
 def writing(state) -> bool:
     """Still writing: only the first `step` tokens exist."""
-    return 0 < state.get("step", 0) < len(state["tokens"])
+    return 0 < (state.get("step") or 0) < len(state["tokens"])
 
 
 def rows(state) -> int:
@@ -380,8 +393,8 @@ def _fit(s, before, asked, changed, sources):
     if s.get("x") is None and s.get("residual") and "residual" not in changed:
         s["residual"] = False  # nothing to add the mix to
     old_n, stepped = len(before.get("tokens") or []), "step" in asked
-    if not stepped and n != old_n and (s["step"] == old_n or s["step"] > n):
-        s["step"] = n  # every token written stays so; a step past the new tokens, the last
+    if not stepped and (s["step"] is None or (n != old_n and (s["step"] == old_n or s["step"] > n))):
+        s["step"] = n  # every token written stays so (a new widget's: all); a step past the new tokens, the last
     if s.get("cross") and 0 < s["step"] < n and not stepped:
         s["step"] = n  # cross-attention reads the whole source: written whole
     if s["step"] != before.get("step") or stepped:
@@ -437,7 +450,9 @@ def _check_state(s, asked):
     if q.shape[-1] != k.shape[-1]:
         raise Refused(f"'q' and 'k' must have the same width (they are compared by dot product), got q {shape(q)} and k {shape(k)}.")
     dim = lambda a, i: None if a is None else a.shape[i]
-    row_counts = [(n, c) for n, c in (("tokens", len(tokens)), ("q", q.shape[-2]), ("x", dim(x, 0)), ("mask", dim(mask, 0)), ("bias", dim(bias, -2))) if c is not None]
+    row_counts = [
+        (n, c) for n, c in (("tokens", len(tokens)), ("q", q.shape[-2]), ("x", dim(x, 0)), ("mask", dim(mask, 0)), ("bias", dim(bias, -2))) if c is not None
+    ]
     keys = (("key_tokens", len(key_tokens)),) if cross else ()
     col_counts = [(n, c) for n, c in (*keys, ("k", k.shape[-2]), ("v", v.shape[-2]), ("mask", dim(mask, 1)), ("bias", dim(bias, -1))) if c is not None]
     if not cross and len({c for _, c in row_counts + col_counts}) > 1:
@@ -464,7 +479,9 @@ def _check_state(s, asked):
     if not 1 <= s["step"] <= n:
         raise Refused(f"'step' must be the number of tokens written so far, from 1 to {n} ({n} shows them all); got {s['step']}.")
     if writing(s) and cross:
-        raise Refused("'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens.")
+        raise Refused(
+            "'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens."
+        )
     r, m = rows(s), keys_read(s)
     cell = s.get("cell")
     if cell is not None and not (0 <= cell[0] < r and 0 <= cell[1] < m):
@@ -494,7 +511,9 @@ def _check_exercise(s, m):
             raise Refused(f"'guess' must be finite weights ≥ 0; got {show(guess)}.")
         total = math.fsum(guess)
         if abs(total - 1) > GUESS_TOLERANCE:
-            raise Refused(f"'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got {num(float(f'{total:.9g}'))}. Divide it by its sum.")
+            raise Refused(
+                f"'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got {num(float(f'{total:.9g}'))}. Divide it by its sum."
+            )
         shut = [j for j in closed_keys(s, s["focus"]) if guess[j] != 0]
         if shut:
             raise Refused(

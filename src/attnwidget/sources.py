@@ -14,8 +14,9 @@ from .core import principal_axes
 
 def stacked(found) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width."""
-    arrays: dict[str, object] = {name: np.concatenate([a[i] for a in found.layers]) for i, name in enumerate(("model_q", "model_k", "model_v"))}
-    for a in arrays.values():
+    arrays: dict[str, object] = {}
+    for i, name in enumerate(("model_q", "model_k", "model_v")):
+        arrays[name] = a = np.concatenate([layer[i] for layer in found.layers])
         a.setflags(write=False)
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = np.concatenate([principal_axes(lv) for _, _, lv in found.layers]) if wide else None

@@ -30,8 +30,8 @@ class WholeChanges(anywidget.AnyWidget):
         super().__init_subclass__(**kwargs)
         cls._own = frozenset(cls.class_trait_names()) - frozenset(anywidget.AnyWidget.class_trait_names())
 
-    def _settle(self, before: dict, changed: list) -> None:
-        """The widget's own follow-ups to the traits in ``changed``, written into _trait_values."""
+    def _settle(self, before: dict, changed: list, values: dict) -> None:
+        """The widget's own follow-ups to the traits in ``changed``, written into ``values`` (every trait's, as they stand)."""
 
     def _to_send(self, before: dict, names: set) -> set:
         return names
@@ -57,7 +57,7 @@ class WholeChanges(anywidget.AnyWidget):
             try:
                 yield
                 try:
-                    self._settle(before, list(changed))
+                    self._settle(before, list(changed), values)
                 except traitlets.TraitError:
                     raise
                 except rules.Refused as err:
@@ -131,7 +131,7 @@ class WholeChanges(anywidget.AnyWidget):
                 raise traitlets.TraitError(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
             values = {k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()}
             self._page_keys = list(values)
-            with self._lock_property(**sync_data), self.hold_trait_notifications():
+            with self._page_values(sync_data), self.hold_trait_notifications():
                 for name, value in values.items():
                     setattr(self, name, value)
         except Exception as err:
@@ -142,6 +142,21 @@ class WholeChanges(anywidget.AnyWidget):
                 self.log.warning("attnwidget refused a message from the page: %s", err)
         finally:
             self._page_keys = ()
+
+    @contextlib.contextmanager
+    def _page_values(self, sync_data):
+        """ipywidgets' lock on the page's own values (so they are not echoed back), set without
+        telling observers: an observer of every trait is the user's, and this is bookkeeping."""
+        values = self._trait_values
+        values["_property_lock"] = sync_data
+        try:
+            yield
+        finally:
+            values["_property_lock"] = {}
+
+    def _preset(self, **values):
+        """Values in place before the widget is made (read-only ones the first change is checked against)."""
+        self._trait_values.update(values)
 
     def close(self):
         """Close the widget and the layout ipywidgets made for it, which would outlive it otherwise."""
@@ -159,3 +174,12 @@ class WholeChanges(anywidget.AnyWidget):
 
 def _same(a, b) -> bool:
     return rules.same(a, b)
+
+
+def store_new(obj, name, new) -> None:
+    """Store an array trait's new value and tell of it, without comparing it element by element
+    (traitlets compares old and new with ==, which for arrays is a pass over every number)."""
+    old = obj._trait_values.get(name)
+    obj._trait_values[name] = new
+    if new is not old:
+        obj._notify_trait(name, old, new)

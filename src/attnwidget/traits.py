@@ -98,7 +98,10 @@ class Matrix(traitlets.TraitType):
         a = np.array(a, dtype=float)  # a private copy: later edits to the caller's array cannot reach the widget
         if not np.isfinite(a).all():
             bad = tuple(np.argwhere(~np.isfinite(a))[0])
-            raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}")
+            how = ""
+            if self.name == "bias" and a[bad] == -np.inf:  # how models close cells; here a mask says it
+                how = ": to close cells, pass mask= (False where a row may not read), or use a large finite negative bias such as np.finfo(np.float32).min, as models do"
+            raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}{how}")
         if np.abs(a).max() > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
             bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
             raise traitlets.TraitError(
@@ -108,13 +111,9 @@ class Matrix(traitlets.TraitType):
         return a
 
     def set(self, obj, value):
-        # traitlets compares old and new values with ==, which for arrays is an elementwise
-        # pass over every number (and then an error); a new array is simply a change.
-        new = self._validate(obj, value)
-        old = obj._trait_values.get(self.name, self.default_value)
-        obj._trait_values[self.name] = new
-        if new is not old:
-            obj._notify_trait(self.name, old, new)
+        from .sync import store_new  # a new array is simply a change
+
+        store_new(obj, self.name, self._validate(obj, value))
 
 
 class Tokens(traitlets.List):
@@ -174,8 +173,6 @@ def _mask_from_json(value, widget):
         return np.frombuffer(value["view"], dtype=np.uint8).reshape([int(n) for n in value["shape"]])
     except Exception as err:  # untrusted: any failure is a refusal
         raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
-
-
 
 
 MASK_SYNC = {"sync": True, "to_json": _mask_to_json, "from_json": _mask_from_json}

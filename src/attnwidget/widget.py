@@ -221,7 +221,7 @@ class AttentionWidget(WholeChanges):
         state["focus"] = (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
         state["stage"] = STAGES[0] if stage is None else stage
         # read-only for users, and checked against by the rest: in place before the first change
-        self._trait_values.update(sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None)
+        self._preset(sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None)
         super().__init__()  # the comm opens on the defaults; everything given arrives as one change
         n = len(state["tokens"])
         if step is not None and rules._is_int(step) and 0 < step < n:  # what was asked, said back if it cannot be
@@ -250,8 +250,7 @@ class AttentionWidget(WholeChanges):
         traits = self.traits()
         return {n: values[n] if n in values else traits[n].default() for n in rules.FIELDS}
 
-    def _settle(self, before, changed):
-        values = self._trait_values
+    def _settle(self, before, changed, values):
         if "q" not in values:  # not made yet: the first change brings everything
             return
         state, asked = self._plain(before), [n for n in changed if n in rules.FIELDS]
@@ -274,11 +273,11 @@ class AttentionWidget(WholeChanges):
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""
-        return rules.rows(self._trait_values)
+        return rules.rows({"tokens": self.tokens, "step": self.step})
 
     def _keys_read(self) -> int:
         """How many tokens a row reads: the tokens written, or cross-attention's own."""
-        return rules.keys_read(self._trait_values)
+        return rules.keys_read({"tokens": self.tokens, "step": self.step, "cross": self.cross, "key_tokens": self.key_tokens})
 
     def page_state(self) -> dict:
         """Everything a page with no kernel needs, as plain data (the payload, payload.py)."""
@@ -398,13 +397,6 @@ class AttentionWidget(WholeChanges):
         return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
 
     @classmethod
-    def from_transformer_lens(cls, model, text: str, *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
-        """Every head of one layer of a TransformerLens ``HookedTransformer``."""
-        from .integrations import from_transformer_lens
-
-        return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
-
-    @classmethod
     def _from_model(cls, found, layer, head, kwargs, block=None):
         blocks = found if isinstance(found, dict) else {}
         if blocks:
@@ -425,7 +417,7 @@ class AttentionWidget(WholeChanges):
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "").items():
                 w.set_trait(name, value)
-            w._sources.adopt(block or "", {n: w._trait_values[n] for n in ("model_q", "model_k", "model_v", "model_basis", "n_layers")})
+            w._sources.adopt(block or "", {n: getattr(w, n) for n in ("model_q", "model_k", "model_v", "model_basis", "n_layers")})
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
@@ -436,7 +428,7 @@ class AttentionWidget(WholeChanges):
     @property
     def n_heads(self) -> int:
         """How many heads q, k and v carry (1 for 2-D arrays)."""
-        q = self._trait_values.get("q")
+        q = self.q
         return 1 if q is None or q.ndim == 2 else q.shape[0]
 
     def _head(self, a):

@@ -7,6 +7,7 @@ import pytest
 from test_export_browser import open_page
 
 from attnwidget import AttentionWidget, attention
+from attnwidget.rules import GENERATION_IS_CAUSAL
 
 pytestmark = pytest.mark.browser
 
@@ -111,7 +112,8 @@ def test_stepping_works_in_an_exported_page_with_no_kernel(browser, tmp_path, ar
             root.screenshot(path=str(artifacts / "generation-export.png"))
             # writing is causal: the checkbox waits, and a page change that turns it off is refused, as Python refuses it
             assert root.locator(".aw-causal").is_disabled()
-            page.evaluate(f"{ROOT}.attnwidget.model.set('causal', false)")
+            said = page.evaluate(f"(() => {{ try {{ {ROOT}.attnwidget.model.set('causal', false); }} catch (e) {{ return e.message; }} }})()")
+            assert said == GENERATION_IS_CAUSAL  # Python's answer, word for word
             assert page.evaluate(f"{ROOT}.attnwidget.model.get('causal')") is True
     # the last token written: nothing left to write, and its step still shown with the cache
     assert page.locator(".aw-gen-next").is_disabled() and page.locator(".aw-gen").is_visible()

@@ -22,7 +22,9 @@ LOAD = """(state) => {
   const root = document.querySelector('.aw-root'), model = root.attnwidget.model;
   const decode = (v) => (v && typeof v.base64 === 'string')
     ? { shape: v.shape, dtype: v.dtype, view: new DataView(Uint8Array.from(atob(v.base64), (c) => c.charCodeAt(0)).buffer) } : v;
-  for (const [name, value] of Object.entries(state)) model.set(name, decode(value));
+  const writable = model.get('_constants').writable;  // a whole change, settled by the page's rules as Python settles it
+  const refused = model.propose(Object.fromEntries(Object.entries(state).filter(([k]) => writable.includes(k)).map(([k, v]) => [k, decode(v)])));
+  if (refused) throw new Error(refused);
   root.attnwidget.redraw();
   return root.attnwidget.numbers();
 }"""

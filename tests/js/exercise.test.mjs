@@ -3,7 +3,6 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { exerciseFollowUps } from "../../js/standalone.js";
 import { evenGuess, fmtGoal, predictScore, rebalance, temperatureScore } from "../../js/views/exercise.js";
 
 let seed = 11;
@@ -52,17 +51,4 @@ test("scores: Python's formulas", () => {
   assert.ok(Math.abs(temperatureScore(2.5, 2) - 0.75) < 1e-15);
   assert.equal(temperatureScore(9, 2), 0);
   assert.deepEqual([1, 2, 2.5, 1.75, 2.0001].map(fmtGoal), ["1", "2", "2.5", "1.75", "2"]);
-});
-
-test("no kernel: a change to the row clears the guess and the reveal, as Python does", () => {
-  const _constants = { row_traits: ["focus", "temperature"] }; // as Python sends them (widget.py's _ROW_TRAITS, in part)
-  const state = { exercise: "predict", guess: [0.5, 0.5], revealed: true, temperature: 1, focus: 1, stage: "weights", _constants };
-  assert.deepEqual(exerciseFollowUps(state, { temperature: 0.5 }), { guess: null, revealed: false });
-  assert.deepEqual(exerciseFollowUps(state, { focus: 0 }), { guess: null, revealed: false });
-  assert.deepEqual(exerciseFollowUps(state, { stage: "blend" }), {}); // not about the row
-  assert.deepEqual(exerciseFollowUps(state, { temperature: 1 }), {}); // no change
-  assert.deepEqual(exerciseFollowUps(state, { guess: [1, 0] }), { revealed: false }); // a new try
-  assert.deepEqual(exerciseFollowUps(state, { guess: [1, 0], revealed: false }), {});
-  assert.deepEqual(exerciseFollowUps({ ...state, exercise: "" }, { temperature: 0.5 }), {});
-  assert.deepEqual(exerciseFollowUps({ ...state, exercise: "temperature", guess: null }, { temperature: 0.5 }), { guess: null, revealed: false });
 });

@@ -1,0 +1,208 @@
+// The app core: draws one attention computation in five stages from a model's state, and turns
+// what the reader does into proposed changes. Both adapters mount it: the live widget
+// (widget.js, changes go to Python) and the exported page (standalone.js, changes settle here).
+// The page computes scores and weights itself (attention.js), so a drag needs no round trip.
+import { createStore } from "./derived.js";
+import { createCell } from "./views/cell.js";
+import { createControls } from "./views/controls.js";
+import { el, fill, palette, watchLayout } from "./views/dom.js";
+import { createExercise } from "./views/exercise.js";
+import { createGeneration } from "./views/generation.js";
+import { createHeads } from "./views/heads.js";
+import { describeRow, roundingWarning } from "./views/readout.js";
+import { savePicture, snapshotPNG, snapshotSVG } from "./views/snapshot.js";
+import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, createStages, SINK_NOTE, weightColours } from "./views/stages.js";
+import { createTokenStrip } from "./views/tokens.js";
+
+/** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
+ * whole change (the rules settle its follow-ups); `soon`: part of a drag, sent at most every so
+ * often; `later`: shown now, sent by the next flush(). */
+export function mount(host, model, { propose, flush }) {
+  const root = el("div", { class: "aw-root" });
+  host.append(root);
+  const store = createStore((name) => model.get(name)); // every derived number, memoised on its inputs
+  const get = store.get; // the state as it stands: while generating, the tokens written so far
+  const save = (name, value) => propose({ [name]: value });
+
+  // --- views ---
+  const onFocus = (i) => save("focus", i);
+  const onPickCell = (i, j) => (j == null ? onFocus(i) : propose({ focus: i, cell: [i, j] }));
+  const constants = get("_constants"); // AttentionWidget's stages and temperature range
+  const controls = createControls(root, {
+    stages: constants.stages,
+    range: constants.temperature_range,
+    onStage: (s) => save("stage", s),
+    onTemperature: (t, final) => propose({ temperature: t }, { soon: !final }),
+    onCausal: (b) => save("causal", b),
+    onSink: (b) => save("sink", b),
+    onSentence: (i) => save("sentence_index", i),
+    onLayer: (i) => save("layer", i),
+    onBlock: (b) => save("block", b),
+    onStep: (s) => save("step", s), // the rules move the focus to the new token's row, with the causal rule on
+    onSave: (kind) =>
+      savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
+        notice.hidden = false; // said where the reader looks, until the next redraw
+        notice.textContent = `The ${kind.toUpperCase()} picture could not be made: ${err.message}`;
+      }),
+  });
+  // Said plainly when rounding could make the page's numbers differ from Python's.
+  const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
+  root.append(notice);
+  const heads = createHeads(root, {
+    // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
+    onPick: (l, h) => propose(store.model("q") && l !== get("layer") ? { layer: l, head: h } : { head: h }),
+    onProgress: () => schedule(),
+    onSummary: (name) => save("summary", name),
+  });
+  const strip = createTokenStrip(root, { onFocus });
+  const generation = createGeneration(root); // the K and V cache while generating
+  const caption = el("p", { class: "aw-caption" });
+  const body = el("div", { class: "aw-body" });
+  const readout = el("p", { class: "aw-readout", "aria-live": "polite" });
+  root.append(caption, body);
+  const cellView = createCell(root, { onClose: () => save("cell", null) });
+  root.append(readout);
+  // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
+  const exercise = createExercise(body, {
+    onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
+    onReveal: () => save("revealed", true),
+  });
+  const stages = createStages(body, {
+    store,
+    get,
+    onFocus,
+    onPickCell,
+    onQuery: (vec) => propose({ q: store.withQuery(vec) }, { later: true }), // the query being turned: drawn at once, sent on release
+    onQueryEnd: () => flush(),
+    onResidual: (b) => save("residual", b),
+    onWindow: () => schedule(),
+  });
+
+  // --- drawing, batched to one frame ---
+  let frame = 0,
+    layoutRetries = 0;
+  const schedule = () => {
+    if (!frame) frame = requestAnimationFrame(draw);
+  };
+
+  function draw() {
+    frame = 0;
+    if (stages.starting()) return; // the worker's start comes first (below)
+    const pal = palette(root);
+    const tokens = get("tokens"),
+      keys = store.keys(),
+      n = tokens.length,
+      stage = get("stage");
+    const focus = Math.min(get("focus"), n - 1),
+      cell = get("cell");
+    root.dataset.stage = stage;
+    const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
+    // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
+    // the K and V cache while generating; the grids mark the rows it keeps
+    root.dataset.written = generation.update({ store, all: model.get("tokens"), causal: get("causal"), stage, tokens, pal, maxWidth });
+    controls.update({
+      stage,
+      temperature: get("temperature"),
+      causal: get("causal"),
+      sink: !!get("sink"),
+      sentenceList: get("sentences") || [],
+      sentenceIndex: get("sentence_index"),
+      layers: get("n_layers") || 0,
+      layer: get("layer") || 0,
+      modelName: get("model_name") || "",
+      block: get("block") || "",
+      generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
+    });
+    stages.start({ stage, tokens, keys, pal }); // a worker's picture first: it computes while the page does
+    const showWeights = stage === "weights" || stage === "blend";
+    const row = Array.from(store.weightRow(focus));
+    // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
+    const secret = exercise.update({ stage, tokens, keys, focus, store, get });
+    const showRow = showWeights && secret !== "row"; // in the token strip
+
+    const notes = [(stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || ""];
+    if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+    if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
+    caption.textContent = notes.join(" ");
+    const warning = roundingWarning(store, get("temperature"));
+    notice.hidden = !warning;
+    notice.textContent = warning || "";
+    fill(readout, describeRow(store, focus, tokens, stage, secret));
+
+    const layers = store.model("q") ? get("n_layers") : 1;
+    heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
+    if (!heads.node.hidden)
+      heads.update({
+        work: store.thumbnails(),
+        layers,
+        layer: get("layer"),
+        head: get("head"),
+        color: weightColours(pal),
+        width: maxWidth,
+        summary: get("summary") || "",
+      });
+    cellView.update(
+      cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
+        ? {
+            a: store.cellArithmetic(...cell),
+            why: store.closedWhy(...cell),
+            biased: !!store.bias(),
+            reader: tokens[cell[0]],
+            read: keys[cell[1]],
+          }
+        : null,
+    );
+    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth, secret });
+    // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
+    const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
+    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))
+      layoutRetries = 0;
+    else if (layoutRetries++ < 60) schedule();
+    // the first draw with every picture in it (a long input's weights come from a worker)
+    if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
+  }
+
+  // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
+  root.attnwidget = {
+    numbers: () => {
+      const warning = roundingWarning(store, get("temperature"));
+      return {
+        scores: Array.from(store.scores()),
+        weights: Array.from(store.weights()),
+        output: Array.from(store.output()),
+        scale: store.scale(),
+        temperature: get("temperature"),
+        exact: !warning,
+        notice: warning,
+      };
+    },
+    /** How many rows the page's last computation of the scores, weights and output computed (one for a step of generation). */
+    work: () => store.work(),
+    snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
+    model,
+    // draw now rather than at the next frame: lets benchmarks time one redraw
+    redraw: () => {
+      cancelAnimationFrame(frame);
+      draw();
+    },
+    firstPaint: 0,
+  };
+
+  // --- wiring ---
+  // any change redraws, at most once a frame; the store recomputes only what depends on it
+  model.on("change", schedule);
+  const unwatch = watchLayout(root, strip.list, schedule);
+  // A long input's worker is asked before the first draw, which waits until it runs (it says so,
+  // or fails, through onWindow): a worker cannot start while this thread computes the page's
+  // own numbers. One that says nothing holds the page up for a second at most.
+  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root) });
+  draw();
+
+  return () => {
+    cancelAnimationFrame(frame);
+    model.off("change", schedule);
+    unwatch();
+    for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
+    root.remove();
+  };
+}

@@ -1,0 +1,71 @@
+// The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
+// place: the state as a live page would hold it, and the sources the rules bring in on a switch.
+
+export const VERSION = 1;
+
+function bytesOf(base64) {
+  if (Uint8Array.fromBase64) return Uint8Array.fromBase64(base64); // native: a whole model's megabytes, four times as fast
+  const text = atob(base64),
+    bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i); // a plain loop: megabytes of it
+  return bytes;
+}
+
+function decode(value) {
+  if (value && typeof value === "object" && typeof value.base64 === "string")
+    return { shape: value.shape, dtype: value.dtype, view: new DataView(bytesOf(value.base64).buffer) };
+  return value;
+}
+
+const decodeAll = (values) => Object.fromEntries(Object.entries(values || {}).map(([k, v]) => [k, decode(v)]));
+
+const WIDTH = { float32: 4, float64: 8 };
+
+/** Heads [from, from + count) of a stacked array, sharing its memory. */
+function heads(a, from, count) {
+  const [, rows, cols] = a.shape,
+    size = rows * cols * WIDTH[a.dtype];
+  return { shape: [count, rows, cols], dtype: a.dtype, view: new DataView(a.view.buffer, a.view.byteOffset + from * size, count * size) };
+}
+
+/** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v). */
+export function decodePayload(payload) {
+  if (payload.version !== VERSION)
+    throw new Error(`This page's data is version ${payload.version}; this page reads version ${VERSION}. Export it again with the same attnwidget.`);
+  const state = decodeAll(payload.state),
+    src = payload.sources || {};
+  const sentences = (src.sentences || []).map(decodeAll);
+  const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
+  const model = src.model ? decodeAll(src.model) : null;
+  // the block shown at first: its every layer's arrays are in the state, not among the blocks
+  const home = Object.fromEntries(["model_q", "model_k", "model_v", "model_basis", "n_layers"].map((k) => [k, state[k]]));
+  const stackOf = (block) => (block && blocks[block].model_q ? blocks[block] : home);
+  const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
+  const sources = {
+    sentence: (i) => sentences[i],
+    block: (name) => ({ ...blocks[name], ...(blocks[name].model_q ? {} : home) }),
+    layer(block, i) {
+      const key = `${block}:${i}`;
+      if (!layers.has(key)) {
+        const stack = stackOf(block),
+          texts = block ? blocks[block] : model,
+          count = stack.model_q.shape[0] / stack.n_layers;
+        layers.set(key, {
+          tokens: texts.tokens,
+          key_tokens: texts.key_tokens ?? null,
+          q: heads(stack.model_q, i * count, count),
+          k: heads(stack.model_k, i * count, count),
+          v: heads(stack.model_v, i * count, count),
+          value_basis: stack.model_basis ? heads(stack.model_basis, i * count, count) : null,
+        });
+      }
+      return layers.get(key);
+    },
+    // new values a script set: their axes are Python's to compute (the blend then plots their first two)
+    basis: () => null,
+  };
+  if (state.layer_shown) Object.assign(state, pick(sources.layer(state.block || "", state.layer), ["q", "k", "v", "value_basis"])); // a layer's own: cut from the stacks, not sent twice
+  return { state, sources };
+}
+
+const pick = (o, names) => Object.fromEntries(names.map((k) => [k, o[k]]));
