@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean docs lint format
+.PHONY: demo test build chromium bench clean docs lint format fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ chromium:
 test: build $(VENV)/.test-installed chromium lint docs
 	npm test
 	$(BIN)/python -m pytest
+
+# The rules' twins (rules.py, rules.js) on far more generated cases than the suite runs, and longer
+# random sessions in exported pages: FUZZ cases (about a minute per 10 000).
+FUZZ ?= 100000
+fuzz: build $(VENV)/.test-installed chromium
+	ATTNWIDGET_FUZZ=$(FUZZ) $(BIN)/python -m pytest -q tests/test_rules_contract.py tests/browser/test_session_browser.py
 
 # Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc);
 # `make format` rewrites what the format checks refuse.

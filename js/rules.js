@@ -232,10 +232,10 @@ export function settle(state, change, sources = null, page = false) {
     if (refused.length) throw new Refused(`the page may not set ${refused.map(pyStr).join(", ")} (read-only, private or unknown)`);
   }
   const s = { ...state },
-    before = state,
-    asked = new Set(Object.keys(change));
+    before = state;
   for (const [name, value] of Object.entries(change)) s[name] = check(name, value, C);
-  if ("key_tokens" in change) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
+  const asked = new Set(Object.keys(change).filter((n) => !same(s[n], before[n]))); // a value as it was is no change (traitlets' rule too)
+  if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);
   if (!s.cross) s.key_tokens = s.tokens; // the columns are the tokens themselves
   const changed = new Set(asked);

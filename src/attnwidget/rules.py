@@ -326,10 +326,11 @@ def settle(state, change, sources=None, *, page=False):
         refused = [k for k in change if k not in WRITABLE]
         if refused:
             raise Refused(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
-    s, before, asked = dict(state), state, set(change)
+    s, before = dict(state), state
     for name, value in change.items():
         s[name] = check(name, value)
-    if "key_tokens" in change:  # the columns' own labels: cross-attention; None: self-attention again
+    asked = {n for n in change if not same(s[n], before.get(n))}  # a value as it was is no change (traitlets' rule too)
+    if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
     _bring_in(s, before, asked, sources)
     if not s.get("cross"):
