@@ -222,7 +222,8 @@ export function roundingBound(q, k, scale, S) {
   for (let i = 0; i < S.length; i++) top = Math.max(top, Math.abs(S[i]));
   // below 2^-1022 rounding errors are absolute, up to half the smallest number per operation
   const tiny = 2 * (q.cols + 2) * (1 + Math.abs(scale)) * Number.MIN_VALUE;
-  return { score: 2 * (q.cols + 2) * U * Math.abs(scale) * norms(q) * norms(k) + 4 * U * top + tiny, top };
+  const dot = 2 * (q.cols + 2) * U * Math.abs(scale) * norms(q) * norms(k) + tiny; // the same for every cell
+  return { score: dot + 4 * U * top, dot, top };
 }
 
 /**
@@ -232,20 +233,28 @@ export function roundingBound(q, k, scale, S) {
  * where one score leads every other by more than 2δ + 40·T is still exact (the others are below
  * e^-40 in both), so only rows with a near-tie are unsure.
  */
-export function agreement({ score, top }, S, rows, temperature, causal, mask = null) {
+export function agreement({ score, dot = score, top }, S, rows, temperature, causal, mask = null) {
   const spread = (2 * score) / temperature;
   const scoresOk = score <= 1e-7 * Math.max(1, top);
   if (spread <= 2.5e-7) return { exact: scoresOk, scoreError: score, weightError: spread, top };
+  // each cell's own error: the dot product's, and the rounding of its own size (a bias as large as
+  // float32's minimum, as models close cells with, errs hugely but is e^-huge = 0 in both)
+  const err = (x) => dot + 4 * U * Math.abs(x);
   let unsure = 0;
   const n = S.length / rows; // keys per row
   for (let i = 0; i < rows && !unsure; i++) {
     const last = causal ? Math.min(i, n - 1) : n - 1,
       row = i * n;
     let max = -Infinity,
-      near = 0;
+      near = 0,
+      worst = 0; // the largest error among the cells that carry weight (the rest are below e^-40 in both)
     for (let j = 0; j <= last; j++) if (!mask || mask[row + j]) max = Math.max(max, S[row + j]);
-    for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && max - S[row + j] <= 2 * score + 40 * temperature) near++;
-    if (near > 1) unsure++;
+    for (let j = 0; j <= last; j++)
+      if ((!mask || mask[row + j]) && max - S[row + j] <= err(max) + err(S[row + j]) + 40 * temperature) {
+        near++;
+        worst = Math.max(worst, err(S[row + j]));
+      }
+    if (near > 1 && (2 * worst) / temperature > 2.5e-7) unsure++;
   }
   return { exact: scoresOk && !unsure, scoreError: score, weightError: unsure ? Math.min(1, Math.expm1(spread)) : 0, top };
 }

@@ -268,7 +268,9 @@ function bringIn(s, before, asked, sources) {
     if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
     asked = new Set([...asked, "layer"]);
   }
-  if ((asked.has("layer") || asked.has("model_q")) && sources && 0 <= s.layer && s.layer < (s.n_layers || 0)) {
+  const blocks = s.blocks || [],
+    known = blocks.length ? blocks.includes(s.block) : !s.block; // (an unknown block is refused below)
+  if ((asked.has("layer") || asked.has("model_q")) && sources && known && 0 <= s.layer && s.layer < (s.n_layers || 0)) {
     const found = sources.layer(s.block || "", s.layer);
     s.tokens = found.tokens;
     s.cross = found.key_tokens != null;

@@ -100,3 +100,21 @@ def test_the_visually_preset_is_the_articles_first_demo():
         assert w.causal and w.focus == bank and bank < len(w.tokens) - 1
         assert (w.weights[bank, bank + 1 :] == 0).all()
         np.testing.assert_allclose(w.weights.sum(axis=1), 1.0)
+
+
+def test_dash_writes_the_page_to_standard_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", "a river bank", "-o", "-"]) == 0
+    out = capsys.readouterr().out
+    assert out.lstrip().lower().startswith("<!doctype html") and "attnwidget-state" in out
+    assert not (tmp_path / "-").exists()  # not a file named "-"
+
+
+def test_a_missing_optional_dependency_is_a_message_not_a_traceback(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "playwright", None)  # as if the images extra were not installed
+    monkeypatch.setitem(sys.modules, "playwright.sync_api", None)
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "a b", "-o", str(tmp_path / "x.png")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and "Traceback" not in err and 'pip install "attnwidget[images]"' in err.splitlines()[-1]
+    assert not (tmp_path / "x.png").exists()

@@ -21,7 +21,7 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write a standalone HTML page, or a PNG, SVG or PDF picture")
     export.add_argument("sentences", nargs="*", help="one sentence, or several to switch between")
-    export.add_argument("-o", "--output", required=True, help="where to write: .html, .png, .svg or .pdf")
+    export.add_argument("-o", "--output", required=True, help="where to write: .html, .png, .svg or .pdf; - writes the page to standard output")
     export.add_argument("--preset", choices=sorted(PRESETS), help="a built-in example instead of sentences")
     export.add_argument("--stage", choices=STAGES, help="the stage to open on")
     export.add_argument("--focus", help="the token to focus (its text or its index)")
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
 
     if bool(args.sentences) == bool(args.preset):
         parser.error("give one or more sentences, or --preset, not both")
-    _check_output(parser, args.output)  # before the slower work
+    if args.output != "-":
+        _check_output(parser, args.output)  # before the slower work
     try:
         if args.preset:
             w = PRESETS[args.preset]()
@@ -51,14 +52,21 @@ def main(argv=None) -> int:
         parser.error(str(err))
 
     out, picture_theme = args.output, "light" if args.theme == "auto" else args.theme
-    if out.lower().endswith(".png"):
-        w.save_png(out, theme=picture_theme)
-    elif out.lower().endswith(".svg"):
-        w.save_svg(out, theme=picture_theme)
-    elif out.lower().endswith(".pdf"):
-        w.save_pdf(out, theme=picture_theme)
-    else:
-        w.to_html(out, theme=args.theme)
+    if out == "-":
+        sys.stdout.write(w.to_html(theme=args.theme))
+        return 0
+    try:
+        if out.lower().endswith(".png"):
+            w.save_png(out, theme=picture_theme)
+        elif out.lower().endswith(".svg"):
+            w.save_svg(out, theme=picture_theme)
+        elif out.lower().endswith(".pdf"):
+            w.save_pdf(out, theme=picture_theme)
+        else:
+            w.to_html(out, theme=args.theme)
+    except ImportError as err:  # an optional dependency (the images extra): what to install, not a traceback
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        sys.exit(1)
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

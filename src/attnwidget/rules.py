@@ -367,7 +367,11 @@ def _bring_in(s, before, asked, sources):
         if "layer" not in asked:
             s["layer"] = min(s["layer"], s["n_layers"] - 1)  # the same layer, where the block has it
         asked = asked | {"layer"}
-    if ("layer" in asked or "model_q" in asked) and sources is not None and 0 <= s["layer"] < s.get("n_layers", 0):  # (a model loaded: its layer shown)
+    blocks = s.get("blocks") or ()
+    known = s.get("block", "") in blocks if blocks else not s.get("block")  # (an unknown block is refused below)
+    if (
+        ("layer" in asked or "model_q" in asked) and sources is not None and known and 0 <= s["layer"] < s.get("n_layers", 0)
+    ):  # (a model loaded: its layer shown)
         found = sources.layer(s.get("block", ""), s["layer"])
         s["tokens"], s["cross"] = found["tokens"], found["key_tokens"] is not None
         if s["cross"]:

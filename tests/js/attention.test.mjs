@@ -79,3 +79,15 @@ test("head summaries: each a mean over the rows where it exists", () => {
   assert.ok(Math.abs(s.effective_tokens - mean([0, 1, 2, 3].map((i) => A.effectiveTokens(W, n, i)))) < 1e-15);
   assert.ok(Number.isNaN(A.headSummary(W, n, (_, j) => j > 0).first)); // no row may read token 0
 });
+
+test("a masking bias as models build it (float32's minimum) is no rounding risk: its cells are 0 in both", () => {
+  const low = -3.4028234663852886e38; // np.finfo(np.float32).min
+  const bias = new Float64Array(n * n);
+  for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) bias[i * n + j] = low; // the causal rule, as a bias
+  const S = A.scores(q, k, A.defaultScale(q.cols), { data: bias, rows: n, cols: n });
+  for (const T of [1, 0.2]) assert.ok(A.agreement(A.roundingBound(q, k, A.defaultScale(q.cols), S), S, n, T, false).exact, `T = ${T}`);
+  // a true near-tie is still said: two cells a hair apart at a tiny temperature
+  const tie = Float64Array.from([1, 1 + 1e-12, low, 0]);
+  const qq = { data: Float64Array.from([1, 0, 0, 1]), rows: 2, cols: 2 };
+  assert.equal(A.agreement(A.roundingBound(qq, qq, 1, tie), tie, 2, 1e-13, false).exact, false);
+});
