@@ -6,7 +6,7 @@
 
 const NS = "http://www.w3.org/2000/svg";
 // what can be pressed, dragged or chosen, and the hover tip
-const CHROME = ".aw-controls, .aw-tip, .aw-toggle, .aw-cell-close, input, select, label:has(select)";
+const CHROME = ".aw-controls, .aw-tip, .aw-toggle, .aw-cell-close, .aw-ex-reveal, input:not(.aw-ex-input), select, label:has(select)";
 /** Past this many cells a matrix is one PNG <image> in the SVG: as rects it would take megabytes.
  * (Long inputs past 512 tokens are painted as an image on the page too.) */
 export const CELL_BUDGET = 40000;
@@ -72,7 +72,15 @@ function walk(parent, out, pic) {
       text(node, out, pic);
       continue;
     }
-    if (node.nodeType !== Node.ELEMENT_NODE || node.matches(CHROME) || !node.getClientRects().length) continue;
+    if (node.nodeType !== Node.ELEMENT_NODE || node.matches(CHROME)) continue;
+    if (!node.getClientRects().length) {
+      if (getComputedStyle(node).display === "contents") walk(node, out, pic); // no box of its own (an exercise's row): its children have
+      continue;
+    }
+    if (node.matches("input")) {
+      field(node, out, pic); // an exercise's typed share: its number is part of the picture, its box is not
+      continue;
+    }
     const css = getComputedStyle(node),
       seen = css.visibility === "visible";
     if (node.namespaceURI === NS) {
@@ -283,6 +291,18 @@ function text(node, out, pic) {
     if (/^\s|\s$|\s\s/.test(words)) t.setAttributeNS("http://www.w3.org/XML/1998/namespace", "xml:space", "preserve");
     out.append(t);
   }
+}
+
+/** A number box's value as text, where the box shows it (right-aligned, as typed). */
+function field(node, out, pic) {
+  const css = getComputedStyle(node),
+    r = node.getBoundingClientRect();
+  if (css.visibility !== "visible" || !node.value) return;
+  const right = r.right - parseFloat(css.paddingRight) - parseFloat(css.borderRightWidth);
+  const y = r.top + (r.height - parseFloat(css.fontSize)) / 2 + ascent(css, pic);
+  out.append(
+    make("text", { x: right - pic.x0, y: y - pic.y0, "text-anchor": "end", "font-size": parseFloat(css.fontSize), ...paint("fill", css.color) }, node.value),
+  );
 }
 
 // --- the page's own SVG: arcs, the value plot, the dial, legend marks ---

@@ -251,3 +251,17 @@ def test_hostile_token_text_stays_text(tmp_path):
     for token in HOSTILE:
         assert visible_text(token) in shown, token
     assert "x␇y" in shown and "\x07" not in data.decode("utf-8")
+
+
+def test_an_exercises_picture_keeps_the_guess_and_draws_no_button(browser, tmp_path):
+    path = tmp_path / "exercise.html"
+    w = AttentionWidget(exercise="predict", focus=5, stage="weights")
+    w.guess = [0, 0, 0, 0, 0.6, 0.4]
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    svg = page.evaluate("document.querySelector('.aw-root').attnwidget.snapshot('svg')")
+    words = texts(ET.fromstring(svg))
+    assert "60" in words and "40" in words, words  # the learner's shares, as the boxes show them
+    assert "Reveal" not in words  # a picture has nothing to press
+    assert not problems, problems
+    page.context.close()
