@@ -22,7 +22,7 @@ copyright = "2026, The attnwidget developers"
 release = version = attnwidget.__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
-exclude_patterns = ["_build", "README.md", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "README.md", "**.ipynb_checkpoints", "_traits.md"]
 myst_enable_extensions = ["colon_fence"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # the README's own headings start below the page's title
@@ -35,6 +35,24 @@ nb_execution_show_tb = True
 # the widget's own embedded page, not a widget view (which would need a kernel, or a CDN)
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_ipywidgets_js = {}  # no html-manager from a CDN: the pages load nothing from elsewhere
+
+
+def _traits_table():
+    """The API page's table of synced traits, from the one-line docstring under each declaration
+    in widget.py: no hand-kept list that could drift from the code."""
+    from sphinx.pycode import ModuleAnalyzer
+
+    docs = ModuleAnalyzer.for_module("attnwidget.widget").find_attr_docs()
+    traits = attnwidget.AttentionWidget.class_traits(sync=True)
+    rows = ["| trait | set from Python or the page | what it holds |", "| --- | --- | --- |"]
+    for (cls, name), lines in docs.items():
+        if cls == "AttentionWidget" and name in traits and not name.startswith("_"):
+            settable = "read-only" if traits[name].read_only else "yes"
+            rows.append(f"| `{name}` | {settable} | {' '.join(lines).strip().replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
+
+
+(pathlib.Path(__file__).parent / "_traits.md").write_text(_traits_table(), encoding="utf-8")
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
