@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean docs lint format fuzz
+.PHONY: demo test build chromium bench clean docs lint format fuzz compat
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,15 @@ FUZZ ?= 100000
 fuzz: build $(VENV)/.test-installed chromium
 	ATTNWIDGET_FUZZ=$(FUZZ) $(BIN)/python -m pytest -q tests/test_rules_contract.py tests/browser/test_session_browser.py
 
+# The oldest versions pyproject.toml allows, on the oldest Python it claims: the whole-change
+# machinery (sync.py's private names) and the rules, against them.
+OLDEST_PYTHON ?= $(firstword $(wildcard /root/.pyenv/versions/3.9*/bin/python) python3.9)
+compat: build
+	$(OLDEST_PYTHON) -m venv .venv-oldest
+	.venv-oldest/bin/pip install -q "anywidget==0.9.0" "ipywidgets==8.1.0" "traitlets==5.9.0" "numpy==1.22.4" pytest hypothesis
+	PYTHONPATH=src .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/test_sync.py tests/test_widget.py tests/test_trust.py \
+	  tests/test_exercise.py tests/test_step.py tests/test_rules_contract.py tests/test_layers.py tests/test_cross.py
+
 # Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc);
 # `make format` rewrites what the format checks refuse.
 LINTED := src tests benchmarks scripts docs
@@ -79,4 +88,4 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/python benchmarks/side_by_side.py
 
 clean:
-	rm -rf $(VENV) node_modules src/attnwidget/static dist tests/artifacts build
+	rm -rf $(VENV) .venv-oldest node_modules src/attnwidget/static dist tests/artifacts build

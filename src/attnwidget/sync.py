@@ -3,7 +3,7 @@
 Every change to a widget's own traits, from Python or from the page, is a transaction: the
 values asked are gathered, the widget settles them (its rules), and then either every trait is
 put back exactly as it was, or the page gets one complete message and the observers are told.
-tests/test_sync.py pins the private names used here on the oldest and newest versions allowed.
+tests/test_sync.py pins the private names used here; `make compat` runs it on the oldest versions allowed.
 """
 
 from __future__ import annotations
