@@ -2,7 +2,9 @@
 // what the reader does into proposed changes. Both adapters mount it: the live widget
 // (widget.js, changes go to Python) and the exported page (standalone.js, changes settle here).
 // The page computes scores and weights itself (attention.js), so a drag needs no round trip.
+import { weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
+import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
 import { el, fill, palette, watchLayout } from "./views/dom.js";
@@ -10,8 +12,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
-import { savePicture, snapshotPNG, snapshotSVG } from "./views/snapshot.js";
-import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, createStages, SINK_NOTE, weightColours } from "./views/stages.js";
+import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, createStages, SINK_NOTE } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a

@@ -1,10 +1,9 @@
 // Generation, one token at a time: the keys and values written so far kept as a cache that grows
 // by one column per step, and the work of a step beside the work of computing everything again.
-import { scaleDiverging } from "d3-scale";
 import * as A from "../attention.js";
+import { signedColours } from "../colours.js"; // K and V in the colours the query · key stage gives them
 import { el, fill, fmt2 } from "./dom.js";
 import { createGrid } from "./grid.js";
-import { diverging } from "./stages.js"; // K and V in the colours the query · key stage gives them
 
 const count = (x) => x.toLocaleString("en-US");
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
@@ -58,7 +57,7 @@ export function createGeneration(parent) {
           rows: m.cols,
           cols: m.rows,
           value: (i, j) => m.data[j * m.cols + i],
-          color: scaleDiverging(diverging(pal)).domain([-top, 0, top]),
+          color: signedColours(pal, top),
           text: fmt2,
           rowLabels: Array.from({ length: m.cols }, (_, i) => `${i + 1}`),
           colLabels: tokens,

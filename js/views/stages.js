@@ -2,9 +2,9 @@
 // (kept for the blend) and the blend. Each stage draws from the store, in a function of its own.
 
 import { rgb } from "d3-color";
-import { interpolateLab } from "d3-interpolate";
-import { scaleDiverging, scaleSequential } from "d3-scale";
+import { scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
+import { signedColours, weightColours } from "../colours.js";
 import { memo } from "../derived.js";
 import { createPainter } from "../painter.js";
 import { lookupTable, pack } from "../picture.js";
@@ -12,19 +12,6 @@ import { createBlend } from "./blend.js";
 import { createDial } from "./dial.js";
 import { el, fill, fmt2, fmt3 } from "./dom.js";
 import { createGrid } from "./grid.js";
-
-/** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
- * score: a small negative and a small positive score never look alike, in either theme. */
-export function diverging({ neg, zero, pos }) {
-  const toNeg = interpolateLab(zero, neg),
-    toPos = interpolateLab(zero, pos);
-  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
-}
-
-/** The colours of the weights: 0 to 1, or (long inputs, max < 1) stretched to the largest. */
-export function weightColours(pal, top = 1) {
-  return scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, top || 1]);
-}
 
 function legend(node, title, color, lo, hi) {
   const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
@@ -327,7 +314,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
         m = view.keys.length,
         { focus } = view;
       const top = Math.max(A.magnitude(q.data), A.magnitude(k.data));
-      const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
+      const color = signedColours(view.pal, top);
       const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
       const qk = { ...grid(view), cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(view.maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
@@ -356,7 +343,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
         m = view.keys.length;
       const [lo, hi] = store.scoreRange(),
         top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
-      const color = scaleDiverging(diverging(view.pal)).domain([-top, 0, top]);
+      const color = signedColours(view.pal, top);
       const spec = {
         ...grid(view),
         ...masking(),
@@ -382,7 +369,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       if (bias) {
         const [blo, bhi] = A.extent(bias.data),
           bm = Math.max(1e-9, -blo, bhi);
-        const bcolor = scaleDiverging(diverging(view.pal)).domain([-bm, 0, bm]);
+        const bcolor = signedColours(view.pal, bm);
         biasGrid.update({
           ...grid(view),
           value: (i, j) => bias.data[i * m + j],

@@ -1,7 +1,7 @@
 // The token strip across the top, and the arcs from the focused token to the tokens it reads. In
 // cross-attention the text read is a second row below, and the links run down from the focused
 // token to the tokens of that text.
-import { interpolateRgb } from "d3-interpolate";
+import { chipTint } from "../colours.js";
 import { el, fill, inkOn, percentages, svg } from "./dom.js";
 
 const ARC_H = 64;
@@ -186,7 +186,7 @@ export function createTokenStrip(parent, { onFocus }) {
         if (condensed) return;
         const w = row ? row[i] : null;
         // the tint says how much the token is read; its text takes the ink that reads on it
-        const tint = interpolateRgb(pal.panel, pal.seq)(w == null ? 0 : 0.7 * w);
+        const tint = chipTint(pal, w);
         b.style.background = tint;
         b.style.color = inkOn(tint);
         b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;

@@ -1,0 +1,23 @@
+// Every colour scale the page draws with, from the theme's palette (views/dom.js palette()):
+// one place, so the matrix, the thumbnails, the cache view and the token chips agree.
+import { interpolateLab, interpolateRgb } from "d3-interpolate";
+import { scaleDiverging, scaleSequential } from "d3-scale";
+
+/** Two hues from a neutral 0, and already a fifth of the way to either at the smallest nonzero
+ * score: a small negative and a small positive score never look alike, in either theme. */
+export function diverging({ neg, zero, pos }) {
+  const toNeg = interpolateLab(zero, neg),
+    toPos = interpolateLab(zero, pos);
+  return (t) => (t === 0.5 ? zero : t < 0.5 ? toNeg(0.2 + 0.8 * (1 - 2 * t)) : toPos(0.2 + 0.8 * (2 * t - 1)));
+}
+
+/** Signed numbers (scores, q and k, a bias) on a symmetric domain: a negative one is never pale. */
+export const signedColours = (pal, top) => scaleDiverging(diverging(pal)).domain([-top, 0, top]);
+
+/** The colours of the weights: 0 to 1, or (long inputs, max < 1) stretched to the largest. */
+export function weightColours(pal, top = 1) {
+  return scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, top || 1]);
+}
+
+/** A token chip's tint for the weight w it is read with (none: the panel). */
+export const chipTint = (pal, w) => interpolateRgb(pal.panel, pal.seq)(w == null ? 0 : 0.7 * w);
