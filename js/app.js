@@ -100,7 +100,8 @@ export function mount(host, model, { propose, flush }) {
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
     // the K and V cache while generating; the grids mark the rows it keeps
-    root.dataset.written = generation.update({ store, all: model.get("tokens"), causal: get("causal"), stage, tokens, pal, maxWidth });
+    const written = generation.update({ store, all: model.get("tokens"), causal: get("causal"), stage, tokens, pal, maxWidth });
+    root.dataset.written = written; // for scripts and tests
     controls.update({
       stage,
       temperature: get("temperature"),
@@ -153,7 +154,7 @@ export function mount(host, model, { propose, flush }) {
           }
         : null,
     );
-    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth, secret });
+    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth, secret, written });
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
     if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))

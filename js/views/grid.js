@@ -30,8 +30,8 @@ const paler = (c, bg) => {
  *        maxCellHeight (rows no taller: a tall matrix stays short),
  *        cached: {axis: "rows" | "cols", fresh: index} (generation: the rows or columns before
  *        `fresh` are kept from earlier steps, drawn dimmed and marked "cached"; `fresh` is the one
- *        this step computed, marked "new"). Left out, a causal matrix's rows are marked so while the
- *        widget generates (its root's data-written is its number of rows); null: never.}
+ *        this step computed, marked "new"). Left out, a causal matrix's rows are marked so while
+ *        `written` tokens are written (its number of rows); null: never.}
  */
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
@@ -291,7 +291,7 @@ export function createGrid(parent, { title, onPick, describe }) {
   // Generation: which rows (or columns) are kept from earlier steps, and which one is new.
   function generation(s) {
     if (s.cached !== undefined) return s.cached && s.cached.fresh < (s.cached.axis === "rows" ? s.rows : s.cols) ? s.cached : null;
-    const written = Number(node.closest(".aw-root")?.dataset.written || 0);
+    const written = s.written || 0;
     return written > 1 && s.readsAhead && s.rows === written ? { axis: "rows", fresh: written - 1 } : null;
   }
   // "cached" beside (or under) the kept ones with a bracket, "new" beside the new one, which is outlined

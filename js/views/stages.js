@@ -170,7 +170,8 @@ function follow(win, rows, cols, focus, cell) {
 }
 
 /** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
- *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth, secret}. */
+ *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth, secret,
+ *  written (the tokens shown written while a text is written; 0: none)}. */
 export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
   const paintColours = memo((zero, seq, masked) => ({
@@ -277,11 +278,13 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     });
     return { r0, c0, rows: h, cols: w };
   };
+  let written = 0;
   const masking = () => ({
     masked: get("causal") || store.mask() ? store.closed : null,
     causal: get("causal") && !store.mask(), // causal alone has a fast path
     readsAhead: get("causal"),
     maskData: store.mask(),
+    written, // while a text is written, its rows are marked cached and new
   });
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
@@ -454,6 +457,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     /** view.secret: what an exercise keeps hidden until its reveal ("row": the weights matrix,
      * "eff": the effective tokens column), or null. */
     update(view) {
+      written = view.written || 0;
       const hidden = view.secret === "row" ? [weightsPanel, blendPanel] : []; // the predict exercise: the row, and its blend
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || hidden.includes(p);
       if (view.secret === "row" && (view.stage === "weights" || view.stage === "blend")) return; // nothing to draw yet
