@@ -28,6 +28,18 @@ function heads(a, from, count) {
   return { shape: [count, rows, cols], dtype: a.dtype, view: new DataView(a.view.buffer, a.view.byteOffset + from * size, count * size) };
 }
 
+/** A layer's own q, k, v and value axes: slices of the stacked model arrays (`stack` holds
+ * model_q, model_k, model_v, model_basis and n_layers). */
+export function layerArrays(stack, i) {
+  const count = stack.model_q.shape[0] / stack.n_layers;
+  return {
+    q: heads(stack.model_q, i * count, count),
+    k: heads(stack.model_k, i * count, count),
+    v: heads(stack.model_v, i * count, count),
+    value_basis: stack.model_basis ? heads(stack.model_basis, i * count, count) : null,
+  };
+}
+
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v). */
 export function decodePayload(payload) {
   if (payload.version !== VERSION)
@@ -47,17 +59,8 @@ export function decodePayload(payload) {
     layer(block, i) {
       const key = `${block}:${i}`;
       if (!layers.has(key)) {
-        const stack = stackOf(block),
-          texts = block ? blocks[block] : model,
-          count = stack.model_q.shape[0] / stack.n_layers;
-        layers.set(key, {
-          tokens: texts.tokens,
-          key_tokens: texts.key_tokens ?? null,
-          q: heads(stack.model_q, i * count, count),
-          k: heads(stack.model_k, i * count, count),
-          v: heads(stack.model_v, i * count, count),
-          value_basis: stack.model_basis ? heads(stack.model_basis, i * count, count) : null,
-        });
+        const texts = block ? blocks[block] : model;
+        layers.set(key, { tokens: texts.tokens, key_tokens: texts.key_tokens ?? null, ...layerArrays(stackOf(block), i) });
       }
       return layers.get(key);
     },

@@ -116,6 +116,12 @@ w
         np.testing.assert_allclose(weights, np.array(kernel.eval("w.weights.tolist()")), rtol=0, atol=1e-12)
         kernel.run("w.block = 'cross'")  # and back from Python: the page draws the source below
         page.wait_for_function("document.querySelectorAll('.aw-root .aw-key-token').length === 6")
+        # another text's block: the page's own arrays are the layer's, so its clicks still settle and reach Python
+        page.locator(".aw-root .aw-block[data-block=encoder]").click()
+        assert kernel.wait_for("(w.block, len(w.tokens))", lambda r: r == ("encoder", 6))
+        page.wait_for_function(f"{ROOT}.model.get('tokens').length === 6")
+        page.locator(".aw-root .aw-token").nth(5).click()
+        assert kernel.wait_for("w.focus", lambda f: f == 5) == 5
         assert errors == []
     finally:
         page.context.close()
