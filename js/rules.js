@@ -32,7 +32,14 @@ export function pyStr(s) {
     else if (c === "\n") out += "\\n";
     else if (c === "\r") out += "\\r";
     else if (c === "\t") out += "\\t";
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else if (c !== " " && /[\p{C}\p{Z}]/u.test(c))
+      // not printable, as Python's str.isprintable says: escaped as repr escapes it
+      out +=
+        code < 0x100
+          ? `\\x${code.toString(16).padStart(2, "0")}`
+          : code < 0x10000
+            ? `\\u${code.toString(16).padStart(4, "0")}`
+            : `\\U${code.toString(16).padStart(8, "0")}`;
     else out += c;
   }
   return quote + out + quote;
@@ -71,6 +78,7 @@ function index(name, value) {
 }
 
 function flag(name, value) {
+  if (value === 0 || value === 1) return value === 1; // as traitlets' Bool takes them
   if (typeof value !== "boolean") throw new Refused(`'${name}' must be True or False, got ${show(value)}.`);
   return value;
 }
@@ -100,6 +108,7 @@ function array(name, value, C) {
     return null;
   }
   if (!isArray(value)) throw new Refused(`an array from the page could not be read (${kind(value)}); expected {shape, dtype: float32 or float64, view}`);
+  dims(name, value.shape);
   const dtype = name === "mask" ? "uint8" : null;
   if (dtype ? value.dtype !== dtype : value.dtype !== "float32" && value.dtype !== "float64")
     throw new Refused(`an array from the page could not be read (dtype ${value.dtype}); expected {shape, dtype: ${dtype || "float32 or float64"}, view}`);
@@ -108,6 +117,8 @@ function array(name, value, C) {
   if (value.view.byteLength !== size * width)
     throw new Refused(`an array from the page could not be read (${value.view.byteLength} bytes for shape ${fmtShape(value)})`);
   if (size === 0) throw new Refused(`'${name}' must not be empty, got shape ${fmtShape(value)}`);
+  if (dtype)
+    for (let i = 0; i < size; i++) if (value.view.getUint8(i) > 1) throw new Refused("'mask' must be booleans, or exactly 0 and 1 (True where a row may read)");
   if (!dtype)
     for (let i = 0; i < size; i++) {
       const x = width === 8 ? value.view.getFloat64(i * 8, true) : value.view.getFloat32(i * 4, true);
@@ -115,6 +126,43 @@ function array(name, value, C) {
       if (Math.abs(x) > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
     }
   return value;
+}
+
+// each array's dimensions, as Python's trait types say them
+const DIMS = {
+  q: [[2, 3], "tokens × width or heads × tokens × width"],
+  k: [[2, 3], "tokens × width or heads × tokens × width"],
+  v: [[2, 3], "tokens × width or heads × tokens × width"],
+  bias: [[2, 3], "tokens × width or heads × tokens × width"],
+  x: [[2], "tokens × width"],
+  mask: [[2], "queries × keys booleans (True where a row may read)"],
+};
+
+function dims(name, shape) {
+  const [allowed, said] = DIMS[name];
+  if (!allowed.includes(shape.length))
+    throw new Refused(`'${name}' must be ${allowed.join("-D or ")}-D (${said}), got ${shape.length}-D with shape ${fmtShape({ shape })}`);
+}
+
+/** Why scores of these arrays could not be computed in float64, or null (core.overflow_message's twin). */
+export function overflow({ q, k, scale, bias }) {
+  const e = (x) => (Number.isFinite(x) ? x.toExponential(1) : "inf");
+  const top = (a) => {
+    if (a == null) return 0;
+    const n = a.shape.reduce((x, y) => x * y, 1),
+      wide = a.dtype === "float64";
+    let m = 0;
+    for (let i = 0; i < n; i++) m = Math.max(m, Math.abs(wide ? a.view.getFloat64(i * 8, true) : a.view.getFloat32(i * 4, true)));
+    return m;
+  };
+  const d = q.shape[q.shape.length - 1],
+    s = scale == null ? 1 / Math.sqrt(d) : Math.abs(scale),
+    dot = d * top(q) * top(k),
+    bound = Math.max(dot, s * dot),
+    b = top(bias);
+  if (bound <= 1e300 && bound + b <= 1e300) return null;
+  if (bound <= 1e300) return `scale·q·k (up to about ${e(bound)}) plus the bias (up to ${e(b)}) would overflow float64; keep their sum below 1e+300.`;
+  return `q and k are so large that their dot products or scores (up to about ${e(bound)}) would overflow float64; divide q or k by a constant so that d·max|q|·max|k| and the score stay below 1e+300.`;
 }
 
 /** `value` as the state holds it, or Refused: its kind and its own range. */
@@ -246,6 +294,16 @@ export function settle(state, change, sources = null, page = false) {
 }
 
 const fields = (C) => [...C.writable, ...C.read_only];
+
+/** settle(), then the numbers' own check (overflow): what both pages run for a proposed change. */
+export function settleChecked(state, change, sources = null, page = false) {
+  const s = settle(state, change, sources, page);
+  if (["q", "k", "scale", "bias"].some((n) => !same(s[n], state[n]))) {
+    const problem = overflow(s);
+    if (problem) throw new Refused(problem);
+  }
+  return s;
+}
 
 /** A sentence's, block's or layer's arrays, with what goes with them. */
 function bringIn(s, before, asked, sources) {

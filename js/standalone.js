@@ -3,7 +3,7 @@
 // settles every change with the same rules as Python (rules.js): a change Python would refuse
 // changes nothing here either, and says why.
 import { decodePayload } from "./payload.js";
-import { Refused, same, settle } from "./rules.js";
+import { Refused, same, settleChecked } from "./rules.js";
 
 /** localModel(payload) -> an anywidget-style model whose changes the rules settle. */
 export function localModel(payload) {
@@ -16,7 +16,7 @@ export function localModel(payload) {
   function propose(change) {
     let next;
     try {
-      next = settle(state, change, sources, true);
+      next = settleChecked(state, change, sources, true);
     } catch (err) {
       if (!(err instanceof Refused)) throw err;
       console.warn(`attnwidget refused a change: ${err.message}`);

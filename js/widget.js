@@ -4,7 +4,7 @@
 import "./widget.css";
 import { mount } from "./app.js";
 import { layerArrays } from "./payload.js";
-import { Refused, same, settle } from "./rules.js";
+import { Refused, same, settleChecked } from "./rules.js";
 import { createSender } from "./send.js";
 import { standalone } from "./standalone.js";
 
@@ -26,7 +26,7 @@ function render({ model, el }) {
     if (!KERNEL.some((k) => k in change)) {
       try {
         const before = state(),
-          after = settle(before, change, null, true);
+          after = settleChecked(before, change, null, true);
         // the traits the page may set; Python settles the derived ones itself
         settled = Object.fromEntries(C.writable.filter((k) => k in change || !same(after[k], before[k])).map((k) => [k, after[k]]));
       } catch (err) {

@@ -121,3 +121,25 @@ def test_summaries_and_a_bias_follow_your_own_arrays_on_a_model_widget():
     w.bias = np.zeros((2, 2, 2))
     w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 3)), k=rng.normal(size=(2, 3)), v=rng.normal(size=(2, 3)))
     assert w.bias is None  # it was for two heads
+
+
+def test_what_a_switch_brings_in_is_the_widgets_own_read_only_copy():
+    from test_cross import fake_seq2seq
+
+    w = AttentionWidget(["a river bank", "the money bank"])
+    w.sentence_index = 1
+    assert not w.q.flags.writeable and not np.shares_memory(w.q, w._sources.examples[1].q)
+    blocks = fake_seq2seq()
+    m = AttentionWidget._from_model(blocks, 0, 0, {}, "cross")
+    m.block = "encoder"
+    assert not m.bias.flags.writeable and not np.shares_memory(m.bias, blocks["encoder"].bias)
+
+
+def test_a_refused_block_switch_leaves_the_layers_views_of_the_stacks():
+    from test_cross import fake_seq2seq
+
+    w = AttentionWidget._from_model(fake_seq2seq(), 0, 0, {}, "cross")
+    with pytest.raises(traitlets.TraitError), w.hold_trait_notifications():
+        w.block, w.focus = "encoder", 99  # refused whole
+    w.layer = 1
+    assert w.block == "cross" and np.shares_memory(w.q, w.model_q)

@@ -228,7 +228,14 @@ def _even_guess(state):
     return [1 / len(open_) if j in open_ else 0.0 for j in range(reads)] if open_ else None
 
 
-JUNK = st.one_of(st.none(), st.booleans(), st.sampled_from([1.5, -0.5, float("nan"), float("inf"), -float("inf")]), st.text("abc", max_size=3), st.just([1, 2]))
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, 1.5, -0.5, float("nan"), float("inf"), -float("inf")]),
+    st.text("ab'\"\\\n\x85\xa0\xad\u200bé ", max_size=3),  # quotes, escapes and characters repr does not print
+    st.just([1, 2]),
+    st.just(["a", None]),
+)
 
 
 @st.composite
@@ -281,7 +288,8 @@ def changes(draw, state, A, rng, page):
             width = draw(st.sampled_from([width, width, width, width + 1]))
             count = rows if name == "q" or not state["cross"] else draw(st.sampled_from([m, m + 1]))
             hh = draw(st.sampled_from([heads, heads, heads, (), (3,)]))
-            out[name] = A.new((*hh, count, width), rng=rng)
+            shape = draw(st.sampled_from([(*hh, count, width)] * 6 + [(width,), (1, 1, count, width)]))  # now and then 1-D or 4-D
+            out[name] = A.new(shape, rng=rng)
         elif name == "x":
             out[name] = draw(st.sampled_from([None, "new"]))
             if out[name] == "new":
@@ -367,3 +375,24 @@ def test_a_rule_changed_on_one_side_fails_the_contract(js):
     finally:
         patched.unlink(missing_ok=True)
         harness.unlink(missing_ok=True)
+
+
+@settings(max_examples=max(200, CASES // 10), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(
+    d=st.integers(1, 4),
+    heads=st.sampled_from([(), (2,)]),
+    size=st.sampled_from([1.0, 1e100, 1e149, 1e150, 1e151, 1e200]),
+    scale=st.sampled_from([None, 1e-10, 1.0, 1e10]),
+    bias=st.sampled_from([None, 1.0, 1e299, 1e300]),
+    seed=st.integers(0, 99),
+)
+def test_python_and_js_refuse_the_same_overflowing_scores(js, d, heads, size, scale, bias, seed):
+    """core.overflow_message and rules.js's overflow(), the numbers' own check both pages run."""
+    from attnwidget.core import overflow_message
+
+    A, rng = Arrays(), np.random.default_rng(seed)
+    q, k = A.new((*heads, 3, d)), A.new((*heads, 3, d))
+    q[...], k[...] = rng.normal(size=q.shape) * size, rng.normal(size=k.shape)
+    b = None if bias is None else A.new((3, 3), data=np.full(9, bias))
+    theirs = js({"overflow": A.wire({"q": q, "k": k, "scale": scale, "bias": b})})
+    assert theirs["overflow"] == overflow_message(q, k, scale, b)

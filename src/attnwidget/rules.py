@@ -171,6 +171,8 @@ def _index(name, value):
 
 
 def _flag(name, value):
+    if _is_int(value) and value in (0, 1):
+        return bool(value)  # as traitlets' Bool takes them
     if not isinstance(value, bool):
         raise Refused(f"'{name}' must be True or False, got {show(value)}.")
     return value
@@ -179,7 +181,10 @@ def _flag(name, value):
 def _number(name, value, what):
     if not _is_number(value):
         raise Refused(f"'{name}' must be {what}, got {kind(value)} {show(value)}.")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float's range: as a page's JSON reads it, infinite
+        return math.copysign(math.inf, value)
 
 
 def _text_list(name, value, allow_none=False):
@@ -187,8 +192,9 @@ def _text_list(name, value, allow_none=False):
         return None
     if not isinstance(value, (list, tuple)):
         raise Refused(f"'{name}' must be a list with one string per token, got {kind(value)}.")
-    bad = next((t for t in value if not isinstance(t, str)), None)
-    if bad is not None:
+    bad = [t for t in value if not isinstance(t, str)][:1]
+    if bad:
+        bad = bad[0]
         raise Refused(f"'{name}' must be strings, one per token; got {kind(bad)} {show(bad)}. Convert them with [str(t) for t in {name}].")
     return list(value)
 
@@ -249,7 +255,27 @@ def check(name, value):
             raise Refused(f"'{name}' must be an array of numbers, got None.")
         if value is not None and not hasattr(value, "shape"):
             raise Refused(f"an array from the page could not be read ({kind(value)}); expected {{shape, dtype: float32 or float64, view}}")
+        if value is not None:
+            _dims(name, value.shape)
     return value
+
+
+# each array's dimensions, as the trait types say them (traits.py); the page's arrays are checked alike
+DIMS = {
+    "q": ((2, 3), "tokens × width or heads × tokens × width"),
+    "k": ((2, 3), "tokens × width or heads × tokens × width"),
+    "v": ((2, 3), "tokens × width or heads × tokens × width"),
+    "bias": ((2, 3), "tokens × width or heads × tokens × width"),
+    "x": ((2,), "tokens × width"),
+    "mask": ((2,), "queries × keys booleans (True where a row may read)"),
+}
+
+
+def _dims(name, dims):
+    allowed, said = DIMS[name]
+    if len(dims) not in allowed:
+        shown = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+        raise Refused(f"'{name}' must be {'-D or '.join(map(str, allowed))}-D ({said}), got {len(dims)}-D with shape {shown}")
 
 
 # --- the state's own measures ---

@@ -12,14 +12,25 @@ import numpy as np
 from .core import principal_axes
 
 
+def frozen(a):
+    """A read-only float copy (None stays None): what a switch brings in is the widget's own, as
+    an assignment's is (traits.Matrix), so later edits to a model's or an example's arrays cannot reach it."""
+    if a is None:
+        return None
+    a = np.array(a, dtype=float)
+    if not np.isfinite(a).all():
+        raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
+    a.setflags(write=False)
+    return a
+
+
 def stacked(found) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width."""
     arrays: dict[str, object] = {}
     for i, name in enumerate(("model_q", "model_k", "model_v")):
-        arrays[name] = a = np.concatenate([layer[i] for layer in found.layers])
-        a.setflags(write=False)
+        arrays[name] = frozen(np.concatenate([layer[i] for layer in found.layers]))
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
-    arrays["model_basis"] = np.concatenate([principal_axes(lv) for _, _, lv in found.layers]) if wide else None
+    arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers])) if wide else None
     return {**arrays, "n_layers": len(found.layers)}
 
 
@@ -30,27 +41,31 @@ class Sources:
     def __init__(self, examples=(), model=None, blocks=None):
         self.examples, self.blocks = list(examples), dict(blocks or {})
         self.model = model
-        self._stacks: dict[str, dict] = {}
+        self._stacks: dict[str, dict] = {}  # every block's stacked arrays, made when first shown
+        self._sentences: dict[int, dict] = {}
 
     def sentence(self, i: int) -> dict:
-        e = self.examples[i]
-        return dict(tokens=list(e.tokens), q=e.q, k=e.k, v=e.v, x=e.x, value_basis=principal_axes(e.v))
+        if i not in self._sentences:
+            e = self.examples[i]
+            arrays = {n: frozen(getattr(e, n)) for n in ("q", "k", "v", "x")}
+            self._sentences[i] = dict(tokens=list(e.tokens), **arrays, value_basis=principal_axes(arrays["v"]))
+        return self._sentences[i]
 
     def found(self, block: str):
         return self.blocks[block] if block else self.model
 
     def block(self, name: str) -> dict:
         f = self.blocks[name]
-        return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, bias=f.bias, **self.stack(name))
+        return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, bias=frozen(f.bias), **self.stack(name))
 
     def stack(self, block: str = "") -> dict:
         if block not in self._stacks:
-            self._stacks = {block: stacked(self.found(block))}  # one block's at a time: the one shown
+            self._stacks[block] = stacked(self.found(block))
         return self._stacks[block]
 
     def adopt(self, block: str, arrays: dict) -> None:
         """Take the widget's own copies of a stack as the one its layers are views of."""
-        self._stacks = {block: arrays}
+        self._stacks[block] = arrays
 
     def layer(self, block: str, i: int) -> dict:
         f, arrays = self.found(block), self.stack(block)

@@ -2,7 +2,7 @@
 // Arrays travel as {$a: id, shape, dtype, data} and stand for one object each (rules compare
 // arrays by identity); sources are plain lists and maps of such states.
 import { createInterface } from "node:readline";
-import { settle } from "../../js/rules.js";
+import { overflow, settle } from "../../js/rules.js";
 
 function decoder() {
   const table = new Map();
@@ -37,6 +37,10 @@ const lines = createInterface({ input: process.stdin });
 for await (const line of lines) {
   const { decode } = decoder();
   const c = decode(JSON.parse(line));
+  if (c.overflow) {
+    process.stdout.write(`${JSON.stringify({ overflow: overflow(c.overflow) })}\n`);
+    continue;
+  }
   const sources = {
     sentence: (i) => c.sources.sentences[i],
     block: (name) => c.sources.blocks[name],
