@@ -100,7 +100,18 @@ export function mount(host, model, { propose, flush }) {
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
     // the K and V cache while generating; the grids mark the rows it keeps
-    const written = generation.update({ store, all: model.get("tokens"), causal: get("causal"), stage, tokens, pal, maxWidth });
+    const written = generation.update({
+      written: store.written(),
+      cross: store.cross(),
+      k: store.k,
+      v: store.v,
+      all: model.get("tokens"),
+      causal: get("causal"),
+      stage,
+      tokens,
+      pal,
+      maxWidth,
+    });
     root.dataset.written = written; // for scripts and tests
     controls.update({
       stage,
@@ -119,7 +130,19 @@ export function mount(host, model, { propose, flush }) {
     const showWeights = stage === "weights" || stage === "blend";
     const row = Array.from(store.weightRow(focus));
     // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
-    const secret = exercise.update({ stage, tokens, keys, focus, store, get });
+    const [ex, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
+    const secret = exercise.update({
+      stage,
+      tokens,
+      keys,
+      focus,
+      ...(ex ? { row: store.weightRow(focus), why: keys.map((_, j) => store.closedWhy(focus, j)) } : {}),
+      cross: store.cross(),
+      exercise: ex,
+      guess,
+      revealed,
+      goal,
+    });
     const showRow = showWeights && secret !== "row"; // in the token strip
 
     const notes = [(stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || ""];

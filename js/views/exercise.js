@@ -7,7 +7,7 @@
 import * as A from "../attention.js";
 import { el, fill, fmt2, percentages } from "./dom.js";
 
-/** What a closed cell says instead of a bar (store.closedWhy). */
+/** What a closed cell says instead of a bar (why it is closed: derived.js closedWhy). */
 const CLOSED_WHY = { ahead: "cannot read ahead", sink: "left out", mask: "masked" };
 
 /** The guess with entry j set to `value` (0…1) and the other open entries rescaled in proportion
@@ -169,9 +169,9 @@ export function createExercise(parent, { onGuess, onReveal }) {
 
   return {
     node,
-    /** view: {stage, tokens, keys, focus, store, get}; get(name) reads exercise, guess, revealed and goal. */
-    update({ stage, tokens, keys, focus, store, get }) {
-      const [exercise, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
+    /** view: {stage, tokens, keys, focus, row (the focused row's weights), why (why each key is closed to it, or
+     *  null), cross, exercise, guess, revealed, goal}. Returns what stays secret: "row", "eff" or null. */
+    update({ stage, tokens, keys, focus, row, why, cross, exercise, guess, revealed, goal }) {
       const on = (exercise === "predict" || exercise === "temperature") && keys.length > 0;
       // predict shows on the blend stage too: the blend is the row's weights times the values
       node.hidden = !on || !(stage === "weights" || (stage === "blend" && exercise === "predict"));
@@ -182,8 +182,6 @@ export function createExercise(parent, { onGuess, onReveal }) {
       }
       const m = keys.length,
         name = tokens[focus];
-      const row = store.weightRow(focus);
-      const why = keys.map((_, j) => store.closedWhy(focus, j));
       const open = why.map((w) => !w);
       const valid = Array.isArray(guess) && guess.length === m ? guess : null;
       if (!drag) draft = null; // Python's guess (or the one just sent) is the one shown
@@ -192,7 +190,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
       rows.hidden = exercise !== "predict";
       key.hidden = exercise !== "predict" || !revealed;
       if (exercise === "predict") {
-        const selfIndex = store.cross() ? -1 : focus;
+        const selfIndex = cross ? -1 : focus;
         const shape = `${keys.join("\u0000")}|${why.join(",")}|${selfIndex}`;
         if (built !== shape) {
           build(keys, open, why, selfIndex);

@@ -9,7 +9,8 @@ const count = (x) => x.toLocaleString("en-US");
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
 
 /** createGeneration(parent) -> {node, update(view) -> the tokens shown written (0: none), destroy()};
- *  view = {store, all (every token), causal, stage, tokens (written so far), pal, maxWidth}. */
+ *  view = {written (store.written()), cross, k, v (the current head's keys and values), all (every token), causal,
+ *  stage, tokens (written so far), pal, maxWidth}. */
 export function createGeneration(parent) {
   const head = el("p", { class: "aw-gen-title" });
   const caches = el("div", { class: "aw-gen-caches" });
@@ -38,16 +39,16 @@ export function createGeneration(parent) {
   return {
     node,
     update(view) {
-      const { store, all, causal, stage, tokens, pal } = view;
+      const { written, cross, all, causal, stage, tokens, pal } = view;
       // shown while generating, and after the last token is written (step = n) until new tokens or the causal rule off
-      if (store.written()) writing = all;
-      else if (writing !== all || !causal || store.cross()) writing = null;
-      const s = store.written() || (writing ? all.length : 0);
+      if (written) writing = all;
+      else if (writing !== all || !causal || cross) writing = null;
+      const s = written || (writing ? all.length : 0);
       node.hidden = !s || stage === "tokens"; // from the query · key stage on
       if (node.hidden) return s;
       const n = all.length,
-        k = store.k(),
-        v = store.v();
+        k = view.k(),
+        v = view.v();
       const newest = tokens[s - 1];
       head.textContent = `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column.`;
       // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
