@@ -161,9 +161,10 @@ def cases(draw):
         first = sources["sentences"][0]
         state.update(q=first["q"], k=first["k"], v=first["v"], x=first["x"], value_basis=first["value_basis"])
     if kind in ("model", "blocks"):
+        start = draw(st.sampled_from(block_names or [""]))  # the block shown at first
         for block in block_names or [""]:
             layers = draw(st.integers(1, 3))
-            bn = n if block in ("", block_names[0] if block_names else "") else draw(st.integers(1, 5))
+            bn = n if block == start else draw(st.integers(1, 5))
             bm = draw(st.integers(1, 5)) if block == "cross" else bn
             toks, keys = draw(texts(bn)), (draw(texts(bm)) if block == "cross" else None)
             hh = heads or 1
@@ -188,11 +189,17 @@ def cases(draw):
                 sources["blocks"][block] = dict(
                     tokens=toks, key_tokens=keys, causal=block == "decoder", scale=draw(st.sampled_from([None, 1.0])), bias=None, n_layers=layers, **arrays
                 )
-            if block in ("", block_names[0] if block_names else ""):
-                first = sources["layers"][block][0]
-                state.update(n_layers=layers, layer_shown=True, block=block, tokens=toks, **arrays)
+            if block == start:
+                shown = draw(st.integers(0, layers - 1))
+                first = sources["layers"][block][shown]
+                state.update(n_layers=layers, layer=shown, layer_shown=True, block=block, tokens=toks, **arrays)
                 state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
                 state["key_tokens"] = keys if keys is not None else toks
+                if draw(st.integers(0, 3)) == 0:  # your own arrays over a model's: not the layer's any more
+                    own = qkv(len(toks), len(state["key_tokens"]), (hh,))
+                    state.update(q=own[0], k=own[1], v=own[2], value_basis=basis_for(own[2]), layer_shown=False)
+            if block_names and draw(st.booleans()):
+                sources["blocks"][block]["bias"] = A.new((hh, bn, bm), rng=rng)  # a block's own position bias
     n, m = len(state["tokens"]), len(state["key_tokens"])
     if kind in ("own", "cross") and draw(st.booleans()):
         state["x"] = A.new((n, state["v"].shape[-1]))
