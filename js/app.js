@@ -31,6 +31,7 @@ export function mount(host, model, { propose, flush }) {
   const constants = get("_constants"); // AttentionWidget's stages and temperature range
   const controls = createControls(root, {
     stages: constants.stages,
+    blockNames: constants.blocks,
     range: constants.temperature_range,
     onStage: (s) => save("stage", s),
     onTemperature: (t, final) => propose({ temperature: t }, { soon: !final }),

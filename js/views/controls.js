@@ -9,7 +9,7 @@ const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
  *  onSink(bool), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")}) */
-export function createControls(parent, { stages, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onStep, onSave }) {
+export function createControls(parent, { stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onStep, onSave }) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -70,16 +70,19 @@ export function createControls(parent, { stages, range, onStage, onTemperature, 
   layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
   const modelName = el("span", { class: "aw-model-name" });
   const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
-  // an encoder–decoder model's three attentions
-  const BLOCKS = [
-    ["encoder", "encoder", "The encoder: the source text's tokens read each other"],
-    ["decoder", "decoder", "The decoder: the target's tokens read themselves and the ones before (causal)"],
-    ["cross", "cross-attention", "Cross-attention: each target token reads the source text"],
-  ];
+  // an encoder–decoder model's three attentions (their names are Python's: rules.BLOCKS)
+  const SAID = {
+    encoder: ["encoder", "The encoder: the source text's tokens read each other"],
+    decoder: ["decoder", "The decoder: the target's tokens read themselves and the ones before (causal)"],
+    cross: ["cross-attention", "Cross-attention: each target token reads the source text"],
+  };
   const blocks = el(
     "div",
     { class: "aw-blocks", role: "group", "aria-label": "Attention block", hidden: true },
-    BLOCKS.map(([name, label, title]) => el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label)),
+    blockNames.map((name) => {
+      const [label, title] = SAID[name] || [name, name];
+      return el("button", { type: "button", class: "aw-block", "data-block": name, title, onclick: () => onBlock(name) }, label);
+    }),
   );
   // Generation: the text written one token at a time (`step`). Offered to a self-attention widget
   // with the causal rule on (a text that reads only backwards is one that can be written), or
