@@ -99,8 +99,7 @@ export function mount(host, model, { propose, flush }) {
       cell = get("cell");
     root.dataset.stage = stage;
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
-    // generating: the K and V cache (from the query/key stage on), and the grids' cached rows
-    // the K and V cache while generating; the grids mark the rows it keeps
+    // the K and V cache while generating (from the query/key stage on); the grids mark the rows it keeps
     const written = generation.update({
       written: store.written(),
       cross: store.cross(),

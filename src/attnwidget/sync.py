@@ -81,7 +81,7 @@ class WholeChanges(anywidget.AnyWidget):
                 del self.notify_change
             self._committed = True
             news = [(n, old, values.get(n)) for n, old in changed.items()]
-            news = [(n, old, new) for n, old, new in news if not _same(old, new)]
+            news = [(n, old, new) for n, old, new in news if not rules.same(old, new)]
             # queued for the one message: every change, and every key the page sent whose value is
             # not the page's (ipywidgets compares each with what the page sent: no echoes)
             for name in self._to_send(before, {n for n, _, _ in news} | set(self._page_keys)):
@@ -89,7 +89,7 @@ class WholeChanges(anywidget.AnyWidget):
                     self._should_send_property(name, getattr(self, name))
         errors = []
         for name, old, new in news:
-            if not _same(values.get(name), new):
+            if not rules.same(values.get(name), new):
                 continue  # an earlier observer changed it again, and that change told its own news
             try:
                 # straight to the observers: ipywidgets' own notify_change would send it a second time
@@ -170,10 +170,6 @@ class WholeChanges(anywidget.AnyWidget):
         # is already gone and its close() would fail: nothing is left to close then.
         if not _finalizing():
             super().__del__()
-
-
-def _same(a, b) -> bool:
-    return rules.same(a, b)
 
 
 def store_new(obj, name, new) -> None:

@@ -245,14 +245,13 @@ class AttentionWidget(WholeChanges):
 
     # --- every change: the rules settle it (rules.py), then one message (sync.py) ---
 
-    def _plain(self, values) -> dict:
+    @classmethod
+    def _plain(cls, values) -> dict:
         """The state as the rules see it: every field, its default where it was never set."""
-        traits = self.traits()
+        traits = cls.class_traits()
         return {n: values[n] if n in values else traits[n].default() for n in rules.FIELDS}
 
     def _settle(self, before, changed, values):
-        if "q" not in values:  # not made yet: the first change brings everything
-            return
         state, asked = self._plain(before), [n for n in changed if n in rules.FIELDS]
         after = rules.settle(state, {n: values[n] for n in asked}, self._sources)
         if any(not rules.same(after[n], state[n]) for n in ("q", "k", "scale", "bias")):
@@ -445,7 +444,7 @@ class AttentionWidget(WholeChanges):
         # so even an observer called in the middle of set_vectors never sees stale numbers.
         key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step)
         cached = self._result
-        if cached is None or not all(_same(a, b) for a, b in zip(cached[0], key)):
+        if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
             n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
             q, k, v = (self._head(a)[:r] for a, r in zip(key[:3], (n, m, m)))
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
@@ -543,7 +542,3 @@ class AttentionWidget(WholeChanges):
     def cell_arithmetic(self) -> dict | None:
         """The steps from q·k to the weight and its share of the output for ``cell`` (None when no cell)."""
         return None if self.cell is None else self.attention.cell(*self.cell)
-
-
-def _same(a, b) -> bool:
-    return rules.same(a, b)
