@@ -70,14 +70,41 @@ export function mount(host, model, { propose, flush }) {
     onReveal: () => save("revealed", true),
   });
   const stages = createStages(body, {
-    store,
-    get,
     onFocus,
     onPickCell,
     onQuery: (vec) => propose({ q: store.withQuery(vec) }, { later: true }), // the query being turned: drawn at once, sent on release
     onQueryEnd: () => flush(),
     onResidual: (b) => save("residual", b),
     onWindow: () => schedule(),
+  });
+
+  // The numbers of the head shown and the settings they depend on, as the stages take them.
+  const numbers = () => ({
+    temperature: get("temperature"),
+    causal: get("causal"),
+    cross: store.cross(),
+    residual: !!get("residual"),
+    axes: get("value_axes") || [],
+    scaleSet: get("scale") != null,
+    turnable: store.q().cols === 2 && !store.model("q"), // the dial turns your own 2-D queries, not a model's
+    q: store.q(),
+    k: store.k(),
+    v: store.v(),
+    x: store.x(),
+    basis: store.basis(),
+    bias: store.bias(),
+    mask: store.mask(),
+    scale: store.scale(),
+    scores: store.scores,
+    weights: store.weights,
+    weightRow: store.weightRow,
+    topWeight: store.topWeight,
+    scoreRange: store.scoreRange,
+    output: store.output,
+    spread: store.spread,
+    closed: store.closed,
+    closedWhy: store.closedWhy,
+    cellArithmetic: store.cellArithmetic,
   });
 
   // --- drawing, batched to one frame ---
@@ -126,9 +153,10 @@ export function mount(host, model, { propose, flush }) {
       block: get("block") || "",
       generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
     });
-    stages.start({ stage, tokens, keys, pal }); // a worker's picture first: it computes while the page does
+    stages.start({ stage, tokens, keys, pal, ...numbers() }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
-    const row = Array.from(store.weightRow(focus));
+    const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
+      row = Array.from(rowKey);
     // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
     const [ex, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
     const secret = exercise.update({
@@ -136,7 +164,7 @@ export function mount(host, model, { propose, flush }) {
       tokens,
       keys,
       focus,
-      ...(ex ? { row: store.weightRow(focus), why: keys.map((_, j) => store.closedWhy(focus, j)) } : {}),
+      ...(ex ? { row: rowKey, why: keys.map((_, j) => store.closedWhy(focus, j)) } : {}),
       cross: store.cross(),
       exercise: ex,
       guess,
@@ -149,10 +177,24 @@ export function mount(host, model, { propose, flush }) {
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
     if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
     caption.textContent = notes.join(" ");
-    const warning = roundingWarning(store, get("temperature"));
+    const warning = roundingWarning(store.agreement(), get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
-    fill(readout, describeRow(store, focus, tokens, stage, secret));
+    // what the stages draw: the state shown, and the numbers of the head shown (computed only if drawn)
+    const view = {
+      stage,
+      tokens,
+      keys,
+      focus,
+      cell,
+      row: showWeights || stage === "qk" ? row : null,
+      pal,
+      maxWidth,
+      secret,
+      written,
+      ...numbers(),
+    };
+    fill(readout, describeRow(view));
 
     const layers = store.model("q") ? get("n_layers") : 1;
     heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
@@ -177,11 +219,10 @@ export function mount(host, model, { propose, flush }) {
           }
         : null,
     );
-    stages.update({ stage, tokens, keys, focus, cell, row: showWeights || stage === "qk" ? row : null, pal, maxWidth, secret, written });
+    stages.update(view);
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey: store.weightRow(focus), pal, span: cross ? null : stages.span() }))
-      layoutRetries = 0;
+    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey, pal, span: cross ? null : stages.span() })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
@@ -190,7 +231,7 @@ export function mount(host, model, { propose, flush }) {
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
   root.attnwidget = {
     numbers: () => {
-      const warning = roundingWarning(store, get("temperature"));
+      const warning = roundingWarning(store.agreement(), get("temperature"));
       return {
         scores: Array.from(store.scores()),
         weights: Array.from(store.weights()),
@@ -220,7 +261,7 @@ export function mount(host, model, { propose, flush }) {
   // A long input's worker is asked before the first draw, which waits until it runs (it says so,
   // or fails, through onWindow): a worker cannot start while this thread computes the page's
   // own numbers. One that says nothing holds the page up for a second at most.
-  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root) });
+  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root), ...numbers() });
   draw();
 
   return () => {

@@ -3,9 +3,9 @@
 import * as A from "../attention.js";
 import { el, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
 
-/** The rounding warning for the store's current state, or null when its numbers are exact. */
-export function roundingWarning(store, temperature) {
-  const agree = store.agreement();
+/** The rounding warning for how far the page's numbers may be from Python's (derived.js's
+ * agreement()), or null when they are exact. */
+export function roundingWarning(agree, temperature) {
   return agree.exact
     ? null
     : `These numbers are too sensitive to rounding to show exactly: a score here can differ from ` +
@@ -15,17 +15,17 @@ export function roundingWarning(store, temperature) {
 }
 
 /** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens".
+ * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens). */
-export function describeRow(store, focus, tokens, stage, secret = null) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, scores, weightRow, closed }) {
   const n = tokens.length,
     name = tokens[focus],
-    keys = store.keys(),
     m = keys.length,
-    self = !store.cross();
+    self = !cross;
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
   if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
-  const row = stage === "scores" ? store.scores().subarray(focus * m, focus * m + m) : store.weightRow(focus);
-  const order = Array.from({ length: m }, (_, j) => j).filter((j) => !store.closed(focus, j));
+  const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
+  const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);
   const top = order
     .slice(0, 6)

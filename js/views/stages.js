@@ -1,5 +1,6 @@
 // The five stages' panels: the empty matrix, Q and K with the query dial, the scores, the weights
-// (kept for the blend) and the blend. Each stage draws from the store, in a function of its own.
+// (kept for the blend) and the blend. Each stage draws from the view it is given, in a function of
+// its own; the numbers come in as values, or as functions where they are computed only if drawn.
 
 import { rgb } from "d3-color";
 import { scaleSequential } from "d3-scale";
@@ -42,7 +43,7 @@ export const CAPTIONS = {
 export const CROSS_CAPTION =
   "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
 
-/** Why a cell cannot be read, in words (store.closedWhy). */
+/** Why a cell cannot be read, in words (view.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
 /** Said under the caption when the scores have a bias added. */
@@ -169,10 +170,14 @@ function follow(win, rows, cols, focus, cell) {
   move(win, 0, 0);
 }
 
-/** createStages(body, {store, get, onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
- *  -> {update(view), destroy()}; view = {stage, tokens, keys (the columns' tokens), focus, cell, row, pal, maxWidth, secret,
- *  written (the tokens shown written while a text is written; 0: none)}. */
-export function createStages(body, { store, get, onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
+/** createStages(body, {onFocus(i), onPickCell(i, j), onQuery([x, y]), onQueryEnd(), onResidual(bool), onWindow()})
+ *  -> {update(view), start(view), pending(), starting(), span(), destroy()}.
+ *  view = {stage, tokens, keys (the columns' tokens), focus, cell, row (the focused row's weights), pal, maxWidth, secret,
+ *  written (the tokens shown written while a text is written; 0: none), temperature, causal, cross, residual, axes,
+ *  turnable (the query dial is offered), scaleSet (a scale was given), and the numbers of the head shown:
+ *  q, k, v, x, basis, bias, mask (matrices or null), scale, and functions scores(), weights(), weightRow(i), topWeight(),
+ *  scoreRange(), output(), spread(), closed(i, j), closedWhy(i, j), cellArithmetic(i, j)}. */
+export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
   const paintColours = memo((zero, seq, masked) => ({
     lut: lookupTable(weightColours({ zero, seq }), 0, 1, rgb),
@@ -192,22 +197,23 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     scoresPanel = panel("scores"),
     weightsPanel = panel("weights", "blend");
   const blendPanel = panel("blend");
-  const name = (i) => get("tokens")[i],
-    keyName = (j) => store.keys()[j]; // a row's token, a column's
+  let at = null; // the view drawn last: what the cells' descriptions read
+  const name = (i) => at.tokens[i],
+    keyName = (j) => at.keys[j]; // a row's token, a column's
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
   const describeCell = (i, j) => {
-    const m = store.m(),
-      why = store.closedWhy(i, j);
-    const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(store.weightRow(i)[j]);
-    const bias = store.bias(),
-      score = fmt3(store.scores()[i * m + j]);
-    const a = bias && store.cellArithmetic(i, j);
+    const m = at.keys.length,
+      why = at.closedWhy(i, j);
+    const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(at.weightRow(i)[j]);
+    const bias = at.bias,
+      score = fmt3(at.scores()[i * m + j]);
+    const a = bias && at.cellArithmetic(i, j);
     const terms = bias ? ` = scale·q·k ${fmt3(a.scale * a.dot)} + bias ${fmt3(a.bias)}` : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
-  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(store.q(), i, j)}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j + 1}] = ${entry(store.k(), i, j)}` });
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(at.q, i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j + 1}] = ${entry(at.k, i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   // a click on an overview brings the window to that cell, even the one already picked
   const pickOnOverview = (i, j) => {
@@ -224,7 +230,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
   const biasGrid = createGrid(scoresPanel, {
     title: "bias (added to scale · q · k)",
     onPick: pickOnOverview,
-    describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(store.bias().data[i * store.m() + j])}`,
+    describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(at.bias.data[i * at.keys.length + j])}`,
   });
   const biasLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(biasLegend);
@@ -267,7 +273,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       cell,
       maxWidth: Math.min(view.maxWidth, 760),
       value: (i, j) => spec.value(r0 + i, c0 + j),
-      masked: spec.masked && ((i, j) => store.closed(r0 + i, c0 + j)),
+      masked: spec.masked && ((i, j) => view.closed(r0 + i, c0 + j)),
       data: null,
       key: null,
       causal: false,
@@ -279,27 +285,27 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     return { r0, c0, rows: h, cols: w };
   };
   let written = 0;
-  const masking = () => ({
-    masked: get("causal") || store.mask() ? store.closed : null,
-    causal: get("causal") && !store.mask(), // causal alone has a fast path
-    readsAhead: get("causal"),
-    maskData: store.mask(),
+  const masking = (view) => ({
+    masked: view.causal || view.mask ? view.closed : null,
+    causal: view.causal && !view.mask, // causal alone has a fast path
+    readsAhead: view.causal,
+    maskData: view.mask,
     written, // while a text is written, its rows are marked cached and new
   });
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
-  const requestPicture = ({ tokens, pal }) =>
+  const requestPicture = ({ tokens, keys, pal, q, k, scale, bias, scores, temperature, causal, mask }) =>
     painter.request({
-      q: store.q(),
-      k: store.k(),
-      scale: store.scale(),
-      bias: store.bias(),
-      scores: store.scores,
+      q,
+      k,
+      scale,
+      bias,
+      scores,
       n: tokens.length,
-      temperature: get("temperature"),
-      causal: get("causal"),
-      mask: store.mask(),
-      stretch: store.m() > 64,
+      temperature,
+      causal,
+      mask,
+      stretch: keys.length > 64,
       ...paintColours(pal.zero, pal.seq, pal.masked),
     });
   const painted = (view) => Math.max(view.tokens.length, view.keys.length) >= PAINT_FROM;
@@ -312,10 +318,8 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       emptyGrid.update({ ...grid(view), value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${m} attention matrix, not yet filled` });
     },
     qk(view) {
-      const q = store.q(),
-        k = store.k(),
-        m = view.keys.length,
-        { focus } = view;
+      const { q, k, focus } = view,
+        m = view.keys.length;
       const top = Math.max(A.magnitude(q.data), A.magnitude(k.data));
       const color = signedColours(view.pal, top);
       const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
@@ -323,33 +327,32 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, rows: m, rowLabels: view.keys, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       // the dial turns your own 2-D queries; a model's are its own (and come from every layer's arrays)
-      const turnable = q.cols === 2 && !store.model("q");
-      dial.node.hidden = !turnable;
-      if (turnable) {
+      dial.node.hidden = !view.turnable;
+      if (view.turnable) {
         dial.update({
           tokens: view.tokens,
           keys: view.keys,
           focus,
           q,
           k,
-          scoreRow: store.scores().subarray(focus * m, focus * m + m),
+          scoreRow: view.scores().subarray(focus * m, focus * m + m),
           weightRow: view.row,
-          masked: (j) => store.closed(focus, j),
-          scale: store.scale(),
-          scaleSet: get("scale") != null,
-          temperature: get("temperature"),
+          masked: (j) => view.closed(focus, j),
+          scale: view.scale,
+          scaleSet: view.scaleSet,
+          temperature: view.temperature,
         });
       }
     },
     scores(view) {
-      const S = store.scores(),
+      const S = view.scores(),
         m = view.keys.length;
-      const [lo, hi] = store.scoreRange(),
+      const [lo, hi] = view.scoreRange(),
         top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
       const color = signedColours(view.pal, top);
       const spec = {
         ...grid(view),
-        ...masking(),
+        ...masking(view),
         value: (i, j) => S[i * m + j],
         color,
         text: fmt2,
@@ -360,10 +363,10 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
       };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
-      const bias = store.bias();
+      const { bias } = view;
       legend(
         scoresLegend,
-        `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(store.scale())}${get("scale") == null ? " = 1/√d" : ", set"}; colour centred on 0)`,
+        `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
         color,
         lo,
         hi,
@@ -387,7 +390,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     },
     weights(view) {
       const m = view.keys.length,
-        T = get("temperature"),
+        T = view.temperature,
         stretch = m > 64;
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
@@ -402,14 +405,14 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
         top = picture ? picture.top : 1;
       } else {
         painter.release(); // a short input needs no worker, nor the scores it holds
-        W = store.weights();
-        if (stretch) top = store.topWeight();
+        W = view.weights();
+        if (stretch) top = view.topWeight();
       }
       const color = weightColours(view.pal, top),
-        row = (i) => store.weightRow(i);
+        row = view.weightRow;
       const spec = {
         ...grid(view),
-        ...masking(),
+        ...masking(view),
         value: W ? (i, j) => W[i * m + j] : (i, j) => row(i)[j],
         color,
         text: fmt2,
@@ -432,23 +435,22 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     },
     blend(view) {
       draw.weights(view);
-      const v = store.v(),
-        O = store.output(),
-        x = store.x();
+      const { v, x } = view,
+        O = view.output();
       blend.update({
         tokens: view.tokens,
         keys: view.keys,
-        cross: store.cross(),
+        cross: view.cross,
         focus: view.focus,
         row: view.row,
         v,
         O,
         sense: A.senseResolved(O, v, view.focus),
-        spread: store.spread(),
-        axes: get("value_axes") || [],
+        spread: view.spread(),
+        axes: view.axes,
         x,
-        residual: get("residual") && !!x,
-        basis: store.basis(),
+        residual: view.residual && !!x,
+        basis: view.basis,
       });
     },
   };
@@ -457,6 +459,7 @@ export function createStages(body, { store, get, onFocus, onPickCell, onQuery, o
     /** view.secret: what an exercise keeps hidden until its reveal ("row": the weights matrix,
      * "eff": the effective tokens column), or null. */
     update(view) {
+      at = view;
       written = view.written || 0;
       const hidden = view.secret === "row" ? [weightsPanel, blendPanel] : []; // the predict exercise: the row, and its blend
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || hidden.includes(p);
