@@ -3,15 +3,16 @@
 // q, k and the bias arrive only when they change, and so does the mask.
 import { scores } from "./attention.js";
 import { weightPicture } from "./picture.js";
-import { headThumb } from "./thumbs.js";
+import { thumbOf } from "./thumbs.js";
 
 let S = null,
   mask = null;
 self.onmessage = ({ data: job }) => {
   if (job.kind === "thumb") {
-    // a head's thumbnail and summaries (thumbs.js): nothing kept
-    const thumb = headThumb(job);
-    return self.postMessage({ thumb }, [thumb.data.buffer]);
+    // a head's thumbnail and summaries (thumbs.js), and its scores when the page keeps them: nothing kept here
+    const S = scores(job.q, job.k, job.scale, job.bias),
+      thumb = thumbOf(S, job.q.rows, job);
+    return self.postMessage({ thumb, scores: job.keep ? S : null }, job.keep ? [thumb.data.buffer, S.buffer] : [thumb.data.buffer]);
   }
   if (job.q) S = scores(job.q, job.k, job.scale, job.bias); // the page's own arithmetic: the same numbers it shows
   if (job.newMask) mask = job.mask;

@@ -42,9 +42,6 @@ export function thumbOf(S, n, { temperature, causal, mask, cross }) {
   return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross) };
 }
 
-/** One head's, from its q, k (one head each), scale and bias: what a worker does per message. */
-export const headThumb = (job) => thumbOf(A.scores(job.q, job.k, job.scale, job.bias), job.q.rows, job);
-
 /** A head's own arrays among a job's: its q and k, and its bias (its own among a layer's heads,
  * for a model's thumbnails run over every layer; or the one shared). */
 function headArrays(job, h) {
@@ -71,11 +68,12 @@ export function advance(work, busy) {
     work.thumbs[h] = thumbOf(job.scores[h], n, work);
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
-    if (n * m * job.q.heads > KEEP) [job.scores[h], job.rows[h]] = [null, 0];
+    if (!kept(job)) [job.scores[h], job.rows[h]] = [null, 0];
   }
   return !work.thumbs.includes(null);
 }
 
+const kept = (job) => job.q.rows * job.k.rows * job.q.heads <= KEEP; // every head's scores fit in memory
 const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
 
 /**
@@ -107,6 +105,11 @@ export function createThumbPool({ onThumb, onFail }) {
         }
         const done = entry.busy;
         entry.busy = null;
+        if (done && data.scores && !done.work.job.rows[done.h]) {
+          // the head's scores, kept as the page's own slices keep them: choosing it costs no second pass
+          done.work.job.scores[done.h] = data.scores;
+          done.work.job.rows[done.h] = done.work.job.q.rows;
+        }
         if (done && done.work === work && !work.thumbs[done.h]) {
           work.thumbs[done.h] = data.thumb;
           onThumb();
@@ -147,6 +150,7 @@ export function createThumbPool({ onThumb, onFail }) {
       causal: work.causal,
       mask: work.mask,
       cross: work.cross,
+      keep: kept(work.job),
     });
   }
   function stop() {

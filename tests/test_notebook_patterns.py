@@ -292,3 +292,29 @@ def test_practice_text_matches_the_numbers(practice):
     demo = practice.widgets["demo"]  # the teacher's example: all on river scores river's real weight
     assert demo["score"] == pytest.approx(demo["weights"][BANK, RIVER])
     assert f"Score {demo['score']:.2f}" in practice.printed_by("demo.guess")
+
+
+# --- every notebook: numbers and colours as the page shows them ----------------------
+
+ALL = ["01_attention_lab.ipynb", VISUALLY, REAL, "04_cross_attention.ipynb", "04_practice.ipynb"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_heads_and_layers_the_text_names_are_python_numbers_of_its_widgets(name):
+    run = executed(name)
+    heads = max([s["n_heads"] for s in run.widgets.values()] + [0])
+    layers = max([s["n_layers"] for s in run.widgets.values()] + [0])
+    text = plain(run.markdown)
+    # counted from 0, as w.head and w.layer are (and as the page now labels them)
+    for word, limit in (("head", heads), ("layer", layers)):
+        for n in map(int, re.findall(rf"\b{word} (\d+)\b", text, re.I)):
+            assert n < limit, f"{name} names {word} {n}, but its widgets have {word}s 0 to {limit - 1}"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_what_the_text_says_of_tints_holds_in_both_themes(name):
+    # the dark theme draws more weight brighter, the light one darker: a sentence that says
+    # one of them says both
+    for sentence in re.split(r"(?<=[.;])\s", plain(executed(name).markdown)):
+        if re.search(r"\b(darker|lighter|paler|brighter)\b", sentence):
+            assert re.search(r"\bdark (page|theme|one)\b", sentence) and re.search(r"\blight (page|theme|one)\b", sentence), sentence

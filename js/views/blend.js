@@ -58,7 +58,7 @@ export function createBlend(parent, { onResidual }) {
   function drawTable({ tokens, keys, focus, row, v, O, x, residual: withX }) {
     const d = v.cols,
       dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
-    const sub = (c) => (d <= 9 ? String.fromCharCode(0x2081 + c) : `[${c + 1}]`);
+    const sub = (c) => (d <= 10 ? String.fromCharCode(0x2080 + c) : `[${c}]`); // Python's columns: v[:, 0], …
     const head = el(
       "tr",
       {},

@@ -66,7 +66,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
   );
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
   // a real model's layers
-  const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer" });
+  const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer (counted from 0, as w.layer is)" });
   layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
   const modelName = el("span", { class: "aw-model-name" });
   const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
@@ -146,7 +146,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
         // token text is data: set as text, never as markup
         const said = (t) => `“${short(t, 16)}”`;
         where.textContent =
-          g.step >= g.n ? `all ${g.n} tokens written` : `token ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} · next ${said(g.tokens[g.step])}`;
+          g.step >= g.n ? `all ${g.n} tokens written` : `step ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} written last · next ${said(g.tokens[g.step])}`;
       }
       blocks.hidden = !block;
       for (const b of blocks.children) b.setAttribute("aria-pressed", String(b.dataset.block === block));
@@ -158,7 +158,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
         shownLayers = layers;
         fill(
           layerSelect,
-          Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i + 1} of ${layers}`)),
+          Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i}`)),
         );
       }
       layerSelect.value = String(layer);

@@ -74,7 +74,7 @@ export function createDetail(panel, { win, onPickCell, describe, onMove }) {
     update(spec) {
       grid.update(spec);
       note.textContent =
-        `rows ${win.r0 + 1}–${win.r0 + spec.rows}, columns ${win.c0 + 1}–${win.c0 + spec.cols} of ${win.rows === win.cols ? win.rows : `${win.rows} × ${win.cols}`}: ` +
+        `rows ${win.r0}–${win.r0 + spec.rows - 1}, columns ${win.c0}–${win.c0 + spec.cols - 1} of ${win.rows === win.cols ? win.rows : `${win.rows} × ${win.cols}`}: ` +
         "a drag or the arrow keys move the window; Ctrl + wheel, a pinch, or + and − zoom it";
     },
     destroy() {

@@ -60,7 +60,7 @@ export function createGeneration(parent) {
           value: (i, j) => m.data[j * m.cols + i],
           color: signedColours(pal, top),
           text: fmt2,
-          rowLabels: Array.from({ length: m.cols }, (_, i) => `${i + 1}`),
+          rowLabels: Array.from({ length: m.cols }, (_, i) => `${i}`),
           colLabels: tokens,
           pal,
           maxWidth: Math.max(160, Math.min(view.maxWidth / 2 - 150, 44 * s + 60)),

@@ -15,6 +15,100 @@ const paler = (c, bg) => {
   return rgb(a.r + (z.r - a.r) * DIM, a.g + (z.g - a.g) * DIM, a.b + (z.b - a.b) * DIM).formatHex();
 };
 
+// cell borders, when cells are large enough to need them
+function borders(ctx, s, b, pal) {
+  if (b.cell >= 12) {
+    ctx.strokeStyle = pal.bg;
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let i = 0; i <= s.rows; i++) {
+      ctx.moveTo(b.left, b.top + i * b.cellH);
+      ctx.lineTo(b.left + s.cols * b.cell, b.top + i * b.cellH);
+    }
+    for (let j = 0; j <= s.cols; j++) {
+      ctx.moveTo(b.left + j * b.cell, b.top);
+      ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH);
+    }
+    ctx.stroke();
+  }
+}
+
+// the rows' and the columns' labels: smaller type for small cells, so that no two overlap (layout says which fit)
+function labels(ctx, s, b, pal) {
+  ctx.textBaseline = "middle";
+  const { rowFont, colFont } = b;
+  if (b.showRows) {
+    ctx.font = `${rowFont}px ${pal.font}`;
+    ctx.textAlign = "right";
+    s.rowLabels.forEach((t, i) => {
+      ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
+      ctx.fillText(short(t, 18), b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
+    });
+  }
+  if (b.showCols) {
+    ctx.font = `${colFont}px ${pal.font}`;
+    s.colLabels.forEach((t, j) => {
+      const cx = b.left + j * b.cell + b.cell / 2;
+      ctx.fillStyle = pal.fg;
+      if (b.rotate) {
+        ctx.save();
+        ctx.translate(cx, b.top - 6);
+        ctx.rotate(-Math.PI / 4);
+        ctx.textAlign = "left";
+        ctx.fillText(short(t, 18), 0, 0, 110);
+        ctx.restore();
+      } else {
+        ctx.textAlign = "center";
+        ctx.fillText(short(t, 18), cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
+      }
+    });
+  }
+}
+
+// the text columns right of the cells (a row's sum, its effective tokens)
+function extraColumns(ctx, s, b, pal) {
+  let x0 = b.left + s.cols * b.cell;
+  (s.extra || []).slice(0, b.extraW.length).forEach((col, c) => {
+    const w = b.extraW[c],
+      cx = x0 + w / 2 + 4;
+    ctx.textAlign = "center";
+    ctx.fillStyle = pal.muted;
+    ctx.font = `${LABEL_FONT}px ${pal.font}`;
+    ctx.fillText(col.title, cx, b.top - LABEL_FONT / 2 - 4);
+    ctx.font = `${b.rowFont}px ${pal.font}`;
+    if (b.cellH >= 12) {
+      for (let i = 0; i < s.rows; i++) {
+        ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
+        ctx.fillText(col.value(i), cx, b.top + i * b.cellH + b.cellH / 2);
+      }
+    }
+    x0 += w;
+  });
+}
+
+// the focused row's outline, the window a detail view shows (on the overview) and the cell whose arithmetic is shown
+function marks(ctx, s, b, pal) {
+  if (s.focusRow != null && s.focusRow < s.rows) {
+    ctx.strokeStyle = pal.accent;
+    ctx.lineWidth = 2.5;
+    ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
+  }
+  // the window a detail view shows, on the overview
+  if (s.frame) {
+    const f = s.frame;
+    ctx.strokeStyle = pal.fg;
+    ctx.lineWidth = 1.5;
+    ctx.setLineDash([4, 3]);
+    ctx.strokeRect(b.left + f.c0 * b.cell, b.top + f.r0 * b.cellH, f.cols * b.cell, f.rows * b.cellH);
+    ctx.setLineDash([]);
+  }
+  // the cell whose arithmetic is shown
+  if (s.cell && s.cell[0] < s.rows && s.cell[1] < s.cols) {
+    ctx.strokeStyle = pal.fg;
+    ctx.lineWidth = 2;
+    ctx.strokeRect(b.left + s.cell[1] * b.cell + 1, b.top + s.cell[0] * b.cellH + 1, b.cell - 2, b.cellH - 2);
+  }
+}
 /**
  * createGrid(parent, {title, onPick(i, j | null), describe(i, j) -> string})
  * onPick gets the row and the column clicked (null for a row label).
@@ -33,6 +127,7 @@ const paler = (c, bg) => {
  *        this step computed, marked "new"). Left out, a causal matrix's rows are marked so while
  *        `written` tokens are written (its number of rows); null: never.}
  */
+
 export function createGrid(parent, { title, onPick, describe }) {
   const canvas = el("canvas", { class: "aw-grid", role: "img" });
   const tip = el("div", { class: "aw-tip", hidden: true });
@@ -188,90 +283,11 @@ export function createGrid(parent, { title, onPick, describe }) {
           }
         }
       }
-    // cell borders when cells are large enough to need them
-    if (b.cell >= 12) {
-      ctx.strokeStyle = pal.bg;
-      ctx.lineWidth = 1;
-      ctx.beginPath();
-      for (let i = 0; i <= s.rows; i++) {
-        ctx.moveTo(b.left, b.top + i * b.cellH);
-        ctx.lineTo(b.left + s.cols * b.cell, b.top + i * b.cellH);
-      }
-      for (let j = 0; j <= s.cols; j++) {
-        ctx.moveTo(b.left + j * b.cell, b.top);
-        ctx.lineTo(b.left + j * b.cell, b.top + s.rows * b.cellH);
-      }
-      ctx.stroke();
-    }
-    // labels: smaller type for small cells, so that no two overlap (layout says which fit)
-    ctx.textBaseline = "middle";
-    const { rowFont, colFont } = b;
-    if (b.showRows) {
-      ctx.font = `${rowFont}px ${pal.font}`;
-      ctx.textAlign = "right";
-      s.rowLabels.forEach((t, i) => {
-        ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
-        ctx.fillText(short(t, 18), b.left - 6, b.top + i * b.cellH + b.cellH / 2, b.left - 8);
-      });
-    }
-    if (b.showCols) {
-      ctx.font = `${colFont}px ${pal.font}`;
-      s.colLabels.forEach((t, j) => {
-        const cx = b.left + j * b.cell + b.cell / 2;
-        ctx.fillStyle = pal.fg;
-        if (b.rotate) {
-          ctx.save();
-          ctx.translate(cx, b.top - 6);
-          ctx.rotate(-Math.PI / 4);
-          ctx.textAlign = "left";
-          ctx.fillText(short(t, 18), 0, 0, 110);
-          ctx.restore();
-        } else {
-          ctx.textAlign = "center";
-          ctx.fillText(short(t, 18), cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
-        }
-      });
-    }
-    // extra text columns
-    let x0 = b.left + s.cols * b.cell;
-    (s.extra || []).slice(0, b.extraW.length).forEach((col, c) => {
-      const w = b.extraW[c],
-        cx = x0 + w / 2 + 4;
-      ctx.textAlign = "center";
-      ctx.fillStyle = pal.muted;
-      ctx.font = `${LABEL_FONT}px ${pal.font}`;
-      ctx.fillText(col.title, cx, b.top - LABEL_FONT / 2 - 4);
-      ctx.font = `${rowFont}px ${pal.font}`;
-      if (b.cellH >= 12) {
-        for (let i = 0; i < s.rows; i++) {
-          ctx.fillStyle = i === s.focusRow ? pal.accent : pal.fg;
-          ctx.fillText(col.value(i), cx, b.top + i * b.cellH + b.cellH / 2);
-        }
-      }
-      x0 += w;
-    });
-    // focused row outline
-    if (s.focusRow != null && s.focusRow < s.rows) {
-      ctx.strokeStyle = pal.accent;
-      ctx.lineWidth = 2.5;
-      ctx.strokeRect(b.left - 1, b.top + s.focusRow * b.cellH - 1, s.cols * b.cell + 2, b.cellH + 2);
-    }
+    borders(ctx, s, b, pal);
+    labels(ctx, s, b, pal);
+    extraColumns(ctx, s, b, pal);
+    marks(ctx, s, b, pal);
     if (gen) tags(ctx, s, b, gen, pal);
-    // the window a detail view shows, on the overview
-    if (s.frame) {
-      const f = s.frame;
-      ctx.strokeStyle = pal.fg;
-      ctx.lineWidth = 1.5;
-      ctx.setLineDash([4, 3]);
-      ctx.strokeRect(b.left + f.c0 * b.cell, b.top + f.r0 * b.cellH, f.cols * b.cell, f.rows * b.cellH);
-      ctx.setLineDash([]);
-    }
-    // the cell whose arithmetic is shown
-    if (s.cell && s.cell[0] < s.rows && s.cell[1] < s.cols) {
-      ctx.strokeStyle = pal.fg;
-      ctx.lineWidth = 2;
-      ctx.strokeRect(b.left + s.cell[1] * b.cell + 1, b.top + s.cell[0] * b.cellH + 1, b.cell - 2, b.cellH - 2);
-    }
     if (record) return;
     canvas.setAttribute("aria-label", s.ariaLabel || title || "matrix");
     canvas.toggleAttribute("data-pending", !!s.pending);

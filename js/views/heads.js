@@ -113,12 +113,12 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         shape = arrangement;
         buttons = thumbs.map((_, p) => {
           const [l, h] = [Math.floor(p / per), p % per],
-            name = layers > 1 ? `layer ${l + 1}, head ${h + 1}` : `head ${h + 1}`;
+            name = layers > 1 ? `layer ${l}, head ${h}` : `head ${h}`; // Python's numbers: w.layer, w.head
           return el(
             "button",
             { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
             el("canvas", { style: `width:${side}px;height:${side}px` }),
-            el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l + 1} H${h + 1}` : `head ${h + 1}`),
+            el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l} H${h}` : `head ${h}`),
             el("span", { class: "aw-head-value" }),
           );
         });
@@ -127,8 +127,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         const rows = grid
           ? [
               el("span", {}),
-              ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h + 1}`)),
-              ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per + 1}`), b])),
+              ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h}`)),
+              ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per}`), b])),
             ]
           : order.map((p) => buttons[p]);
         list.classList.toggle("aw-heads-model", grid);

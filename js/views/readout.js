@@ -22,7 +22,7 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, scores,
     name = tokens[focus],
     m = keys.length,
     self = !cross;
-  if (stage === "tokens" || stage === "qk") return [`Focus: ${name} (token ${focus + 1} of ${n}).`];
+  if (stage === "tokens" || stage === "qk") return [`Focus: ${name}, token ${focus} (the tokens are 0 to ${n - 1}).`];
   if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
   const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));

@@ -100,8 +100,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
-  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j + 1}] = ${entry(at.q, i, j)}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j + 1}] = ${entry(at.k, i, j)}` });
+  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j}] = ${entry(at.q, i, j)}` });
+  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j}] = ${entry(at.k, i, j)}` });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   // a click on an overview brings the window to that cell, even the one already picked
   const pickOnOverview = (i, j) => {
@@ -168,7 +168,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       extra: null,
       picture: undefined,
       pending: false,
-      ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0 + 1} to ${r0 + h}, columns ${c0 + 1} to ${c0 + w}`,
+      ariaLabel: `detail of ${spec.ariaLabel}: rows ${r0} to ${r0 + h - 1}, columns ${c0} to ${c0 + w - 1}`,
     });
     return { r0, c0, rows: h, cols: w };
   };
@@ -210,7 +210,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         m = view.keys.length;
       const top = Math.max(A.magnitude(q.data), A.magnitude(k.data));
       const color = signedColours(view.pal, top);
-      const dims = Array.from({ length: q.cols }, (_, j) => `${j + 1}`);
+      const dims = Array.from({ length: q.cols }, (_, j) => `${j}`); // Python's columns: q[:, 0], q[:, 1], …
       const qk = { ...grid(view), cols: q.cols, colLabels: dims, color, text: fmt2, maxWidth: Math.min(view.maxWidth / 2 - 20, 360) };
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, rows: m, rowLabels: view.keys, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });

@@ -183,8 +183,14 @@ def test_small_positive_and_negative_scores_look_different(browser, tmp_path, th
       return [1, 2, 3].map((j) => Array.from(ctx.getImageData(+d.left + j * +d.cellWidth + 2, +d.top + 2, 1, 1).data));
     }""")
     plus, minus, zero = (lab_colour(c) for c in colours)
-    assert np.linalg.norm(plus - minus) >= 10, (theme, colours)
-    assert min(np.linalg.norm(plus - zero), np.linalg.norm(minus - zero)) >= 4, (theme, colours)
+    assert np.linalg.norm(plus - minus) >= 20, (theme, colours)
+    assert min(np.linalg.norm(plus - zero), np.linalg.norm(minus - zero)) >= 10, (theme, colours)
+    # and they are the hues the caption names, already at 2% of the largest score
+    caption = page.locator(".aw-caption").inner_text()
+    assert "Purple" in caption and "orange" in caption, caption
+    for colour, (lo, hi) in ((plus, (280, 330)), (minus, (35, 80))):
+        chroma, hue = np.hypot(colour[1], colour[2]), np.degrees(np.arctan2(colour[2], colour[1])) % 360
+        assert chroma >= 10 and lo <= hue <= hi, (theme, colours, chroma, hue)
     # the legend gives one range, the matrix's own (d3 writes minus as U+2212)
     spans = page.locator(".aw-legend:visible > span").all_inner_texts()
     ends = [f"{x:.2f}".replace("-", "\u2212") for x in (w.scores.min(), w.scores.max())]

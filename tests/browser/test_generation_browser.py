@@ -46,7 +46,7 @@ def test_next_token_in_the_page_reaches_python_and_computes_one_row(gen_nb, arti
     page, kernel, errors = gen_nb
     wait_for_tokens(page, 2)
     root = page.locator(".aw-root")
-    assert "token 2 of 6" in root.locator(".aw-gen-where").inner_text()
+    assert "step 2 of 6" in root.locator(".aw-gen-where").inner_text()
     # the page's numbers (scores, weights and outputs, all computed) are Python's for the two tokens written
     got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
     assert want.shape == (2, 2) and np.abs(got - want.ravel()).max() <= 1e-6
@@ -72,7 +72,7 @@ def test_python_step_reaches_the_page(gen_nb):
     wait_for_tokens(page, 5)
     root = page.locator(".aw-root")
     assert root.locator(".aw-token-text").all_inner_texts() == TOKENS[:5]
-    assert "token 5 of 6" in root.locator(".aw-gen-where").inner_text()
+    assert "step 5 of 6" in root.locator(".aw-gen-where").inner_text()
     page.wait_for_selector(".aw-token[data-index='4'][aria-pressed=true]")  # Python moved the focus to the new row
     got, want = np.array(numbers(page)["weights"]), np.array(kernel.eval("w.weights"))
     assert want.shape == (5, 5) and np.abs(got - want.ravel()).max() <= 1e-6

@@ -28,7 +28,7 @@ def detail(root):
 
 def window(note):
     r0, r1, c0, c1 = map(int, re.findall(r"\d+", note.inner_text())[:4])
-    return r0 - 1, r1 - r0 + 1, c0 - 1  # first row, size, first column
+    return r0, r1 - r0 + 1, c0  # first row, size, first column
 
 
 def click_cell(canvas, i, j):
@@ -59,14 +59,14 @@ def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_noteb
         r0, size, c0 = window(note)
         assert r0 <= 120 < r0 + size  # the focused row is in the window
         labels = canvas.get_attribute("aria-label")
-        assert f"rows {r0 + 1} to {r0 + size}" in labels
+        assert f"rows {r0} to {r0 + size - 1}" in labels
         # the keys move it, the wheel zooms it
         canvas.focus()
         page.keyboard.press("ArrowDown")
         page.keyboard.press("ArrowRight")
         page.wait_for_function(
             "(want) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.textContent.startsWith(want))",
-            arg=f"rows {r0 + 2}–{r0 + size + 1}, columns {c0 + 2}–",
+            arg=f"rows {r0 + 1}–{r0 + size}, columns {c0 + 1}–",
         )
         canvas.hover()
         page.keyboard.down("Control")
@@ -97,7 +97,7 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('cell')?.[0] === 250")
     # the window follows on the redraw after the change: wait for it
     page.wait_for_function("""() => { const m = /rows (\\d+)–(\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent);
-                                      return m && m[1] - 1 <= 250 && 250 < m[2]; }""")
+                                      return m && m[1] <= 250 && 250 <= m[2]; }""")
     r0, size, c0 = window(note)
     assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
     # hovering a detail cell tells its row, column and value
@@ -114,7 +114,7 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     page.wait_for_function(
         "([r, c]) => { const t = document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent; "
         "return t.startsWith(`rows ${r}`) && t.includes(`columns ${c}`); }",
-        arg=[r0 + 2, c0 + 2],
+        arg=[r0 + 1, c0 + 1],
     )
     assert f"{w.tokens[r0 + 1]} reads {w.tokens[c0 + 1]}" in tip.inner_text()
     assert not page.errors, page.errors
