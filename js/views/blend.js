@@ -8,7 +8,7 @@ import { el, fill, fmt2, fmt3, groupLabels, short, svg } from "./dom.js";
 import { drawLabel, measurer, place } from "./labels.js";
 
 const MAX_DIMS = 6; // wider values: the table shows the first few dimensions, exactly
-const MAX_ROWS = 16; // longer sequences: the table lists the heaviest tokens
+const MAX_COLS = 10; // longer sequences: the table lists the heaviest tokens, one column each
 
 const W = 340,
   H = 300;
@@ -55,75 +55,84 @@ export function createBlend(parent, { onResidual }) {
   );
   parent.append(node);
 
+  // The lab's layout: one column per token, its weight above its value; multiply down each column,
+  // sum across, and the output is the column on the right (then, with the residual, x and x + mix).
   function drawTable({ tokens, keys, focus, row, v, O, x, residual: withX }) {
     const d = v.cols,
       dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
     const sub = (c) => (d <= 10 ? String.fromCharCode(0x2080 + c) : `[${c}]`); // Python's columns: v[:, 0], …
-    const head = el(
-      "tr",
-      {},
-      el("th", {}, "token"),
-      el("th", {}, `a(${short(tokens[focus], 16)}, ·)`),
-      dims.map((c) => el("th", { class: "aw-v" }, `v${sub(c)}`)),
-      dims.map((c) => el("th", {}, `a·v${sub(c)}`)),
-    );
-    // long rows: the heaviest tokens in sentence order, the rest summed up in one line
+    // long rows: the heaviest tokens in sentence order, the rest summed up in one column
     let shown = keys.map((_, j) => j);
-    if (shown.length > MAX_ROWS)
+    if (shown.length > MAX_COLS)
       shown = shown
         .sort((a, b) => row[b] - row[a])
-        .slice(0, MAX_ROWS)
+        .slice(0, MAX_COLS)
         .sort((a, b) => a - b);
-    const body = shown.map((j) =>
+    const rest = shown.length < keys.length;
+    const restOf = (f) => f(keys.map((_, j) => j).filter((j) => !shown.includes(j)));
+    const sum = (js, f) => js.reduce((t, j) => t + f(j), 0);
+    const cells = (f, cls) => shown.map((j) => el("td", { class: [row[j] === 0 ? "aw-zero" : "", cls || ""].join(" ").trim() || null }, f(j)));
+    const me = short(tokens[focus], 16);
+    const lines = [
       el(
         "tr",
-        { class: row[j] === 0 ? "aw-zero" : null },
-        el("th", { scope: "row" }, keys[j]),
-        el("td", {}, fmt3(row[j])),
-        dims.map((c) => el("td", { class: "aw-v" }, fmt2(v.data[j * d + c]))),
-        dims.map((c) => el("td", {}, fmt3(row[j] * v.data[j * d + c]))),
+        {},
+        el("th", {}),
+        shown.map((j) => el("th", { scope: "col", class: "aw-key" }, keys[j])),
+        rest ? el("th", { scope: "col", class: "aw-rest" }, `… ${keys.length - shown.length} more`) : [],
+        el("th", { scope: "col", class: "aw-out-head" }, "output"),
+        withX ? [el("th", { scope: "col" }, `+ x(${me})`), el("th", { scope: "col" }, "= x + mix")] : [],
       ),
-    );
-    if (shown.length < keys.length) {
-      const rest = 1 - shown.reduce((a, j) => a + row[j], 0);
-      body.push(
+      el(
+        "tr",
+        { class: "aw-weights" },
+        el("th", { scope: "row" }, `a(${me}, ·)`),
+        cells((j) => fmt3(row[j])),
+        rest
+          ? el(
+              "td",
+              { class: "aw-rest" },
+              restOf((js) => fmt3(sum(js, (j) => row[j]))),
+            )
+          : [],
+        el("td", { class: "aw-budget" }, `Σ ${fmt3(row.reduce((a, b) => a + b, 0))}`),
+        withX ? [el("td"), el("td")] : [],
+      ),
+      dims.map((c) =>
         el(
           "tr",
-          { class: "aw-rest" },
-          el("th", { scope: "row" }, `… ${keys.length - shown.length} more`),
-          el("td", {}, fmt3(rest)),
-          el("td", { colspan: 2 * dims.length }, "lighter tokens, included in the sum"),
+          { class: "aw-values" },
+          el("th", { scope: "row" }, `v${sub(c)}`),
+          cells((j) => fmt2(v.data[j * d + c]), "aw-v"),
+          rest ? el("td", { class: "aw-rest" }) : [],
+          el("td"),
+          withX ? [el("td"), el("td")] : [],
         ),
-      );
-    }
-    const sum = row.reduce((a, b) => a + b, 0);
-    const foot = el(
-      "tr",
-      { class: "aw-sum" },
-      el("th", { scope: "row" }, "Σ"),
-      el("td", {}, fmt3(sum)),
-      dims.map(() => el("td", { class: "aw-v" })),
-      dims.map((c) => el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c]))),
-    );
-    const own = withX && [
-      el(
-        "tr",
-        { class: "aw-own" },
-        el("th", { scope: "row" }, `+ x(${short(tokens[focus], 16)})`),
-        el("td"),
-        dims.map(() => el("td", { class: "aw-v" })),
-        dims.map((c) => el("td", {}, fmt2(x.data[focus * d + c]))),
       ),
-      el(
-        "tr",
-        { class: "aw-sum" },
-        el("th", { scope: "row" }, "= x + mix"),
-        el("td"),
-        dims.map(() => el("td", { class: "aw-v" })),
-        dims.map((c) => el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c]))),
+      dims.map((c, i) =>
+        el(
+          "tr",
+          { class: i === 0 ? "aw-products aw-first" : "aw-products" },
+          el("th", { scope: "row" }, `a·v${sub(c)}`),
+          cells((j) => fmt3(row[j] * v.data[j * d + c])),
+          rest
+            ? el(
+                "td",
+                { class: "aw-rest" },
+                restOf((js) => fmt3(sum(js, (j) => row[j] * v.data[j * d + c]))),
+              )
+            : [],
+          el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c])),
+          withX
+            ? [
+                el("td", { class: "aw-own" }, fmt2(x.data[focus * d + c])),
+                el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c])),
+              ]
+            : [],
+        ),
       ),
     ];
-    fill(table, el("thead", {}, head), el("tbody", {}, body), el("tfoot", {}, foot, own || []));
+    fill(table, el("tbody", {}, lines.flat()));
   }
 
   function drawPlot({ tokens, keys, cross, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {

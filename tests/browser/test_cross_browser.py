@@ -59,7 +59,7 @@ def test_the_page_computes_cross_attention_as_python_does(browser, tmp_path, n, 
         assert "t2" in page.locator(".aw-cell").inner_text() and f"s{j}" in page.locator(".aw-cell").inner_text()
         # the blend: values are the source tokens', one output per target token
         set_(page, "stage", "blend")
-        labels = page.locator(".aw-blend-table tbody th").all_inner_texts()
+        labels = page.locator(".aw-blend-table th.aw-key, .aw-blend-table th.aw-rest").all_inner_texts()
         assert all(t.startswith("s") or t.startswith("…") for t in labels)
         out = page.locator(".aw-blend-table .aw-out").all_inner_texts()
         assert [float(t.replace("−", "-")) for t in out] == pytest.approx(np.round(w.output[2], 2), abs=0.006)

@@ -44,7 +44,7 @@ def test_layer_and_head_from_the_page(open_notebook, artifacts):
         # 32-dimensional values: the plot says it is a projection, the table shows exact numbers
         assert "projection" in root.locator(".aw-projection-note").inner_text()
         out = kernel.eval("m.output[m.focus][:2]")
-        shown = [float(t.replace("−", "-")) for t in root.locator(".aw-blend-table tfoot .aw-out").all_inner_texts()[:2]]
+        shown = [float(t.replace("−", "-")) for t in root.locator(".aw-blend-table .aw-out").all_inner_texts()[:2]]
         assert shown == pytest.approx(out, abs=0.006)
         root.screenshot(path=str(artifacts / "model-blend.png"))
         assert not errors

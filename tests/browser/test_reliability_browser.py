@@ -34,7 +34,7 @@ def check_hostile_page(page, root, errors):
         root.locator(f".aw-stage[data-stage={stage}][aria-pressed=true]").wait_for()
         assert root.locator("img, script, iframe, a[href]").count() == 0
     page.wait_for_timeout(300)
-    assert root.locator(".aw-blend-table tbody th").evaluate_all("(els) => els.map((e) => e.textContent)") == HOSTILE
+    assert root.locator(".aw-blend-table th.aw-key").evaluate_all("(els) => els.map((e) => e.textContent)") == HOSTILE
     assert page.evaluate("window.__pwned === undefined")
     assert not errors, errors
 
