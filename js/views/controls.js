@@ -31,7 +31,12 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
 
   // The slider moves on a log scale but lands on the values it shows (two decimals), so the
   // position labelled "T = 1.00" is T = 1 and reproduces the lab's figures exactly.
-  const landed = (p) => Math.min(range[1], Math.max(range[0], Math.round(toT(p) * 100) / 100));
+  // T = 1 (the default, the lab's reference) is a detent: a drag across it stops on it as easily as
+  // on 0.20, where the log scale is four times finer (within about 1.6% of 1 is 1).
+  const landed = (p) => {
+    const t = toT(p);
+    return Math.abs(Math.log(t)) <= 0.016 ? 1 : Math.min(range[1], Math.max(range[0], Math.round(t * 100) / 100));
+  };
   const slider = el("input", { type: "range", min: 0, max: STEPS, step: 1, class: "aw-slider", "aria-label": "Temperature" });
   const value = el("output", { class: "aw-temp-value" });
   let shown = 1;

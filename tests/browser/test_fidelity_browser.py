@@ -40,6 +40,9 @@ def test_every_slider_position_uses_the_temperature_it_shows(browser, tmp_path):
     used = {t for t, _ in swept}
     assert {0.1, 0.2, 1.0, 5.0} <= used  # the lab's temperatures are reachable by dragging
     assert len(used) > 300  # and the log feel is kept: every shown value a position of its own
+    # a drag that crosses T = 1.00 (the default, the lab's reference) can stop on it, as on 0.20
+    on = {t: sum(1 for u, _ in swept if u == t) for t in (0.2, 1.0)}
+    assert on[1.0] >= 8 and on[0.2] >= 8, on
     page.context.close()
 
 
