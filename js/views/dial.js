@@ -1,5 +1,5 @@
 // The query dial: with two-number queries and keys, the keys are arrows and the focused
-// token's query is an arrow the reader turns by dragging; a Key | Score | Weight table follows.
+// token's query is an arrow the reader turns by dragging; a Key | q · k | score | Weight table follows.
 
 import { format } from "d3-format";
 import { scaleLinear } from "d3-scale";
@@ -156,8 +156,9 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       fill(plot, parts.flat(2));
       plot.setAttribute("aria-label", `${tokens[focus]}'s query (${fmt2(query[0])}, ${fmt2(query[1])}) against ${open.length} keys`);
 
-      // Key | Score | × scale | Weight, for the keys the token reads: the dot product, the scaled
-      // score softmax takes, and whole percentages that add up to 100
+      // Key | q · k | score | Weight, for the keys the token reads: the dot product (the article's
+      // "Score"), the score softmax takes (scale × q · k, as the scores stage names it), and whole
+      // percentages that add up to 100
       const shares = percentages(open.map((j) => weightRow[j]));
       const rows = open.map((j, r) =>
         el(
@@ -169,7 +170,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
           el("td", { class: "aw-dial-weight" }, `${shares[r]}%`),
         ),
       );
-      const head = el("tr", {}, el("th", {}, "Key"), el("th", {}, "Score"), el("th", { class: "aw-dial-scaled" }, `× ${scaleText}`), el("th", {}, "Weight"));
+      const head = el("tr", {}, el("th", {}, "Key"), el("th", {}, "q · k"), el("th", { class: "aw-dial-scaled" }, `score = ${scaleText} × q · k`), el("th", {}, "Weight"));
       fill(table, el("thead", {}, head), el("tbody", {}, rows));
       const t =
         temperature == null
@@ -185,8 +186,8 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       const closed = names.filter((_, j) => masked(j)).map((name) => short(name, 16));
       fill(
         note,
-        `Score: the dot product of ${short(tokens[focus])}'s query with each key. ` +
-          `Weight: softmax of ${scaleText} × score${t}, so the weights add up to 100%.` +
+        `q · k: the dot product of ${short(tokens[focus])}'s query with each key; score = ${scaleText} × q · k. ` +
+          `Weight: softmax of the scores${t}, so the weights add up to 100%.` +
           (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "") +
           (closed.length
             ? ` Not read, so not listed: ${closed.length > 3 ? `${closed.slice(0, 3).join(", ")} +${closed.length - 3}` : closed.join(", ")}.`

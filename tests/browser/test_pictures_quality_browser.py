@@ -219,13 +219,21 @@ def test_dial_table_reads_as_the_article(browser, tmp_path):
     assert w.weights[3, 3] == 0 and round(w.weights[3].sum(), 12) == 1  # bank does not read itself
     page, errors = exported(browser, tmp_path, w, "dial-table")
     t = dial_table(page)
-    assert t["head"][:2] == ["Key", "Score"] and t["head"][-1] == "Weight", t
+    # one name for each quantity, as the scores stage and the cell arithmetic use them: the article's
+    # 0.99 is the dot product q · k; the score is what softmax takes, 3 × q · k
+    assert t["head"][:2] == ["Key", "q · k"] and t["head"][-1] == "Weight", t
     assert [r[0] for r in t["rows"]] == ["river", "money", "the"], t
     assert [r[1] for r in t["rows"]] == ["0.99", "0.48", "−0.45"], t
     assert [r[-1] for r in t["rows"]] == ["81%", "18%", "1%"], t
-    # the scale is its own step: a column of 3 × score, named, and said in the note
-    assert t["head"][2] == "× 3" and [r[2] for r in t["rows"]] == ["2.97", "1.44", "−1.35"], t
-    assert "softmax" in t["note"] and "3 × score" in t["note"], t
+    # the scale is its own step: a column of score = 3 × q · k, named, and said in the note
+    assert t["head"][2] == "score = 3 × q · k" and [r[2] for r in t["rows"]] == ["2.97", "1.44", "−1.35"], t
+    assert "softmax" in t["note"] and "score = 3 × q · k" in t["note"], t
+    assert "Score" not in t["note"] and "the article's Score" not in t["head"], t
+    # the same word for the same number in the scores stage's cell arithmetic
+    page.evaluate("m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'scores', cell: [3, 0], focus: 3}); a.redraw(); }", None)
+    cell = page.locator(".aw-cell").inner_text()
+    assert ") · k(" in cell and "= score" in cell and "2.970" in cell and "Score" not in cell, cell
+    page.evaluate("m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'qk', cell: null}); a.redraw(); }", None)
 
     # drag the tip: every column follows the new query
     k = np.asarray(w.k)
@@ -254,7 +262,7 @@ def test_dial_without_a_scale_says_one_over_root_d(browser, tmp_path):
     w = AttentionWidget("I sat on the river bank", stage="qk", focus=5)
     page, errors = exported(browser, tmp_path, w, "dial-default")
     t = dial_table(page)
-    assert t["head"][2] == "× 1/√2" and "1/√2" in t["note"], t
+    assert t["head"][2] == "score = 1/√2 × q · k" and "1/√2" in t["note"], t
     assert len(t["rows"]) == 6 and sum(int(num(r[-1])) for r in t["rows"]) == 100, t
     assert [r[1] for r in t["rows"]] == [f"{d:.2f}".replace("-", "−") for d in w.q[5] @ w.k.T], t
     assert not errors, errors
