@@ -132,6 +132,7 @@ export function mount(host, model, { propose, flush }) {
       cross: store.cross(),
       k: store.k,
       v: store.v,
+      top: store.wholeTop, // one colour scale for the whole text: a cached number keeps its colour
       all: model.get("tokens"),
       causal: get("causal"),
       stage,

@@ -170,7 +170,14 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
           el("td", { class: "aw-dial-weight" }, `${shares[r]}%`),
         ),
       );
-      const head = el("tr", {}, el("th", {}, "Key"), el("th", {}, "q · k"), el("th", { class: "aw-dial-scaled" }, `score = ${scaleText} × q · k`), el("th", {}, "Weight"));
+      const head = el(
+        "tr",
+        {},
+        el("th", {}, "Key"),
+        el("th", {}, "q · k"),
+        el("th", { class: "aw-dial-scaled" }, `score = ${scaleText} × q · k`),
+        el("th", {}, "Weight"),
+      );
       fill(table, el("thead", {}, head), el("tbody", {}, rows));
       const t =
         temperature == null

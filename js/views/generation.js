@@ -1,6 +1,5 @@
 // Generation, one token at a time: the keys and values written so far kept as a cache that grows
 // by one column per step, and the work of a step beside the work of computing everything again.
-import * as A from "../attention.js";
 import { signedColours } from "../colours.js"; // K and V in the colours the query · key stage gives them
 import { el, fill, fmt2 } from "./dom.js";
 import { createGrid } from "./grid.js";
@@ -9,7 +8,7 @@ const count = (x) => x.toLocaleString("en-US");
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
 
 /** createGeneration(parent) -> {node, update(view) -> the tokens shown written (0: none), destroy()};
- *  view = {written (store.written()), cross, k, v (the current head's keys and values), all (every token), causal,
+ *  view = {written (store.written()), cross, k(), v() (the current head's keys and values), top(name) (their largest |number| over the whole text), all (every token), causal,
  *  stage, tokens (written so far), pal, maxWidth}. */
 export function createGeneration(parent) {
   const head = el("p", { class: "aw-gen-title" });
@@ -50,10 +49,11 @@ export function createGeneration(parent) {
         k = view.k(),
         v = view.v();
       const newest = tokens[s - 1];
-      head.textContent = `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column.`;
+      head.textContent =
+        `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column, ` +
+        "outlined and marked “new”; the columns marked “cached” keep their numbers and their colours, on one scale for the whole text.";
       // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
-      const matrix = (m, title) => {
-        const top = Math.max(1e-9, A.magnitude(m.data));
+      const matrix = (m, title, top) => {
         return {
           rows: m.cols,
           cols: m.rows,
@@ -69,8 +69,8 @@ export function createGeneration(parent) {
           ariaLabel: `${title}: ${m.cols} numbers for each of the ${s} tokens written; the last, ${newest}, is new`,
         };
       };
-      kGrid.update(matrix(k, "key cache"));
-      vGrid.update(matrix(v, "value cache"));
+      kGrid.update(matrix(k, "key cache", Math.max(1e-9, view.top("k"))));
+      vGrid.update(matrix(v, "value cache", Math.max(1e-9, view.top("v"))));
       // the work: this step's new row against every row again
       const most = s * s;
       fill(

@@ -6,14 +6,10 @@ import { el, inkOn, palette, short } from "./dom.js";
 
 const LABEL_FONT = 12,
   CELL_FONT = 11;
-// generation: cells kept from earlier steps are mixed this far towards the background
-const DIM = 0.45,
-  TAG_CACHED = "cached",
+// generation: the rows (or columns) kept from earlier steps and the new one are named, not faded:
+// a cached number keeps its colour
+const TAG_CACHED = "cached",
   TAG_NEW = "new";
-const paler = (c, bg) => {
-  const [a, z] = [rgb(c), rgb(bg)];
-  return rgb(a.r + (z.r - a.r) * DIM, a.g + (z.g - a.g) * DIM, a.b + (z.b - a.b) * DIM).formatHex();
-};
 
 // cell borders, when cells are large enough to need them
 function borders(ctx, s, b, pal) {
@@ -223,8 +219,6 @@ export function createGrid(parent, { title, onPick, describe }) {
     const ctx = record || canvas.getContext("2d");
     const gen = generation(s);
     const b = (box = layout(ctx, s, pal, gen));
-    // generation: a cell kept from an earlier step is drawn paler (its colour mixed with the background)
-    const kept = (i, j) => !!gen && (gen.axis === "rows" ? i : j) < gen.fresh;
     if (!record) {
       const dpr = window.devicePixelRatio || 1;
       canvas.width = Math.ceil(b.width * dpr);
@@ -247,11 +241,6 @@ export function createGrid(parent, { title, onPick, describe }) {
       }
       ctx.imageSmoothingEnabled = false;
       if (image) ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
-      if (gen && gen.fresh > 0) {
-        ctx.fillStyle = rgb(pal.bg).copy({ opacity: DIM }).toString(); // a wash (pictures keep it too)
-        const [w, h] = gen.axis === "rows" ? [s.cols, gen.fresh] : [gen.fresh, s.rows];
-        ctx.fillRect(b.left, b.top, w * b.cell, h * b.cellH);
-      }
     } else
       for (let i = 0; i < s.rows; i++) {
         for (let j = 0; j < s.cols; j++) {
@@ -272,7 +261,7 @@ export function createGrid(parent, { title, onPick, describe }) {
             continue;
           }
           const v = s.value(i, j);
-          ctx.fillStyle = s.color ? (kept(i, j) ? paler(s.color(v), pal.bg) : s.color(v)) : pal.bg;
+          ctx.fillStyle = s.color ? s.color(v) : pal.bg;
           ctx.fillRect(x, y, b.cell, b.cellH);
           if (showNumbers) {
             ctx.font = `${CELL_FONT}px ${pal.font}`;

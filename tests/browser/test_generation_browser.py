@@ -155,3 +155,38 @@ def test_a_new_sentence_in_an_exported_page_keeps_pythons_step(browser, tmp_path
     assert np.abs(np.array(numbers(page)["weights"]) - w.weights.ravel()).max() <= 1e-6
     assert not problems, problems
     page.context.close()
+
+
+PIXEL = """([sel, i, j]) => {
+  const c = [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length)[0], d = c.dataset;
+  const dpr = c.width / c.getBoundingClientRect().width, x = (+d.left + (j + 0.5) * +d.cellWidth) * dpr, y = (+d.top + (i + 0.5) * +d.cellHeight) * dpr;
+  // a cell's colour away from its number: a few pixels in from its corner
+  return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * dpr), Math.round((+d.top + i * +d.cellHeight + 3) * dpr), 1, 1).data);
+}"""
+
+
+def test_a_cached_number_keeps_its_colour_while_writing(browser, tmp_path):
+    rng = np.random.default_rng(4)
+    k = rng.normal(size=(6, 2)) * 0.3
+    k[5] = k[1]  # the last token's key is the second's: the same number, the same colour
+    k[4] = [3.0, -3.0]  # a large key arrives at step 5: the cached colours must not fade
+    w = AttentionWidget(tokens=TOKENS, q=rng.normal(size=(6, 2)), k=k, v=k.copy(), step=2, stage="weights")
+    path = tmp_path / "cache.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    root = page.locator(".aw-root")
+    cache, weights = ".aw-gen canvas.aw-grid", ".aw-panel:not([hidden]) canvas.aw-grid"
+    wait_for_tokens(page, 2)
+    first = page.evaluate(PIXEL, [cache, 0, 1])  # the K cache: row = dimension 0, column = token 1
+    row0 = page.evaluate(PIXEL, [weights, 0, 0])  # the first row's weight: a cached row from step 2 on
+    for s in range(3, 7):
+        root.locator(".aw-gen-next").click()
+        wait_for_tokens(page, s)
+        assert page.evaluate(PIXEL, [cache, 0, 1]) == first, f"step {s}: a cached key changed colour"
+        assert page.evaluate(PIXEL, [weights, 0, 0]) == row0, f"step {s}: a cached weight row changed colour"
+    # the new column (token 5) holds token 1's key: drawn in the same colour as the cached one
+    assert page.evaluate(PIXEL, [cache, 0, 5]) == first
+    # and the page says what the marks on the cache mean
+    assert "cached" in root.locator(".aw-gen").inner_text() and "new" in root.locator(".aw-gen").inner_text()
+    assert not problems, problems
+    page.context.close()
