@@ -67,7 +67,7 @@ export function mount(host, model, { propose, flush }) {
   // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
   const exercise = createExercise(body, {
     onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
-    onReveal: () => save("revealed", true),
+    onReveal: (guess) => propose(guess ? { guess, revealed: true } : { revealed: true }),
   });
   const stages = createStages(body, {
     onFocus,

@@ -10,16 +10,29 @@ import { el, fill, fmt2, percentages } from "./dom.js";
 /** What a closed cell says instead of a bar (why it is closed: derived.js closedWhy). */
 const CLOSED_WHY = { ahead: "cannot read ahead", sink: "left out", mask: "masked" };
 
-/** The guess with entry j set to `value` (0…1) and the other open entries rescaled in proportion
- * so the whole sums to 1 (equal shares when they held nothing). Closed entries stay 0. The entry
- * set takes 1 − the sum of the others, so the sum is 1 in floating point too (within an ulp). */
-export function rebalance(guess, j, value, open = guess.map(() => true)) {
+/** The guess with entry j set to `value` (0…1) and the other open entries making room so the whole
+ * sums to 1. `held`: the entries the learner set before, which keep their values while the others
+ * can make room (those share what is left in proportion, equally when they held nothing); only a
+ * value larger than what is left takes from the held ones, in proportion. Closed entries stay 0.
+ * The entry set takes 1 − the sum of the others, so the sum is 1 in floating point too. */
+export function rebalance(guess, j, value, open = guess.map(() => true), held = []) {
   if (!open[j]) return guess.slice();
   const others = guess.map((_, i) => i).filter((i) => i !== j && open[i]);
   const x = others.length ? Math.min(1, Math.max(0, Number(value) || 0)) : 1;
-  const rest = others.reduce((a, i) => a + Math.max(0, guess[i] || 0), 0);
+  const at = (i) => Math.max(0, guess[i] || 0);
+  const kept = others.filter((i) => held.includes(i)),
+    free = others.filter((i) => !held.includes(i));
+  const keptSum = kept.reduce((a, i) => a + at(i), 0);
+  // share `total` over `among` in proportion to what they held (equally when they held nothing)
+  const share = (among, total) => {
+    const had = among.reduce((a, i) => a + at(i), 0);
+    for (const i of among) out[i] = had > 0 ? (at(i) * total) / had : total / among.length;
+  };
   const out = guess.map(() => 0);
-  for (const i of others) out[i] = rest > 0 ? (Math.max(0, guess[i] || 0) * (1 - x)) / rest : (1 - x) / others.length;
+  if (free.length && x + keptSum <= 1) {
+    for (const i of kept) out[i] = at(i);
+    share(free, 1 - x - keptSum);
+  } else share(kept.length ? kept : free, 1 - x); // nothing free to make room, or not enough: the held ones give
   out[j] = Math.max(0, 1 - others.reduce((a, i) => a + out[i], 0));
   return out;
 }
@@ -40,17 +53,30 @@ export function predictScore(guess, row) {
 /** The temperature exercise's score, as Python's w.score: 1 − |reached − goal| / goal, at least 0. */
 export const temperatureScore = (reached, goal) => Math.max(0, 1 - Math.abs(reached - goal) / goal);
 
+/** Which way the temperature should go next, and why, for a row that reached `reached` effective tokens. */
+export function way(reached, goal) {
+  if (Math.abs(reached - goal) <= 0.05 * goal) return "That is on the goal.";
+  return reached > goal
+    ? "Next, lower T: a colder row concentrates its budget on fewer tokens."
+    : "Next, raise T: a warmer row spreads its budget over more tokens.";
+}
+
 /** A goal as a person writes it: 2, 2.5, 1.75. */
 export const fmtGoal = (g) => String(Math.round(g * 100) / 100);
 
-/** createExercise(parent, {onGuess(list), onReveal()}) -> {node, update(view) -> hidden, destroy()}.
+/** createExercise(parent, {onGuess(list), onReveal(guess or null: the even split, when nothing was guessed)}) -> {node, update(view) -> hidden, destroy()}.
  * update returns what the page must keep secret until the reveal: "row" (the focused row's
  * weights, on every stage: the predict exercise), "eff" (its effective tokens: the temperature
  * exercise) or null. */
 export function createExercise(parent, { onGuess, onReveal }) {
   const prompt = el("p", { class: "aw-ex-prompt" });
   const rows = el("div", { class: "aw-ex-rows", role: "group", "aria-label": "Your guess: the share of the budget for each token" });
-  const reveal = el("button", { class: "aw-ex-reveal", type: "button", onclick: () => onReveal() }, "Reveal");
+  // with no guess yet, Reveal takes the even split the bars show: a guess like any other
+  const reveal = el(
+    "button",
+    { class: "aw-ex-reveal", type: "button", onclick: () => onReveal(last.exercise === "predict" && !last.guess ? evenGuess(last.open) : null) },
+    "Reveal",
+  );
   const status = el("span", { class: "aw-ex-status" });
   const result = el("p", { class: "aw-ex-result", role: "status", "aria-live": "polite" });
   const key = el(
@@ -76,11 +102,13 @@ export function createExercise(parent, { onGuess, onReveal }) {
     built = null, // the keys and closed cells the rows were built for
     last = null, // the view drawn last
     draft = null, // the guess being dragged: drawn at once, sent on release
-    drag = null; // {j, track} while a bar is dragged
+    drag = null, // {j, track} while a bar is dragged
+    held = []; // the entries the learner set, typed or dragged: they keep their values while others make room
 
   const shares = () => draft || last.guess || evenGuess(last.open);
   const set = (j, value, send) => {
-    draft = rebalance(shares(), j, value, last.open);
+    draft = rebalance(shares(), j, value, last.open, held);
+    if (!held.includes(j)) held.push(j);
     paint();
     if (send) commit();
   };
@@ -195,6 +223,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
         if (built !== shape) {
           build(keys, open, why, selfIndex);
           built = shape;
+          held = [];
         }
         fill(
           prompt,
@@ -203,8 +232,12 @@ export function createExercise(parent, { onGuess, onReveal }) {
           " spend its budget? Spread 100% over the tokens it reads (drag the bars or type percentages), then press Reveal.",
         );
         paint();
-        reveal.disabled = !valid || !!revealed;
-        status.textContent = !valid ? "Make a guess first: drag a bar or type a percentage." : revealed ? "Drag a bar for a new try." : "";
+        reveal.disabled = !!revealed;
+        status.textContent = !valid
+          ? "Drag a bar or type a percentage; Reveal as it stands takes the even split as your guess."
+          : revealed
+            ? "Drag a bar for a new try."
+            : "";
         if (revealed && valid) {
           const score = predictScore(valid, row);
           result.dataset.score = String(score);
@@ -234,7 +267,8 @@ export function createExercise(parent, { onGuess, onReveal }) {
           result,
           `effective tokens reached: ${fmt2(reached)} (goal ${fmtGoal(goal)}) · `,
           el("b", { class: "aw-ex-score" }, `score ${fmt2(score)}`),
-          ": 1 − the distance to the goal, as a share of the goal",
+          ": 1 − the distance to the goal, as a share of the goal. ",
+          way(reached, goal),
         );
       } else {
         delete result.dataset.score;

@@ -55,7 +55,7 @@ def live(open_notebook):
 def test_a_dragged_guess_reaches_python_and_reveal_shows_the_real_row_and_score(live, artifacts):
     page, kernel, errors = live
     assert_row_hidden(page)
-    assert page.locator(".aw-ex-reveal").is_disabled(), "nothing to reveal before a guess"
+    assert page.locator(".aw-ex-reveal").is_enabled(), "the even split the bars start from is a guess too"
     # drag river's bar to about 60% with real pointer events
     box = page.locator(".aw-ex-track").nth(4).bounding_box()
     y = box["y"] + box["height"] / 2
@@ -121,8 +121,10 @@ def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browse
     inputs.nth(5).press("Enter")
     guess = page_guess(page)
     assert guess is not None and abs(sum(guess) - 1) < 1e-12 and min(guess) >= 0
-    assert guess[5] == pytest.approx(0.3, abs=1e-12)
-    assert [int(inputs.nth(j).input_value()) for j in range(6)][4:] == [round(100 * guess[4]), 30]
+    # what the learner typed is held (river stays 60, not 46): the four untyped make room
+    assert guess[4] == pytest.approx(0.6, abs=1e-12) and guess[5] == pytest.approx(0.3, abs=1e-12)
+    assert guess[:4] == pytest.approx([0.025] * 4, abs=1e-12)
+    assert [int(inputs.nth(j).input_value()) for j in range(6)][4:] == [60, 30]
     assert_row_hidden(page)
     # the blend is the row times the values: it waits for the reveal too, and the exercise goes with it
     page.click(".aw-stage[data-stage=blend]")
@@ -173,6 +175,11 @@ def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser,
     result = page.locator(".aw-ex-result")
     assert float(result.get_attribute("data-reached")) == pytest.approx(reached, abs=1e-6)
     assert f"effective tokens reached: {reached:.2f} (goal 2)" in result.inner_text()
+    # which way to go next, and why, said in the page
+    advice = (
+        "lower T: a colder row concentrates its budget" if reached > 2.1 else "raise T: a warmer row spreads its budget" if reached < 1.9 else "on the goal"
+    )  # noqa: E501
+    assert advice in result.inner_text(), result.inner_text()
     score = max(0.0, 1 - abs(reached - 2) / 2)
     assert float(result.get_attribute("data-score")) == pytest.approx(score, abs=1e-6)
     # Python's own score, for the same state
@@ -208,3 +215,33 @@ def test_live_temperature_reveal_sent_with_the_sliders_last_value(open_notebook)
     finally:
         kernel.close()
         page.context.close()
+
+
+def test_an_even_split_can_be_revealed_as_a_guess(browser, tmp_path):
+    w = AttentionWidget(exercise="predict", focus=5, stage="weights")
+    path = tmp_path / "even.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.wait_for_selector(".aw-exercise:not([hidden])")
+    assert page_guess(page) is None and page.locator(".aw-ex-reveal").is_enabled()
+    page.click(".aw-ex-reveal")
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    assert page_guess(page) == pytest.approx([1 / 6] * 6, abs=1e-12)
+    w.guess, w.revealed = [1 / 6] * 6, True
+    assert shown_score(page)[1] == pytest.approx(w.score, abs=1e-6)
+    assert not problems
+    page.context.close()
+
+
+@pytest.mark.parametrize("temperature, way", [(0.3, "raise T"), (4.0, "lower T")])
+def test_the_temperature_feedback_says_which_way_to_move(browser, tmp_path, temperature, way):
+    w = AttentionWidget(exercise="temperature", goal=2.0, focus=5, stage="weights", temperature=temperature)
+    path = tmp_path / "way.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.click(".aw-ex-reveal")
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    text = page.locator(".aw-ex-result").inner_text()
+    assert way in text and ("concentrates" in text if way == "lower T" else "spreads" in text), text
+    assert not problems
+    page.context.close()

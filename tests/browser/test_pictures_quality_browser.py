@@ -230,7 +230,9 @@ def test_dial_table_reads_as_the_article(browser, tmp_path):
     assert "softmax" in t["note"] and "score = 3 × q · k" in t["note"], t
     assert "Score" not in t["note"] and "the article's Score" not in t["head"], t
     # the same word for the same number in the scores stage's cell arithmetic
-    page.evaluate("m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'scores', cell: [3, 0], focus: 3}); a.redraw(); }", None)
+    page.evaluate(
+        "m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'scores', cell: [3, 0], focus: 3}); a.redraw(); }", None
+    )
     cell = page.locator(".aw-cell").inner_text()
     assert ") · k(" in cell and "= score" in cell and "2.970" in cell and "Score" not in cell, cell
     page.evaluate("m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'qk', cell: null}); a.redraw(); }", None)
