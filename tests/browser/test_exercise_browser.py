@@ -178,7 +178,7 @@ def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser,
     # which way to go next, and why, said in the page
     advice = (
         "lower T: a colder row concentrates its budget" if reached > 2.1 else "raise T: a warmer row spreads its budget" if reached < 1.9 else "on the goal"
-    )  # noqa: E501
+    )
     assert advice in result.inner_text(), result.inner_text()
     score = max(0.0, 1 - abs(reached - 2) / 2)
     assert float(result.get_attribute("data-score")) == pytest.approx(score, abs=1e-6)
