@@ -5,9 +5,13 @@ as its own embedded state, drawn by the widget's bundle (served from _static): t
 computes for itself, so the slider and clicks work with no kernel and no network.
 """
 
+import json
 import os
 import pathlib
 import shutil
+import subprocess
+
+from docutils import nodes
 
 import attnwidget
 
@@ -15,6 +19,7 @@ import attnwidget
 # shown as a page that computes by itself (see attnwidget.export.embed_html).
 os.environ["ATTNWIDGET_STATIC_HTML"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the real-model notebooks load weights from disk only
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # executed outputs: what a cell computed, not a loader's progress
 
 project = "attnwidget"
 author = "The attnwidget developers"
@@ -23,7 +28,7 @@ release = version = attnwidget.__version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 exclude_patterns = ["_build", "README.md", "**.ipynb_checkpoints", "_traits.md"]
-myst_enable_extensions = ["colon_fence"]
+myst_enable_extensions = ["colon_fence", "dollarmath"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # the README's own headings start below the page's title
 
@@ -58,6 +63,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 
 html_theme = "pydata_sphinx_theme"
+html_math_renderer = "mathml"  # registered in setup(): maths typeset at build time
 html_title = "attnwidget"
 html_static_path = ["_static"]
 html_css_files = ["attnwidget.css"]
@@ -80,5 +86,38 @@ def _copy_bundle(app):
     shutil.copyfile(static / "widget.css", out / "attnwidget.css")
 
 
+# Maths is typeset at build time, to MathML that the browser draws itself: no script, font or
+# network at reading time. KaTeX (an npm dev dependency) does the typesetting, one node run per
+# formula (the site has a handful).
+_KATEX = next(
+    (str(d / "node_modules" / "katex") for d in pathlib.Path(__file__).resolve().parents if (d / "node_modules" / "katex").is_dir()),
+    None,
+)
+_TYPESET = """
+const katex = require(process.argv[1]);
+const [tex, display] = JSON.parse(require("fs").readFileSync(0, "utf8"));
+process.stdout.write(katex.renderToString(tex, { output: "mathml", displayMode: display, throwOnError: true }));
+"""
+
+
+def _mathml(tex, display):
+    if _KATEX is None:
+        raise RuntimeError("the docs typeset their maths with KaTeX: run `npm ci` first")
+    done = subprocess.run(["node", "-e", _TYPESET, _KATEX], input=json.dumps([tex, display]), capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def _visit_math(self, node):
+    self.body.append(_mathml(node.astext(), False))
+    raise nodes.SkipNode
+
+
+def _visit_math_block(self, node):
+    self.body.append(f'<div class="math-block">{_mathml(node.astext(), True)}</div>')
+    raise nodes.SkipNode
+
+
 def setup(app):
     app.connect("builder-inited", _copy_bundle)
+    app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_math_block, None))
+

@@ -294,6 +294,16 @@ def test_practice_text_matches_the_numbers(practice):
     assert f"Score {demo['score']:.2f}" in practice.printed_by("demo.guess")
 
 
+def test_practice_asks_the_cache_question_before_the_widget_answers_it(practice):
+    cells = practice.nb.cells
+    asked = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "why do the earlier rows never change" in c.source)
+    shown = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "writer = AttentionWidget" in c.source)
+    assert asked < shown, "the writer widget prints the answer: the question comes first"
+    intro = plain(cells[0].source)
+    assert "Each asks you to commit to an answer in the widget" not in intro  # the fourth is answered in words
+    assert "fourth" in intro
+
+
 # --- every notebook: numbers and colours as the page shows them ----------------------
 
 ALL = ["01_attention_lab.ipynb", VISUALLY, REAL, "04_cross_attention.ipynb", "04_practice.ipynb"]
@@ -318,3 +328,15 @@ def test_what_the_text_says_of_tints_holds_in_both_themes(name):
     for sentence in re.split(r"(?<=[.;])\s", plain(executed(name).markdown)):
         if re.search(r"\b(darker|lighter|paler|brighter)\b", sentence):
             assert re.search(r"\bdark (page|theme|one)\b", sentence) and re.search(r"\blight (page|theme|one)\b", sentence), sentence
+
+
+def test_lab_says_the_cold_end_as_the_numbers_are(lab):
+    # at T = 0.10 the collapse holds for bank and sat, not for every row (She still reads 3.43 tokens)
+    text = plain(lab.markdown)
+    cold = AttentionWidget(temperature=0.1)
+    eff = dict(zip(cold.tokens, cold.effective_tokens))
+    assert "One token takes nearly the whole budget" not in text  # said of every row, and false of She
+    for word in ("bank", "sat"):
+        assert eff[word] < 1.1
+    assert f"She still reads {eff['She']:.2f} effective tokens" in text, text
+    assert f"bank {eff['bank']:.2f}" in text and f"sat {eff['sat']:.2f}" in text

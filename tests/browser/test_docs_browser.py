@@ -3,6 +3,7 @@ every other host blocked, each page draws its widgets, and the slider and clicks
 
 import os
 import pathlib
+import re
 import sys
 
 import pytest
@@ -57,6 +58,25 @@ def test_every_notebook_page_draws_its_widgets_with_no_kernel_and_no_network(bro
         assert page.locator(".attnwidget-static .aw-root").count() == hosts.count()
         assert not page.errors, page.errors
         # nothing the widgets need comes from elsewhere (the site itself loads nothing from elsewhere either)
+        assert page.elsewhere == [], page.elsewhere
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_notebook_page_shows_its_maths_typeset_and_no_progress_noise(browser, site, name):
+    page = open_offline(browser, f"{site}/notebooks/{name}.html")
+    try:
+        text = page.locator("main").inner_text()
+        # no TeX left as text: maths is typeset at build time (MathML, drawn by the browser itself)
+        for raw in ("$", "\\top", "\\sqrt", "\\cdot", "\\exp"):
+            assert raw not in text, f"{name}: raw TeX {raw!r} on the page"
+        maths = page.locator("main math")
+        if name == "01_attention_lab":
+            assert maths.count() >= 3, "the lab's QKᵀ/√d, exp(H) and A·V"
+        assert all(m.bounding_box() and m.bounding_box()["width"] > 0 for m in maths.all())
+        # executed outputs carry what the notebook computed, not a download's or a loader's progress
+        assert not re.search(r"Loading|[0-9]+%\|", " ".join(page.locator(".cell_output").all_inner_texts())), name
         assert page.elsewhere == [], page.elsewhere
     finally:
         page.context.close()
