@@ -75,6 +75,9 @@ def test_every_notebook_page_shows_its_maths_typeset_and_no_progress_noise(brows
         if name == "01_attention_lab":
             assert maths.count() >= 3, "the lab's QKᵀ/√d, exp(H) and A·V"
         assert all(m.bounding_box() and m.bounding_box()["width"] > 0 for m in maths.all())
+        # the widget's captions read as text, not centred by the site's theme
+        aligned = page.evaluate("() => [...document.querySelectorAll('.aw-root figcaption')].map((f) => getComputedStyle(f).textAlign)")
+        assert set(aligned) <= {"left", "start"}, (name, set(aligned))
         # executed outputs carry what the notebook computed, not a download's or a loader's progress
         assert not re.search(r"Loading|[0-9]+%\|", " ".join(page.locator(".cell_output").all_inner_texts())), name
         assert page.elsewhere == [], page.elsewhere
