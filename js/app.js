@@ -12,7 +12,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
-import { BIAS_NOTE, CAPTIONS, CROSS_CAPTION, createStages, SINK_NOTE } from "./views/stages.js";
+import { BIAS_NOTE, CAPTIONS, CELL_HINT, CROSS_CAPTION, createStages, SINK_NOTE } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
@@ -173,8 +173,11 @@ export function mount(host, model, { propose, flush }) {
       goal,
     });
     const showRow = showWeights && secret !== "row"; // in the token strip
+    const hint = secret !== "row" || !!get("scores_hint"); // before a predict reveal, the scores rank the row: the teacher's choice
 
-    const notes = [(stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || ""];
+    let said = (stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || "";
+    if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
+    const notes = [said];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
     if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
     caption.textContent = notes.join(" ");
@@ -192,6 +195,7 @@ export function mount(host, model, { propose, flush }) {
       pal,
       maxWidth,
       secret,
+      hint,
       written,
       ...numbers(),
     };

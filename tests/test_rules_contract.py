@@ -148,6 +148,7 @@ def cases(draw):
         revealed=False,
         goal=2.0,
         residual=False,
+        scores_hint=draw(st.booleans()),
     )
     state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
     sources = {"sentences": [], "blocks": {}, "layers": {}}
@@ -260,7 +261,7 @@ def changes(draw, state, A, rng, page):
         if name in ("focus", "head", "layer", "sentence_index", "step"):
             top = {"focus": n - 1, "head": 2, "layer": 2, "sentence_index": 2, "step": n}[name]
             out[name] = draw(st.one_of(st.integers(0, top), st.integers(0, top), st.integers(-1, 6)))
-        elif name in ("causal", "sink", "residual", "revealed", "layer_shown"):
+        elif name in ("causal", "sink", "residual", "revealed", "layer_shown", "scores_hint"):
             out[name] = draw(st.booleans())
         elif name == "temperature":
             out[name] = draw(st.sampled_from([0.0, -1.0, 1e-300, 0.5, 2.0, 1e300]))
@@ -370,7 +371,7 @@ def test_a_rule_changed_on_one_side_fails_the_contract(js):
         state.update(
             tokens=["a", "b"], key_tokens=["a", "b"], cross=False, q=q, k=q, v=q, temperature=1.0, causal=False, sink=False, stage="weights",
             summary="", sentences=["a b", "c d"], sentence_index=0, value_axes=["x", "y"], layer=0, n_layers=0, layer_shown=False,
-            model_name="", blocks=[], block="", exercise="", revealed=False, goal=2.0, residual=False, step=2, focus=1, head=0, cell=(1, 0),
+            model_name="", blocks=[], block="", exercise="", revealed=False, goal=2.0, residual=False, scores_hint=False, step=2, focus=1, head=0, cell=(1, 0),
         )  # fmt: skip
         state["_constants"] = rules.CONSTANTS
         sources = {"sentences": [sentence, other], "blocks": {}, "layers": {}}

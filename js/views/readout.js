@@ -17,13 +17,14 @@ export function roundingWarning(agree, temperature) {
 /** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens".
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens). */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, scores, weightRow, closed }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
     self = !cross;
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name}, token ${focus} (the tokens are 0 to ${n - 1}).`];
   if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
+  if (secret === "row" && !hint) return [el("b", {}, name), "'s scores stay hidden until you reveal: they rank the tokens as its weights will."];
   const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);

@@ -28,6 +28,9 @@ function legend(node, title, color, lo, hi) {
   );
 }
 
+/** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
+export const CELL_HINT = " Click a cell for its arithmetic.";
+
 /** What each stage shows, in a sentence under the controls. */
 export const CAPTIONS = {
   tokens:
@@ -215,8 +218,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, rows: m, rowLabels: view.keys, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       // the dial turns your own 2-D queries; a model's are its own (and come from every layer's arrays)
-      dial.node.hidden = !view.turnable;
-      if (view.turnable) {
+      dial.node.hidden = !view.turnable || view.secret === "row"; // its table holds the weights
+      if (!dial.node.hidden) {
         dial.update({
           tokens: view.tokens,
           keys: view.keys,
@@ -349,9 +352,10 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     update(view) {
       at = view;
       written = view.written || 0;
-      const hidden = view.secret === "row" ? [weightsPanel, blendPanel] : []; // the predict exercise: the row, and its blend
+      // the predict exercise: the row and its blend, and the scores that rank it unless the teacher gives that hint
+      const hidden = view.secret === "row" ? [weightsPanel, blendPanel, ...(view.hint ? [] : [scoresPanel])] : [];
       for (const [p, stages] of panels) p.hidden = !stages.includes(view.stage) || hidden.includes(p);
-      if (view.secret === "row" && (view.stage === "weights" || view.stage === "blend")) return; // nothing to draw yet
+      if (view.secret === "row" && (view.stage === "weights" || view.stage === "blend" || (view.stage === "scores" && !view.hint))) return; // nothing to draw yet
       draw[view.stage]?.(view);
     },
     /** Starts the worker on the view's weights picture, if it has one, before the page computes its own numbers. */

@@ -78,6 +78,7 @@ WRITABLE = (
     "guess",
     "revealed",
     "goal",
+    "scores_hint",
 )
 READ_ONLY = (
     "key_tokens",
@@ -203,7 +204,7 @@ def check(name, value):
     """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state is looked at."""
     if name in ("focus", "head", "layer", "sentence_index", "step"):
         return _index(name, value)
-    if name in ("causal", "sink", "residual", "revealed"):
+    if name in ("causal", "sink", "residual", "revealed", "scores_hint"):
         return _flag(name, value)
     if name == "temperature":
         t = _number(name, value, "a finite number > 0")

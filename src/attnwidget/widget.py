@@ -136,6 +136,8 @@ class AttentionWidget(WholeChanges):
     """The exercise's answer is shown."""
     goal = Checked(2.0).tag(sync=True)
     """The temperature exercise's target: the effective tokens the focused row should reach."""
+    scores_hint = Checked(False).tag(sync=True)
+    """The predict exercise shows the focused row's scores before the reveal (a hint: they rank the tokens as the weights will)."""
 
     def __init__(
         self,
@@ -164,6 +166,7 @@ class AttentionWidget(WholeChanges):
         step=None,
         exercise="",
         goal=2.0,
+        scores_hint=False,
     ):
         self._result = None
         self._sources = Sources()
@@ -181,6 +184,7 @@ class AttentionWidget(WholeChanges):
             bias=bias,
             exercise=exercise,
             goal=goal,
+            scores_hint=scores_hint,
         )
         if sentence is not None and any(a is not None for a in (tokens, key_tokens, q, k, v, x)):
             raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")

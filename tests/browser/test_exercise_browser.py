@@ -245,3 +245,38 @@ def test_the_temperature_feedback_says_which_way_to_move(browser, tmp_path, temp
     assert way in text and ("concentrates" in text if way == "lower T" else "spreads" in text), text
     assert not problems
     page.context.close()
+
+
+@pytest.mark.parametrize("hint", [False, True])
+def test_before_the_reveal_the_scores_are_a_hint_only_when_the_teacher_gives_it(browser, tmp_path, hint):
+    w = AttentionWidget("I sat on the river bank", exercise="predict", focus=5, stage="scores", scores_hint=hint)  # 2-D: a query dial
+    path = tmp_path / f"hint-{hint}.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.wait_for_selector(".aw-root[data-stage=scores]")
+    visible = "() => [...document.querySelectorAll('.aw-panel:not([hidden]) canvas.aw-grid')].filter((c) => c.getClientRects().length).length"
+    readout = page.locator(".aw-readout").inner_text()
+    if hint:
+        assert page.evaluate(visible) > 0 and "bank scores" in readout, readout
+    else:
+        assert page.evaluate(visible) == 0 and "scores stay hidden" in readout and "river" not in readout, readout
+    # the matrix is not there to click: the caption does not offer a cell's arithmetic
+    for stage in ("scores", "weights"):
+        page.click(f".aw-stage[data-stage={stage}]")
+        page.wait_for_selector(f".aw-root[data-stage={stage}]")
+        assert "Click a cell" not in page.locator(".aw-caption").inner_text()
+    # the query dial's table holds the weights: it waits for the reveal too
+    page.click(".aw-stage[data-stage=qk]")
+    page.wait_for_selector(".aw-root[data-stage=qk]")
+    assert page.locator(".aw-dial:visible").count() == 0
+    page.click(".aw-stage[data-stage=weights]")
+    page.click(".aw-ex-reveal")
+    page.wait_for_selector(".aw-ex-result[data-score]")
+    page.click(".aw-stage[data-stage=qk]")
+    page.wait_for_selector(".aw-root[data-stage=qk]")
+    assert page.locator(".aw-dial:visible").count() == 1
+    page.click(".aw-stage[data-stage=scores]")
+    page.wait_for_selector(".aw-root[data-stage=scores]")
+    assert page.evaluate(visible) > 0 and "Click a cell" in page.locator(".aw-caption").inner_text()
+    assert not problems, problems
+    page.context.close()
