@@ -107,7 +107,10 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
     all = genButton("aw-gen-all", "Every token written", "all »", () => steps.n);
   const where = el("span", { class: "aw-gen-where" });
   const stepper = el("span", { class: "aw-gen-steps" }, first, previous, where, nextToken, all);
-  const genBox = el("div", { class: "aw-gen-control", role: "group", "aria-label": "Generation", hidden: true }, writeIt, stepper);
+  // writing turns the causal rule on, and it stays on after the last token: said, until it is off
+  const causalNote = el("span", { class: "aw-gen-causal-note", role: "status", hidden: true });
+  let wrote = false;
+  const genBox = el("div", { class: "aw-gen-control", role: "group", "aria-label": "Generation", hidden: true }, writeIt, stepper, causalNote);
   let shownLayers = -1;
   let shownSentences = null;
 
@@ -144,6 +147,12 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       if (!genBox.hidden) {
         steps = g;
         const writing = g.step < g.n || isCausal;
+        if (g.step < g.n) wrote = true;
+        else if (!isCausal) wrote = false;
+        causalNote.hidden = !(wrote && isCausal && g.step >= g.n);
+        causalNote.textContent = causalNote.hidden
+          ? ""
+          : "The causal rule is still on from writing: each row reads only itself and the tokens before it. Untick “causal” to read both ways again.";
         writeIt.hidden = writing;
         stepper.hidden = !writing;
         first.disabled = previous.disabled = g.step <= 1;

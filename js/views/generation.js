@@ -63,7 +63,7 @@ export function createGeneration(parent) {
           rowLabels: Array.from({ length: m.cols }, (_, i) => `${i}`),
           colLabels: tokens,
           pal,
-          maxWidth: Math.max(160, Math.min(view.maxWidth / 2 - 150, 44 * s + 60)),
+          maxWidth: Math.max(160, Math.min(view.maxWidth - 40, 44 * s + 60)), // room for its numbers: the two caches wrap on a narrow page
           maxCellHeight: Math.max(2, Math.min(24, Math.floor(140 / m.cols))),
           cached: { axis: "cols", fresh: s - 1 },
           ariaLabel: `${title}: ${m.cols} numbers for each of the ${s} tokens written; the last, ${newest}, is new`,

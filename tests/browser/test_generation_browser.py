@@ -190,3 +190,23 @@ def test_a_cached_number_keeps_its_colour_while_writing(browser, tmp_path):
     assert "cached" in root.locator(".aw-gen").inner_text() and "new" in root.locator(".aw-gen").inner_text()
     assert not problems, problems
     page.context.close()
+
+
+def test_after_writing_the_page_says_the_rows_are_causal_now(browser, tmp_path):
+    path = tmp_path / "lab.html"
+    AttentionWidget(stage="weights", focus=5).to_html(path)  # the default lab: not causal
+    page, problems = open_page(browser, path)
+    root = page.locator(".aw-root")
+    note = root.locator(".aw-gen-causal-note")
+    assert note.count() == 0 or not note.is_visible()
+    root.locator(".aw-gen-write").click()
+    wait_for_tokens(page, 1)
+    root.locator(".aw-gen-all").click()
+    wait_for_tokens(page, 6)
+    assert page.evaluate(f"{ROOT}.attnwidget.model.get('causal')") is True
+    assert note.is_visible() and "causal" in note.inner_text() and "Untick" in note.inner_text(), note.inner_text()
+    root.locator(".aw-causal").uncheck()
+    page.wait_for_function(f"{ROOT}.attnwidget.model.get('causal') === false")
+    assert not note.is_visible()
+    assert not problems, problems
+    page.context.close()
