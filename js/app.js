@@ -12,7 +12,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
-import { BIAS_NOTE, CAPTIONS, CELL_HINT, CROSS_CAPTION, createStages, SINK_NOTE } from "./views/stages.js";
+import { BIAS_NOTE, CAPTIONS, CELL_HINT, CROSS_CAPTION, createStages, RESIDUAL_NOTE, SINK_NOTE } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
@@ -179,6 +179,7 @@ export function mount(host, model, { propose, flush }) {
     if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
     const notes = [said];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+    if (stage === "blend" && get("residual") && store.x()) notes.push(RESIDUAL_NOTE);
     if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
     caption.textContent = notes.join(" ");
     const warning = roundingWarning(store.agreement(), get("temperature"));

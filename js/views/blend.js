@@ -197,8 +197,11 @@ export function createBlend(parent, { onResidual }) {
     };
 
     // axes through zero; numbers along the bottom and the left, one unit as long on both
-    line("aw-axis", L, y(0), R, y(0));
-    line("aw-axis", x(0), T, x(0), B);
+    const walls = [
+      [L, y(0), R, y(0)],
+      [x(0), T, x(0), B],
+    ];
+    for (const w of walls) line("aw-axis", ...w);
     for (const t of x.ticks(5)) {
       parts.push(svg("line", { class: "aw-tick-mark", x1: x(t), x2: x(t), y1: B, y2: B + 4 }));
       fixed(x.tickFormat(5)(t), "aw-tick aw-tick-x", x(t), B + 16, "middle");
@@ -251,9 +254,9 @@ export function createBlend(parent, { onResidual }) {
     // few tokens' names may move further out, with leaders; a crowd's would tangle)
     const far = n <= 12 ? Infinity : 18;
     if (n <= 60) for (const g of groupLabels(pts, keys, 0)) labels.push({ x: g.x, y: g.y, r: 4, far, text: g.label, cls: "aw-value-label", optional: true });
-    labels.push({ x: m[0], y: m[1], r: 5, toward: (3 * Math.PI) / 4, text: "mean", cls: "aw-tick aw-mean-label", optional: true });
+    labels.push({ x: m[0], y: m[1], r: 5, toward: (3 * Math.PI) / 4, text: "mean", cls: "aw-tick aw-mean-label", optional: true, nearest: true });
     for (const l of labels) Object.assign(l, measure(l.text, l.cls));
-    const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken });
+    const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken, walls }); // no label across an axis
     placed.forEach((p, i) => parts.push(...drawLabel(p, labels[i])));
     fill(plot, parts);
     plot.setAttribute(
@@ -273,6 +276,7 @@ export function createBlend(parent, { onResidual }) {
       item(svg("path", { class: "aw-hull", d: "M-6,5L0,-6L6,5Z" }), "hull of the values"),
       item(svg("circle", { class: "aw-output aw-focus-output", r: 6 }), `${name}'s output`),
       item(svg("circle", { class: "aw-output", r: 3 }), cross ? "the other target tokens' outputs" : "the other tokens' outputs"),
+      cross ? null : item(svg("line", { class: "aw-move", x1: -7, y1: 4, x2: 7, y2: -4 }), `${name}'s value to its output`),
       withX ? item(svg("rect", { class: "aw-own-point", x: -4, y: -4, width: 8, height: 8 }), `${name}'s own numbers (x)`) : null,
       withX ? item(svg("circle", { class: "aw-with-x-point", r: 6 }), `${name} + mix: x moved by its output`) : null,
     );

@@ -10,6 +10,7 @@ export { percentages } from "./dom.js"; // whole percentages that add up to exac
 const DIRECTIONS = [-45, 0, -135, 180, 45, 135, -90, 90].map((deg) => (deg * Math.PI) / 180);
 const RINGS = [0, 8, 18, 30, 46, 66, 90]; // how much further out each ring of candidates lies
 const GAP = 3; // between a point's mark and its label
+const LINE_GAP = 7; // between two labels side by side (with the 1 px every overlap test keeps)
 
 // A w×h box whose nearest side (or corner, diagonally) lies d away from (x, y) in direction a;
 // a corner clears the square around a mark of radius r too.
@@ -71,14 +72,16 @@ function leaderTo({ x, y, r = 0 }, box) {
 
 /**
  * place(labels, {bounds, marks, lines, taken}) -> [{box, leader} or null], in the labels' order.
- * labels: [{x, y, w, h, r, toward, far, optional}], most important first: the point, the
- * label's size, the radius of the point's mark and, if given, the screen angle the label should
- * go first and how far out it may move; an optional label that finds no free spot is left out
- * (null) rather than cover another.
+ * labels: [{x, y, w, h, r, toward, far, optional, nearest}], most important first: the point,
+ * the label's size, the radius of the point's mark and, if given, the screen angle the label
+ * should go first and how far out it may move; an optional label that finds no free spot is left
+ * out (null) rather than cover another; a `nearest` label (one with no leader that could tell
+ * whose it is, as a small mark's name) sits nearer its point than any other mark wherever it goes.
  * bounds: [x0, y0, x1, y1] the labels stay in; marks and taken: boxes no label may cover
- * (taken: other text); lines: segments a label crosses only when nothing else fits nearby.
+ * (taken: other text); lines: segments a label crosses only when nothing else fits nearby;
+ * walls: segments no label crosses (the axes).
  */
-export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
+export function place(labels, { bounds, marks = [], lines = [], taken = [], walls = [] }) {
   const hard = [...marks, ...taken],
     soft = lines.slice();
   const free = (b) => inside(b, bounds) && !hard.some((o) => overlaps(b, o));
@@ -93,14 +96,18 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
       return centres.every(([cx, cy]) => Math.hypot(cx - x, cy - y) < 0.5 || distance(cx, cy, b) >= d);
     };
     let best = null;
-    // near spots first, then further rings (up to `far`); in each, a spot that crosses no line before one that does
-    search: for (const ring of RINGS.filter((d) => d <= far)) {
-      for (const strict of [true, false]) {
-        for (const a of dirs) {
-          const b = boxAt(x, y, w, h, a, r + GAP + ring, r);
-          if (free(b) && (!strict || clear(b)) && (ring > 0 || own(b))) {
-            best = { box: b, moved: ring > 0 };
-            break search;
+    // near spots first, then further rings (up to `far`); in each, a spot that crosses no line
+    // before one that does; an axis is crossed only by a label that must be shown and found no
+    // other free spot at any ring
+    search: for (const walled of label.optional ? [true] : [true, false]) {
+      for (const ring of RINGS.filter((d) => d <= far)) {
+        for (const strict of [true, false]) {
+          for (const a of dirs) {
+            const b = boxAt(x, y, w, h, a, r + GAP + ring, r);
+            if (free(b) && (!walled || !walls.some((s) => crosses(s, b))) && (!strict || clear(b)) && ((ring > 0 && !label.nearest) || own(b))) {
+              best = { box: b, moved: ring > 0 };
+              break search;
+            }
           }
         }
       }
@@ -119,7 +126,8 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [] }) {
           }
         }
     }
-    hard.push(best.box);
+    // a label's neighbours on its line keep a word's width away: two names side by side read as one phrase
+    hard.push(best.box, [best.box[0] - LINE_GAP, best.box[1] + 2, best.box[2] + LINE_GAP, best.box[3] - 2]);
     const leader = best.moved ? leaderTo(label, best.box) : null;
     if (leader) soft.push(leader);
     return { box: best.box, leader };

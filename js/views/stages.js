@@ -50,6 +50,10 @@ export const CROSS_CAPTION =
 /** Why a cell cannot be read, in words (view.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
+/** Said under the blend's caption when the residual is shown: x + mix is not an average of the values. */
+export const RESIDUAL_NOTE =
+  "With the residual, the mix is added to the word's own numbers: x + mix starts from x, not from the values, so it can land outside the hull.";
+
 /** Said under the caption when the scores have a bias added. */
 export const BIAS_NOTE =
   "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";

@@ -85,3 +85,66 @@ def test_a_nine_token_blend_keeps_its_numbers_at_700_px(browser, tmp_path, theme
         page.locator(".aw-root").screenshot(path=str(artifacts / f"blend-{width}-{theme}.png"))
     finally:
         page.context.close()
+
+
+PLOT = """() => {
+  const plot = document.querySelector('.aw-plot'), r0 = plot.getBoundingClientRect();
+  const box = (e) => { const b = e.getBoundingClientRect(); return [b.left - r0.left, b.top - r0.top, b.right - r0.left, b.bottom - r0.top]; };
+  const centre = (e) => { const b = box(e); return [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2]; };
+  const labels = [...plot.querySelectorAll('text.aw-value-label, text.aw-mean-label, text.aw-output-label')].map((t) => ({ text: t.textContent, cls: t.getAttribute('class'), box: box(t) }));
+  const axes = [...plot.querySelectorAll('line.aw-axis')].map((l) => ['x1', 'y1', 'x2', 'y2'].map((a) => +l.getAttribute(a)));
+  const mean = centre(plot.querySelector('.aw-mean')), dots = [...plot.querySelectorAll('circle.aw-value')].map(centre);
+  const leaders = plot.querySelectorAll('line.aw-leader').length;
+  return { labels, axes, mean, dots, leaders };
+}"""
+
+
+def distance(p, b):
+    return float(np.hypot(min(max(p[0], b[0]), b[2]) - p[0], min(max(p[1], b[1]), b[3]) - p[1]))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: AttentionWidget(stage="blend", focus=5, temperature=5.0),
+        lambda: AttentionWidget(stage="blend", focus=5, temperature=0.1),
+        lambda: AttentionWidget(stage="blend", focus=5),
+        lambda: AttentionWidget([RIVER, MONEY], causal=True, focus=5, stage="blend", residual=True),
+        lambda: AttentionWidget([RIVER, MONEY], focus=6, stage="blend", residual=True, temperature=5.0),
+    ],
+)
+def test_the_value_plot_labels_read_as_labels(browser, tmp_path, make):
+    page = opened(browser, make(), tmp_path / "plot.html", 1200)
+    try:
+        p = page.evaluate(PLOT)
+        boxes = [lab["box"] for lab in p["labels"]]
+        for lab in p["labels"]:
+            # no label runs across an axis
+            for x1, y1, x2, y2 in p["axes"]:
+                b = lab["box"]
+                if x1 == x2:
+                    assert not (b[0] < x1 < b[2] and b[1] < max(y1, y2) and b[3] > min(y1, y2)), (lab, "crosses the y axis")
+                else:
+                    assert not (b[1] < y1 < b[3] and b[0] < max(x1, x2) and b[2] > min(x1, x2)), (lab, "crosses the x axis")
+        # two labels on one line are far enough apart not to read as one phrase
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                if min(a[3], b[3]) - max(a[1], b[1]) > 2:  # side by side
+                    assert max(b[0] - a[2], a[0] - b[2]) >= 8, (p["labels"][i], b)
+        # "mean" sits nearer its own mark than any value's dot
+        for lab in p["labels"]:
+            if "aw-mean-label" in lab["cls"]:
+                assert distance(p["mean"], lab["box"]) < min(distance(d, lab["box"]) for d in p["dots"]), (lab, p["mean"])
+    finally:
+        page.context.close()
+
+
+def test_the_legend_and_caption_say_what_the_plot_draws(browser, tmp_path):
+    page = opened(browser, AttentionWidget([RIVER, MONEY], causal=True, focus=5, stage="blend", residual=True), tmp_path / "mix.html", 1200)
+    try:
+        legend = page.locator(".aw-plot-legend, .aw-legend-list, .aw-blend ul").first.inner_text()
+        assert "bank's value to its output" in legend, legend  # the dashed line
+        caption = page.locator(".aw-caption").inner_text()
+        assert "x + mix" in caption and "outside the hull" in caption, caption
+    finally:
+        page.context.close()
