@@ -167,8 +167,8 @@ export function overflow({ q, k, scale, bias }) {
 
 /** `value` as the state holds it, or Refused: its kind and its own range. */
 export function check(name, value, C) {
-  if (["focus", "head", "layer", "sentence_index", "step"].includes(name)) return index(name, value);
-  if (["causal", "sink", "residual", "revealed", "scores_hint"].includes(name)) return flag(name, value);
+  if (C.indices.includes(name)) return index(name, value);
+  if (C.flags.includes(name)) return flag(name, value);
   if (name === "temperature") {
     const t = number(name, value, "a finite number > 0");
     if (!(Number.isFinite(t) && t > 0)) {

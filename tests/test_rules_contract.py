@@ -261,7 +261,7 @@ def changes(draw, state, A, rng, page):
         if name in ("focus", "head", "layer", "sentence_index", "step"):
             top = {"focus": n - 1, "head": 2, "layer": 2, "sentence_index": 2, "step": n}[name]
             out[name] = draw(st.one_of(st.integers(0, top), st.integers(0, top), st.integers(-1, 6)))
-        elif name in ("causal", "sink", "residual", "revealed", "layer_shown", "scores_hint"):
+        elif name in (*rules.FLAGS, "layer_shown"):
             out[name] = draw(st.booleans())
         elif name == "temperature":
             out[name] = draw(st.sampled_from([0.0, -1.0, 1e-300, 0.5, 2.0, 1e300]))

@@ -95,6 +95,9 @@ READ_ONLY = (
     "model_name",
 )
 FIELDS = WRITABLE + READ_ONLY
+# The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
+INDICES = ("focus", "head", "layer", "sentence_index", "step")
+FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint")
 GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
@@ -106,6 +109,8 @@ CONSTANTS = {
     "row_traits": list(ROW_TRAITS),
     "writable": list(WRITABLE),
     "read_only": list(READ_ONLY),
+    "indices": list(INDICES),
+    "flags": list(FLAGS),
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
@@ -202,9 +207,9 @@ def _text_list(name, value, allow_none=False):
 
 def check(name, value):
     """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state is looked at."""
-    if name in ("focus", "head", "layer", "sentence_index", "step"):
+    if name in INDICES:
         return _index(name, value)
-    if name in ("causal", "sink", "residual", "revealed", "scores_hint"):
+    if name in FLAGS:
         return _flag(name, value)
     if name == "temperature":
         t = _number(name, value, "a finite number > 0")
