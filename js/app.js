@@ -12,7 +12,17 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
-import { BIAS_NOTE, CAPTIONS, CELL_HINT, CROSS_CAPTION, createStages, RESIDUAL_NOTE, SINK_NOTE } from "./views/stages.js";
+import {
+  BIAS_NOTE,
+  CAPTIONS,
+  CAUSAL_TOKENS_CAPTION,
+  CELL_HINT,
+  CROSS_CAPTION,
+  createStages,
+  RESIDUAL_NOTE,
+  SECRET_EFF_CAPTION,
+  SINK_NOTE,
+} from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
@@ -175,7 +185,14 @@ export function mount(host, model, { propose, flush }) {
     const showRow = showWeights && secret !== "row"; // in the token strip
     const hint = secret !== "row" || !!get("scores_hint"); // before a predict reveal, the scores rank the row: the teacher's choice
 
-    let said = (stage === "tokens" && store.cross() ? CROSS_CAPTION : CAPTIONS[stage]) || "";
+    let said =
+      stage === "tokens" && store.cross()
+        ? CROSS_CAPTION
+        : stage === "tokens" && (get("causal") || store.mask())
+          ? CAUSAL_TOKENS_CAPTION
+          : stage === "weights" && secret === "eff"
+            ? SECRET_EFF_CAPTION
+            : CAPTIONS[stage] || "";
     if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
     const notes = [said];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
@@ -228,7 +245,8 @@ export function mount(host, model, { propose, flush }) {
     stages.update(view);
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
     const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey, pal, span: cross ? null : stages.span() })) layoutRetries = 0;
+    const closed = (j) => store.closed(focus, j);
+    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey, closed, pal, span: cross ? null : stages.span() })) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
     // the first draw with every picture in it (a long input's weights come from a worker)
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();

@@ -35,13 +35,21 @@ export const CELL_HINT = " Click a cell for its arithmetic.";
 export const CAPTIONS = {
   tokens:
     "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
-  qk: "Each token makes a query (what it is looking for) and a key (what it contains). The row's query is compared with the column's key by their dot product q · k; times the scale, that is the score the matrix shows.",
+  qk: "Each token makes a query (what it is looking for) and a key (what it contains): one row of Q and one of K, a number per dimension. A token's query is compared with every key by their dot product q · k; times the scale, that is the score the next stage shows.",
   scores:
     "Scores = scale · Q·Kᵀ, before any normalisation. Purple: query and key point the same way; orange: they point apart, which is information too. Click a cell for its arithmetic.",
   weights:
     "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. Effective tokens = exp(entropy): how many ways the budget went. Click a cell for its arithmetic.",
   blend: "The focused row's weights times the value vectors, summed: the output is a weighted average of the values, so it can only land inside their hull.",
 };
+
+/** The tokens stage's caption under the causal rule: not every token reads every other. */
+export const CAUSAL_TOKENS_CAPTION =
+  "The sentence as tokens, under the causal rule: each token reads only itself and the tokens before it (the hatched cells are closed). In the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.";
+
+/** The weights stage's caption while the temperature exercise keeps the effective tokens secret. */
+export const SECRET_EFF_CAPTION =
+  "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. How many ways the budget went stays hidden until you reveal.";
 
 /** The tokens stage's caption in cross-attention, where the rows and the columns are two texts. */
 export const CROSS_CAPTION =
@@ -210,7 +218,15 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
       const n = view.tokens.length,
         m = view.keys.length;
-      emptyGrid.update({ ...grid(view), value: () => 0, color: blank, key: blank, ariaLabel: `${n} by ${m} attention matrix, not yet filled` });
+      // the cells a row may not read (the causal rule, a mask) are hatched already: who reads whom
+      emptyGrid.update({
+        ...grid(view),
+        ...masking(view),
+        value: () => 0,
+        color: blank,
+        key: blank,
+        ariaLabel: `${n} by ${m} attention matrix, not yet filled`,
+      });
     },
     qk(view) {
       const { q, k, focus } = view,

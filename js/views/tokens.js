@@ -149,10 +149,11 @@ export function createTokenStrip(parent, { onFocus }) {
   return {
     node,
     list, // its size follows the token buttons' layout
-    /** span: [first, count] of a detail window's columns, which the strip keeps in view, or null;
+    /** closed(j): the focused row may not read token j (its chip's tooltip says so);
+     * span: [first, count] of a detail window's columns, which the strip keeps in view, or null;
      * rowKey: an object that is the same exactly while the row's numbers are (the store's row).
      * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, keys = null, focus, row, rowKey = null, pal, span = null }) {
+    update({ tokens, keys = null, focus, row, rowKey = null, closed = () => false, pal, span = null }) {
       if (!last || last.tokens !== tokens) rebuild(tokens);
       if (!last || last.keys !== keys) {
         rebuildKeys(keys);
@@ -184,13 +185,14 @@ export function createTokenStrip(parent, { onFocus }) {
         }
         // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
         if (condensed) return;
-        const w = row ? row[i] : null;
+        const w = row ? row[i] : null,
+          shut = w != null && closed(i); // a token the row may not read: it gets nothing (0%, as the article says), and why
         // the tint says how much the token is read; its text takes the ink that reads on it
         const tint = chipTint(pal, w);
         b.style.background = tint;
         b.style.color = inkOn(tint);
         b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
-        b.title = w == null ? names[i] : `${tokens[focus]} → ${names[i]}: ${w.toFixed(3)}`;
+        b.title = w == null ? names[i] : shut ? `${tokens[focus]} cannot read ${names[i]}` : `${tokens[focus]} → ${names[i]}: ${w.toFixed(3)}`;
       });
       if (spanMoved && !moved && node.scrollWidth > node.clientWidth) {
         // the detail window moved: show its columns' tokens

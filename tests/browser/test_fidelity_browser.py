@@ -199,3 +199,39 @@ def test_small_positive_and_negative_scores_look_different(browser, tmp_path, th
     ends = [f"{x:.2f}".replace("-", "\u2212") for x in (w.scores.min(), w.scores.max())]
     assert [spans[1], spans[3]] == ends and " to " not in spans[0], spans
     page.context.close()
+
+
+def test_the_captions_and_chips_say_what_is_drawn(browser, tmp_path):
+    words = "I sat on the river bank and read".split()
+    page = open_page(browser, AttentionWidget(" ".join(words), causal=True, focus=5, stage="tokens"), tmp_path, "causal.html")
+    try:
+        root = page.locator(".aw-root")
+        go = lambda stage: page.evaluate(  # noqa: E731
+            "s => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: s}); a.redraw(); }", stage
+        )
+        # the tokens stage under the causal rule: the caption says so, and the matrix marks the closed cells
+        caption = root.locator(".aw-caption").inner_text()
+        assert "Every token reads every other" not in caption and "causal" in caption, caption
+        grid = ".aw-panel:not([hidden]) canvas.aw-grid"
+        pixel = """([sel, i, j]) => { const c = [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length)[0], d = c.dataset;
+            const r = c.width / c.getBoundingClientRect().width;
+            return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * r), Math.round((+d.top + i * +d.cellHeight + 3) * r), 1, 1).data); }"""
+        closed_tokens, open_tokens = page.evaluate(pixel, [grid, 0, 7]), page.evaluate(pixel, [grid, 7, 0])
+        go("weights")
+        assert closed_tokens == page.evaluate(pixel, [grid, 0, 7]) != open_tokens  # hatched as the weights stage hatches it
+        # the chips of tokens the row may not read get nothing, as the article says, and say why
+        chips = root.locator(".aw-token").all()
+        for j in (6, 7):
+            assert chips[j].locator(".aw-token-weight").inner_text() == "0%"
+            assert "cannot read" in chips[j].get_attribute("title")
+        # the query/key stage's caption speaks of the matrices it shows (Q and K), not of a score matrix
+        go("qk")
+        assert "the matrix shows" not in root.locator(".aw-caption").inner_text()
+    finally:
+        page.context.close()
+    # the temperature exercise keeps the effective tokens hidden: so does the caption
+    page = open_page(browser, AttentionWidget(exercise="temperature", goal=2, focus=5, stage="weights"), tmp_path, "temp.html")
+    try:
+        assert "Effective tokens" not in page.locator(".aw-caption").inner_text()
+    finally:
+        page.context.close()
