@@ -206,9 +206,7 @@ def test_the_captions_and_chips_say_what_is_drawn(browser, tmp_path):
     page = open_page(browser, AttentionWidget(" ".join(words), causal=True, focus=5, stage="tokens"), tmp_path, "causal.html")
     try:
         root = page.locator(".aw-root")
-        go = lambda stage: page.evaluate(  # noqa: E731
-            "s => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: s}); a.redraw(); }", stage
-        )
+        go = lambda stage: page.evaluate("s => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: s}); a.redraw(); }", stage)
         # the tokens stage under the causal rule: the caption says so, and the matrix marks the closed cells
         caption = root.locator(".aw-caption").inner_text()
         assert "Every token reads every other" not in caption and "causal" in caption, caption
