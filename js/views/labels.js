@@ -10,6 +10,8 @@ export { percentages } from "./dom.js"; // whole percentages that add up to exac
 const DIRECTIONS = [-45, 0, -135, 180, 45, 135, -90, 90].map((deg) => (deg * Math.PI) / 180);
 const RINGS = [0, 8, 18, 30, 46, 66, 90]; // how much further out each ring of candidates lies
 const GAP = 3; // between a point's mark and its label
+const LEADER_SEEN = 18; // a ring this far out draws a leader long enough to see: nearer, a label must be plainly its point's
+const NEAREST = 1.5; // how much nearer its own point than any other a label without a leader sits
 const LINE_GAP = 7; // between two labels side by side (with the 1 px every overlap test keeps)
 
 // A w×h box whose nearest side (or corner, diagonally) lies d away from (x, y) in direction a;
@@ -90,10 +92,11 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [], wall
   return labels.map((label) => {
     const { x, y, w, h, r = 0, toward, far = Infinity } = label;
     const dirs = order(toward);
-    // a label with no leader must sit nearer its own point than any other, or it names the wrong one
+    // a label with no leader must sit clearly nearer its own point than any other (half as far
+    // again from the next), or it reads as the other's name
     const own = (b) => {
       const d = distance(x, y, b);
-      return centres.every(([cx, cy]) => Math.hypot(cx - x, cy - y) < 0.5 || distance(cx, cy, b) >= d);
+      return centres.every(([cx, cy]) => Math.hypot(cx - x, cy - y) < 0.5 || distance(cx, cy, b) >= NEAREST * d);
     };
     let best = null;
     // near spots first, then further rings (up to `far`); in each, a spot that crosses no line
@@ -104,7 +107,7 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [], wall
         for (const strict of [true, false]) {
           for (const a of dirs) {
             const b = boxAt(x, y, w, h, a, r + GAP + ring, r);
-            if (free(b) && (!walled || !walls.some((s) => crosses(s, b))) && (!strict || clear(b)) && ((ring > 0 && !label.nearest) || own(b))) {
+            if (free(b) && (!walled || !walls.some((s) => crosses(s, b))) && (!strict || clear(b)) && ((ring >= LEADER_SEEN && !label.nearest) || own(b))) {
               best = { box: b, moved: ring > 0 };
               break search;
             }
