@@ -107,7 +107,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       const keys = groupLabels(
         open.map((j) => [k.data[j * 2], k.data[j * 2 + 1]]),
         open.map((j) => names[j]),
-      ).map((g) => arrow(g.x, g.y, "aw-key", `${g.label} key`, 6, weightRow[open[g.index]]));
+      ).map((g) => arrow(g.x, g.y, "aw-key", g.count > 1 ? `keys of ${g.label}` : `${g.label} key`, 6, weightRow[open[g.index]]));
       // labels: the query's, then the keys' from the heaviest, at most MAX_LABELS of them
       // (a key's label is left out where it would cover another)
       const labelled = [

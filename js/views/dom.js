@@ -91,7 +91,9 @@ export function groupLabels(points, labels, digits = 3) {
   });
   return [...groups.values()].map((g) => {
     const names = g.names.map((name) => short(name));
-    return { x: g.x, y: g.y, index: g.index, label: names.length > 3 ? `${names.slice(0, 3).join(", ")} +${names.length - 3}` : names.join(", ") };
+    // "+2 more": a count of names, not a number on the plot
+    const label = names.length > 3 ? `${names.slice(0, 3).join(", ")} +${names.length - 3} more` : names.join(", ");
+    return { x: g.x, y: g.y, index: g.index, label, count: names.length };
   });
 }
 

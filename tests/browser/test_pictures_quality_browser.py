@@ -1,7 +1,9 @@
 """The plots read cleanly: in the value plot, the mix plot and the query dial no two labels
 overlap and none leaves its plot, at every temperature, focus, sentence and dial position;
 both value axes carry numbers and a legend names every kind of mark; the dial's table reads
-Key | Score | Weight as the article prints it, with the scale as a step of its own."""
+the article's numbers (its Score is the dot product, q · k here), with the scale as a step of its own."""
+
+import re
 
 import numpy as np
 import pytest
@@ -290,3 +292,15 @@ def test_pictures_at_two_widths(browser, tmp_path, artifacts, theme, width):
         assert not errors, errors
         page.context.close()
     assert not problems, "\n".join(problems)
+
+
+def test_keys_that_coincide_share_a_label_that_reads_as_names(browser, tmp_path):
+    w = AttentionWidget("I sat on the river bank", stage="qk", focus=5)
+    page, errors = exported(browser, tmp_path, w, "dial-groups")
+    labels = page.locator(".aw-dial text").evaluate_all("ts => ts.map((t) => t.textContent)")
+    grouped = [t for t in labels if "," in t]
+    assert grouped and all(t.startswith("keys of ") for t in grouped), labels
+    assert not any(re.search(r"\+\d+ key", t) for t in labels), labels  # "+1 key" read as a number
+    assert all(t.endswith(" more") for t in grouped if "+" in t), labels
+    assert not errors, errors
+    page.context.close()
