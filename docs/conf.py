@@ -120,4 +120,3 @@ def _visit_math_block(self, node):
 def setup(app):
     app.connect("builder-inited", _copy_bundle)
     app.add_html_math_renderer("mathml", (_visit_math, None), (_visit_math_block, None))
-
