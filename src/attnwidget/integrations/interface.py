@@ -1,0 +1,106 @@
+"""Reading a model where it computes attention: transformers' attention interface.
+
+Every model built on ``transformers.AttentionInterface`` hands its attention function the query,
+key and value after rotary, the mask it built (causal, padding, sliding window), its scaling and
+extra terms such as Gemma 2's ``softcap``. ``capture`` puts a function there for one forward pass
+that records those and then calls the model's own eager attention, so the pass is unchanged; a
+model loaded for SDPA or another fast kernel is run eagerly for that pass, with the same weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Caught:
+    """One attention call: heads × queries × width arrays (float32), the keys and values already
+    repeated to the query heads (grouped-query attention), and what the scores get."""
+
+    layer: int
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scaling: float
+    open: np.ndarray | None  # queries × keys, True where the model's mask lets a query read; None: every cell
+    softcap: float | None  # scores = softcap · tanh(s / softcap), when the model caps them
+
+    def weights(self) -> np.ndarray:
+        """softmax over the keys of the scores this call computed, in float64 (for checking)."""
+        s = np.einsum("hqd,hkd->hqk", self.q.astype(np.float64), self.k.astype(np.float64)) * self.scaling
+        if self.softcap:
+            s = self.softcap * np.tanh(s / self.softcap)
+        if self.open is not None:
+            s = np.where(self.open, s, -np.inf)
+        s = s - s.max(axis=-1, keepdims=True)
+        e = np.exp(s)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def _numpy(t) -> np.ndarray:
+    return t.detach().float().cpu().numpy()
+
+
+@contextlib.contextmanager
+def _eager(model):
+    """The model set to run eagerly (its own attention code) for the pass, and set back after."""
+    before = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if before in (None, "eager"):
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)
+
+
+def capture(model, **inputs) -> list[Caught]:
+    """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order.
+
+    Raises ValueError when the model makes no call through the attention interface (a family
+    that computes attention its own way), naming the model's class."""
+    import torch
+    from transformers import AttentionInterface
+
+    caught: list[Caught] = []
+
+    def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        if query.shape[0] != 1:
+            raise ValueError(f"one text at a time: the batch has {query.shape[0]}")
+        groups = query.shape[1] // key.shape[1]
+        k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
+        scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
+        open_ = None
+        if attention_mask is not None:
+            m = attention_mask[0, 0, :, : key.shape[-2]]
+            open_ = _numpy(m) > -1e30 if m.dtype.is_floating_point else _numpy(m).astype(bool)  # additive mask or booleans
+            if open_.all():
+                open_ = None
+        softcap = kwargs.get("softcap")
+        caught.append(Caught(getattr(module, "layer_idx", len(caught)), _numpy(query[0]), _numpy(k[0]), _numpy(v[0]), scale, open_, softcap or None))
+        # then the model's own eager attention: the forward pass is the model's
+        own = sys.modules[type(module).__module__].eager_attention_forward
+        return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+
+    mapping = AttentionInterface._global_mapping
+    had = mapping.get("eager")
+    mapping["eager"] = recording  # "eager" is looked up here first, before the model's own default
+    try:
+        with _eager(model), torch.no_grad():
+            model(**inputs)
+    finally:
+        if had is None:
+            del mapping["eager"]
+        else:
+            mapping["eager"] = had
+    if not caught:
+        raise ValueError(
+            f"{type(model).__name__} computes attention without transformers' attention interface: "
+            "it cannot be read this way (from_transformers reads BERT, GPT-2, BLOOM and T5 by hand)."
+        )
+    return caught

@@ -1,0 +1,79 @@
+"""Reading models where they compute attention (transformers' attention interface): on random tiny
+configs of every family below, the q, k, mask, scaling and softcap caught reproduce the model's own
+eager `output_attentions`, layer by layer and head by head, and the model's forward pass is its own."""
+
+import numpy as np
+import pytest
+
+from attnwidget.integrations.interface import capture
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+BASE = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+N = 9  # tokens: longer than every sliding window below
+FAMILIES = {
+    "llama": dict(num_key_value_heads=2),
+    "mistral": dict(num_key_value_heads=2, sliding_window=5),
+    "gemma": dict(num_key_value_heads=1, head_dim=8),
+    "gemma2": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, attn_logit_softcapping=5.0, query_pre_attn_scalar=8),
+    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=8),
+    "phi": dict(),
+    "phi3": dict(num_key_value_heads=2, pad_token_id=0),
+    "gpt_neox": dict(),
+    "opt": dict(ffn_dim=64, word_embed_proj_dim=32),
+    "gptj": dict(n_embd=32, n_head=4, n_layer=2, rotary_dim=4, n_positions=64),
+    "olmo": dict(num_key_value_heads=2),
+    "starcoder2": dict(num_key_value_heads=2, sliding_window=5),
+    "qwen3": dict(num_key_value_heads=2, head_dim=8),
+    "albert": dict(embedding_size=16),
+    "modernbert": dict(global_attn_every_n_layers=2, local_attention=4, num_hidden_layers=3, pad_token_id=0),
+    "gpt2": dict(n_embd=32, n_head=4, n_layer=2, n_positions=64),
+}
+
+
+def tiny(family, implementation="eager"):
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(family, **{**BASE, **FAMILIES[family]})
+    return transformers.AutoModel.from_config(config, attn_implementation=implementation).eval()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_what_is_caught_reproduces_the_models_own_attention(family):
+    model = tiny(family)
+    ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = model(input_ids=ids, output_attentions=True)
+    caught = capture(model, input_ids=ids)
+    assert len(caught) == len(out.attentions)
+    for c, want in zip(caught, out.attentions):
+        np.testing.assert_allclose(c.weights(), want[0].numpy(), atol=1e-5)
+    # the pass is the model's own: the same output as without the capture
+    with torch.no_grad():
+        again = model(input_ids=ids).last_hidden_state
+    np.testing.assert_allclose(again.numpy(), out.last_hidden_state.numpy(), atol=1e-6)
+    if family in ("mistral", "starcoder2"):
+        # a sliding window is a mask: the last token cannot read the first, although it comes before it
+        assert not caught[0].open[N - 1, 0] and caught[0].open[N - 1, N - 1]
+    if family == "gemma2":
+        assert caught[0].softcap == 5.0
+
+
+def test_a_model_loaded_for_sdpa_reads_the_same_and_stays_sdpa():
+    eager, fast = tiny("llama"), tiny("llama", "sdpa")
+    ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(2))
+    for a, b in zip(capture(eager, input_ids=ids), capture(fast, input_ids=ids)):
+        np.testing.assert_array_equal(a.q, b.q)
+        np.testing.assert_allclose(a.weights(), b.weights(), atol=1e-12)
+    assert fast.config._attn_implementation == "sdpa"
+
+
+def test_a_model_that_computes_attention_its_own_way_is_refused_by_name():
+    class Handmade(torch.nn.Module):
+        def forward(self, input_ids):
+            return input_ids.float().softmax(-1)
+
+    with pytest.raises(ValueError, match="Handmade computes attention without transformers' attention interface"):
+        capture(Handmade(), input_ids=torch.ones(1, 3))
+    # and the interface is left as it was
+    assert "eager" not in transformers.AttentionInterface._global_mapping
