@@ -19,6 +19,8 @@ import {
   CELL_HINT,
   CROSS_CAPTION,
   createStages,
+  HIDDEN_SCORES_CAPTION,
+  MASKED_TOKENS_CAPTION,
   RESIDUAL_NOTE,
   SECRET_EFF_CAPTION,
   SINK_NOTE,
@@ -188,11 +190,15 @@ export function mount(host, model, { propose, flush }) {
     let said =
       stage === "tokens" && store.cross()
         ? CROSS_CAPTION
-        : stage === "tokens" && (get("causal") || store.mask())
+        : stage === "tokens" && get("causal")
           ? CAUSAL_TOKENS_CAPTION
-          : stage === "weights" && secret === "eff"
-            ? SECRET_EFF_CAPTION
-            : CAPTIONS[stage] || "";
+          : stage === "tokens" && store.mask()
+            ? MASKED_TOKENS_CAPTION
+            : stage === "weights" && secret === "eff"
+              ? SECRET_EFF_CAPTION
+              : stage === "scores" && !hint
+                ? HIDDEN_SCORES_CAPTION
+                : CAPTIONS[stage] || "";
     if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
     const notes = [said];
     if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);

@@ -59,6 +59,14 @@ def test_what_is_caught_reproduces_the_models_own_attention(family):
         assert caught[0].softcap == 5.0
 
 
+def test_a_half_precision_model_keeps_its_mask():
+    ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(3))
+    full, half = capture(tiny("mistral"), input_ids=ids), capture(tiny("mistral").half(), input_ids=ids)
+    for a, b in zip(full, half):
+        assert b.open is not None  # float16 closes cells with -65504, not -3.4e38
+        np.testing.assert_array_equal(a.open, b.open)
+
+
 def test_a_model_loaded_for_sdpa_reads_the_same_and_stays_sdpa():
     eager, fast = tiny("llama"), tiny("llama", "sdpa")
     ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(2))

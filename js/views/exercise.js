@@ -72,11 +72,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
   const prompt = el("p", { class: "aw-ex-prompt" });
   const rows = el("div", { class: "aw-ex-rows", role: "group", "aria-label": "Your guess: the share of the budget for each token" });
   // with no guess yet, Reveal takes the even split the bars show: a guess like any other
-  const reveal = el(
-    "button",
-    { class: "aw-ex-reveal", type: "button", onclick: () => onReveal(last.exercise === "predict" && !last.guess ? evenGuess(last.open) : null) },
-    "Reveal",
-  );
+  const reveal = el("button", { class: "aw-ex-reveal", type: "button", onclick: () => revealNow() }, "Reveal");
   const status = el("span", { class: "aw-ex-status" });
   const result = el("p", { class: "aw-ex-result", role: "status", "aria-live": "polite" });
   const key = el(
@@ -103,9 +99,15 @@ export function createExercise(parent, { onGuess, onReveal }) {
     last = null, // the view drawn last
     draft = null, // the guess being dragged: drawn at once, sent on release
     drag = null, // {j, track} while a bar is dragged
-    held = []; // the entries the learner set, typed or dragged: they keep their values while others make room
+    held = [], // the entries the learner set, typed or dragged: they keep their values while others make room
+    sent = null; // the guess last committed, until a draw shows it (a Reveal may come first)
 
   const shares = () => draft || last.guess || evenGuess(last.open);
+  // a bar still held is committed first; a guess just committed counts although no draw has shown it yet
+  const revealNow = () => {
+    if (draft) commit();
+    onReveal(last.exercise === "predict" && !(last.guess || sent) ? evenGuess(last.open) : null);
+  };
   const set = (j, value, send) => {
     draft = rebalance(shares(), j, value, last.open, held);
     if (!held.includes(j)) held.push(j);
@@ -115,7 +117,10 @@ export function createExercise(parent, { onGuess, onReveal }) {
   const commit = () => {
     const g = draft;
     draft = null;
-    if (g) onGuess(g);
+    if (g) {
+      sent = g;
+      onGuess(g);
+    }
   };
 
   function build(keys, open, why, selfIndex) {
@@ -213,6 +218,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
       const open = why.map((w) => !w);
       const valid = Array.isArray(guess) && guess.length === m ? guess : null;
       if (!drag) draft = null; // Python's guess (or the one just sent) is the one shown
+      if (!valid && !drag) [held, sent] = [[], null]; // a new try (the rules cleared the guess): nothing is held
       last = { exercise, guess: valid, revealed: !!revealed, row, open, focus };
       node.classList.toggle("aw-ex-revealed", !!revealed);
       rows.hidden = exercise !== "predict";

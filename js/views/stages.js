@@ -47,6 +47,14 @@ export const CAPTIONS = {
 export const CAUSAL_TOKENS_CAPTION =
   "The sentence as tokens, under the causal rule: each token reads only itself and the tokens before it (the hatched cells are closed). In the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.";
 
+/** The tokens stage's caption when a mask (or the sink view) closes cells, without the causal rule. */
+export const MASKED_TOKENS_CAPTION =
+  "The sentence as tokens. Every token reads every other except in the hatched cells, which the mask closes (or the sink view, the first token's column). In the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.";
+
+/** The scores stage's caption while a predict exercise keeps the scores for its reveal. */
+export const HIDDEN_SCORES_CAPTION =
+  "Scores = scale · Q·Kᵀ, before any normalisation. In this exercise they wait for the reveal: they rank the tokens as the weights will.";
+
 /** The weights stage's caption while the temperature exercise keeps the effective tokens secret. */
 export const SECRET_EFF_CAPTION =
   "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. How many ways the budget went stays hidden until you reveal.";

@@ -280,3 +280,29 @@ def test_before_the_reveal_the_scores_are_a_hint_only_when_the_teacher_gives_it(
     assert page.evaluate(visible) > 0 and "Click a cell" in page.locator(".aw-caption").inner_text()
     assert not problems, problems
     page.context.close()
+
+
+def test_a_new_try_holds_nothing_and_a_guess_typed_just_before_reveal_is_kept(browser, tmp_path):
+    w = AttentionWidget(exercise="predict", focus=5, stage="weights")
+    path = tmp_path / "tries.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    page.wait_for_selector(".aw-exercise:not([hidden])")
+    inputs = page.locator(".aw-ex-input")
+    inputs.nth(4).fill("60")
+    inputs.nth(4).press("Enter")
+    page.evaluate(f"{MODEL}.propose({{temperature: 0.7}})")  # a new try: the rules clear the guess
+    page.wait_for_function(f"{MODEL}.get('guess') === null")
+    inputs.nth(5).fill("30")
+    inputs.nth(5).press("Enter")
+    # river was typed in the last try, not this one: it makes room like every other
+    assert page_guess(page) == pytest.approx([0.14] * 5 + [0.3], abs=1e-12)
+    # a percentage typed and Reveal pressed before the page redraws: the typed guess is the one revealed
+    page.evaluate(f"{MODEL}.propose({{temperature: 0.8}})")
+    page.wait_for_function(f"{MODEL}.get('guess') === null")
+    page.evaluate("""() => { const i = document.querySelectorAll('.aw-ex-input')[4]; i.value = '50';
+        i.dispatchEvent(new Event('change', { bubbles: true })); document.querySelector('.aw-ex-reveal').click(); }""")
+    page.wait_for_function(f"{MODEL}.get('revealed') === true")
+    assert page_guess(page)[4] == pytest.approx(0.5, abs=1e-12)
+    assert not problems, problems
+    page.context.close()

@@ -227,6 +227,13 @@ def test_the_captions_and_chips_say_what_is_drawn(browser, tmp_path):
         assert "the matrix shows" not in root.locator(".aw-caption").inner_text()
     finally:
         page.context.close()
+    # the sink view alone closes the first column: the caption speaks of that, not of the causal rule
+    page = open_page(browser, AttentionWidget(sink=True, focus=5, stage="tokens"), tmp_path, "sink.html")
+    try:
+        caption = page.locator(".aw-caption").inner_text()
+        assert "causal" not in caption and "hatched" in caption, caption
+    finally:
+        page.context.close()
     # the temperature exercise keeps the effective tokens hidden: so does the caption
     page = open_page(browser, AttentionWidget(exercise="temperature", goal=2, focus=5, stage="weights"), tmp_path, "temp.html")
     try:

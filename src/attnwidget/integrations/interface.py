@@ -78,7 +78,8 @@ def capture(model, **inputs) -> list[Caught]:
         open_ = None
         if attention_mask is not None:
             m = attention_mask[0, 0, :, : key.shape[-2]]
-            open_ = _numpy(m) > -1e30 if m.dtype.is_floating_point else _numpy(m).astype(bool)  # additive mask or booleans
+            # an additive mask closes a cell with its dtype's minimum (or -inf); a boolean one with False
+            open_ = (m > torch.finfo(m.dtype).min / 2 if m.dtype.is_floating_point else m.bool()).cpu().numpy()
             if open_.all():
                 open_ = None
         softcap = kwargs.get("softcap")
@@ -95,7 +96,7 @@ def capture(model, **inputs) -> list[Caught]:
             model(**inputs)
     finally:
         if had is None:
-            del mapping["eager"]
+            mapping.pop("eager", None)
         else:
             mapping["eager"] = had
     if not caught:
