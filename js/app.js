@@ -12,19 +12,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
-import {
-  BIAS_NOTE,
-  CAPTIONS,
-  CAUSAL_TOKENS_CAPTION,
-  CELL_HINT,
-  CROSS_CAPTION,
-  createStages,
-  HIDDEN_SCORES_CAPTION,
-  MASKED_TOKENS_CAPTION,
-  RESIDUAL_NOTE,
-  SECRET_EFF_CAPTION,
-  SINK_NOTE,
-} from "./views/stages.js";
+import { captionOf, createStages } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
@@ -166,7 +154,8 @@ export function mount(host, model, { propose, flush }) {
       block: get("block") || "",
       generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
     });
-    stages.start({ stage, tokens, keys, pal, ...numbers() }); // a worker's picture first: it computes while the page does
+    const shown = numbers();
+    stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
     const showWeights = stage === "weights" || stage === "blend";
     const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
       row = Array.from(rowKey);
@@ -187,24 +176,18 @@ export function mount(host, model, { propose, flush }) {
     const showRow = showWeights && secret !== "row"; // in the token strip
     const hint = secret !== "row" || !!get("scores_hint"); // before a predict reveal, the scores rank the row: the teacher's choice
 
-    let said =
-      stage === "tokens" && store.cross()
-        ? CROSS_CAPTION
-        : stage === "tokens" && get("causal")
-          ? CAUSAL_TOKENS_CAPTION
-          : stage === "tokens" && store.mask()
-            ? MASKED_TOKENS_CAPTION
-            : stage === "weights" && secret === "eff"
-              ? SECRET_EFF_CAPTION
-              : stage === "scores" && !hint
-                ? HIDDEN_SCORES_CAPTION
-                : CAPTIONS[stage] || "";
-    if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
-    const notes = [said];
-    if (store.bias() && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
-    if (stage === "blend" && get("residual") && store.x()) notes.push(RESIDUAL_NOTE);
-    if (get("sink") && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(keys[0]));
-    caption.textContent = notes.join(" ");
+    caption.textContent = captionOf({
+      stage,
+      cross: store.cross(),
+      causal: get("causal"),
+      masked: !!store.mask(),
+      secret,
+      hint,
+      bias: !!store.bias(),
+      residual: !!get("residual") && !!store.x(),
+      sink: !!get("sink"),
+      first: keys[0],
+    });
     const warning = roundingWarning(store.agreement(), get("temperature"));
     notice.hidden = !warning;
     notice.textContent = warning || "";
@@ -221,7 +204,7 @@ export function mount(host, model, { propose, flush }) {
       secret,
       hint,
       written,
-      ...numbers(),
+      ...shown,
     };
     fill(readout, describeRow(view));
 

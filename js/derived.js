@@ -179,10 +179,11 @@ export function createStore(get) {
   // every token's, written or not: while a text is written its cache keeps one colour scale
   const uncut = {};
   const whole = (name) => (uncut[name] ??= memo(A.decodeMatrix))(get(name));
-  const wholeTop = memo((m, layer, count, h) => {
+  const tops = {}; // one memo for k's, one for v's
+  const topOf = (m, layer, count, h) => {
     const all = count ? layerOf(m, layer, count) : m;
     return A.magnitude(A.headOf(all, Math.min(h, all.heads - 1)).data);
-  });
+  };
   const array = (name) => {
     const all = LAYERED[name] && get("layer_shown") ? decoded(LAYERED[name]) : null;
     return all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name);
@@ -226,10 +227,10 @@ export function createStore(get) {
     k: () => ofHead("k"),
     v: () => ofHead("v"),
     /** The largest |number| of the head's k or v over every token of the text, written so far or not. */
-    wholeTop: (name) =>
-      LAYERED[name] && get("layer_shown")
-        ? wholeTop(whole(LAYERED[name]), get("layer"), get("n_layers"), get("head"))
-        : wholeTop(whole(name), 0, 0, get("head")),
+    wholeTop: (name) => {
+      const top = (tops[name] ??= memo(topOf));
+      return LAYERED[name] && get("layer_shown") ? top(whole(LAYERED[name]), get("layer"), get("n_layers"), get("head")) : top(whole(name), 0, 0, get("head"));
+    },
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
     /** The columns' tokens: the tokens themselves, or in cross-attention the text read. */

@@ -29,10 +29,10 @@ function legend(node, title, color, lo, hi) {
 }
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
-export const CELL_HINT = " Click a cell for its arithmetic.";
+const CELL_HINT = " Click a cell for its arithmetic.";
 
 /** What each stage shows, in a sentence under the controls. */
-export const CAPTIONS = {
+const CAPTIONS = {
   tokens:
     "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
   qk: "Each token makes a query (what it is looking for) and a key (what it contains): one row of Q and one of K, a number per dimension. A token's query is compared with every key by their dot product q · k; times the scale, that is the score the next stage shows.",
@@ -44,39 +44,55 @@ export const CAPTIONS = {
 };
 
 /** The tokens stage's caption under the causal rule: not every token reads every other. */
-export const CAUSAL_TOKENS_CAPTION =
+const CAUSAL_TOKENS_CAPTION =
   "The sentence as tokens, under the causal rule: each token reads only itself and the tokens before it (the hatched cells are closed). In the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.";
 
 /** The tokens stage's caption when a mask (or the sink view) closes cells, without the causal rule. */
-export const MASKED_TOKENS_CAPTION =
+const MASKED_TOKENS_CAPTION =
   "The sentence as tokens. Every token reads every other except in the hatched cells, which the mask closes (or the sink view, the first token's column). In the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.";
 
 /** The scores stage's caption while a predict exercise keeps the scores for its reveal. */
-export const HIDDEN_SCORES_CAPTION =
+const HIDDEN_SCORES_CAPTION =
   "Scores = scale · Q·Kᵀ, before any normalisation. In this exercise they wait for the reveal: they rank the tokens as the weights will.";
 
 /** The weights stage's caption while the temperature exercise keeps the effective tokens secret. */
-export const SECRET_EFF_CAPTION =
+const SECRET_EFF_CAPTION =
   "Weights = softmax(scores / T), row by row: every row sums to exactly 1, a fixed budget. How many ways the budget went stays hidden until you reveal.";
 
 /** The tokens stage's caption in cross-attention, where the rows and the columns are two texts. */
-export const CROSS_CAPTION =
+const CROSS_CAPTION =
   "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
 
 /** Why a cell cannot be read, in words (view.closedWhy). */
 export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
 /** Said under the blend's caption when the residual is shown: x + mix is not an average of the values. */
-export const RESIDUAL_NOTE =
+const RESIDUAL_NOTE =
   "With the residual, the mix is added to the word's own numbers: x + mix starts from x, not from the values, so it can land outside the hull.";
 
 /** Said under the caption when the scores have a bias added. */
-export const BIAS_NOTE =
+const BIAS_NOTE =
   "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
 
 /** Said under the caption while the first token is left out. */
-export const SINK_NOTE = (first) =>
+const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
+
+/** The sentences under the controls for what the stage draws: its caption (the one that fits the
+ * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
+ * view: {stage, cross, causal, masked, secret, hint, bias, residual (shown, with x), sink, first (the first token)}. */
+export function captionOf({ stage, cross, causal, masked, secret, hint, bias, residual, sink, first }) {
+  let said = CAPTIONS[stage] || "";
+  if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
+  else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
+  else if (stage === "scores" && !hint) said = HIDDEN_SCORES_CAPTION;
+  if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
+  const notes = [said];
+  if (bias && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+  if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
+  if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
+  return notes.join(" ");
+}
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
