@@ -16,6 +16,12 @@ pytestmark = pytest.mark.browser
 MODEL = "document.querySelector('.aw-root').attnwidget.model"
 
 
+def exported(browser, tmp_path, w, name):
+    """w as an exported page, opened: (page, problems the page reported)."""
+    w.to_html(tmp_path / name)
+    return open_page(browser, tmp_path / name)
+
+
 def page_guess(page):
     return page.evaluate(f"{MODEL}.get('guess')")
 
@@ -109,9 +115,7 @@ def test_a_bad_guess_from_the_page_is_refused_and_resynced(live):
 
 def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browser, tmp_path, artifacts):
     w = AttentionWidget(exercise="predict", focus=5, stage="weights", temperature=0.7)
-    path = tmp_path / "predict.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, "predict.html")
     page.wait_for_selector(".aw-exercise:not([hidden])")
     assert_row_hidden(page)
     inputs = page.locator(".aw-ex-input")
@@ -154,9 +158,7 @@ def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browse
 
 def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser, tmp_path):
     w = AttentionWidget(exercise="temperature", goal=2.0, focus=5, stage="weights")
-    path = tmp_path / "temperature.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, "temperature.html")
     page.wait_for_selector(".aw-exercise:not([hidden])")
     prompt = page.locator(".aw-ex-prompt").inner_text()
     assert "bank's row spends its budget on about 2 tokens" in prompt
@@ -219,9 +221,7 @@ def test_live_temperature_reveal_sent_with_the_sliders_last_value(open_notebook)
 
 def test_an_even_split_can_be_revealed_as_a_guess(browser, tmp_path):
     w = AttentionWidget(exercise="predict", focus=5, stage="weights")
-    path = tmp_path / "even.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, "even.html")
     page.wait_for_selector(".aw-exercise:not([hidden])")
     assert page_guess(page) is None and page.locator(".aw-ex-reveal").is_enabled()
     page.click(".aw-ex-reveal")
@@ -236,9 +236,7 @@ def test_an_even_split_can_be_revealed_as_a_guess(browser, tmp_path):
 @pytest.mark.parametrize("temperature, way", [(0.3, "raise T"), (4.0, "lower T")])
 def test_the_temperature_feedback_says_which_way_to_move(browser, tmp_path, temperature, way):
     w = AttentionWidget(exercise="temperature", goal=2.0, focus=5, stage="weights", temperature=temperature)
-    path = tmp_path / "way.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, "way.html")
     page.click(".aw-ex-reveal")
     page.wait_for_selector(".aw-ex-result[data-score]")
     text = page.locator(".aw-ex-result").inner_text()
@@ -250,9 +248,7 @@ def test_the_temperature_feedback_says_which_way_to_move(browser, tmp_path, temp
 @pytest.mark.parametrize("hint", [False, True])
 def test_before_the_reveal_the_scores_are_a_hint_only_when_the_teacher_gives_it(browser, tmp_path, hint):
     w = AttentionWidget("I sat on the river bank", exercise="predict", focus=5, stage="scores", scores_hint=hint)  # 2-D: a query dial
-    path = tmp_path / f"hint-{hint}.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, f"hint-{hint}.html")
     page.wait_for_selector(".aw-root[data-stage=scores]")
     visible = "() => [...document.querySelectorAll('.aw-panel:not([hidden]) canvas.aw-grid')].filter((c) => c.getClientRects().length).length"
     readout = page.locator(".aw-readout").inner_text()
@@ -284,9 +280,7 @@ def test_before_the_reveal_the_scores_are_a_hint_only_when_the_teacher_gives_it(
 
 def test_a_new_try_holds_nothing_and_a_guess_typed_just_before_reveal_is_kept(browser, tmp_path):
     w = AttentionWidget(exercise="predict", focus=5, stage="weights")
-    path = tmp_path / "tries.html"
-    w.to_html(path)
-    page, problems = open_page(browser, path)
+    page, problems = exported(browser, tmp_path, w, "tries.html")
     page.wait_for_selector(".aw-exercise:not([hidden])")
     inputs = page.locator(".aw-ex-input")
     inputs.nth(4).fill("60")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core import _softmax_rows, scores_of
+
 
 @dataclass
 class Caught:
@@ -30,15 +32,15 @@ class Caught:
     softcap: float | None  # scores = softcap · tanh(s / softcap), when the model caps them
 
     def weights(self) -> np.ndarray:
-        """softmax over the keys of the scores this call computed, in float64 (for checking)."""
-        s = np.einsum("hqd,hkd->hqk", self.q.astype(np.float64), self.k.astype(np.float64)) * self.scaling
-        if self.softcap:
-            s = self.softcap * np.tanh(s / self.softcap)
-        if self.open is not None:
-            s = np.where(self.open, s, -np.inf)
-        s = s - s.max(axis=-1, keepdims=True)
-        e = np.exp(s)
-        return e / e.sum(axis=-1, keepdims=True)
+        """Each head's weights from what this call caught, in float64 (for checking): the core's
+        scores and softmax, with the cap between them."""
+        heads = []
+        for q, k in zip(self.q.astype(np.float64), self.k.astype(np.float64)):
+            s = scores_of(q, k, self.scaling)
+            if self.softcap:
+                s = self.softcap * np.tanh(s / self.softcap)
+            heads.append(_softmax_rows(s, 1.0, self.open))
+        return np.stack(heads)
 
 
 def _numpy(t) -> np.ndarray:
