@@ -35,10 +35,14 @@ export function defaultScale(dk) {
   return 1 / Math.sqrt(dk);
 }
 
-/** scale · Q Kᵀ (+ bias, n×m, when given), n×m (n queries, m keys), before temperature and mask. */
-export function scores(q, k, scale, bias = null) {
-  return addBias(scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows), bias, 0, q.rows);
+/** scale · Q Kᵀ (soft-capped to softcap · tanh(s / softcap) when softcap is given, then + bias,
+ * n×m, when given), n×m (n queries, m keys), before temperature and mask. */
+export function scores(q, k, scale, bias = null, softcap = null) {
+  return addBias(scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows, softcap), bias, 0, q.rows);
 }
+
+/** A score soft-capped: softcap · tanh(s / softcap), as numpy computes it (Gemma 2's cap). */
+export const capped = (s, softcap) => softcap * Math.tanh(s / softcap);
 
 /** Rows r0..r1 of `bias` (rows × cols, or null for none) added to `out` in place: scale·q·k + bias,
  * one addition per score, as numpy makes it. */
@@ -48,8 +52,9 @@ export function addBias(out, bias, r0, r1) {
   return out;
 }
 
-/** Rows r0..r1 of scale · Q Kᵀ, written into `out` (so long inputs can be done in pieces). */
-export function scoreRows(out, q, k, scale, r0, r1) {
+/** Rows r0..r1 of scale · Q Kᵀ (soft-capped when softcap is given), written into `out` (so long
+ * inputs can be done in pieces). */
+export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
   // Two queries against four keys at a time: each loaded number serves several sums, about four
   // times as fast as one dot product at a time. Every sum still runs over c in order, so each
   // score is the very same number as the plain loop's.
@@ -113,6 +118,7 @@ export function scoreRows(out, q, k, scale, r0, r1) {
     }
   }
   for (; i < r1; i++) for (let j = 0; j < m; j++) out[i * m + j] = scale * dot(i, j);
+  if (softcap != null) for (let p = r0 * m, end = r1 * m; p < end; p++) out[p] = capped(out[p], softcap);
   return out;
 }
 
@@ -332,7 +338,7 @@ export function outputSpread(O, n, d) {
 }
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
-export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null }) {
+export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null, softcap = null }) {
   const n = k.rows,
     last = causal ? Math.min(i, n - 1) : n - 1,
     open = (m) => !mask || mask[i * n + m];
@@ -354,6 +360,8 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   return {
     dot,
     scale,
+    softcap,
+    capped: softcap == null ? null : capped(scale * dot, softcap),
     bias: added,
     score: S[i * n + j],
     temperature,
@@ -369,10 +377,10 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
 }
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention. */
-export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null } = {}) {
+export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null, softcap = null } = {}) {
   const n = q.rows,
     s = scale == null ? defaultScale(q.cols) : scale;
-  const S = scores(q, k, s),
+  const S = scores(q, k, s, null, softcap),
     W = weights(S, n, temperature, causal, mask),
     O = output(W, v);
   const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, k.rows, i));

@@ -68,22 +68,22 @@ export function createGrowing() {
     O0 = null;
   return {
     work,
-    scores(q, k, scale, bias = null) {
+    scores(q, k, scale, bias = null, softcap = null) {
       const n = q.rows,
         m = k.rows;
       let S;
       const p = S0;
-      if (p && p.scale === scale && n === m && oneMore(p.q, q) && oneMore(p.k, k) && sameCorner(p.bias?.data, bias?.data, n - 1, m)) {
+      if (p && p.scale === scale && p.softcap === softcap && n === m && oneMore(p.q, q) && oneMore(p.k, k) && sameCorner(p.bias?.data, bias?.data, n - 1, m)) {
         S = intoCorner(new Float64Array(n * m), p.S, n - 1, m);
         // the new row: the new query with every key in the cache
-        A.scoreRows(S, q, k, scale, n - 1, n);
+        A.scoreRows(S, q, k, scale, n - 1, n, softcap);
         // the earlier rows' new column: cells the causal rule closes (no weight reads them),
         // filled only so that the scores shown are the ones Python holds
         const d = q.cols;
         for (let i = 0; i < n - 1; i++) {
           let t = 0;
           for (let c = 0; c < d; c++) t += q.data[i * d + c] * k.data[(m - 1) * d + c];
-          S[i * m + m - 1] = scale * t;
+          S[i * m + m - 1] = softcap == null ? scale * t : A.capped(scale * t, softcap);
         }
         if (bias) {
           A.addBias(S, bias, n - 1, n);
@@ -92,10 +92,10 @@ export function createGrowing() {
         grownFrom.set(S, p.S);
         work.scores = 1;
       } else {
-        S = A.scores(q, k, scale, bias);
+        S = A.scores(q, k, scale, bias, softcap);
         work.scores = n;
       }
-      S0 = { q, k, scale, bias, S };
+      S0 = { q, k, scale, softcap, bias, S };
       return S;
     },
     weights(S, rows, temperature, causal, mask = null) {
@@ -216,7 +216,15 @@ export function createStore(get) {
   const rounding = memo(A.roundingBound),
     agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
-  const headJob = memo((q, k, scale, bias) => ({ q, k, scale, bias, scores: new Array(q.heads).fill(null), rows: new Array(q.heads).fill(0) }));
+  const headJob = memo((q, k, scale, softcap, bias) => ({
+    q,
+    k,
+    scale,
+    softcap,
+    bias,
+    scores: new Array(q.heads).fill(null),
+    rows: new Array(q.heads).fill(0),
+  }));
   const thumbJob = memo((job, temperature, causal, mask, cross) => ({ job, temperature, causal, mask, cross, thumbs: new Array(job.q.heads).fill(null) }));
 
   const s = {
@@ -247,6 +255,8 @@ export function createStore(get) {
     m: () => array("k").rows,
     mask: () => maskOf(array("mask"), array("q").rows, array("k").rows, !!get("sink")), // n×m, 1 where a row may read; null: every cell
     scale: () => scaleOf(get("scale"), array("q").cols),
+    /** The soft cap on scores (softcap · tanh(s / softcap)), or null for none. */
+    softcap: () => get("softcap") ?? null,
     /** The current head's additive score bias (n×m), or null. */
     bias: () => biasOf(array("bias"), get("head"), array("q").rows, array("k").rows),
     /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
@@ -255,7 +265,7 @@ export function createStore(get) {
       // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(),
         h = s.jobIndex();
-      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias());
+      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias(), s.softcap());
     },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is
@@ -280,7 +290,7 @@ export function createStore(get) {
     spread: () => spread(s.output(), s.q().rows, s.v().cols),
     agreement: () => agreement(rounding(s.q(), s.k(), s.scale(), s.scores()), s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
     // every head's thumbnail: a model's every layer, else the heads of q and k
-    headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.allBias()),
+    headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.softcap(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
     jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
     thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross()),
@@ -299,6 +309,7 @@ export function createStore(get) {
         i,
         j,
         scale: s.scale(),
+        softcap: s.softcap(),
         temperature: get("temperature"),
         causal: get("causal"),
         mask: s.mask(),

@@ -10,11 +10,11 @@ let S = null,
 self.onmessage = ({ data: job }) => {
   if (job.kind === "thumb") {
     // a head's thumbnail and summaries (thumbs.js), and its scores when the page keeps them: nothing kept here
-    const S = scores(job.q, job.k, job.scale, job.bias),
+    const S = scores(job.q, job.k, job.scale, job.bias, job.softcap),
       thumb = thumbOf(S, job.q.rows, job);
     return self.postMessage({ thumb, scores: job.keep ? S : null }, job.keep ? [thumb.data.buffer, S.buffer] : [thumb.data.buffer]);
   }
-  if (job.q) S = scores(job.q, job.k, job.scale, job.bias); // the page's own arithmetic: the same numbers it shows
+  if (job.q) S = scores(job.q, job.k, job.scale, job.bias, job.softcap); // the page's own arithmetic: the same numbers it shows
   if (job.newMask) mask = job.mask;
   const { pixels, width, height, top } = weightPicture({ ...job, scores: S, mask });
   self.postMessage({ id: job.id, pixels, width, height, top }, [pixels.buffer]);

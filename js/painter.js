@@ -17,13 +17,13 @@ export function startWorker() {
 }
 
 // Two requests ask for the same picture when every input is the same object or value.
-const KEYS = ["q", "k", "scale", "bias", "n", "temperature", "causal", "mask", "stretch", "colours"];
+const KEYS = ["q", "k", "scale", "softcap", "bias", "n", "temperature", "causal", "mask", "stretch", "colours"];
 const copy = (m) => ({ data: m.data.slice(), rows: m.rows, cols: m.cols }); // a head alone, not every head's buffer
 const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
 
 /**
  * createPainter(onPicture) -> {request(job), pending(), starting(), paintHere(), release(), destroy()}.
- * job: {q, k (one head's, kept by identity), scale, bias (n×n or null), scores() (the page's scores: used only where
+ * job: {q, k (one head's, kept by identity), scale, softcap (or null), bias (n×n or null), scores() (the page's scores: used only where
  * no worker runs, which then computes its own), n, temperature, causal, mask, stretch, lut,
  * closedPixel, colours (a key naming the lut)}. request returns {image: {pixels, width, height,
  * top}, current}, the newest picture (the same object until another arrives) and whether it is
@@ -75,9 +75,9 @@ export function createPainter(onPicture) {
   function post(job) {
     busy = { ...job, id: ++id };
     // q, k and the mask travel only when they change: the worker keeps the last ones
-    const fresh = !held || held.q !== job.q || held.k !== job.k || held.scale !== job.scale || held.bias !== job.bias;
+    const fresh = !held || held.q !== job.q || held.k !== job.k || held.scale !== job.scale || held.softcap !== job.softcap || held.bias !== job.bias;
     const newMask = !held || held.mask !== job.mask;
-    const { n, temperature, causal, stretch, lut, closedPixel, scale } = job;
+    const { n, temperature, causal, stretch, lut, closedPixel, scale, softcap } = job;
     started.worker.postMessage({
       id,
       n,
@@ -87,6 +87,7 @@ export function createPainter(onPicture) {
       lut,
       closedPixel,
       scale,
+      softcap,
       q: fresh ? copy(job.q) : null,
       k: fresh ? copy(job.k) : null,
       bias: fresh && job.bias ? copy(job.bias) : null,

@@ -184,6 +184,15 @@ export function check(name, value, C) {
       throw new Refused(`'scale' must be a finite number no larger than 1e+10 in size, or None for 1/√d; got ${num(s)}.`);
     return s;
   }
+  if (name === "softcap") {
+    if (value == null) return null;
+    const c = number(name, value, "a number > 0, or None for no cap");
+    if (!(Number.isFinite(c) && c > 0 && c <= C.scale_limit))
+      throw new Refused(
+        `'softcap' must be a finite number > 0 and no larger than 1e+10 (scores become softcap·tanh(s/softcap)), or None for no cap; got ${num(c)}.`,
+      );
+    return c;
+  }
   if (name === "goal") {
     const g = number(name, value, "a number of effective tokens");
     if (!(Number.isFinite(g) && g >= 1))
@@ -322,7 +331,7 @@ function bringIn(s, before, asked, sources) {
     const found = sources.block(s.block);
     for (const name of ["model_q", "model_k", "model_v", "model_basis", "n_layers"]) s[name] = found[name];
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
-    for (const name of ["causal", "scale", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
+    for (const name of ["causal", "scale", "softcap", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
     if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
     asked = new Set([...asked, "layer"]);
   }

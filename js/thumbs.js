@@ -61,7 +61,7 @@ export function advance(work, busy) {
     const { q, k, bias } = headArrays(job, h);
     while (job.rows[h] < n && !busy()) {
       const r = job.rows[h];
-      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step)), bias, r, Math.min(n, r + step));
+      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step), job.softcap), bias, r, Math.min(n, r + step));
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;
@@ -146,6 +146,7 @@ export function createThumbPool({ onThumb, onFail }) {
       k: copy(k),
       bias: copy(bias),
       scale: work.job.scale,
+      softcap: work.job.softcap,
       temperature: work.temperature,
       causal: work.causal,
       mask: work.mask,

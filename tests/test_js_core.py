@@ -41,6 +41,7 @@ def test_js_matches_numpy_on_random_cases():
             "temperature": float(np.exp(rng.uniform(np.log(0.1), np.log(5)))),
             "causal": bool(i % 2),
             "scale": None if i % 3 else float(rng.uniform(0.5, 3)),
+            "softcap": None if i % 4 else float(rng.uniform(0.5, 4)),  # Gemma 2's cap: c · tanh(s / c)
         }
         cases.append({"q": q.tolist(), "k": k.tolist(), "v": v.tolist(), "options": opts})
     for case, js in zip(cases, run_js(cases)):

@@ -132,6 +132,7 @@ def cases(draw):
         causal=draw(st.booleans()),
         sink=draw(st.booleans()),
         scale=draw(st.sampled_from([None, 0.5])),
+        softcap=draw(st.sampled_from([None, None, 5.0])),
         stage=draw(st.sampled_from(rules.STAGES)),
         summary="",
         sentences=[],
@@ -188,7 +189,14 @@ def cases(draw):
                         A.register(lay[c], f"{block}:{i}:{c}")
             if block_names:
                 sources["blocks"][block] = dict(
-                    tokens=toks, key_tokens=keys, causal=block == "decoder", scale=draw(st.sampled_from([None, 1.0])), bias=None, n_layers=layers, **arrays
+                    tokens=toks,
+                    key_tokens=keys,
+                    causal=block == "decoder",
+                    scale=draw(st.sampled_from([None, 1.0])),
+                    softcap=draw(st.sampled_from([None, 3.0])),
+                    bias=None,
+                    n_layers=layers,
+                    **arrays,
                 )
             if block == start:
                 shown = draw(st.integers(0, layers - 1))
@@ -267,6 +275,8 @@ def changes(draw, state, A, rng, page):
             out[name] = draw(st.sampled_from([0.0, -1.0, 1e-300, 0.5, 2.0, 1e300]))
         elif name == "scale":
             out[name] = draw(st.sampled_from([None, 0.25, 1e11, -2.0]))
+        elif name == "softcap":
+            out[name] = draw(st.sampled_from([None, 2.5, 0.0, -1.0, 1e11, float("inf")]))
         elif name == "goal":
             out[name] = draw(st.sampled_from([0.5, 1.0, 2.5]))
         elif name == "stage":

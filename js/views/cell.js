@@ -12,6 +12,16 @@ export function createCell(parent, { onClose }) {
   parent.append(node);
 
   const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
+  // q·k to the score: × scale, then the model's cap (softcap · tanh(s / softcap)) and its bias, where it has them
+  const scoreSteps = (a, biased) => {
+    const last = (label) => step("score", `${label} = score`, fmt3(a.score));
+    if (a.softcap == null && !biased) return [last(`× scale ${fmt3(a.scale)}`)];
+    const scaled = step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot));
+    const cap = `capped: ${fmt3(a.softcap)} · tanh(… / ${fmt3(a.softcap)})`;
+    if (a.softcap == null) return [scaled, last(`+ bias ${fmt3(a.bias)}`)];
+    if (!biased) return [scaled, last(cap)];
+    return [scaled, step("capped", `${cap} =`, fmt3(a.capped)), last(`+ bias ${fmt3(a.bias)}`)];
+  };
 
   return {
     node,
@@ -33,9 +43,7 @@ export function createCell(parent, { onClose }) {
       fill(
         steps,
         step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
-        ...(biased
-          ? [step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot)), step("score", `+ bias ${fmt3(a.bias)} = score`, fmt3(a.score))]
-          : [step("score", `× scale ${fmt3(a.scale)} = score`, fmt3(a.score))]),
+        ...scoreSteps(a, biased),
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
         step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),

@@ -74,20 +74,25 @@ const RESIDUAL_NOTE =
 const BIAS_NOTE =
   "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
 
+/** Said under the caption when the model caps its scores (Gemma 2's soft-capping). */
+const SOFTCAP_NOTE = (c) =>
+  `This model caps its scores: each scale · q · k becomes ${fmt3(c)} · tanh(scale · q · k / ${fmt3(c)}), so no score goes past ±${fmt3(c)}; small scores are nearly unchanged, large ones flattened.`;
+
 /** Said under the caption while the first token is left out. */
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
 /** The sentences under the controls for what the stage draws: its caption (the one that fits the
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
- * view: {stage, cross, causal, masked, secret, hint, bias, residual (shown, with x), sink, first (the first token)}. */
-export function captionOf({ stage, cross, causal, masked, secret, hint, bias, residual, sink, first }) {
+ * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token)}. */
+export function captionOf({ stage, cross, causal, masked, secret, hint, bias, softcap, residual, sink, first }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
   else if (stage === "scores" && !hint) said = HIDDEN_SCORES_CAPTION;
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
   const notes = [said];
+  if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));
   if (bias && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
@@ -134,8 +139,9 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(at.weightRow(i)[j]);
     const bias = at.bias,
       score = fmt3(at.scores()[i * m + j]);
-    const a = bias && at.cellArithmetic(i, j);
-    const terms = bias ? ` = scale·q·k ${fmt3(a.scale * a.dot)} + bias ${fmt3(a.bias)}` : "";
+    const a = (bias || at.softcap != null) && at.cellArithmetic(i, j);
+    const capped = at.softcap != null ? `${fmt3(a.softcap)}·tanh(${fmt3(a.scale * a.dot)}/${fmt3(a.softcap)})` : "";
+    const terms = bias ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + bias ${fmt3(a.bias)}` : capped ? ` = ${capped}` : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
@@ -221,11 +227,12 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   });
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
-  const requestPicture = ({ tokens, keys, pal, q, k, scale, bias, scores, temperature, causal, mask }) =>
+  const requestPicture = ({ tokens, keys, pal, q, k, scale, softcap, bias, scores, temperature, causal, mask }) =>
     painter.request({
       q,
       k,
       scale,
+      softcap,
       bias,
       scores,
       n: tokens.length,
@@ -301,7 +308,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       const { bias } = view;
       legend(
         scoresLegend,
-        `score = scale · q · k${bias ? " + bias" : ""} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
+        `score = ${view.softcap != null ? `${fmt3(view.softcap)} · tanh(scale · q · k / ${fmt3(view.softcap)})` : "scale · q · k"}${bias ? " + bias" : ""} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
         color,
         lo,
         hi,

@@ -78,10 +78,13 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     return s
 
 
-def scores_of(q, k, scale=None, bias=None) -> np.ndarray:
-    """scale · Q Kᵀ (scale None: 1/sqrt(d_k)), plus ``bias`` when given: the scores, before
-    temperature and mask."""
+def scores_of(q, k, scale=None, bias=None, softcap=None) -> np.ndarray:
+    """scale · Q Kᵀ (scale None: 1/sqrt(d_k)), soft-capped to softcap · tanh(s / softcap) when
+    ``softcap`` is given (Gemma 2's cap: no score beyond ±softcap), plus ``bias`` when given: the
+    scores, before temperature and mask."""
     s = (default_scale(q.shape[-1]) if scale is None else scale) * (q @ k.T)
+    if softcap is not None:
+        s = softcap * np.tanh(s / softcap)
     return s if bias is None else s + bias
 
 
@@ -139,18 +142,19 @@ def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) ->
 class Attention:
     """The result of one attention computation.
 
-    ``scores`` is scale·QKᵀ (plus ``bias``, when given) before temperature and mask; ``weights`` the row-wise
+    ``scores`` is scale·QKᵀ (soft-capped by ``softcap`` and plus ``bias``, when given) before temperature and mask; ``weights`` the row-wise
     softmax of scores / temperature (rows read, columns are read from);
     ``output`` is weights·V. The metrics are computed on first use.
     """
 
-    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None):
+    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None):
         self.q, self.k, self.v = q, k, v
         self.temperature = float(temperature)
         self.causal = bool(causal)
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.bias = bias  # an additive term of the scores (a model's position bias), or None
-        self.scores = scores_of(q, k, self.scale, bias)
+        self.softcap = None if softcap is None else float(softcap)  # scores capped to ±softcap, or None
+        self.scores = scores_of(q, k, self.scale, bias, self.softcap)
         self.allowed = allowed_cells(q.shape[0], self.causal, mask, k.shape[0])
         self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v
@@ -196,11 +200,14 @@ class Attention:
             exp_row = exp_of(row)
             dot = float(self.q[i] @ self.k[j])
             bias = 0.0 if self.bias is None else float(self.bias[i, j])
+            capped = None if self.softcap is None else float(self.softcap * np.tanh(self.scale * dot / self.softcap))
             tempered = float(self.scores[i, j] / t)
             exp_cell = 0.0 if masked else float(exp_of(self.scores[i, j]))
         return {
             "dot": dot,
             "scale": self.scale,
+            "softcap": self.softcap,
+            "capped": capped,  # softcap · tanh(scale · dot / softcap), or None without a cap
             "bias": bias,
             "score": float(self.scores[i, j]),
             "temperature": self.temperature,
@@ -247,7 +254,7 @@ def _as_matrix(name: str, x) -> np.ndarray:
     return a
 
 
-def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None) -> Attention:
+def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None) -> Attention:
     """Compute attention for queries ``q`` (n×d_k), keys ``k`` (m×d_k) and values ``v`` (m×d_v).
 
     m = n for self-attention; in cross-attention the queries come from one text and the keys
@@ -255,7 +262,8 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
     weights are n × m. ``scale`` defaults to 1/sqrt(d_k); ``temperature`` divides the scores
     before the softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×m booleans,
     True where row i may read column j, e.g. to leave out padding) is applied with it. ``bias``
-    (n×m) is added to the scores, as some models add a position bias (T5, ALiBi). A row that
+    (n×m) is added to the scores, as some models add a position bias (T5, ALiBi). ``softcap``
+    (c > 0) caps each scale·q·k to c·tanh(s/c) before the bias, as Gemma 2 does. A row that
     may read nothing has all-zero weights, a zero output and 0 effective tokens.
     """
     q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
@@ -267,6 +275,8 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     if scale is not None and not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
+    if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
+        raise ValueError(f"softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), or None for no cap; got {softcap}")
     if mask is not None:
         mask = _as_mask(mask, q.shape[0], k.shape[0])
     if bias is not None:
@@ -280,7 +290,7 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
     problem = overflow_message(q, k, scale, bias)
     if problem:
         raise ValueError(problem)
-    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias)
+    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap)
 
 
 def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:

@@ -9,7 +9,7 @@ Schema, version 1 (decoded in one place, js/payload.js)::
       "sources": {                 # what the rules bring in on a switch (sources.Sources)
         "sentences": [{tokens, q, k, v, x, value_basis}, ...],      # by sentence_index
         "model":  {tokens, key_tokens} or null,                     # a model's layers' tokens
-        "blocks": {name: {tokens, key_tokens, causal, scale, bias,
+        "blocks": {name: {tokens, key_tokens, causal, scale, softcap, bias,
                           model_q, model_k, model_v, model_basis, n_layers}}
                                    # the block shown at first has its arrays in "state" only
       },
@@ -55,5 +55,7 @@ def page_payload(widget) -> dict:
     for name, f in src.blocks.items():
         arrays = stacked(f) if name != widget.block else {"n_layers": len(f.layers)}  # the block shown: in the state already
         keys = getattr(f, "key_tokens", None)
-        sources["blocks"][name] = encoded(widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, bias=f.bias, **arrays))
+        sources["blocks"][name] = encoded(
+            widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **arrays)
+        )
     return {"version": VERSION, "state": encoded(widget, {n: getattr(widget, n) for n in names}), "sources": sources, "arrays": {}}

@@ -46,6 +46,7 @@ ROW_TRAITS = (
     "bias",
     "sink",
     "scale",
+    "softcap",
     "step",
     "exercise",
 )
@@ -66,6 +67,7 @@ WRITABLE = (
     "causal",
     "sink",
     "scale",
+    "softcap",
     "head",
     "cell",
     "sentence_index",
@@ -224,6 +226,15 @@ def check(name, value):
         if not (math.isfinite(s) and abs(s) <= SCALE_LIMIT):
             raise Refused(f"'scale' must be a finite number no larger than {SCALE_LIMIT:.0e} in size, or None for 1/√d; got {num(s)}.")
         return s
+    if name == "softcap":
+        if value is None:
+            return None
+        c = _number(name, value, "a number > 0, or None for no cap")
+        if not (math.isfinite(c) and 0 < c <= SCALE_LIMIT):
+            raise Refused(
+                f"'softcap' must be a finite number > 0 and no larger than {SCALE_LIMIT:.0e} (scores become softcap·tanh(s/softcap)), or None for no cap; got {num(c)}."
+            )
+        return c
     if name == "goal":
         g = _number(name, value, "a number of effective tokens")
         if not (math.isfinite(g) and g >= 1):
@@ -393,7 +404,7 @@ def _bring_in(s, before, asked, sources):
             s[name] = found[name]
         if "step" not in asked:
             s["step"] = len(found["tokens"])  # another text: shown written whole
-        for name in ("causal", "scale", "bias"):  # the block's own rules, unless this change sets them
+        for name in ("causal", "scale", "softcap", "bias"):  # the block's own rules, unless this change sets them
             if name not in asked:
                 s[name] = found[name]
         if "layer" not in asked:

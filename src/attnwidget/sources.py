@@ -56,7 +56,7 @@ class Sources:
 
     def block(self, name: str) -> dict:
         f = self.blocks[name]
-        return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, bias=frozen(f.bias), **self.stack(name))
+        return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, softcap=f.softcap, bias=frozen(f.bias), **self.stack(name))
 
     def stack(self, block: str = "") -> dict:
         if block not in self._stacks:

@@ -82,6 +82,8 @@ class AttentionWidget(WholeChanges):
     """Attention sinks: the first token's column left out and every row renormalised over the rest."""
     scale = Checked(None, allow_none=True).tag(sync=True)
     """The factor on q·k; None for 1/√d."""
+    softcap = Checked(None, allow_none=True).tag(sync=True)
+    """Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no cap."""
 
     # --- what is shown ---
     focus = Checked(0).tag(sync=True)
@@ -158,6 +160,7 @@ class AttentionWidget(WholeChanges):
         sink=False,
         summary="",
         scale=None,
+        softcap=None,
         head=0,
         cell=None,
         residual=False,
@@ -177,6 +180,7 @@ class AttentionWidget(WholeChanges):
             sink=sink,
             summary=summary,
             scale=scale,
+            softcap=softcap,
             head=head,
             cell=cell,
             residual=residual,
@@ -410,6 +414,7 @@ class AttentionWidget(WholeChanges):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
+        kwargs.setdefault("softcap", getattr(found, "softcap", None))
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
         q, k, v = found.layers[layer]
@@ -446,7 +451,7 @@ class AttentionWidget(WholeChanges):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step)
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step, self.softcap)
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
             n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
@@ -455,7 +460,17 @@ class AttentionWidget(WholeChanges):
             mask = self._reading_mask()
             cached = self._result = (
                 key,
-                Attention(q, k, v, temperature=self.temperature, causal=self.causal, scale=self.scale, mask=None if mask is None else mask[:n, :m], bias=bias),
+                Attention(
+                    q,
+                    k,
+                    v,
+                    temperature=self.temperature,
+                    causal=self.causal,
+                    scale=self.scale,
+                    mask=None if mask is None else mask[:n, :m],
+                    bias=bias,
+                    softcap=self.softcap,
+                ),
             )
         return cached[1]
 
@@ -488,7 +503,7 @@ class AttentionWidget(WholeChanges):
         for q, k, _ in layers:
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             bias = [None if self.bias is None else self._head_of(self.bias, h)[:n, :m] for h in range(len(q))]
-            weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h]), self.temperature, allowed) for h in range(len(q))])
+            weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h], self.softcap), self.temperature, allowed) for h in range(len(q))])
             rows.append(head_summaries(weights, allowed, cross=self.cross))
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 

@@ -25,6 +25,10 @@ class ModelAttention:
     key_tokens: list[str] | None = None
     # how many of the tokens were the text given when the rest were the model's own (generate=); None: all
     prompt_length: int | None = None
+    softcap: float | None = None  # scores capped to softcap·tanh(s/softcap) (Gemma 2), or None
+    # per layer, the cells its rows may read besides the causal rule (queries × keys booleans: a
+    # sliding window, local attention), or None for every cell; None: no layer has a mask
+    masks: list[np.ndarray | None] | None = None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

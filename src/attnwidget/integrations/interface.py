@@ -30,15 +30,17 @@ class Caught:
     scaling: float
     open: np.ndarray | None  # queries × keys, True where the model's mask lets a query read; None: every cell
     softcap: float | None  # scores = softcap · tanh(s / softcap), when the model caps them
+    bias: np.ndarray | None = None  # (heads or 1) × queries × keys added to the scores (T5's position bias), or None
+    name: str = ""  # the attention module's name in the model, e.g. "decoder.layers.0.encoder_attn"
 
     def weights(self) -> np.ndarray:
         """Each head's weights from what this call caught, in float64 (for checking): the core's
         scores and softmax, with the cap between them."""
         heads = []
-        for q, k in zip(self.q.astype(np.float64), self.k.astype(np.float64)):
-            s = scores_of(q, k, self.scaling)
-            if self.softcap:
-                s = self.softcap * np.tanh(s / self.softcap)
+        for h, (q, k) in enumerate(zip(self.q.astype(np.float64), self.k.astype(np.float64))):
+            s = scores_of(q, k, self.scaling, softcap=self.softcap)
+            if self.bias is not None:
+                s = s + self.bias[h % len(self.bias)]
             heads.append(_softmax_rows(s, 1.0, self.open))
         return np.stack(heads)
 
@@ -70,22 +72,47 @@ def capture(model, **inputs) -> list[Caught]:
     from transformers import AttentionInterface
 
     caught: list[Caught] = []
+    names = {id(m): name for name, m in model.named_modules()}
 
     def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         if query.shape[0] != 1:
             raise ValueError(f"one text at a time: the batch has {query.shape[0]}")
+        sinks = next((kwargs[n] for n in ("s_aux", "sinks") if kwargs.get(n) is not None), None)
+        if sinks is not None:
+            raise NotImplementedError(
+                f"{type(model).__name__} adds learnt attention sinks to every row's softmax ({type(module).__name__}): "
+                "their weights are not a softmax of q·k, so attnwidget cannot show them"
+            )
         groups = query.shape[1] // key.shape[1]
         k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
         scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-        open_ = None
+        open_, bias = None, kwargs.get("position_bias")
+        bias = None if bias is None else _numpy(bias[0, :, :, : key.shape[-2]])
         if attention_mask is not None:
-            m = attention_mask[0, 0, :, : key.shape[-2]]
+            m = attention_mask[0, :, :, : key.shape[-2]]
             # an additive mask closes a cell with its dtype's minimum (or -inf); a boolean one with False
-            open_ = (m > torch.finfo(m.dtype).min / 2 if m.dtype.is_floating_point else m.bool()).cpu().numpy()
+            opens = m > torch.finfo(m.dtype).min / 2 if m.dtype.is_floating_point else m.bool()
+            open_ = opens[0].cpu().numpy()
+            if m.dtype.is_floating_point and bool((torch.where(opens, m, 0) != 0).any()):  # finite terms: a bias
+                extra = _numpy(torch.where(opens, m, 0))
+                bias = extra if bias is None else bias + extra
             if open_.all():
                 open_ = None
         softcap = kwargs.get("softcap")
-        caught.append(Caught(getattr(module, "layer_idx", len(caught)), _numpy(query[0]), _numpy(k[0]), _numpy(v[0]), scale, open_, softcap or None))
+        layer = getattr(module, "layer_idx", None)
+        caught.append(
+            Caught(
+                len(caught) if layer is None else layer,
+                _numpy(query[0]),
+                _numpy(k[0]),
+                _numpy(v[0]),
+                scale,
+                open_,
+                softcap or None,
+                bias,
+                names.get(id(module), ""),
+            )
+        )
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
         return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
