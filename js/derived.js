@@ -18,7 +18,7 @@ export function memo(fn) {
 
 // While a text is being written (`step` below the number of tokens) only its first `step` tokens
 // exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
-const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, bias: 2 };
+const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2 };
 
 /** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0. */
 export function firstRows(m, r, both) {
@@ -192,13 +192,18 @@ export function createStore(get) {
   const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
   const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
   // the cells rows may read besides the causal rule (n × m): the mask, and with `sink` the first token's column closed
-  const maskOf = memo((mask, n, m, sink) => {
+  const openCells = (mask, n, m, sink) => {
     const given = mask && mask.rows === n && mask.cols === m ? mask.data : null;
     if (!sink) return given;
     const open = given ? Uint8Array.from(given) : new Uint8Array(n * m).fill(1);
     for (let i = 0; i < n; i++) open[i * m] = 0;
     return open;
-  });
+  };
+  const maskOf = memo(openCells);
+  // every layer's own mask (with `sink`), for the thumbnails of a model whose layers have masks; null when it has none
+  const layerMasksOf = memo((all, which, n, m, sink) =>
+    all && which?.length ? which.map((w) => openCells(w < 0 ? null : A.headOf(all, w), n, m, sink)) : null,
+  );
   const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
   // the additive bias of a head: its own (heads × n × m), or the one for every head (n × m)
   const biasOf = memo((b, h, n, m) => (b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
@@ -225,7 +230,15 @@ export function createStore(get) {
     scores: new Array(q.heads).fill(null),
     rows: new Array(q.heads).fill(0),
   }));
-  const thumbJob = memo((job, temperature, causal, mask, cross) => ({ job, temperature, causal, mask, cross, thumbs: new Array(job.q.heads).fill(null) }));
+  const thumbJob = memo((job, temperature, causal, mask, cross, masks) => ({
+    job,
+    temperature,
+    causal,
+    mask,
+    masks,
+    cross,
+    thumbs: new Array(job.q.heads).fill(null),
+  }));
 
   const s = {
     all: (name) => array(name), // every head, decoded
@@ -293,7 +306,9 @@ export function createStore(get) {
     headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.softcap(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
     jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
-    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross()),
+    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross(), s.layerMasks()),
+    /** Each layer's own mask (n × m, with the sink), while a model whose layers have masks is shown; else null. */
+    layerMasks: () => (get("layer_shown") ? layerMasksOf(decoded("model_masks"), get("mask_of_layer"), array("q").rows, array("k").rows, !!get("sink")) : null),
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {

@@ -40,6 +40,20 @@ export function layerArrays(stack, i) {
   };
 }
 
+const MASK = { ...WIDTH, uint8: 1 };
+
+/** A layer's own mask, when the model has masks ({mask}: a slice of model_masks, or null for a
+ * layer without one); {} when it has none, so a mask set by hand stays. */
+export function layerMask(stack, i) {
+  const which = stack.mask_of_layer?.[i];
+  if (!stack.model_masks || which == null) return {};
+  if (which < 0) return { mask: null };
+  const [, rows, cols] = stack.model_masks.shape,
+    size = rows * cols * MASK[stack.model_masks.dtype];
+  const view = new DataView(stack.model_masks.view.buffer, stack.model_masks.view.byteOffset + which * size, size);
+  return { mask: { shape: [rows, cols], dtype: stack.model_masks.dtype, view } };
+}
+
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v). */
 export function decodePayload(payload) {
   if (payload.version !== VERSION)
@@ -50,7 +64,7 @@ export function decodePayload(payload) {
   const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
   const model = src.model ? decodeAll(src.model) : null;
   // the block shown at first: its every layer's arrays are in the state, not among the blocks
-  const home = Object.fromEntries(["model_q", "model_k", "model_v", "model_basis", "n_layers"].map((k) => [k, state[k]]));
+  const home = Object.fromEntries(state._constants.stack.map((k) => [k, state[k]]));
   const stackOf = (block) => (block && blocks[block].model_q ? blocks[block] : home);
   const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
   const sources = {
@@ -60,7 +74,8 @@ export function decodePayload(payload) {
       const key = `${block}:${i}`;
       if (!layers.has(key)) {
         const texts = block ? blocks[block] : model;
-        layers.set(key, { tokens: texts.tokens, key_tokens: texts.key_tokens ?? null, ...layerArrays(stackOf(block), i) });
+        const stack = stackOf(block);
+        layers.set(key, { tokens: texts.tokens, key_tokens: texts.key_tokens ?? null, ...layerArrays(stack, i), ...layerMask(stack, i) });
       }
       return layers.get(key);
     },

@@ -329,7 +329,7 @@ function bringIn(s, before, asked, sources) {
   // (a block set while the widget is made is loaded already, with the rules it was given)
   if (asked.has("block") && sources && (s.blocks || []).includes(s.block) && before.block) {
     const found = sources.block(s.block);
-    for (const name of ["model_q", "model_k", "model_v", "model_basis", "n_layers"]) s[name] = found[name];
+    for (const name of s._constants.stack) s[name] = found[name] ?? (name === "mask_of_layer" ? [] : null);
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
     for (const name of ["causal", "scale", "softcap", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
     if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
@@ -343,6 +343,7 @@ function bringIn(s, before, asked, sources) {
     s.cross = found.key_tokens != null;
     if (s.cross) s.key_tokens = found.key_tokens;
     for (const name of ["q", "k", "v", ...(asked.has("value_basis") ? [] : ["value_basis"])]) s[name] = found[name];
+    if ("mask" in found && !asked.has("mask")) s.mask = found.mask; // the layer's own mask (a sliding window, local attention)
     s.layer_shown = true;
   } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
 }

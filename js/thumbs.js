@@ -65,13 +65,16 @@ export function advance(work, busy) {
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;
-    work.thumbs[h] = thumbOf(job.scores[h], n, work);
+    work.thumbs[h] = thumbOf(job.scores[h], n, { ...work, mask: maskOfHead(work, h) });
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
     if (!kept(job)) [job.scores[h], job.rows[h]] = [null, 0];
   }
   return !work.thumbs.includes(null);
 }
+
+/** The mask of head h among a job's heads: its layer's own, where a model's layers have masks. */
+const maskOfHead = (work, h) => (work.masks ? work.masks[Math.floor((h * work.masks.length) / work.job.q.heads)] : work.mask);
 
 const kept = (job) => job.q.rows * job.k.rows * job.q.heads <= KEEP; // every head's scores fit in memory
 const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
@@ -149,7 +152,7 @@ export function createThumbPool({ onThumb, onFail }) {
       softcap: work.job.softcap,
       temperature: work.temperature,
       causal: work.causal,
-      mask: work.mask,
+      mask: maskOfHead(work, h),
       cross: work.cross,
       keep: kept(work.job),
     });

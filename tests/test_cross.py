@@ -2,8 +2,6 @@
 (the source), so matrices are n_queries × n_keys; and an encoder–decoder model's three blocks.
 No model needed (models are in test_seq2seq.py)."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import traitlets
@@ -12,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnwidget import AttentionWidget, attention
 from attnwidget.core import head_summaries
+from attnwidget.integrations.common import ModelAttention
 
 
 def softmax(s):
@@ -113,7 +112,7 @@ def fake_seq2seq(src=5, tgt=3, heads=2, d=4, layers=(2, 3, 3), seed=0):
 
     def block(rows, cols, count, **kw):
         arrays = [tuple(rng.normal(size=(heads, r, d)) for r in (rows, cols, cols)) for _ in range(count)]
-        return SimpleNamespace(layers=arrays, scale=None, model_name="fake-seq2seq", **kw)
+        return ModelAttention(architecture="fake", layers=arrays, scale=None, model_name="fake-seq2seq", **kw)
 
     return {
         "encoder": block(src, src, layers[0], tokens=source, key_tokens=None, causal=False, bias=rng.normal(size=(heads, src, src))),

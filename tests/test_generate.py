@@ -86,19 +86,14 @@ def test_a_model_without_a_language_model_head_is_refused(tf, gpt2_tokenizer):
 
 
 def test_a_model_that_does_not_write_one_token_at_a_time_is_refused(tf, gpt2_tokenizer):
-    bert = random_model(
-        tf,
-        "BertLMHeadModel",
-        "BertConfig",
-        len(gpt2_tokenizer),
-        is_decoder=True,
-        intermediate_size=128,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-    )
-    with pytest.raises(NotImplementedError, match=r"generate= needs a decoder-only model .*gpt2.*llama.*; got BertLMHeadModel \(model_type 'bert'\)"):
-        from_transformers(bert, gpt2_tokenizer, TEXT, generate=2)
+    sizes = dict(intermediate_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
+    masked = random_model(tf, "BertForMaskedLM", "BertConfig", len(gpt2_tokenizer), **sizes)  # fills blanks, reading both ways
+    # a head that could write, on a model that reads both ways: refused once its mask is seen
+    both_ways = random_model(tf, "BertLMHeadModel", "BertConfig", len(gpt2_tokenizer), is_decoder=False, **sizes)
+    for model in (masked, both_ways):
+        name = type(model).__name__
+        with pytest.raises(NotImplementedError, match=rf"generate= needs a decoder-only model .*gpt2 or llama.*; got {name} \(model_type 'bert'\)"):
+            from_transformers(model, gpt2_tokenizer, TEXT, generate=2)
 
 
 @pytest.mark.parametrize(

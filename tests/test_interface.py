@@ -17,7 +17,7 @@ FAMILIES = {
     "mistral": dict(num_key_value_heads=2, sliding_window=5),
     "gemma": dict(num_key_value_heads=1, head_dim=8),
     "gemma2": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, attn_logit_softcapping=5.0, query_pre_attn_scalar=8),
-    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=8),
+    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=8, layer_types=["sliding_attention", "full_attention"]),
     "phi": dict(),
     "phi3": dict(num_key_value_heads=2, pad_token_id=0),
     "gpt_neox": dict(),
@@ -29,6 +29,7 @@ FAMILIES = {
     "albert": dict(embedding_size=16),
     "modernbert": dict(global_attn_every_n_layers=2, local_attention=4, num_hidden_layers=3, pad_token_id=0),
     "gpt2": dict(n_embd=32, n_head=4, n_layer=2, n_positions=64),
+    "qwen2": dict(num_key_value_heads=2),
 }
 
 
@@ -81,7 +82,94 @@ def test_a_model_that_computes_attention_its_own_way_is_refused_by_name():
         def forward(self, input_ids):
             return input_ids.float().softmax(-1)
 
-    with pytest.raises(ValueError, match="Handmade computes attention without transformers' attention interface"):
+    with pytest.raises(NotImplementedError, match=r"cannot read attention from Handmade .*without transformers' attention interface"):
         capture(Handmade(), input_ids=torch.ones(1, 3))
     # and the interface is left as it was
     assert "eager" not in transformers.AttentionInterface._global_mapping
+
+
+# --- from_transformers: the widget reads every family through the interface --------------
+
+TEXT = "I sat on the riverbank and the river sat on the bank."  # longer than every window above
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from test_integrations import gpt2_tokenizer
+
+    return gpt2_tokenizer.__wrapped__(transformers, tmp_path_factory)
+
+
+def model_for(family, tokenizer, head=False, implementation="eager"):
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(family, **{**BASE, **FAMILIES[family], "vocab_size": len(tokenizer)})
+    auto = transformers.AutoModelForCausalLM if head else transformers.AutoModel
+    return auto.from_config(config, attn_implementation=implementation).eval()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_widget_shows_every_layer_and_head_as_the_model_computes_it(family, tokenizer):
+    from attnwidget import AttentionWidget
+
+    model = model_for(family, tokenizer)
+    enc = tokenizer(TEXT, return_tensors="pt")
+    n = enc["input_ids"].shape[1]
+    assert n > 5
+    with torch.no_grad():
+        reference = model(input_ids=enc["input_ids"], output_attentions=True).attentions
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    assert w.n_layers == len(reference) and len(w.tokens) == n
+    windowed = []
+    for layer in range(w.n_layers):
+        w.set_state({"layer": layer})  # as the page switches layers: the layer's own mask comes with it
+        windowed.append(w.mask is not None)
+        for head in range(w.n_heads):
+            w.head = head
+            np.testing.assert_allclose(w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, rtol=0, err_msg=f"layer {layer} head {head}")
+    # the overview's summaries: each layer at its own mask
+    want = [
+        [np.mean(np.exp(-np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1)), 0), axis=-1))) for r in reference[layer][0].double().numpy()]
+        for layer in range(w.n_layers)
+    ]
+    np.testing.assert_allclose(w.head_summary()["effective_tokens"], want, atol=1e-5)
+    if family in ("mistral", "starcoder2"):  # a sliding window in every layer: one mask, shared
+        assert all(windowed) and w.model_masks.shape == (1, n, n) and w.mask_of_layer == [0] * w.n_layers and w.causal
+    if family in ("gemma2", "gemma3_text", "modernbert"):  # local and global layers
+        assert any(windowed) and not all(windowed)
+    if family == "modernbert":
+        assert not w.causal  # local attention reads both ways
+    if family == "gemma2":
+        assert w.softcap == 5.0
+
+
+def test_a_model_loaded_for_sdpa_reads_as_its_eager_twin(tokenizer):
+    from attnwidget import AttentionWidget
+
+    eager = AttentionWidget.from_transformers(model_for("mistral", tokenizer), tokenizer, TEXT)
+    fast = AttentionWidget.from_transformers(model_for("mistral", tokenizer, implementation="sdpa"), tokenizer, TEXT)
+    for layer in range(eager.n_layers):
+        eager.layer = fast.layer = layer
+        np.testing.assert_allclose(fast.weights, eager.weights, atol=1e-6)
+        np.testing.assert_array_equal(fast.mask, eager.mask)
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma2", "gpt_neox"])
+def test_writing_past_a_sliding_window_is_the_models_own_attention_at_every_step(family, tokenizer):
+    from attnwidget import AttentionWidget
+
+    model = model_for(family, tokenizer, head=True)
+    k = 4
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT, generate=k)
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    prompt = ids.shape[1]
+    assert w.prompt_length == prompt and len(w.tokens) <= prompt + k
+    whole = model.generate(ids, max_new_tokens=k, do_sample=False, num_beams=1, pad_token_id=0)[0]
+    for s in range(prompt, len(whole) + 1):
+        with torch.no_grad():
+            reference = model(input_ids=whole[None, :s], output_attentions=True).attentions
+        w.step = s
+        for layer in range(w.n_layers):
+            w.layer = layer
+            for head in range(w.n_heads):
+                w.head = head
+                np.testing.assert_allclose(w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, err_msg=f"step {s} layer {layer} head {head}")

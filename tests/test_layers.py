@@ -1,7 +1,5 @@
 """A model's layers in the widget, and the 2-D projection of wide values (no model needed)."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 import traitlets
@@ -9,12 +7,13 @@ from scipy.spatial import Delaunay
 
 from attnwidget import AttentionWidget, attention
 from attnwidget.core import principal_axes
+from attnwidget.integrations.common import ModelAttention
 
 
 def fake_model(n_layers=3, heads=2, n=5, d=6, seed=0):
     rng = np.random.default_rng(seed)
     layers = [tuple(rng.normal(size=(heads, n, d)) for _ in range(3)) for _ in range(n_layers)]
-    return SimpleNamespace(tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, model_name="fake")
+    return ModelAttention(architecture="fake", tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, model_name="fake")
 
 
 def test_layers_switch_in_python_and_from_the_page():

@@ -172,6 +172,10 @@ def cases(draw):
             hh = heads or 1
             arrays = {f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"}
             arrays["model_basis"] = A.new((layers * hh, dv, 2)) if dv > 2 else None
+            # layers with masks of their own (a sliding window, local attention), sometimes
+            count = draw(st.sampled_from([0, 0, 1, 2]))
+            arrays["model_masks"] = A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)]) if count else None
+            arrays["mask_of_layer"] = [draw(st.integers(-1, count - 1)) for _ in range(layers)] if count else []
             sources["layers"][block] = [
                 dict(
                     tokens=toks,
@@ -180,12 +184,13 @@ def cases(draw):
                     k=arrays["model_k"][i * hh : (i + 1) * hh],
                     v=arrays["model_v"][i * hh : (i + 1) * hh],
                     value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
+                    **({"mask": None if arrays["mask_of_layer"][i] < 0 else arrays["model_masks"][arrays["mask_of_layer"][i]]} if count else {}),
                 )
                 for i in range(layers)
             ]
             for i, lay in enumerate(sources["layers"][block]):
-                for c in ("q", "k", "v", "value_basis"):
-                    if lay[c] is not None:
+                for c in ("q", "k", "v", "value_basis", "mask"):
+                    if lay.get(c) is not None:
                         A.register(lay[c], f"{block}:{i}:{c}")
             if block_names:
                 sources["blocks"][block] = dict(
@@ -203,6 +208,8 @@ def cases(draw):
                 first = sources["layers"][block][shown]
                 state.update(n_layers=layers, layer=shown, layer_shown=True, block=block, tokens=toks, **arrays)
                 state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
+                if "mask" in first:
+                    state["mask"] = first["mask"]  # the layer's own, as the widget starts with it
                 state["key_tokens"] = keys if keys is not None else toks
                 if draw(st.integers(0, 3)) == 0:  # your own arrays over a model's: not the layer's any more
                     own = qkv(len(toks), len(state["key_tokens"]), (hh,))
@@ -260,7 +267,11 @@ def changes(draw, state, A, rng, page):
     # a page may send anything; Python's own code sets the read-only traits with values of their kind (key_tokens: set_vectors)
     names = list(rules.WRITABLE) + (["key_tokens", "n_layers", "layer_shown", "nonsense"] if page else ["key_tokens"])
     out = {}
-    for name in draw(st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True)):
+    if state.get("n_layers") and draw(st.integers(0, 2)) == 0:  # a model's layer switch, often: what it brings in is the most varied
+        names = ["layer", *draw(st.lists(st.sampled_from(names), max_size=1))]
+    else:
+        names = draw(st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True))
+    for name in dict.fromkeys(names):
         if draw(st.integers(0, 14)) == 0:
             out[name] = draw(JUNK)
             continue

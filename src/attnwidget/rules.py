@@ -50,7 +50,9 @@ ROW_TRAITS = (
     "step",
     "exercise",
 )
-ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis")
+ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis", "model_masks")
+# A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
+STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "n_layers")
 # What a page (or a user) may set; the rest are derived, and a page that sends one is refused.
 WRITABLE = (
     "tokens",
@@ -93,6 +95,8 @@ READ_ONLY = (
     "model_k",
     "model_v",
     "model_basis",
+    "model_masks",
+    "mask_of_layer",
     "layer_shown",
     "model_name",
 )
@@ -113,6 +117,7 @@ CONSTANTS = {
     "read_only": list(READ_ONLY),
     "indices": list(INDICES),
     "flags": list(FLAGS),
+    "stack": list(STACK),
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
@@ -400,7 +405,7 @@ def _bring_in(s, before, asked, sources):
     # (a block set while the widget is made is loaded already, with the rules it was given)
     if "block" in asked and sources is not None and s["block"] in (s.get("blocks") or ()) and before.get("block"):
         found = sources.block(s["block"])
-        for name in ("model_q", "model_k", "model_v", "model_basis", "n_layers"):
+        for name in STACK:
             s[name] = found[name]
         if "step" not in asked:
             s["step"] = len(found["tokens"])  # another text: shown written whole
@@ -421,6 +426,8 @@ def _bring_in(s, before, asked, sources):
             s["key_tokens"] = found["key_tokens"]
         for name in ("q", "k", "v") + (() if "value_basis" in asked else ("value_basis",)):
             s[name] = found[name]
+        if "mask" in found and "mask" not in asked:
+            s["mask"] = found["mask"]  # the layer's own mask (a sliding window, local attention)
         s["layer_shown"] = True
     elif any(name in asked for name in ("q", "k", "v")) and s.get("layer_shown"):
         s["layer_shown"] = False  # your own arrays now, not the layer's

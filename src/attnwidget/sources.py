@@ -31,7 +31,17 @@ def stacked(found) -> dict:
         arrays[name] = frozen(np.concatenate([layer[i] for layer in found.layers]))
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers])) if wide else None
+    masks = getattr(found, "masks", None) or []
+    distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
+    arrays["model_masks"] = _readonly(np.stack(distinct).astype(bool)) if distinct else None
+    index = {id(m): i for i, m in enumerate(distinct)}
+    arrays["mask_of_layer"] = [index[id(m)] if m is not None else -1 for m in masks]
     return {**arrays, "n_layers": len(found.layers)}
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
 
 
 class Sources:
@@ -71,8 +81,10 @@ class Sources:
         f, arrays = self.found(block), self.stack(block)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
-        basis = arrays["model_basis"]
+        basis, masks, which = arrays["model_basis"], arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
+        own = {"mask": None if which[i] < 0 or masks is None else masks[which[i]]} if which else {}  # only a model with masks sets one
         return dict(
+            **own,
             tokens=list(f.tokens),
             key_tokens=_keys(f),
             q=arrays["model_q"][part],

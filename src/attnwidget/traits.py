@@ -144,13 +144,17 @@ class Mask(traitlets.TraitType):
     default_value = None
     allow_none = True
 
+    def __init__(self, stack=False, **kwargs):
+        self.stack = stack  # several masks, one after another (a model's layers' masks)
+        super().__init__(**kwargs)
+
     def validate(self, obj, value):
         if value is None:
             return None
         try:
-            if np.ndim(value) != 2:
+            if np.ndim(value) != (3 if self.stack else 2):
                 raise ValueError(f"mask must be queries × keys booleans (True where a row may read), got shape {np.shape(value)}")
-            m = _as_mask(value, *np.shape(value))
+            m = np.stack([_as_mask(one, *np.shape(one)) for one in value]) if self.stack else _as_mask(value, *np.shape(value))
         except ValueError as err:
             raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
         m = m.copy()

@@ -116,6 +116,10 @@ class AttentionWidget(WholeChanges):
     """Every layer's values, as model_q."""
     model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
     """Every layer's value axes, (layers · heads) × d_v × 2; None when the values are 2-D."""
+    model_masks = Mask(stack=True, read_only=True).tag(**MASK_SYNC)
+    """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one."""
+    mask_of_layer = traitlets.List(traitlets.Int(), read_only=True).tag(sync=True)
+    """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
     """q, k and v are the current layer's (not your own arrays): the page takes them from model_q, model_k and model_v."""
     summary = Checked("").tag(sync=True)
@@ -417,6 +421,8 @@ class AttentionWidget(WholeChanges):
         kwargs.setdefault("softcap", getattr(found, "softcap", None))
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
+        if getattr(found, "masks", None) is not None:
+            kwargs.setdefault("mask", found.masks[layer])  # the layer's own: a sliding window, local attention
         q, k, v = found.layers[layer]
         w = cls(tokens=found.tokens, key_tokens=getattr(found, "key_tokens", None), q=q, k=k, v=v, head=head, **kwargs)
         w._sources = Sources(model=None if blocks else found, blocks=blocks)
@@ -425,7 +431,7 @@ class AttentionWidget(WholeChanges):
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "").items():
                 w.set_trait(name, value)
-            w._sources.adopt(block or "", {n: getattr(w, n) for n in ("model_q", "model_k", "model_v", "model_basis", "n_layers")})
+            w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
@@ -474,13 +480,14 @@ class AttentionWidget(WholeChanges):
             )
         return cached[1]
 
-    def _reading_mask(self):
-        """The cells the numbers let rows read besides the causal rule: the mask, and with
-        ``sink`` every cell of the first token's column closed (so each row is renormalised
-        over the other tokens)."""
+    def _reading_mask(self, mask=_KEEP):
+        """The cells the numbers let rows read besides the causal rule: the mask (or ``mask``,
+        another layer's), and with ``sink`` every cell of the first token's column closed (so
+        each row is renormalised over the other tokens)."""
+        mask = self.mask if mask is _KEEP else mask
         if not self.sink:
-            return self.mask
-        closed = np.ones((len(self.tokens), len(self.key_tokens)), dtype=bool) if self.mask is None else np.array(self.mask, dtype=bool)
+            return mask
+        closed = np.ones((len(self.tokens), len(self.key_tokens)), dtype=bool) if mask is None else np.array(mask, dtype=bool)
         closed[:, 0] = False
         return closed
 
@@ -495,12 +502,13 @@ class AttentionWidget(WholeChanges):
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
         found = [self._sources.layer(self.block, i) for i in range(self.n_layers)] if self.layer_shown else []
-        layers = [(f["q"], f["k"], f["v"]) for f in found] or [(self.q, self.k, self.v)]  # a model's, or your own arrays
+        # a model's (each layer with its own mask, where the model has masks), or your own arrays
+        layers = [(f["q"], f["k"], f.get("mask", self.mask)) for f in found] or [(self.q, self.k, self.mask)]
         n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-        mask = self._reading_mask()
-        allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
         rows = []
-        for q, k, _ in layers:
+        for q, k, own in layers:
+            mask = self._reading_mask(own)
+            allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             bias = [None if self.bias is None else self._head_of(self.bias, h)[:n, :m] for h in range(len(q))]
             weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h], self.softcap), self.temperature, allowed) for h in range(len(q))])

@@ -1,7 +1,11 @@
-"""Hugging Face transformers models: each layer's input, put through that layer's own
-layer norm (where it comes before attention) and q/k/v projections, split into heads.
-Encoder–decoder models given a target are read instead from what their q/k/v projections
-output while the model runs.
+"""Hugging Face transformers models, read where they compute attention.
+
+Every model built on transformers' attention interface is read through it (interface.capture):
+during one forward pass of the model's own, each layer's q, k and v after rotary, the mask the
+model built (causal, sliding window, local attention), its scaling, soft cap and position bias
+are caught as its attention function receives them. BLOOM computes attention its own way; it is
+read by hand: each layer's input through its own layer norm and fused q/k/v projection, with its
+ALiBi bias.
 
 Imported only by ``attnwidget.integrations.from_transformers``, after torch and
 transformers are known to be importable.
@@ -20,20 +24,14 @@ import numpy as np
 import torch
 
 from .common import ModelAttention, _check_readable, _tokens_of
+from .interface import _numpy, capture
 
-BERT_FAMILY = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
-LLAMA_FAMILY = ("llama", "mistral", "qwen2")
-BART_FAMILY = ("bart", "mbart", "marian")
-WRITERS = ("gpt2", *LLAMA_FAMILY, "bloom")  # decoders that generate= can run: causal, one token at a time
-SEQ2SEQ = (*BART_FAMILY, "t5")
 SUPPORTED = (
-    "BERT-family encoders (" + ", ".join((*BERT_FAMILY, "distilbert")) + "), "
-    "GPT-2 (gpt2), LLaMA-style rotary decoders (" + ", ".join(LLAMA_FAMILY) + "), "
-    "BLOOM (bloom, its ALiBi position bias added to the scores), "
-    "T5's encoder (t5, its relative position bias added to the scores), "
-    "and, with target=, encoder–decoder models: BART-family (" + ", ".join(BART_FAMILY) + ") "
-    "and T5 (t5), with their encoder, decoder and cross-attention"
+    "every model whose attention goes through transformers' attention interface (BERT family, GPT-2, "
+    "Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, OPT, GPT-J, OLMo, StarCoder2, ModernBERT, T5, BART, ...), "
+    "and BLOOM by hand"
 )
+CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # how models name cross-attention
 
 
 def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
@@ -45,76 +43,105 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
     base = _base_model(model)
     config = base.config
     kind = getattr(config, "model_type", None)
+    name = _display_name(config, model)
     if generate:
         _check_writer(model, kind)
     if target is not None:
         return _extract_seq2seq(model, base, tokenizer, text, target)
-    if kind in BART_FAMILY:
+    two = getattr(config, "is_encoder_decoder", False)
+    if two and not _relative(config):
         raise ValueError(
             f'{type(model).__name__} ({kind}) is an encoder–decoder model: pass target="…", the text '
             "its decoder writes, to read its encoder, decoder and cross-attention"
         )
-    if kind in BERT_FAMILY:
-        per_layer, causal = _bert_layer, bool(getattr(config, "is_decoder", False))
-        pos = getattr(config, "position_embedding_type", "absolute") or "absolute"
-        if pos != "absolute":  # older releases add relative-position terms to the scores
-            raise NotImplementedError(f"{type(model).__name__}: position_embedding_type={pos!r} is not supported")
-    elif kind == "distilbert":
-        per_layer, causal = _distilbert_layer, False
-    elif kind == "gpt2":
-        per_layer, causal = _gpt2_layer, True
-    elif kind in LLAMA_FAMILY:
-        per_layer, causal = _llama_layer, True
-    elif kind == "bloom":
-        per_layer, causal = _bloom_layer, True
-    elif kind == "t5":
-        per_layer, causal = _t5_layer, False
-    else:
-        raise NotImplementedError(f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); supported: {SUPPORTED}")
 
     enc = tokenizer(text, return_tensors="pt")
     ids = enc["input_ids"]
     prompt = ids.shape[1]
     if prompt == 0:
         raise ValueError(f"{text!r} gives no tokens")
-    _check_readable(text, ids[0].tolist(), _display_name(config, model), _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate)
-    if kind in LLAMA_FAMILY:
-        _check_window(config, prompt + generate)
+    _check_readable(text, ids[0].tolist(), name, _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate)
     if generate:  # then read the whole text, the prompt and what the model wrote, by its ids
         ids = _greedy(model, ids, generate)
         enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    n = ids.shape[1]
 
     device = next(base.parameters()).device
-    body = base.encoder if kind == "t5" else base  # T5: its encoder's self-attention (the decoder needs a target)
+    body = base.get_encoder() if two else base  # T5 without a target: its encoder's self-attention
     accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
+    tokens = _tokens_of(tokenizer, ids[0].tolist())
     with _evaluating(base), torch.no_grad():
-        out = body(**enc, output_hidden_states=True)
-        # hidden_states[i] is the input of layer i (the last entry is the final output)
-        layers, scales = [], set()
-        for i, layer in enumerate(_layers(base, kind)):
-            q, k, v, scale = per_layer(base, layer, i, out.hidden_states[i])
-            layers.append(tuple(_numpy(t) for t in (q, k, v)))
-            scales.add(scale)
-        bias = _bloom_bias(base, enc) if kind == "bloom" else _t5_bias(base.encoder, n) if kind == "t5" else None
+        found = _bloom(base, enc, tokens, name) if kind == "bloom" else _assemble(capture(body, **enc), tokens, name, kind)
+    if generate and not found.causal:
+        raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
+    found.prompt_length = prompt if generate else None
+    return found
 
-    d_head = layers[0][0].shape[-1]
-    if len(scales) > 1:
-        raise NotImplementedError(
-            f"{type(model).__name__} scales its attention scores differently in each layer "
-            "(scale_attn_by_inverse_layer_idx); attnwidget takes one scale per model"
-        )
-    scale = scales.pop()
+
+_NOT_A_WRITER = (
+    "generate= needs a decoder-only model that writes one token at a time, each reading only the tokens before it "
+    "(a causal language model: AutoModelForCausalLM, such as gpt2 or llama); got {name} (model_type {kind!r})"
+)
+
+
+def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention:
+    """One block's layers from the calls caught: the model's mask as the causal rule plus, per
+    layer, the cells it closes besides; its scale, soft cap and additive term, one per block."""
+    n, m = calls[0].q.shape[1], calls[0].k.shape[1]
+    d_head = calls[0].q.shape[-1]
+    for what, values in (("scales its attention scores", [c.scaling for c in calls]), ("caps its attention scores", [c.softcap for c in calls])):
+        if len(set(values)) > 1:
+            hint = " (GPT-2's scale_attn_by_inverse_layer_idx)" if kind == "gpt2" and what.startswith("scales") else ""
+            raise NotImplementedError(f"{name} {what} differently in each layer{hint}: {sorted(set(values), key=str)}; attnwidget takes one per model")
+    bias = calls[0].bias
+    if any(not _equal(c.bias, bias) for c in calls[1:]):
+        raise NotImplementedError(f"{name} adds a different term to its scores in each layer; attnwidget takes one bias per model")
+    # causal: every layer's mask closes every cell above the diagonal (and perhaps more)
+    causal = key_tokens is None and n == m and all(c.open is not None and not np.triu(c.open, 1).any() for c in calls)
+    ahead = np.triu(np.ones((n, m), dtype=bool), 1)
+    masks: list[np.ndarray | None] = []
+    seen: list[np.ndarray] = []
+    for c in calls:
+        mask = None if c.open is None else (c.open | ahead if causal else c.open)  # what the causal rule does not close
+        if mask is not None and mask.all():
+            mask = None
+        same = next((s for s in seen if np.array_equal(s, mask)), None) if mask is not None else None
+        if mask is not None and same is None:
+            seen.append(mask)
+        masks.append(same if same is not None else mask)  # layers with one mask share one array
+    scale = calls[0].scaling
     return ModelAttention(
-        tokens=_tokens_of(tokenizer, ids[0].tolist()),
-        layers=layers,
+        tokens=tokens,
+        layers=[(c.q, c.k, c.v) for c in calls],
         causal=causal,
         scale=None if math.isclose(scale, d_head**-0.5, rel_tol=1e-9) else float(scale),
         architecture=kind,
-        model_name=_display_name(config, model),
-        bias=None if bias is None else _numpy(bias),
-        prompt_length=prompt if generate else None,
+        model_name=name,
+        bias=None if bias is None else (bias if len(bias) > 1 else bias[0]),
+        key_tokens=key_tokens,
+        softcap=calls[0].softcap,
+        masks=masks if any(mk is not None for mk in masks) else None,
+    )
+
+
+def _equal(a, b) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b))
+
+
+def _bloom(base, enc, tokens, name) -> ModelAttention:
+    """BLOOM, read by hand: hidden_states[i] is the input of layer i."""
+    out = base(**enc, output_hidden_states=True)
+    layers = [_bloom_layer(layer, out.hidden_states[i]) for i, layer in enumerate(base.h)]
+    scale = base.h[0].self_attention.inv_norm_factor
+    d_head = layers[0][0].shape[-1]
+    return ModelAttention(
+        tokens=tokens,
+        layers=layers,
+        causal=True,
+        scale=None if math.isclose(scale, d_head**-0.5, rel_tol=1e-9) else float(scale),
+        architecture="bloom",
+        model_name=name,
+        bias=_numpy(_bloom_bias(base, enc)),
     )
 
 
@@ -124,11 +151,9 @@ def _check_writer(model, kind) -> None:
     head = getattr(model, "get_output_embeddings", None)
     if not callable(head) or head() is None:
         raise ValueError(f"generate= needs a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}")
-    if kind not in WRITERS:
-        raise NotImplementedError(
-            f"generate= needs a decoder-only model that writes one token at a time: GPT-2 (gpt2), LLaMA-style "
-            f"({', '.join(LLAMA_FAMILY)}) or BLOOM (bloom); got {name} (model_type {kind!r})"
-        )
+    writes = getattr(model, "can_generate", lambda: False)()
+    if not writes or getattr(model.config, "is_encoder_decoder", False):
+        raise NotImplementedError(_NOT_A_WRITER.format(name=name, kind=kind))
 
 
 def _greedy(model, ids, k: int):
@@ -150,20 +175,17 @@ def _greedy(model, ids, k: int):
 
 def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str, ModelAttention]:
     """An encoder–decoder model's "encoder", "decoder" and "cross" attention, the decoder reading
-    its start token then ``target``. q, k and v are what the model's own projections output
-    during one forward pass, caught by hooks, so no layer norm or embedding is redone here."""
+    its start token then ``target``, caught in one forward pass of the model's own."""
     config = base.config
     kind = getattr(config, "model_type", None)
     name = _display_name(config, model)
-    if kind not in SEQ2SEQ:
-        if getattr(config, "is_encoder_decoder", False):
-            raise NotImplementedError(f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}); supported: {SUPPORTED}")
-        raise ValueError(f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: call it without target=")
-    if getattr(base, "encoder", None) is None or getattr(base, "decoder", None) is None:
+    if getattr(base, "encoder", None) is not None and getattr(base, "decoder", None) is None:
         raise ValueError(
             f"{type(model).__name__} lacks an encoder or a decoder; target= needs the whole encoder–decoder "
             "model (e.g. T5ForConditionalGeneration, BartForConditionalGeneration)"
         )
+    if not getattr(config, "is_encoder_decoder", False):
+        raise ValueError(f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: call it without target=")
 
     start = getattr(config, "decoder_start_token_id", None)
     if start is None:  # recent releases keep it in the generation config
@@ -184,83 +206,21 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
     dec_vocab = getattr(config, "decoder_vocab_size", None)
     _check_readable(target, dec, name, positions, (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"))
 
-    blocks = _seq2seq_attention(base, kind)
-    outputs: dict[tuple, list] = {}  # (block, layer, 0/1/2 for q/k/v) -> each output of that projection
-
-    def catch(key):
-        return lambda module, args, out: outputs.setdefault(key, []).append(out)
-
-    hooks = [
-        proj.register_forward_hook(catch((block, i, j)))
-        for block, atts in blocks.items()
-        for i, att in enumerate(atts)
-        for j, proj in enumerate(_qkv_projections(att))
-    ]
     device = next(base.parameters()).device
     ids = torch.tensor([src], device=device)
-    try:
-        with _evaluating(base), torch.no_grad():
-            # no cache: every projection runs once, on the whole sequence
-            base(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
-            bias = {"encoder": _t5_bias(base.encoder, len(src)), "decoder": _t5_bias(base.decoder, len(dec))} if kind == "t5" else {}
-    finally:
-        for hook in hooks:
-            hook.remove()
-
+    with _evaluating(base), torch.no_grad():
+        # no cache: every layer runs once, on the whole sequence
+        calls = capture(base, input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
+    blocks: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}
+    for c in calls:
+        where = c.name.split(".", 1)[0]
+        blocks["cross" if where == "decoder" and any(part in c.name for part in CROSS) else where].append(c)
     src_tokens, dec_tokens = _tokens_of(tokenizer, src), _tokens_of(tokenizer, dec)
-    result = {}
-    for block, atts in blocks.items():
-        layers, scales = [], set()
-        for i, att in enumerate(atts):
-            d = _head_dim(att)
-            qkv = []
-            for j in range(3):
-                seen = outputs.get((block, i, j), [])
-                if len(seen) != 1:
-                    raise RuntimeError(f"{name}: {block} layer {i}'s projection ran {len(seen)} times, expected once")
-                qkv.append(_numpy(_heads(seen[0], d)))
-            layers.append(tuple(qkv))
-            # T5 has no scaling: its scores are QKᵀ (scale 1.0); BART-family modules say theirs
-            scales.add(1.0 if kind == "t5" else float(getattr(att, "scaling", d**-0.5)))
-        if len(scales) > 1:
-            raise NotImplementedError(f"{name} scales its {block} attention scores differently in each layer")
-        scale = scales.pop()
-        b = bias.get(block)
-        result[block] = ModelAttention(
-            tokens=src_tokens if block == "encoder" else dec_tokens,
-            layers=layers,
-            causal=block == "decoder",
-            scale=None if math.isclose(scale, d**-0.5, rel_tol=1e-9) else scale,
-            architecture=kind,
-            model_name=name,
-            bias=None if b is None else _numpy(b),
-            key_tokens=src_tokens if block == "cross" else None,
-        )
-    return result
-
-
-def _seq2seq_attention(base, kind):
-    """Each layer's attention module, per block: "encoder" and "decoder" self-attention, and the
-    decoder's "cross"-attention to the encoder's output."""
-    if kind == "t5":
-        return {
-            "encoder": [b.layer[0].SelfAttention for b in base.encoder.block],
-            "decoder": [b.layer[0].SelfAttention for b in base.decoder.block],
-            "cross": [b.layer[1].EncDecAttention for b in base.decoder.block],
-        }
     return {
-        "encoder": [layer.self_attn for layer in base.encoder.layers],
-        "decoder": [layer.self_attn for layer in base.decoder.layers],
-        "cross": [layer.encoder_attn for layer in base.decoder.layers],
+        "encoder": _assemble(blocks["encoder"], src_tokens, name, kind),
+        "decoder": _assemble(blocks["decoder"], dec_tokens, name, kind),
+        "cross": _assemble(blocks["cross"], dec_tokens, name, kind, key_tokens=src_tokens),
     }
-
-
-def _qkv_projections(att):
-    return (att.q, att.k, att.v) if hasattr(att, "key_value_proj_dim") else (att.q_proj, att.k_proj, att.v_proj)
-
-
-def _head_dim(att):
-    return att.key_value_proj_dim if hasattr(att, "key_value_proj_dim") else att.head_dim
 
 
 @contextlib.contextmanager
@@ -297,68 +257,11 @@ def _base_model(model):
     return model.base_model
 
 
-def _layers(base, kind):
-    if kind in ("gpt2", "bloom"):
-        return base.h
-    if kind == "distilbert":
-        return base.transformer.layer
-    if kind in LLAMA_FAMILY:
-        return base.layers
-    if kind == "t5":
-        return base.encoder.block
-    return base.encoder.layer
-
-
-def _heads(x, d_head):
-    """(1, n, heads·d_head) -> (heads, n, d_head)."""
-    return x[0].reshape(x.shape[1], -1, d_head).transpose(0, 1)
-
-
-def _bert_layer(base, layer, i, h):
-    att = layer.attention.self
-    d = att.attention_head_size
-    q, k, v = (_heads(proj(h), d) for proj in (att.query, att.key, att.value))
-    return q, k, v, d**-0.5
-
-
-def _distilbert_layer(base, layer, i, h):
-    att = layer.attention
-    d = att.dim // att.n_heads
-    q, k, v = (_heads(proj(h), d) for proj in (att.q_lin, att.k_lin, att.v_lin))
-    return q, k, v, d**-0.5
-
-
-def _gpt2_layer(base, layer, i, h):
-    att, config = layer.attn, base.config
-    d = att.head_dim
-    q, k, v = (_heads(t, d) for t in att.c_attn(layer.ln_1(h)).split(att.embed_dim, dim=2))
-    # GPT2Attention's own rule, read from the config so it holds across releases
-    scale = d**-0.5 if config.scale_attn_weights else 1.0
-    if config.scale_attn_by_inverse_layer_idx:
-        scale /= float(i + 1)
-    return q, k, v, scale
-
-
-def _llama_layer(base, layer, i, h):
-    att = layer.self_attn
-    d = att.head_dim
-    x = layer.input_layernorm(h)
-    q, k, v = (_heads(proj(x), d) for proj in (att.q_proj, att.k_proj, att.v_proj))
-    position_ids = torch.arange(h.shape[1], device=h.device)[None]
-    cos, sin = base.rotary_emb(h, position_ids)  # (1, n, d), as the model computes them
-    q, k = (t * cos[0] + _rotate_half(t) * sin[0] for t in (q, k))
-    # grouped-query attention: query head j reads key/value head j // group
-    group = q.shape[0] // k.shape[0]
-    k, v = (t.repeat_interleave(group, dim=0) for t in (k, v))
-    return q, k, v, getattr(att, "scaling", d**-0.5)
-
-
-def _bloom_layer(base, layer, i, h):
+def _bloom_layer(layer, h):
     att = layer.self_attention
     d = att.head_dim
     fused = att.query_key_value(layer.input_layernorm(h))  # (1, n, heads · 3 · d): each head's q, k, v side by side
-    q, k, v = (fused[0].view(h.shape[1], att.num_heads, 3, d)[:, :, j].transpose(0, 1) for j in range(3))
-    return q, k, v, att.inv_norm_factor
+    return tuple(_numpy(fused[0].view(h.shape[1], att.num_heads, 3, d)[:, :, j].transpose(0, 1)) for j in range(3))
 
 
 def _bloom_bias(base, enc):
@@ -370,48 +273,21 @@ def _bloom_bias(base, enc):
     return alibi.reshape(heads, 1, n).expand(heads, n, n)
 
 
-def _t5_layer(base, layer, i, h):
-    part = layer.layer[0]  # the block's self-attention, with its layer norm first
-    att = part.SelfAttention
-    d = att.key_value_proj_dim
-    x = part.layer_norm(h)
-    q, k, v = (_heads(proj(x), d) for proj in (att.q, att.k, att.v))
-    return q, k, v, att.scaling  # 1.0: T5 does not scale its scores
-
-
-def _t5_bias(stack, n):
-    """T5's relative position bias, heads × n × n: learnt per bucket of distance by the first
-    layer of the encoder (or decoder) ``stack`` and added to the scores of its every layer, as
-    the model does. The decoder's buckets tell earlier from later keys; its causal mask is not
-    part of it. Cross-attention has none."""
-    return stack.block[0].layer[0].SelfAttention.compute_bias(n, n)[0]
-
-
-def _rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def _relative(config) -> bool:
+    """T5 and its kin: relative positions (buckets of distance), no table of positions to run past."""
+    return hasattr(config, "relative_attention_num_buckets")
 
 
 def _positions(config, kind):
     """How many tokens the model reads, and the config attribute that says so."""
-    if kind == "gpt2":
-        return config.n_positions, "config.n_positions"
     if kind == "bloom":  # ALiBi has no table of positions to run past
         return float("inf"), "ALiBi"
-    if kind == "t5":  # relative positions: buckets of distance, none to run past
+    if _relative(config):
         return float("inf"), "relative positions"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
         return (config.max_position_embeddings - config.pad_token_id - 1, "config.max_position_embeddings - config.pad_token_id - 1")
-    return config.max_position_embeddings, "config.max_position_embeddings"
-
-
-def _check_window(config, n):
-    """Sliding-window attention masks far-back keys; below the window it is plain causal."""
-    window = getattr(config, "sliding_window", None)
-    types = getattr(config, "layer_types", None)
-    if window is not None and (types is None or "sliding_attention" in types) and n > window:
-        raise NotImplementedError(f"{n} tokens exceed this model's sliding attention window of {window}; use a shorter text")
-
-
-def _numpy(t) -> np.ndarray:
-    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
+    for attribute in ("n_positions", "max_position_embeddings"):
+        limit = getattr(config, attribute, None)
+        if isinstance(limit, int):
+            return limit, f"config.{attribute}"
+    return float("inf"), "no position limit"

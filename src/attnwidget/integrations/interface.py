@@ -46,7 +46,10 @@ class Caught:
 
 
 def _numpy(t) -> np.ndarray:
-    return t.detach().float().cpu().numpy()
+    """float32, or float64 for a float64 model: the model's own numbers, exactly."""
+    import torch
+
+    return t.detach().to(device="cpu", dtype=torch.float64 if t.dtype == torch.float64 else torch.float32).numpy()
 
 
 @contextlib.contextmanager
@@ -66,8 +69,8 @@ def _eager(model):
 def capture(model, **inputs) -> list[Caught]:
     """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order.
 
-    Raises ValueError when the model makes no call through the attention interface (a family
-    that computes attention its own way), naming the model's class."""
+    Raises NotImplementedError when the model makes no call through the attention interface (a
+    family that computes attention its own way), naming the model's class."""
     import torch
     from transformers import AttentionInterface
 
@@ -98,6 +101,8 @@ def capture(model, **inputs) -> list[Caught]:
                 bias = extra if bias is None else bias + extra
             if open_.all():
                 open_ = None
+        if bias is not None and not bias.any():
+            bias = None  # T5's layers without a position bias of their own pass zeros
         softcap = kwargs.get("softcap")
         layer = getattr(module, "layer_idx", None)
         caught.append(
@@ -129,8 +134,10 @@ def capture(model, **inputs) -> list[Caught]:
         else:
             mapping["eager"] = had
     if not caught:
-        raise ValueError(
-            f"{type(model).__name__} computes attention without transformers' attention interface: "
-            "it cannot be read this way (from_transformers reads BERT, GPT-2, BLOOM and T5 by hand)."
+        kind = getattr(getattr(model, "config", None), "model_type", None)
+        raise NotImplementedError(
+            f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}): it computes attention "
+            "without transformers' attention interface, where attnwidget reads it (every model built on the interface "
+            "is read, and BLOOM by hand)"
         )
     return caught
