@@ -371,20 +371,26 @@ class AttentionWidget(WholeChanges):
         generate: int = 0,
         **kwargs,
     ) -> AttentionWidget:
-        """Every head of one layer of a Hugging Face model (BERT family, GPT-2, LLaMA-style,
-        BLOOM and T5's encoder, whose position bias comes in as ``bias``).
+        """Every head of one layer of a Hugging Face model: any model whose attention goes
+        through transformers' attention interface (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX,
+        OPT, GPT-J, OLMo, StarCoder2, the BERT family, ALBERT, ModernBERT, GPT-2, T5, BART, ...),
+        and BLOOM.
 
-        Q, K and V come from the model's own projections of that layer's input, so the
-        widget's weights are the model's attention probabilities. ``layer`` can be switched
-        afterwards, in Python or in the page.
+        Q, K and V are those the model's attention receives during one forward pass of the
+        model's own (after rotary), so the widget's weights are the model's attention
+        probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
+        becomes ``causal`` and, for a layer with a sliding window or local attention, that
+        layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
+        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
+        Python or in the page.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
         "decoder" self-attention (over the target, causal) or its "cross"-attention (each
         target token reading the text: ``tokens`` are the target's, ``key_tokens`` the text's).
 
-        ``generate=k`` lets a decoder-only model with a language-model head (GPT-2, LLaMA-style
-        or BLOOM: ``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) write k more tokens after
+        ``generate=k`` lets a causal language model (``AutoModelForCausalLM``: ``GPT2LMHeadModel``,
+        ``LlamaForCausalLM``, ...) write k more tokens after
         ``text``, greedily (fewer if it writes its end-of-text token). ``tokens`` are the
         prompt's followed by the written ones, and the widget starts at ``step`` = the prompt's
         length: each "next token" (or ``w.step += 1``) shows the next written token appear,

@@ -23,9 +23,12 @@ def from_transformers(model, tokenizer, text: str, *, target: str | None = None,
 
     Accepts a base model (``BertModel``, ``GPT2Model``, ``LlamaModel``, ...), one with a
     head (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) or a sentence-transformers
-    model wrapping one. Supported: BERT-family encoders (bert, roberta, xlm-roberta,
-    camembert, electra, distilbert), GPT-2, LLaMA-style rotary decoders (llama,
-    mistral, qwen2, including grouped-query attention), BLOOM and T5's encoder.
+    model wrapping one. Supported: every model whose attention goes through transformers'
+    attention interface, read there during one forward pass of the model's own (q, k and v
+    after rotary, grouped-query heads repeated; the model's mask as ``causal`` and per-layer
+    ``masks``; its scaling, ``softcap`` and T5's position bias as ``bias``), whatever attention
+    kernel it was loaded with; and BLOOM, read by hand with its ALiBi ``bias``. Other models
+    raise NotImplementedError naming them.
 
     Encoder–decoder models (bart, mbart, marian and t5; ``...ForConditionalGeneration``
     or the base ``...Model``) read ``text`` as the source and ``target`` as the text the
@@ -45,8 +48,8 @@ def from_transformers(model, tokenizer, text: str, *, target: str | None = None,
     cross-attention has none. Without ``target``, T5 gives its encoder alone, and
     BART-family models raise ValueError.
 
-    ``generate=k`` lets a decoder-only model with a language-model head (GPT-2,
-    LLaMA-style or BLOOM: ``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) write k tokens
+    ``generate=k`` lets a causal language model (``AutoModelForCausalLM``:
+    ``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) write k tokens
     after ``text``, greedily (each its most likely next token; fewer if it writes its
     end-of-text token, as ``model.generate`` stops there), then reads Q, K and V over the
     prompt and those tokens, by their ids. ``tokens`` are then the prompt's followed by the
