@@ -52,7 +52,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => propose(store.model("q") && l !== get("layer") ? { layer: l, head: h } : { head: h }),
+    onPick: (l, h) => propose(get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h }),
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });
@@ -86,7 +86,7 @@ export function mount(host, model, { propose, flush }) {
     residual: !!get("residual"),
     axes: get("value_axes") || [],
     scaleSet: get("scale") != null,
-    turnable: store.q().cols === 2 && !store.model("q"), // the dial turns your own 2-D queries, not a model's
+    turnable: store.q().cols === 2 && !get("layer_shown"), // the dial turns your own 2-D queries, not a model's
     q: store.q(),
     k: store.k(),
     v: store.v(),
@@ -107,6 +107,23 @@ export function mount(host, model, { propose, flush }) {
     closedWhy: store.closedWhy,
     cellArithmetic: store.cellArithmetic,
   });
+
+  // A model's every layer at a glance is computed in the kernel, which holds every layer: asked
+  // for once the state it is for has settled (not at each step of a drag), once per answer.
+  let askTimer = 0,
+    asked = false;
+  const answered = () => {
+    asked = false;
+  };
+  model.on("change:overview", answered);
+  function askOverview() {
+    clearTimeout(askTimer);
+    askTimer = setTimeout(() => {
+      if (asked || get("overview") || !store.kernelOverview()) return;
+      asked = true;
+      model.send({ kind: "overview" });
+    }, 150);
+  }
 
   // --- drawing, batched to one frame ---
   let frame = 0,
@@ -210,7 +227,7 @@ export function mount(host, model, { propose, flush }) {
     };
     fill(readout, describeRow(view));
 
-    const layers = store.model("q") ? get("n_layers") : 1;
+    const layers = get("layer_shown") ? get("n_layers") : 1;
     heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
     if (!heads.node.hidden)
       heads.update({
@@ -221,7 +238,9 @@ export function mount(host, model, { propose, flush }) {
         color: weightColours(pal),
         width: maxWidth,
         summary: get("summary") || "",
+        loading: store.overviewDue(),
       });
+    if (!get("overview") && store.kernelOverview()) askOverview();
     cellView.update(
       cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
         ? {
@@ -281,7 +300,9 @@ export function mount(host, model, { propose, flush }) {
 
   return () => {
     cancelAnimationFrame(frame);
+    clearTimeout(askTimer);
     model.off("change", schedule);
+    model.off("change:overview", answered);
     unwatch();
     for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
     root.remove();

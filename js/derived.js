@@ -230,6 +230,26 @@ export function createStore(get) {
     scores: new Array(q.heads).fill(null),
     rows: new Array(q.heads).fill(0),
   }));
+  // the kernel's overview as the thumbnails' work, done; while a new one is computed the last stays shown
+  let lastKernel = null;
+  const kernelWork = memo((o) => {
+    if (!o) return null;
+    const count = o.layers * o.heads,
+      size = o.width * o.height,
+      v = o.thumbs.view,
+      bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    const thumbs = Array.from({ length: count }, (_, p) => ({
+      data: Float64Array.from(bytes.subarray(p * size, (p + 1) * size), (x) => (x / 255) * o.top[p]),
+      width: o.width,
+      height: o.height,
+      max: o.top[p],
+      averaged: o.averaged,
+      summary: Object.fromEntries(Object.entries(o.summaries).map(([name, values]) => [name, values[p] ?? NaN])),
+    }));
+    lastKernel = { job: { q: { rows: 0, heads: count }, k: { rows: 0 } }, thumbs, kernel: true, count };
+    return lastKernel;
+  });
+  const waiting = (count) => ({ job: { q: { rows: 0, heads: count }, k: { rows: 0 } }, thumbs: new Array(count).fill(null), kernel: true, count });
   const thumbJob = memo((job, temperature, causal, mask, cross, masks) => ({
     job,
     temperature,
@@ -306,7 +326,18 @@ export function createStore(get) {
     headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.softcap(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
     jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
-    thumbnails: () => thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross(), s.layerMasks()),
+    thumbnails: () =>
+      s.kernelOverview()
+        ? (kernelWork(get("overview")) ?? (lastKernel = lastKernel?.count === s.modelHeads() ? lastKernel : waiting(s.modelHeads())))
+        : thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross(), s.layerMasks()),
+    /** A model's overview comes from the kernel: a live page holds only the layer it shows. */
+    kernelOverview: () => !!get("layer_shown") && !s.model("q"),
+    modelHeads: () => (get("n_layers") || 1) * array("q").heads,
+    /** The kernel's overview is not the one for the state shown (it is being computed, or asked for). */
+    overviewDue: () => {
+      const o = get("overview");
+      return s.kernelOverview() && (!o || ["temperature", "causal", "sink", "step", "block"].some((k) => o.key[k] !== (get(k) ?? (k === "block" ? "" : null))));
+    },
     /** Each layer's own mask (n × m, with the sink), while a model whose layers have masks is shown; else null. */
     layerMasks: () => (get("layer_shown") ? layerMasksOf(decoded("model_masks"), get("mask_of_layer"), array("q").rows, array("k").rows, !!get("sink")) : null),
     /** q as a synced array, with the focused token's query in the current head set to `vec`

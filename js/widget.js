@@ -3,7 +3,6 @@
 // settles it again (the same, by the rules' contract) and user code sees it.
 import "./widget.css";
 import { mount } from "./app.js";
-import { layerArrays } from "./payload.js";
 import { Refused, same, settleChecked } from "./rules.js";
 import { createSender } from "./send.js";
 import { standalone } from "./standalone.js";
@@ -14,13 +13,8 @@ const KERNEL = ["sentence_index", "layer", "block"];
 function render({ model, el }) {
   const C = model.get("_constants");
   const sender = createSender(model);
-  // the state as the rules see it; a model's layer's own arrays are not sent (the page has every
-  // layer's stacked): they are cut from the stacks, once for each stack and layer
-  const cut = memoLayer();
-  const state = () => {
-    const s = Object.fromEntries(["_constants", ...C.writable, ...C.read_only].map((k) => [k, model.get(k)]));
-    return s.layer_shown ? Object.assign(s, cut(s)) : s;
-  };
+  // the state as the rules see it (a model's other layers stay in the kernel: only the layer shown is here)
+  const state = () => Object.fromEntries(["_constants", ...C.writable, ...C.read_only].map((k) => [k, model.get(k)]));
   function propose(change, how = {}) {
     let settled = change;
     if (!KERNEL.some((k) => k in change)) {
@@ -42,15 +36,6 @@ function render({ model, el }) {
   return () => {
     sender.destroy();
     cleanup();
-  };
-}
-
-function memoLayer() {
-  let key = null,
-    arrays = null;
-  return (s) => {
-    if (!key || key[0] !== s.model_q || key[1] !== s.layer) [key, arrays] = [[s.model_q, s.layer], layerArrays(s, s.layer)];
-    return arrays;
   };
 }
 

@@ -149,7 +149,7 @@ def test_a_models_blocks_switch_in_python_and_from_the_page():
         AttentionWidget().block = "cross"
 
 
-def test_a_block_switch_sends_that_blocks_arrays_once_and_exported_pages_carry_every_block():
+def test_a_block_switch_sends_the_layer_shown_alone_and_exported_pages_carry_every_block():
     from test_widget import RecordingComm
 
     blocks = fake_seq2seq()
@@ -157,12 +157,14 @@ def test_a_block_switch_sends_that_blocks_arrays_once_and_exported_pages_carry_e
     w.comm = RecordingComm()
     w.block = "cross"
     ((data, buffers),) = w.comm.sent
-    assert {"model_q", "model_k", "key_tokens", "block"} <= set(data["state"]) and buffers
-    assert not {"q", "k", "v"} & set(data["state"])  # the page cuts the layer's own from model_q, model_k, model_v
+    # the page gets the layer it shows; every layer of every block stays in the kernel
+    assert {"q", "k", "v", "key_tokens", "block"} <= set(data["state"]) and not {"model_q", "model_k", "model_v"} & set(data["state"])
+    assert sum(b.nbytes for b in buffers) == sum(a.nbytes for a in blocks["cross"].layers[0]) + w.value_basis.nbytes  # one layer's
     w.comm.sent.clear()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert data["state"] == {"layer": 2} and not buffers
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis"} and len(buffers) == 4
+    np.testing.assert_array_equal(w.q, blocks["cross"].layers[2][0])
     sources = w.page_state()["sources"]
     assert set(sources["blocks"]) == {"encoder", "decoder", "cross"}
     cross, decoder = sources["blocks"]["cross"], sources["blocks"]["decoder"]

@@ -61,7 +61,7 @@ def test_projection_follows_heads_and_new_values():
     assert w.value_basis is None
 
 
-def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
+def test_a_models_layers_stay_in_the_kernel_and_a_layer_switch_sends_that_layer_alone():
     from test_widget import RecordingComm
 
     found = fake_model(n_layers=3, heads=2, n=5, d=6)
@@ -69,12 +69,14 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     assert w.model_q.shape == (6, 5, 6) and w.model_basis.shape == (6, 6, 2)
     np.testing.assert_array_equal(w.model_k[2:4], found.layers[1][1])  # layer 1's heads, in order
     assert w.layer_shown
+    assert not {"model_q", "model_k", "model_v", "model_basis", "model_masks"} & set(w.get_state())  # never on the wire
     w.comm = RecordingComm()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert data["state"] == {"layer": 2} and not buffers  # a few bytes, not the layer's arrays
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis"}
+    assert sum(b.nbytes for b in buffers) == sum(a.nbytes for a in found.layers[2]) + w.value_basis.nbytes  # that layer's, once
     q, k, v = found.layers[2]
-    np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)  # Python's own numbers follow
+    np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)
     np.testing.assert_allclose(np.abs(w.value_basis), np.abs(principal_axes(v)))
     # your own arrays are sent, and the page told they are not a layer's
     w.comm.sent.clear()
@@ -84,28 +86,24 @@ def test_every_layer_goes_to_the_page_once_and_a_layer_switch_sends_no_arrays():
     w.comm.sent.clear()
     w.set_state({"layer": 1})  # the page's switcher: back to a layer's own arrays
     assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
-    assert all("q" not in data["state"] for data, _ in w.comm.sent)
-    # exported pages carry the layers' arrays once too: the model's source is only its tokens (rows and columns)
+    assert any("q" in data["state"] for data, _ in w.comm.sent)
+    # exported pages carry every layer once: the model's source is only its tokens (rows and columns)
     payload = w.page_state()
     assert payload["version"] == 1 and set(payload["sources"]["model"]) == {"tokens", "key_tokens"} and "q" not in payload["state"]
+    assert payload["state"]["model_q"]["shape"] == [6, 5, 6]
 
 
-def test_the_page_gets_every_array_once_they_are_not_a_layers_and_a_refused_switch_changes_nothing():
+def test_a_refused_layer_switch_sends_nothing_and_changes_nothing():
     from test_widget import RecordingComm
 
     found = fake_model(n_layers=3, heads=2, n=5, d=6)
     w = AttentionWidget._from_model(found, 0, 1, {})
     assert np.shares_memory(w._sources.layer("", 1)["q"], w.model_q)  # the layers are views, not a second copy
-    w.layer = 2
+    w.layer = 1
     w.comm = RecordingComm()
-    w.q = w.q * 2  # no longer the layer's: the page has only the first layer's k, v and axes of its own
-    ((data, _),) = w.comm.sent
-    assert {"q", "k", "v", "value_basis"} <= set(data["state"]) and data["state"]["layer_shown"] is False
-    w.layer = 1  # a layer's own again
-    assert w.layer_shown
-    w.comm.sent.clear()
     with pytest.raises(traitlets.TraitError), w.hold_trait_notifications():
         w.layer, w.focus = 0, 99  # refused whole
+    assert not w.comm.sent
     w.temperature = 2.0
     assert w.layer_shown and np.array_equal(w.q, found.layers[1][0])
     assert all("q" not in data["state"] for data, _ in w.comm.sent)

@@ -85,14 +85,15 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "" }) {
+    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "", loading = false }) {
       if (work !== current) {
         clearTimeout(timer);
         current = work;
         pool.hold(); // the workers stop on the old work now, not after the wait below
-        if (work.job.q.rows * work.job.k.rows <= 128 * 128 && work.thumbs.length <= 16) advance(work, () => false);
-        else if (pool.usable()) timer = setTimeout(() => pool.run(work), first ? 0 : 120);
-        else timer = setTimeout(() => run(work), 120);
+        const here = !work.kernel; // the kernel's overview is computed there
+        if (here && work.job.q.rows * work.job.k.rows <= 128 * 128 && work.thumbs.length <= 16) advance(work, () => false);
+        else if (here && pool.usable()) timer = setTimeout(() => pool.run(work), first ? 0 : 120);
+        else if (here) timer = setTimeout(() => run(work), 120);
         first = false;
       }
       const thumbs = work.thumbs,
@@ -152,7 +153,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${loading ? " · updating…" : ""}`;
+      node.dataset.loading = String(loading);
       let lut = null;
       thumbs.forEach((t, p) => {
         const canvas = buttons[p].firstChild,

@@ -45,7 +45,11 @@ def page_payload(widget) -> dict:
     from .sources import stacked
 
     src = widget._sources
-    names = [n for n in widget.keys if n in widget._own and not (widget.layer_shown and n in LAYERED)]
+    from .rules import STACK
+
+    # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
+    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in LAYERED)]
+    names = live + [n for n in STACK if n not in live]
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]

@@ -45,6 +45,8 @@ def _array_from_json(value, widget):
 
 
 ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
+# kept in the kernel, never sent to a live page (a model's every layer); an exported page carries them
+ARRAY_KEPT = {"to_json": _array_to_json}
 
 # Text as the page shows it: C0 controls and DEL as their Unicode control pictures (NUL → ␀,
 # ESC → ␛), other control characters, lone surrogates and the non-characters U+FFFE/U+FFFF as
@@ -180,6 +182,7 @@ def _mask_from_json(value, widget):
 
 
 MASK_SYNC = {"sync": True, "to_json": _mask_to_json, "from_json": _mask_from_json}
+MASK_KEPT = {"to_json": _mask_to_json}
 
 
 class Checked(traitlets.TraitType):

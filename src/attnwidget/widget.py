@@ -14,18 +14,30 @@ import numpy as np
 import traitlets
 
 from . import examples, rules
-from .core import Attention, _softmax_rows, allowed_cells, head_summaries, overflow_message, scores_of
-from .payload import LAYERED, page_payload
+from .core import Attention, head_summaries, overflow_message
+from .overview import compute as compute_overview
+from .overview import each_layer
+from .payload import page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
 from .sources import Sources
 from .sync import WholeChanges
-from .traits import ARRAY_SYNC, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, token_list, visible_text
+from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, token_list, visible_text
 
 __all__ = ["AttentionWidget", "visible_text"]
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 _VECTORS = ("tokens", "key_tokens", "q", "k", "v", "x", "mask", "bias")
 _KEEP = object()  # set_vectors: "leave this one as it is"
+
+
+# what the overview is computed from: a change to any of them leaves it out of date
+OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "softcap", "step", "block", "model_q", "layer_shown", "tokens")
+
+
+def _on_page_message(widget, content, buffers):
+    """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at a glance."""
+    if isinstance(content, dict) and content.get("kind") == "overview" and widget.n_layers and widget.layer_shown and widget.overview is None:
+        widget.set_trait("overview", compute_overview(widget))
 
 
 class AttentionWidget(WholeChanges):
@@ -108,20 +120,24 @@ class AttentionWidget(WholeChanges):
     """The model's layer shown."""
     n_layers = traitlets.Int(0, read_only=True).tag(sync=True)
     """How many layers the model has (0 for your own arrays)."""
-    model_q = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
-    """Every layer's queries, (layers · heads) × tokens × width, sent to the page once: it switches layers and draws every head by itself."""
-    model_k = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
+    # A model's every layer stays in the kernel: the page gets the layer shown (q, k, v, mask) and
+    # the overview; an exported page carries them (payload.py).
+    model_q = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
+    """Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in as q."""
+    model_k = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """Every layer's keys, as model_q."""
-    model_v = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
+    model_v = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """Every layer's values, as model_q."""
-    model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
+    model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """Every layer's value axes, (layers · heads) × d_v × 2; None when the values are 2-D."""
-    model_masks = Mask(stack=True, read_only=True).tag(**MASK_SYNC)
+    model_masks = Mask(stack=True, read_only=True).tag(**MASK_KEPT)
     """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one."""
-    mask_of_layer = traitlets.List(traitlets.Int(), read_only=True).tag(sync=True)
+    mask_of_layer = traitlets.List(traitlets.Int(), read_only=True)
     """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
+    overview = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
+    """A model's every layer and head at a glance, computed here when the page asks (overview.compute): thumbnails and summaries at the inputs in its "key"; None until asked, and again when those inputs change."""
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
-    """q, k and v are the current layer's (not your own arrays): the page takes them from model_q, model_k and model_v."""
+    """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v."""
     summary = Checked("").tag(sync=True)
     """The heads' overview coloured by one of head_summary()'s names ("" for none)."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
@@ -235,6 +251,7 @@ class AttentionWidget(WholeChanges):
         # read-only for users, and checked against by the rest: in place before the first change
         self._preset(sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None)
         super().__init__()  # the comm opens on the defaults; everything given arrives as one change
+        self.on_msg(_on_page_message)
         n = len(state["tokens"])
         if step is not None and rules._is_int(step) and 0 < step < n:  # what was asked, said back if it cannot be
             if causal is False:
@@ -274,13 +291,8 @@ class AttentionWidget(WholeChanges):
         for name, value in after.items():
             if not rules.same(value, current[name]):
                 values[name] = value
-
-    def _to_send(self, before, names):
-        # a layer's own arrays are not sent: the page has every layer's (model_q, ...) already;
-        # once they are not the layer's any more, the page needs all of them, not just the one changed
-        if self.layer_shown:
-            return names - set(LAYERED)
-        return names | set(LAYERED) if before.get("layer_shown") else names
+        if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in OVERVIEW_INPUTS):
+            values["overview"] = None  # out of date: the page asks again when it wants one
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""
@@ -507,18 +519,7 @@ class AttentionWidget(WholeChanges):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
-        found = [self._sources.layer(self.block, i) for i in range(self.n_layers)] if self.layer_shown else []
-        # a model's (each layer with its own mask, where the model has masks), or your own arrays
-        layers = [(f["q"], f["k"], f.get("mask", self.mask)) for f in found] or [(self.q, self.k, self.mask)]
-        n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-        rows = []
-        for q, k, own in layers:
-            mask = self._reading_mask(own)
-            allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
-            q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
-            bias = [None if self.bias is None else self._head_of(self.bias, h)[:n, :m] for h in range(len(q))]
-            weights = np.stack([_softmax_rows(scores_of(q[h], k[h], self.scale, bias[h], self.softcap), self.temperature, allowed) for h in range(len(q))])
-            rows.append(head_summaries(weights, allowed, cross=self.cross))
+        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in each_layer(self)]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):

@@ -11,7 +11,8 @@ from attnwidget import AttentionWidget, attention
 pytestmark = pytest.mark.browser
 
 LAYERS, HEADS, N = 3, 4, 10
-NUMBERS = "document.querySelector('.aw-root').attnwidget.numbers()"
+ROOT = "document.querySelector('.aw-root').attnwidget"
+NUMBERS = f"{ROOT}.numbers()"
 
 
 def fake_model(seed=0):
@@ -56,25 +57,43 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
         page.context.close()
 
 
-def test_a_click_in_jupyterlab_reaches_python_without_resending_arrays(open_notebook):
+def test_in_jupyterlab_the_overview_comes_from_the_kernel_and_follows_the_temperature(open_notebook):
     setup = f"""
-from types import SimpleNamespace
 import numpy as np
 from attnwidget import AttentionWidget
+from attnwidget.integrations.common import ModelAttention
 rng = np.random.default_rng(0)
-found = SimpleNamespace(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, model_name="fake",
-                        layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
-m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
+                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "summary": "effective_tokens"}})
 m
 """
     page, kernel, errors = open_notebook("overview.ipynb", [setup])
+
+    def summaries_are_pythons():
+        want = np.array(kernel.eval("m.head_summary()['effective_tokens'].tolist()"))
+        cells = page.locator(".aw-head").all()
+        assert len(cells) == LAYERS * HEADS
+        for cell in cells:
+            layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
+            assert abs(float(cell.get_attribute("data-value")) - want[layer, head]) < 1e-12
+
     try:
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        assert kernel.eval("m.overview is not None")  # the page asked, the kernel computed every layer
+        summaries_are_pythons()
         page.locator(".aw-head[data-layer='1'][data-head='2']").click()
         assert kernel.wait_for("[m.layer, m.head]", lambda v: v == [1, 2]) == [1, 2]
         assert kernel.eval("m.layer_shown") is True
+        page.wait_for_function(f"{ROOT}.model.get('layer') === 1 && !!{ROOT}.model.get('q')")
         weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
         np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
+        # another temperature: the overview is out of date, said so, then the kernel's new one
+        page.evaluate(f"{ROOT}.model.set('temperature', 0.4); {ROOT}.model.save_changes()")
+        assert kernel.wait_for("m.temperature", lambda t: t == 0.4) == 0.4
+        page.wait_for_function(f"{ROOT}.model.get('overview')?.key.temperature === 0.4")
+        page.wait_for_selector(".aw-heads[data-loading=false]", state="attached")
+        summaries_are_pythons()
         assert errors == []
     finally:
         page.context.close()

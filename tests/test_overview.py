@@ -1,0 +1,97 @@
+"""A model's overview, computed in the kernel: every layer's heads as thumbnails (block means,
+as the page draws its own) and summaries (head_summary's), asked for by the page, dropped when its
+inputs change."""
+
+import json
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_layers import fake_model
+
+from attnwidget import AttentionWidget
+from attnwidget.overview import SIZE, compute, thumbnail
+from attnwidget.widget import _on_page_message
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def block_means(w):
+    """Each block's mean, block by block: row i in block ⌊i·h/n⌋, column j in ⌊j·w/m⌋."""
+    n, m = w.shape
+    h, wd = min(n, SIZE), min(m, SIZE)
+    sums, counts = np.zeros((h, wd)), np.zeros((h, wd))
+    for i in range(n):
+        for j in range(m):
+            sums[i * h // n, j * wd // m] += w[i, j]
+            counts[i * h // n, j * wd // m] += 1
+    return sums / counts
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 200), st.integers(0, 2**31))
+def test_a_thumbnail_is_the_mean_of_each_block(n, m, seed):
+    w = np.random.default_rng(seed).random((n, m))
+    np.testing.assert_allclose(thumbnail(w[None])[0], block_means(w), rtol=1e-12)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_the_kernels_thumbnails_are_the_pages():
+    rng = np.random.default_rng(3)
+    cases = [rng.random((n, m)) for n, m in ((5, 5), (90, 90), (200, 37), (1, 300))]
+    script = (
+        f'import {{ thumbnail }} from "{(ROOT / "js" / "thumbs.js").as_uri()}";\n'
+        'import { readFileSync } from "node:fs";\n'
+        "const out = JSON.parse(readFileSync(0, 'utf8')).map((w) => Array.from(thumbnail(Float64Array.from(w.flat()), w.length).data));\n"
+        "process.stdout.write(JSON.stringify(out));\n"
+    )
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script], input=json.dumps([c.tolist() for c in cases]), capture_output=True, text=True, check=True
+    )
+    for w, page in zip(cases, json.loads(done.stdout)):
+        np.testing.assert_allclose(np.ravel(thumbnail(w[None])[0]), page, rtol=1e-12)
+
+
+def test_the_overview_carries_head_summarys_numbers_and_each_heads_picture():
+    w = AttentionWidget._from_model(fake_model(n_layers=3, heads=2, n=7, d=4), 1, 0, {"temperature": 0.6, "sink": True})
+    o = compute(w)
+    assert (o["layers"], o["heads"], o["width"], o["height"]) == (3, 2, 7, 7) and not o["averaged"]
+    want = w.head_summary()
+    for name, values in o["summaries"].items():
+        np.testing.assert_array_equal(np.array(values, dtype=float).reshape(3, 2), want[name])  # NaN (sink: "first") as None
+    assert o["summaries"]["first"] == [None] * 6
+    thumbs = np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).reshape(o["thumbs"]["shape"])
+    w.set_state({"layer": 2})
+    w.head = 1
+    picture = block_means(w.weights)
+    np.testing.assert_allclose(thumbs[2 * 2 + 1] / 255 * o["top"][5], picture, atol=picture.max() / 510 + 1e-12)
+    assert o["key"] == {"temperature": 0.6, "causal": True, "sink": True, "step": 7, "block": ""}
+
+
+def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
+    from test_widget import RecordingComm
+
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=5, d=4), 0, 0, {})
+    assert w.overview is None  # nothing computed until a page asks
+    w.comm = RecordingComm()
+    _on_page_message(w, {"kind": "overview"}, [])
+    ((data, buffers),) = w.comm.sent
+    assert set(data["state"]) == {"overview"} and len(buffers) == 1  # the thumbnails: one binary buffer
+    assert w.overview["key"]["temperature"] == 1.0
+    w.comm.sent.clear()
+    w.set_state({"head": 1})  # not an input: the overview stays
+    assert w.overview is not None
+    w.set_state({"temperature": 2.0})
+    assert w.overview is None and w.comm.sent[-1][0]["state"]["overview"] is None  # the page is told it is out of date
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview["key"]["temperature"] == 2.0
+    np.testing.assert_array_equal(np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 2), w.head_summary()["effective_tokens"])
+    # a widget of your own arrays draws its heads in the page: nothing to ask of the kernel
+    own = AttentionWidget("She sat by the river bank")
+    _on_page_message(own, {"kind": "overview"}, [])
+    _on_page_message(own, {"kind": "nonsense"}, [])
+    assert own.overview is None
