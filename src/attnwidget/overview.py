@@ -50,7 +50,9 @@ def compute(widget) -> dict:
     layers · heads × height × width, each scaled to its own largest block mean), top (those
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
     was computed at)}."""
-    thumbs, top, rows = [], [], []
+    thumbs: list[np.ndarray] = []
+    top: list[float] = []
+    rows: list[dict] = []
     for weights, allowed in each_layer(widget):
         t = thumbnail(weights)
         peak = t.max(axis=(1, 2))
@@ -65,7 +67,7 @@ def compute(widget) -> dict:
         "width": int(stack.shape[2]),
         "height": int(stack.shape[1]),
         "averaged": bool(stack.shape[1] < n or stack.shape[2] < m),
-        "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1))},
+        "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1).data)},
         "top": top,
         "summaries": {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]},
         "key": key(widget),
