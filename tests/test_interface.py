@@ -173,3 +173,21 @@ def test_writing_past_a_sliding_window_is_the_models_own_attention_at_every_step
             for head in range(w.n_heads):
                 w.head = head
                 np.testing.assert_allclose(w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, err_msg=f"step {s} layer {layer} head {head}")
+
+
+def test_a_models_arrays_are_kept_once_in_its_own_precision(tokenizer):
+    from attnwidget import AttentionWidget
+    from attnwidget.integrations import from_transformers
+
+    model = model_for("llama", tokenizer)
+    found = from_transformers(model, tokenizer, TEXT)
+    assert all(a.dtype == np.float32 for layer in found.layers for a in layer)
+    w = AttentionWidget._from_model(found, 1, 0, {})
+    assert w.model_q.dtype == w.model_k.dtype == w.model_v.dtype == np.float32
+    # the layer shown, the sources' layers and the model's own list are views of the one stack
+    assert np.shares_memory(w.q, w.model_q) and np.shares_memory(w._sources.layer("", 0)["k"], w.model_k)
+    assert all(np.shares_memory(q, w.model_q) for q, _, _ in found.layers)
+    with pytest.raises(ValueError):
+        w.model_q[0, 0, 0] = 1.0  # read-only: nothing can edit the widget's numbers behind its back
+    # and the numbers are computed in float64, as the page computes them
+    assert w.weights.dtype == np.float64

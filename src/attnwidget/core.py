@@ -239,7 +239,7 @@ def principal_axes(v):
     """
     if v is None or v.shape[-1] <= 2:
         return None
-    heads = v if v.ndim == 3 else v[None]
+    heads = (v if v.ndim == 3 else v[None]).astype(float)
     heads = heads / np.maximum(np.abs(heads).max(axis=(1, 2), keepdims=True), 1e-300)  # same axes; no overflow
     centered = heads - heads.mean(axis=1, keepdims=True)
     _, vectors = np.linalg.eigh(np.swapaxes(centered, 1, 2) @ centered)

@@ -10,38 +10,36 @@ from __future__ import annotations
 import numpy as np
 
 from .core import principal_axes
+from .traits import own
 
 
-def frozen(a):
-    """A read-only float copy (None stays None): what a switch brings in is the widget's own, as
-    an assignment's is (traits.Matrix), so later edits to a model's or an example's arrays cannot reach it."""
+def frozen(a, fresh=False):
+    """A read-only copy (None stays None), float32 when given float32, else float64: what a switch
+    brings in is the widget's own, as an assignment's is (traits.Matrix), so later edits to a
+    model's or an example's arrays cannot reach it. ``fresh``: ``a`` was just made here (a stack
+    of layers), and is taken without a second copy."""
     if a is None:
         return None
-    a = np.array(a, dtype=float)
+    dtype = np.float32 if np.asarray(a).dtype == np.float32 else np.float64
+    a = a if fresh and a.dtype == dtype else np.array(a, dtype=dtype)
     if not np.isfinite(a).all():
         raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
-    a.setflags(write=False)
-    return a
+    return own(a)
 
 
 def stacked(found) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width."""
     arrays: dict[str, object] = {}
     for i, name in enumerate(("model_q", "model_k", "model_v")):
-        arrays[name] = frozen(np.concatenate([layer[i] for layer in found.layers]))
+        arrays[name] = frozen(np.concatenate([layer[i] for layer in found.layers]), fresh=True)
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
-    arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers])) if wide else None
+    arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
-    arrays["model_masks"] = _readonly(np.stack(distinct).astype(bool)) if distinct else None
+    arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None
     index = {id(m): i for i, m in enumerate(distinct)}
     arrays["mask_of_layer"] = [index[id(m)] if m is not None else -1 for m in masks]
     return {**arrays, "n_layers": len(found.layers)}
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 class Sources:

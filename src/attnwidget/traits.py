@@ -8,6 +8,8 @@ buffer each, float32 when that holds them exactly, else float64; text as the pag
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import traitlets
 
@@ -39,7 +41,7 @@ def _array_from_json(value, widget):
         dtype, shape = np.dtype(value["dtype"]), [int(n) for n in value["shape"]]
         if dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype {dtype} is not float32 or float64")
-        return np.frombuffer(value["view"], dtype=dtype).reshape(shape).astype(float)
+        return np.frombuffer(value["view"], dtype=dtype).reshape(shape).copy()
     except Exception as err:  # a message from the page is untrusted: any failure is a refusal
         raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype: float32 or float64, view}}") from None
 
@@ -58,6 +60,20 @@ _VISIBLE = str.maketrans(
         **{c: "\ufffd" for c in (*range(0x80, 0xA0), *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)},
     }
 )
+
+
+_OWNED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # id -> an array the widget made
+
+
+def own(a: np.ndarray) -> np.ndarray:
+    """``a`` made read-only and known as the widget's own: no trait copies it again."""
+    a.setflags(write=False)
+    _OWNED[id(a)] = a
+    return a
+
+
+def owned(a) -> bool:
+    return isinstance(a, np.ndarray) and _OWNED.get(id(a)) is a
 
 
 def visible_text(text: str) -> str:
@@ -97,14 +113,18 @@ class Matrix(traitlets.TraitType):
             raise traitlets.TraitError(f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape {a.shape}")
         if 0 in a.shape:
             raise traitlets.TraitError(f"{name} must not be empty, got shape {a.shape}")
-        a = np.array(a, dtype=float)  # a private copy: later edits to the caller's array cannot reach the widget
+        # a private copy (later edits to the caller's array cannot reach the widget), in float32 when
+        # that is what was given (a model's own precision, half the memory), else float64; an array
+        # the widget made itself read-only (a model's layers, stacked once) is kept as it is
+        dtype = np.float32 if a.dtype == np.float32 else np.float64
+        a = a if a.dtype == dtype and owned(a) else np.array(a, dtype=dtype)
         if not np.isfinite(a).all():
             bad = tuple(np.argwhere(~np.isfinite(a))[0])
             how = ""
             if self.name == "bias" and a[bad] == -np.inf:  # how models close cells; here a mask says it
                 how = ": to close cells, pass mask= (False where a row may not read), or use a large finite negative bias such as np.finfo(np.float32).min, as models do"
             raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}{how}")
-        if np.abs(a).max() > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
+        if float(np.abs(a).max()) > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
             bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
             raise traitlets.TraitError(
                 f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index {list(map(int, bad))}: divide the array by a constant."

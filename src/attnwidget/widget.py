@@ -450,6 +450,12 @@ class AttentionWidget(WholeChanges):
             for name, value in w._sources.stack(block or "").items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
+            if not blocks:  # the stacks hold every layer now: the model's own list of them would be a second copy
+                found.layers = [
+                    (w.model_q[i * h : (i + 1) * h], w.model_k[i * h : (i + 1) * h], w.model_v[i * h : (i + 1) * h])
+                    for i in range(w.n_layers)
+                    for h in [len(w.model_q) // w.n_layers]
+                ]
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
@@ -479,7 +485,7 @@ class AttentionWidget(WholeChanges):
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
             n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-            q, k, v = (self._head(a)[:r] for a, r in zip(key[:3], (n, m, m)))
+            q, k, v = (self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m)))  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
             mask = self._reading_mask()
             cached = self._result = (
