@@ -95,3 +95,27 @@ def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
     _on_page_message(own, {"kind": "overview"}, [])
     _on_page_message(own, {"kind": "nonsense"}, [])
     assert own.overview is None
+
+
+def test_a_large_layers_overview_is_torchs_float32_within_a_millionth_of_numpys():
+    pytest.importorskip("torch")
+    from attnwidget.integrations.common import ModelAttention
+    from attnwidget.overview import FAST_FROM
+
+    rng = np.random.default_rng(4)
+    n, heads = 1024, 4
+    assert heads * n * n >= FAST_FROM  # the fast path
+    layers = [tuple(rng.normal(size=(heads, n, 16)).astype(np.float32) for _ in range(3)) for _ in range(2)]
+    window = np.subtract.outer(np.arange(n), np.arange(n)) < 100
+    found = ModelAttention(
+        tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, architecture="fake", model_name="fake", softcap=3.0, masks=[window, None]
+    )
+    w = AttentionWidget._from_model(found, 0, 0, {"temperature": 0.7})
+    o, want = compute(w), w.head_summary()
+    for name in want:
+        np.testing.assert_allclose(np.array(o["summaries"][name], dtype=float).reshape(2, heads), want[name], rtol=1e-5)
+    thumbs = np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).reshape(o["thumbs"]["shape"]) / 255 * np.array(o["top"])[:, None, None]
+    w.set_state({"layer": 1})
+    w.head = 3
+    picture = thumbnail(w.weights[None])[0]
+    np.testing.assert_allclose(thumbs[heads + 3], picture, atol=picture.max() / 255)
