@@ -7,7 +7,7 @@ import { createStore } from "./derived.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
-import { el, fill, palette, watchLayout } from "./views/dom.js";
+import { el, fill, fmt2, palette, watchLayout } from "./views/dom.js";
 import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
@@ -23,7 +23,11 @@ export function mount(host, model, { propose, flush }) {
   host.append(root);
   const store = createStore((name) => model.get(name)); // every derived number, memoised on its inputs
   const get = store.get; // the state as it stands: while generating, the tokens written so far
-  const save = (name, value) => propose({ [name]: value });
+  // a refused change (a layer an exported page does not hold) says why where the reader looks
+  const said = (refused) => {
+    if (refused) [notice.hidden, notice.textContent] = [false, refused];
+  };
+  const save = (name, value) => said(propose({ [name]: value }));
 
   // --- views ---
   const onFocus = (i) => save("focus", i);
@@ -52,7 +56,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => propose(get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h }),
+    onPick: (l, h) => said(propose(get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h })),
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });
@@ -168,6 +172,7 @@ export function mount(host, model, { propose, flush }) {
       sentenceIndex: get("sentence_index"),
       layers: get("n_layers") || 0,
       layer: get("layer") || 0,
+      held: get("held_layers") || null,
       modelName: get("model_name") || "",
       block: get("block") || "",
       generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
@@ -227,7 +232,8 @@ export function mount(host, model, { propose, flush }) {
     };
     fill(readout, describeRow(view));
 
-    const layers = get("layer_shown") ? get("n_layers") : 1;
+    const layers = get("layer_shown") ? get("n_layers") : 1,
+      held = get("held_layers") || null;
     heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
     if (!heads.node.hidden)
       heads.update({
@@ -238,7 +244,9 @@ export function mount(host, model, { propose, flush }) {
         color: weightColours(pal),
         width: maxWidth,
         summary: get("summary") || "",
-        loading: store.overviewDue(),
+        // an exported page has no kernel to compute another overview: it says which one it shows
+        loading: !store.overviewDue() ? "" : held ? `as exported, at T = ${fmt2(get("overview").key.temperature)}` : "updating…",
+        held,
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
     cellView.update(

@@ -1,6 +1,8 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
+import { Refused } from "./rules.js";
+
 export const VERSION = 1;
 
 function bytesOf(base64) {
@@ -60,6 +62,7 @@ export function decodePayload(payload) {
     throw new Error(`This page's data is version ${payload.version}; this page reads version ${VERSION}. Export it again with the same attnwidget.`);
   const state = decodeAll(payload.state),
     src = payload.sources || {};
+  if (state.overview) state.overview = { ...state.overview, thumbs: decode(state.overview.thumbs) }; // a model too large for the page: its overview as exported
   const sentences = (src.sentences || []).map(decodeAll);
   const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
   const model = src.model ? decodeAll(src.model) : null;
@@ -67,11 +70,22 @@ export function decodePayload(payload) {
   const home = Object.fromEntries(state._constants.stack.map((k) => [k, state[k]]));
   const stackOf = (block) => (block && blocks[block].model_q ? blocks[block] : home);
   const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
+  const arrays = Object.fromEntries(Object.entries(payload.arrays || {}).map(([name, a]) => [name, decodeAll(a)]));
+  const held = state.held_layers; // a model too large for the page: the layers it holds, in `arrays`
+  const heldLayer = (i) => {
+    const found = arrays[`layer:${i}`];
+    if (!found)
+      throw new Refused(
+        `This page holds layers ${held.join(", ")} of ${state.n_layers}: layer ${i} was left out to keep it small. Export it with to_html(layers=[…, ${i}]) to have it.`,
+      );
+    return { tokens: model.tokens, key_tokens: model.key_tokens ?? null, ...found };
+  };
   const sources = {
     sentence: (i) => sentences[i],
     block: (name) => ({ ...blocks[name], ...(blocks[name].model_q ? {} : home) }),
     layer(block, i) {
       const key = `${block}:${i}`;
+      if (held && !block) return heldLayer(i);
       if (!layers.has(key)) {
         const texts = block ? blocks[block] : model;
         const stack = stackOf(block);

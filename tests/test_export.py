@@ -160,3 +160,24 @@ def test_undecodable_bytes_from_the_command_line_become_visible_in_a_page(tmp_pa
     done = subprocess.run([sys.executable, "-m", "attnwidget", "export", os.fsdecode(b"bank \xff"), "-o", str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert embedded_state(out.read_bytes().decode("utf-8"))["tokens"] == ["bank", "\ufffd"]
+
+
+def test_a_models_page_holds_every_layer_under_its_budget_and_else_the_nearest_or_those_asked():
+    from attnwidget.integrations.common import ModelAttention
+    from attnwidget.payload import held_layers
+
+    rng = np.random.default_rng(0)
+    layers = [tuple(rng.normal(size=(2, 6, 4)).astype(np.float32) for _ in range(3)) for _ in range(6)]
+    w = AttentionWidget._from_model(ModelAttention(tokens=list("abcdef"), layers=layers, causal=True, scale=None, architecture="f", model_name="f"), 3, 0, {})
+    each = 3 * 2 * 6 * 4 * 4 * 4 / 3  # one layer's q, k, v in float32, as base64
+    assert held_layers(w) is None and "held_layers" not in w.page_state()["state"]  # small: every layer
+    assert held_layers(w, budget=2.5 * each) == [2, 3]  # the layer shown and the nearest that fit
+    assert held_layers(w, budget=0) == [3]
+    assert held_layers(w, layers=[5, 0]) == [0, 3, 5] and held_layers(w, layers=range(6)) is None
+    with pytest.raises(ValueError, match=r"layers= must be layer indices from 0 to 5; got \[6\]"):
+        w.to_html(layers=[6])
+    payload = w.page_state(layers=[0])
+    assert payload["state"]["held_layers"] == [0, 3] and set(payload["arrays"]) == {"layer:0", "layer:3"}
+    assert "model_q" not in payload["state"] and payload["state"]["overview"]["layers"] == 6
+    with pytest.raises(ValueError, match="layers= is for a model's widget"):
+        AttentionWidget("She sat by the river bank").to_html(layers=[0])

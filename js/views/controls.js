@@ -140,7 +140,20 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
 
   return {
     node,
-    update({ stage, temperature, causal: isCausal, sink: isSink, sentenceList, sentenceIndex, layers, layer, modelName: name, block = "", generation = null }) {
+    update({
+      stage,
+      temperature,
+      causal: isCausal,
+      sink: isSink,
+      sentenceList,
+      sentenceIndex,
+      layers,
+      layer,
+      held = null,
+      modelName: name,
+      block = "",
+      generation = null,
+    }) {
       // generation = {step, n, tokens (every token, as text), cross}
       const g = generation;
       genBox.hidden = !g || g.cross || g.n < 2;
@@ -168,11 +181,15 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       sinkBox.hidden = !isSink && layers < 1;
       layerBox.hidden = layers < 1;
       modelName.textContent = name;
-      if (layers !== shownLayers) {
-        shownLayers = layers;
+      // an exported page too large for every layer holds some (held): the others are offered, greyed
+      const menu = `${layers}|${held}`;
+      if (menu !== shownLayers) {
+        shownLayers = menu;
         fill(
           layerSelect,
-          Array.from({ length: layers }, (_, i) => el("option", { value: i }, `${i}`)),
+          Array.from({ length: layers }, (_, i) =>
+            !held || held.includes(i) ? el("option", { value: i }, `${i}`) : el("option", { value: i, disabled: true }, `${i} (not in this page)`),
+          ),
         );
       }
       layerSelect.value = String(layer);

@@ -85,7 +85,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "", loading = false }) {
+    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "", loading = "", held = null }) {
       if (work !== current) {
         clearTimeout(timer);
         current = work;
@@ -141,6 +141,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       sortBox.hidden = !summary;
       const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
       buttons.forEach((b, p) => {
+        const away = !!held && layers > 1 && !held.includes(Math.floor(p / per)); // a layer this exported page does not hold
+        b.classList.toggle("aw-head-away", away);
+        b.title = `${b.getAttribute("aria-label")}${away ? " (not in this page)" : ""}`;
         const v = value(p),
           shown = summary && !Number.isNaN(v);
         b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : fmt2(v)) : "";
@@ -153,8 +156,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${loading ? " · updating…" : ""}`;
-      node.dataset.loading = String(loading);
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {
         const canvas = buttons[p].firstChild,

@@ -13,11 +13,13 @@ Schema, version 1 (decoded in one place, js/payload.js)::
                           model_q, model_k, model_v, model_basis, n_layers}}
                                    # the block shown at first has its arrays in "state" only
       },
-      "arrays": {}                 # named arrays sent later (a model's layers on demand)
+      "arrays": {"layer:i": {q, k, v, value_basis[, mask]}}      # the layers held, when not all are
     }
 
 A layer's q, k, v and value axes are slices of model_q, model_k, model_v and model_basis (heads
-of one layer after another), so they are not in "state" when ``layer_shown`` is true.
+of one layer after another), so they are not in "state" when ``layer_shown`` is true. A model too
+large for the page's budget holds some of its layers only: then "state" has no stacks, but the
+layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
 """
 
 from __future__ import annotations
@@ -33,23 +35,58 @@ def encoded(widget, values: dict) -> dict:
     out = {}
     for name, value in values.items():
         to_json = widget.trait_metadata(name, "to_json")
-        data = to_json(value, widget) if to_json else value
-        if isinstance(data, dict) and "view" in data:
-            data = {**data, "view": None, "base64": base64.b64encode(bytes(data["view"])).decode("ascii")}
-        out[name] = data
+        out[name] = _in_base64(to_json(value, widget) if to_json else value)
     return out
 
 
-def page_payload(widget) -> dict:
-    """The payload (above) of ``widget``."""
+def _in_base64(data):
+    """{shape, dtype, view} (a live widget's buffer) as {shape, dtype, base64}; anything else as it is."""
+    if isinstance(data, dict) and "view" in data:
+        return {**data, "view": None, "base64": base64.b64encode(bytes(data["view"])).decode("ascii")}
+    return data
+
+
+BUDGET = 50e6  # bytes: an exported page holds every layer of a model while it stays under this
+
+
+def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None:
+    """The layers an exported page holds, or None for every layer: ``layers`` (the one shown
+    among them), or else every layer while the page stays under ``budget`` bytes, and otherwise
+    the layer shown and those nearest it that fit."""
+    n = widget.n_layers
+    if not (widget.layer_shown and n and widget._sources.model is not None):
+        if layers is not None:
+            raise ValueError("layers= is for a model's widget (from_transformers and the like); this widget has no layers to leave out")
+        return None
+    if layers is not None:
+        asked = sorted({int(i) for i in layers} | {widget.layer})
+        bad = [i for i in asked if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
+        return None if len(asked) == n else asked
+    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v) if a is not None) / n * 4 / 3  # base64
+    if each * n <= budget:
+        return None
+    near = sorted(range(n), key=lambda i: (abs(i - widget.layer), i))
+    return sorted(near[: max(1, int(budget // each))])
+
+
+def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
+    """The payload (above) of ``widget``, holding the layers ``held_layers`` picks."""
+    from .overview import compute
+    from .rules import STACK
     from .sources import stacked
 
     src = widget._sources
-    from .rules import STACK
-
+    held = held_layers(widget, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
-    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in LAYERED)]
-    names = live + [n for n in STACK if n not in live]
+    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and held is None and n in LAYERED)]
+    names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
+    arrays: dict = {}
+    if held is not None:
+        for i in held:
+            layer = src.layer("", i)
+            arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask") if n in layer})
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
@@ -62,4 +99,8 @@ def page_payload(widget) -> dict:
         sources["blocks"][name] = encoded(
             widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **arrays)
         )
-    return {"version": VERSION, "state": encoded(widget, {n: getattr(widget, n) for n in names}), "sources": sources, "arrays": {}}
+    state = encoded(widget, {n: getattr(widget, n) for n in names})
+    if held is not None:
+        overview = compute(widget)  # every layer at a glance, at the state exported: the page cannot compute it
+        state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}
+    return {"version": VERSION, "state": state, "sources": sources, "arrays": arrays}

@@ -302,9 +302,10 @@ class AttentionWidget(WholeChanges):
         """How many tokens a row reads: the tokens written, or cross-attention's own."""
         return rules.keys_read({"tokens": self.tokens, "step": self.step, "cross": self.cross, "key_tokens": self.key_tokens})
 
-    def page_state(self) -> dict:
-        """Everything a page with no kernel needs, as plain data (the payload, payload.py)."""
-        return page_payload(self)
+    def page_state(self, layers=None, budget: float = 50e6) -> dict:
+        """Everything a page with no kernel needs, as plain data (the payload, payload.py): a
+        model's every layer while under ``budget`` bytes, else those ``layers`` names (to_html)."""
+        return page_payload(self, layers, budget)
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
@@ -320,12 +321,17 @@ class AttentionWidget(WholeChanges):
     def _title(self, title):
         return visible_text(title or "Attention: " + " ".join(self.tokens)[:80])
 
-    def to_html(self, path: str | os.PathLike | None = None, *, theme: str = "auto", title: str | None = None) -> str:
+    def to_html(self, path: str | os.PathLike | None = None, *, theme: str = "auto", title: str | None = None, layers=None, max_mb: float = 50) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
-        ``path`` when given, and returned. ``theme``: "auto", "light" or "dark"."""
+        ``path`` when given, and returned. ``theme``: "auto", "light" or "dark".
+
+        A model's page holds every layer while it stays under ``max_mb`` megabytes; otherwise the
+        layer shown and those nearest it that fit, or the layers ``layers`` names (the one shown
+        is always among them). A page that holds some layers says which, shows every layer's
+        overview as exported, and switches only between the layers it holds."""
         from .export import to_html
 
-        return to_html(self.page_state(), path, theme=theme, title=self._title(title))
+        return to_html(self.page_state(layers=layers, budget=max_mb * 1e6), path, theme=theme, title=self._title(title))
 
     def save_png(self, path: str | os.PathLike, *, scale: float = 2, theme: str = "light") -> None:
         """Save the current view as a PNG picture (for slides and papers), rendered headless;
