@@ -113,7 +113,7 @@ export function mount(host, model, { propose, flush }) {
   });
 
   // A model's every layer at a glance is computed in the kernel, which holds every layer: asked
-  // for once the state it is for has settled (not at each step of a drag), once per answer.
+  // for once the state it is for has settled (not at each step of a drag), until it comes.
   let askTimer = 0,
     asked = false;
   const answered = () => {
@@ -122,11 +122,15 @@ export function mount(host, model, { propose, flush }) {
   model.on("change:overview", answered);
   function askOverview() {
     clearTimeout(askTimer);
-    askTimer = setTimeout(() => {
-      if (asked || get("overview") || !store.kernelOverview()) return;
-      asked = true;
-      model.send({ kind: "overview" });
-    }, 150);
+    askTimer = setTimeout(
+      () => {
+        if (get("overview") || !store.kernelOverview()) return;
+        model.send({ kind: "overview" });
+        askOverview(); // and again in a while: a large model's is computed on a thread, handed over when asked
+      },
+      asked ? 500 : 150,
+    );
+    asked = true;
   }
 
   // --- drawing, batched to one frame ---

@@ -13,11 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_layers import fake_model
 
-from attnwidget import AttentionWidget
-from attnwidget.overview import SIZE, compute, thumbnail
+from attnwidget import AttentionWidget, overview
+from attnwidget.overview import SIZE, Inputs, thumbnail
 from attnwidget.widget import _on_page_message
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def compute(widget):
+    return overview.compute(Inputs(widget))
 
 
 def block_means(w):
@@ -119,3 +123,22 @@ def test_a_large_layers_overview_is_torchs_float32_within_a_millionth_of_numpys(
     w.head = 3
     picture = thumbnail(w.weights[None])[0]
     np.testing.assert_allclose(thumbs[heads + 3], picture, atol=picture.max() / 255)
+
+
+def test_a_large_models_overview_is_computed_on_a_thread_and_handed_over_when_the_page_asks_again():
+    from test_widget import RecordingComm
+
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
+    w.comm = RecordingComm()
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview is None and w._overview.thread.is_alive()  # the kernel answers other messages meanwhile
+    w.set_state({"head": 2})  # (one such message)
+    assert w.head == 2
+    w._overview.thread.join()
+    w.set_state({"temperature": 0.5})  # the inputs changed while it ran: that result is stale
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview is None  # not handed over; computed again for T = 0.5
+    w._overview.thread.join()
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview["key"]["temperature"] == 0.5
+    np.testing.assert_allclose(np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 4), w.head_summary()["effective_tokens"], rtol=1e-12)

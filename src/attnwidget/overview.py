@@ -9,11 +9,12 @@ instead (AttentionWidget.overview, asked for by the page when its inputs change)
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .core import _softmax_rows, allowed_cells, head_summaries, scores_of
+from .core import _softmax_rows, allowed_cells, default_scale, head_summaries, scores_of
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
 
@@ -36,27 +37,49 @@ def thumbnail(weights: np.ndarray) -> np.ndarray:
 FAST_FROM = 2**22  # cells in a layer's heads: from here the overview's weights are torch's, in float32
 
 
-def each_layer(widget, fast=False):
+class Inputs:
+    """What the overview is computed from, read from the widget once: a computation running
+    in the background is not disturbed by the widget changing meanwhile."""
+
+    def __init__(self, widget):
+        self.temperature, self.causal, self.sink, self.cross = widget.temperature, widget.causal, widget.sink, widget.cross
+        self.bias, self.softcap, self.head_of = widget.bias, widget.softcap, widget._head_of
+        self.rows, self.keys = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
+        found = [widget._sources.layer(widget.block, i) for i in range(widget.n_layers)] if widget.layer_shown else []
+        # a model's layers (each with its own mask, where the model has masks), or your own arrays
+        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask))) for f in found]
+        self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask())]
+        self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
+        self.key = key(widget)
+        self.cells = sum(q.size // q.shape[-1] * self.keys for q, _, _ in self.layers)
+        # everything the overview depends on, by identity for the arrays: a result for another is stale
+        self.ident = (
+            *self.key.values(),
+            widget.scale,
+            self.softcap,
+            widget.layer_shown,
+            *(id(a) for a in (widget.mask, widget.bias, widget.model_q, widget.q)),
+        )
+
+
+def each_layer(inputs: Inputs, fast=False):
     """(weights, allowed) of each layer shown in the overview, weights heads × n × m: a model's
     every layer, each at its own mask, or the widget's own heads as one layer. In float64 with
     numpy (head_summary's numbers); ``fast``, a large layer's in float32 with torch when it is
     installed (every core; the model's own precision), within about 1e-6 of those."""
-    found = [widget._sources.layer(widget.block, i) for i in range(widget.n_layers)] if widget.layer_shown else []
-    layers = [(f["q"], f["k"], f.get("mask", widget.mask)) for f in found] or [(widget.q, widget.k, widget.mask)]
-    n, m = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
-    for q, k, own in layers:
-        mask = widget._reading_mask(own)
-        allowed = allowed_cells(n, widget.causal, None if mask is None else mask[:n, :m], m)
+    n, m = inputs.rows, inputs.keys
+    for q, k, mask in inputs.layers:
+        allowed = allowed_cells(n, inputs.causal, None if mask is None else mask[:n, :m], m)
         q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
         if fast and len(q) * n * m >= FAST_FROM and _torch() is not None:
-            yield _torch_weights(widget, q, k, allowed), allowed
+            yield _torch_weights(inputs, q, k, allowed), allowed
             continue
-        bias = [None if widget.bias is None else widget._head_of(widget.bias, h)[:n, :m] for h in range(len(q))]
-        scores = (scores_of(q[h].astype(float), k[h].astype(float), widget.scale, bias[h], widget.softcap) for h in range(len(q)))
-        yield np.stack([_softmax_rows(s, widget.temperature, allowed) for s in scores]), allowed
+        bias = [None if inputs.bias is None else inputs.head_of(inputs.bias, h)[:n, :m] for h in range(len(q))]
+        scores = (scores_of(q[h].astype(float), k[h].astype(float), inputs.scale, bias[h], inputs.softcap) for h in range(len(q)))
+        yield np.stack([_softmax_rows(s, inputs.temperature, allowed) for s in scores]), allowed
 
 
-def compute(widget) -> dict:
+def compute(inputs: Inputs) -> dict:
     """The overview the page draws: {layers, heads, width, height, averaged, thumbs (uint8,
     layers · heads × height × width, each scaled to its own largest block mean), top (those
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
@@ -66,12 +89,12 @@ def compute(widget) -> dict:
         weights, allowed = layer
         t = thumbnail(weights)
         peak = t.max(axis=(1, 2))
-        return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, head_summaries(weights, allowed, cross=widget.cross)
+        return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, head_summaries(weights, allowed, cross=inputs.cross)
 
     workers = os.cpu_count() or 1
     done, pending = [], []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for layer in each_layer(widget, fast=True):  # at most a few layers' weights in memory at once
+        for layer in each_layer(inputs, fast=True):  # at most a few layers' weights in memory at once
             pending.append(pool.submit(one, layer))
             if len(pending) > workers:
                 done.append(pending.pop(0).result())
@@ -80,7 +103,7 @@ def compute(widget) -> dict:
     top = [float(p) for _, peak, _ in done for p in peak]
     rows = [r for _, _, r in done]
     stack = np.ascontiguousarray(np.concatenate(thumbs))
-    n, m = widget._rows(), widget._keys_read()
+    n, m = inputs.rows, inputs.keys
     return {
         "layers": len(rows),
         "heads": len(stack) // len(rows),
@@ -90,8 +113,36 @@ def compute(widget) -> dict:
         "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1).data)},
         "top": top,
         "summaries": {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]},
-        "key": key(widget),
+        "key": inputs.key,
     }
+
+
+class Background:
+    """The overview of a large model computed on a thread, so the kernel answers the page
+    meanwhile (numpy and torch let go of the GIL); the page asks again until it has it, and the
+    result is handed over on the kernel's own thread, when it asks."""
+
+    SMALL = 2**20  # cells: below this an overview is computed at once, when asked
+
+    def __init__(self):
+        self.thread: threading.Thread | None = None
+        self.done: tuple | None = None  # (ident, overview) of the last computation finished
+
+    def ask(self, widget) -> dict | None:
+        """The overview for the widget as it stands, or None while it is being computed."""
+        inputs = Inputs(widget)
+        if inputs.cells < self.SMALL:
+            return compute(inputs)
+        if self.done is not None and self.done[0] == inputs.ident:
+            overview, self.done = self.done[1], None
+            return overview
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self._run, args=(inputs,), daemon=True, name="attnwidget overview")
+            self.thread.start()
+        return None
+
+    def _run(self, inputs: Inputs) -> None:
+        self.done = (inputs.ident, compute(inputs))
 
 
 def _torch():
@@ -102,19 +153,19 @@ def _torch():
     return torch
 
 
-def _torch_weights(widget, q, k, allowed) -> np.ndarray:
+def _torch_weights(inputs: Inputs, q, k, allowed) -> np.ndarray:
     """Every head's weights at once, as core's scores and softmax compute them, in float32."""
     torch = _torch()
     n, m = q.shape[1], k.shape[1]
     Q, K = (torch.from_numpy(np.array(a, dtype=np.float32)) for a in (q, k))
-    s = (widget.attention.scale if widget.scale is None else widget.scale) * (Q @ K.transpose(1, 2))
-    if widget.softcap is not None:
-        s = widget.softcap * torch.tanh(s / widget.softcap)
-    if widget.bias is not None:
-        s += torch.from_numpy(np.ascontiguousarray(widget.bias[..., :n, :m], dtype=np.float32))
+    s = inputs.scale * (Q @ K.transpose(1, 2))
+    if inputs.softcap is not None:
+        s = inputs.softcap * torch.tanh(s / inputs.softcap)
+    if inputs.bias is not None:
+        s += torch.from_numpy(np.ascontiguousarray(inputs.bias[..., :n, :m], dtype=np.float32))
     if allowed is not None:
         s.masked_fill_(~torch.from_numpy(np.ascontiguousarray(allowed)), float("-inf"))
-    w = torch.softmax(s / widget.temperature, dim=-1)
+    w = torch.softmax(s / inputs.temperature, dim=-1)
     return torch.nan_to_num(w, nan=0.0).numpy()  # a row that may read nothing: all 0, as core's
 
 

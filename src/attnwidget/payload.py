@@ -73,7 +73,7 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
 
 def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     """The payload (above) of ``widget``, holding the layers ``held_layers`` picks."""
-    from .overview import compute
+    from .overview import Inputs, compute
     from .rules import STACK
     from .sources import stacked
 
@@ -101,6 +101,6 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     if held is not None:
-        overview = compute(widget)  # every layer at a glance, at the state exported: the page cannot compute it
+        overview = compute(Inputs(widget))  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}
     return {"version": VERSION, "state": state, "sources": sources, "arrays": arrays}

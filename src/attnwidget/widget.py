@@ -15,8 +15,7 @@ import traitlets
 
 from . import examples, rules
 from .core import Attention, head_summaries, overflow_message
-from .overview import compute as compute_overview
-from .overview import each_layer
+from .overview import Background, Inputs, each_layer
 from .payload import page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
 from .sources import Sources
@@ -37,7 +36,9 @@ OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "so
 def _on_page_message(widget, content, buffers):
     """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at a glance."""
     if isinstance(content, dict) and content.get("kind") == "overview" and widget.n_layers and widget.layer_shown and widget.overview is None:
-        widget.set_trait("overview", compute_overview(widget))
+        done = widget._overview.ask(widget)  # at once when small; a large model's, on a thread: the page asks again
+        if done is not None:
+            widget.set_trait("overview", done)
 
 
 class AttentionWidget(WholeChanges):
@@ -192,6 +193,7 @@ class AttentionWidget(WholeChanges):
         scores_hint=False,
     ):
         self._result = None
+        self._overview = Background()
         self._sources = Sources()
         own_keys, sentences = None, []
         state = dict(
@@ -531,7 +533,7 @@ class AttentionWidget(WholeChanges):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
-        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in each_layer(self)]
+        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in each_layer(Inputs(self))]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):
