@@ -28,6 +28,23 @@ export function mount(host, model, { propose, flush }) {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
   const save = (name, value) => said(propose({ [name]: value }));
+  // another layer of a live model comes from the kernel: said while it travels
+  let fetching = null;
+  const toLayer = (change) => {
+    const [from, q] = [get("layer"), get("q")],
+      refused = propose(change);
+    said(refused);
+    if (!refused && change.layer !== from && get("q") === q) {
+      fetching = change.layer; // (the kernel's q, k and v for it end the wait, or its refusal)
+      schedule();
+    }
+  };
+  const arrived = () => {
+    fetching = null;
+  };
+  const refusedLayer = () => {
+    if (get("layer") !== fetching) fetching = null;
+  };
 
   // --- views ---
   const onFocus = (i) => save("focus", i);
@@ -42,7 +59,7 @@ export function mount(host, model, { propose, flush }) {
     onCausal: (b) => save("causal", b),
     onSink: (b) => save("sink", b),
     onSentence: (i) => save("sentence_index", i),
-    onLayer: (i) => save("layer", i),
+    onLayer: (i) => toLayer({ layer: i }),
     onBlock: (b) => save("block", b),
     onStep: (s) => save("step", s), // the rules move the focus to the new token's row, with the causal rule on
     onSave: (kind) =>
@@ -56,7 +73,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => said(propose(get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h })),
+    onPick: (l, h) => (get("layer_shown") && l !== get("layer") ? toLayer({ layer: l, head: h }) : save("head", h)),
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });
@@ -120,6 +137,8 @@ export function mount(host, model, { propose, flush }) {
     asked = false;
   };
   model.on("change:overview", answered);
+  model.on("change:q", arrived);
+  model.on("change:layer", refusedLayer);
   function askOverview() {
     clearTimeout(askTimer);
     askTimer = setTimeout(
@@ -151,6 +170,7 @@ export function mount(host, model, { propose, flush }) {
     const focus = Math.min(get("focus"), n - 1),
       cell = get("cell");
     root.dataset.stage = stage;
+    root.dataset.fetching = fetching === null ? "" : String(fetching); // the numbers below are the last layer's until it comes
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // the K and V cache while generating (from the query/key stage on); the grids mark the rows it keeps
     const written = generation.update({
@@ -249,7 +269,14 @@ export function mount(host, model, { propose, flush }) {
         width: maxWidth,
         summary: get("summary") || "",
         // an exported page has no kernel to compute another overview: it says which one it shows
-        loading: !store.overviewDue() ? "" : held ? `as exported, at T = ${fmt2(get("overview").key.temperature)}` : "updating…",
+        loading:
+          fetching !== null
+            ? `loading layer ${fetching}…`
+            : !store.overviewDue()
+              ? ""
+              : held
+                ? `as exported, at T = ${fmt2(get("overview").key.temperature)}`
+                : "updating…",
         held,
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
@@ -315,6 +342,8 @@ export function mount(host, model, { propose, flush }) {
     clearTimeout(askTimer);
     model.off("change", schedule);
     model.off("change:overview", answered);
+    model.off("change:q", arrived);
+    model.off("change:layer", refusedLayer);
     unwatch();
     for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
     root.remove();

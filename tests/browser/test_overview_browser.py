@@ -187,3 +187,37 @@ def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_py
     finally:
         for page in pages.values():
             page.context.close()
+
+
+def test_in_jupyterlab_a_layer_on_its_way_from_the_kernel_is_said_and_its_numbers_replace_the_last(open_notebook):
+    setup = f"""
+import time, numpy as np
+from attnwidget import AttentionWidget
+from attnwidget.integrations.common import ModelAttention
+rng = np.random.default_rng(1)
+found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
+                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+layer = m._sources.layer
+def slow(block, i):  # a kernel slow to bring layer 2 in
+    if i == 2 and slow.on:
+        time.sleep(1.5)
+    return layer(block, i)
+slow.on = False
+m._sources.layer = slow
+m
+"""
+    page, kernel, errors = open_notebook("fetching.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        kernel.run("slow.on = True")
+        page.locator(".aw-head[data-layer='2'][data-head='1']").click()
+        page.wait_for_selector(".aw-root[data-fetching='2']", state="attached")
+        assert "loading layer 2…" in page.locator(".aw-heads-caption").text_content()  # the kernel takes 1.5 s
+        page.wait_for_selector(".aw-root[data-fetching='']", state="attached", timeout=10_000)
+        assert "loading layer" not in page.locator(".aw-heads-caption").text_content()
+        weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
+        np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
+        assert kernel.eval("[m.layer, m.head]") == [2, 1] and errors == []
+    finally:
+        page.context.close()
