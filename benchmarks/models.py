@@ -121,9 +121,10 @@ def measure(name: str, shape: dict, lab, browser) -> dict:
     switches, sent = [], []
     for layer in (layers - 1, layers // 2, 1, 0):
         before = sum(received)
-        t = page.evaluate("performance.now()")
+        t = page.evaluate(f"(window.awLastQ = {root}.model.get('q'), performance.now())")
         page.locator(f".aw-head[data-layer='{layer}'][data-head='0']").click()
-        page.wait_for_function(f"{root}.model.get('layer') === {layer}", timeout=120_000)
+        # the page sets the layer at once; the wait is for the kernel's arrays of it, then their drawing
+        page.wait_for_function(f"{root}.model.get('q') !== window.awLastQ && !document.querySelector('.aw-root').dataset.fetching", timeout=120_000)
         drawn = page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))")
         switches.append((drawn - t) / 1000)
         time.sleep(0.5)  # the rest of the layer's message, if any

@@ -28,22 +28,25 @@ export function mount(host, model, { propose, flush }) {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
   const save = (name, value) => said(propose({ [name]: value }));
-  // another layer of a live model comes from the kernel: said while it travels
-  let fetching = null;
+  // another layer of a live model comes from the kernel: said while it travels. Each layer asked
+  // for brings its own q (the kernel answers in order), so the wait ends with the last one's
+  let fetching = null,
+    coming = 0;
   const toLayer = (change) => {
     const [from, q] = [get("layer"), get("q")],
       refused = propose(change);
     said(refused);
     if (!refused && change.layer !== from && get("q") === q) {
-      fetching = change.layer; // (the kernel's q, k and v for it end the wait, or its refusal)
+      [fetching, coming] = [change.layer, coming + 1];
       schedule();
     }
   };
   const arrived = () => {
-    fetching = null;
+    coming = Math.max(0, coming - 1);
+    if (!coming) fetching = null;
   };
   const refusedLayer = () => {
-    if (get("layer") !== fetching) fetching = null;
+    if (get("layer") !== fetching) [fetching, coming] = [null, 0]; // the kernel put the page back
   };
 
   // --- views ---
@@ -269,8 +272,9 @@ export function mount(host, model, { propose, flush }) {
         width: maxWidth,
         summary: get("summary") || "",
         // an exported page has no kernel to compute another overview: it says which one it shows
-        loading:
-          fetching !== null
+        loading: get("overview")?.error
+          ? `the overview could not be computed (${get("overview").error})`
+          : fetching !== null
             ? `loading layer ${fetching}…`
             : !store.overviewDue()
               ? ""

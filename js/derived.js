@@ -233,7 +233,7 @@ export function createStore(get) {
   // the kernel's overview as the thumbnails' work, done; while a new one is computed the last stays shown
   let lastKernel = null;
   const kernelWork = memo((o) => {
-    if (!o) return null;
+    if (!o || o.error) return null; // (an overview the kernel could not compute: said in the caption)
     const count = o.layers * o.heads,
       size = o.width * o.height,
       v = o.thumbs.view,
@@ -336,7 +336,11 @@ export function createStore(get) {
     /** The kernel's overview is not the one for the state shown (it is being computed, or asked for). */
     overviewDue: () => {
       const o = get("overview");
-      return s.kernelOverview() && (!o || ["temperature", "causal", "sink", "step", "block"].some((k) => o.key[k] !== (get(k) ?? (k === "block" ? "" : null))));
+      return (
+        s.kernelOverview() &&
+        !o?.error &&
+        (!o || ["temperature", "causal", "sink", "step", "block"].some((k) => o.key[k] !== (get(k) ?? (k === "block" ? "" : null))))
+      );
     },
     /** Each layer's own mask (n × m, with the sink), while a model whose layers have masks is shown; else null. */
     layerMasks: () => (get("layer_shown") ? layerMasksOf(decoded("model_masks"), get("mask_of_layer"), array("q").rows, array("k").rows, !!get("sink")) : null),

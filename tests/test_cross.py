@@ -211,3 +211,15 @@ def test_exported_pages_can_reach_every_blocks_every_layer():
     w = AttentionWidget._from_model(blocks, 0, 0, {}, "encoder")
     blocks_sent = w.page_state()["sources"]["blocks"]
     assert [blocks_sent[b]["n_layers"] for b in ("encoder", "decoder", "cross")] == [2, 3, 4]
+
+
+@pytest.mark.parametrize("shown", ["encoder", "decoder", "cross"])
+def test_an_encoder_decoder_page_exports_whichever_block_is_shown(shown, tmp_path):
+    import json
+
+    w = AttentionWidget._from_model(fake_seq2seq(), 0, 0, {}, shown)
+    payload = w.page_state()
+    assert payload["arrays"] == {} and json.loads(json.dumps(payload)) == payload  # plain JSON, the layers in their blocks
+    assert "<html" in w.to_html(tmp_path / "page.html").lower()
+    with pytest.raises(ValueError, match="layers= is not offered for an encoder–decoder model yet"):
+        w.to_html(layers=[0])

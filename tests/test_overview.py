@@ -142,3 +142,42 @@ def test_a_large_models_overview_is_computed_on_a_thread_and_handed_over_when_th
     _on_page_message(w, {"kind": "overview"}, [])
     assert w.overview["key"]["temperature"] == 0.5
     np.testing.assert_allclose(np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 4), w.head_summary()["effective_tokens"], rtol=1e-12)
+
+
+def test_a_layer_switch_keeps_the_overview_of_a_model_whose_layers_have_masks():
+    from attnwidget.integrations.common import ModelAttention
+
+    rng = np.random.default_rng(2)
+    n = 6
+    window = np.subtract.outer(np.arange(n), np.arange(n)) < 3
+    layers = [tuple(rng.normal(size=(2, n, 4)) for _ in range(3)) for _ in range(3)]
+    found = ModelAttention(tokens=list("abcdef"), layers=layers, causal=True, scale=None, architecture="f", model_name="f", masks=[window, window, None])
+    w = AttentionWidget._from_model(found, 0, 0, {})
+    _on_page_message(w, {"kind": "overview"}, [])
+    before = w.overview
+    for layer in (1, 2, 0):  # each layer brings its own mask: not an input of the overview
+        w.set_state({"layer": layer})
+        assert w.overview is before
+    # each layer's summaries, from the weights the widget shows on that layer
+    want = np.zeros((3, 2))
+    for layer in range(3):
+        w.set_state({"layer": layer})
+        for head in (0, 1):
+            w.head = head
+            p = w.weights
+            want[layer, head] = np.mean(np.exp(-np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1)), 0), axis=1)))
+    np.testing.assert_allclose(np.array(before["summaries"]["effective_tokens"]).reshape(3, 2), want, rtol=1e-12)
+    w.set_state({"sink": True})
+    assert w.overview is None
+
+
+def test_an_overview_that_fails_on_its_thread_is_said_once(monkeypatch):
+    def fails(inputs):
+        raise MemoryError("no room for the weights")
+
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
+    monkeypatch.setattr(overview, "compute", fails)
+    _on_page_message(w, {"kind": "overview"}, [])
+    w._overview.thread.join()
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview["error"] == "MemoryError: no room for the weights"  # the page stops asking and says so

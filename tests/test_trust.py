@@ -486,3 +486,11 @@ def test_a_closed_widget_closes_its_layout_too():
     assert layout.comm is not None
     w.close()
     assert layout.comm is None  # nothing the widget made outlives it
+
+
+def test_float32_arrays_are_checked_for_overflow_in_float64_as_their_float64_twins_are():
+    q = np.full((2, 3), 1e20, dtype=np.float32)  # 3 · 1e20 · 1e20 overflows float32, not float64
+    wide = AttentionWidget(tokens=["a", "b"], q=q.astype(np.float64), k=q.astype(np.float64), v=np.ones((2, 2)))
+    narrow = AttentionWidget(tokens=["a", "b"], q=q, k=q, v=np.ones((2, 2)))
+    assert narrow.q.dtype == np.float32
+    np.testing.assert_array_equal(narrow.weights, wide.weights)

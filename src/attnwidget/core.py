@@ -26,7 +26,7 @@ def score_bound(q: np.ndarray, k: np.ndarray, scale) -> float:
     its partial sums (d·max|q|·max|k|), and the score (that times |scale|). inf when it overflows."""
     s = default_scale(q.shape[-1]) if scale is None else abs(scale)
     with np.errstate(over="ignore"):
-        dot = q.shape[-1] * np.abs(q).max() * np.abs(k).max()  # summed before it is scaled
+        dot = q.shape[-1] * float(np.abs(q).max()) * float(np.abs(k).max())  # summed before it is scaled; in float64, whatever q's type
         return float(max(dot, s * dot))
 
 

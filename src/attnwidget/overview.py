@@ -35,6 +35,7 @@ def thumbnail(weights: np.ndarray) -> np.ndarray:
 
 
 FAST_FROM = 2**22  # cells in a layer's heads: from here the overview's weights are torch's, in float32
+IN_FLIGHT = 1e9  # bytes: the layers' weights held at once while the overview is computed
 
 
 class Inputs:
@@ -52,21 +53,20 @@ class Inputs:
         self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
         self.key = key(widget)
         self.cells = sum(q.size // q.shape[-1] * self.keys for q, _, _ in self.layers)
-        # everything the overview depends on, by identity for the arrays: a result for another is stale
-        self.ident = (
-            *self.key.values(),
-            widget.scale,
-            self.softcap,
-            widget.layer_shown,
-            *(id(a) for a in (widget.mask, widget.bias, widget.model_q, widget.q)),
-        )
+        # everything the overview depends on (arrays by identity): a result for other inputs is stale.
+        # A model whose layers have masks of their own is read at those, whatever the widget's mask.
+        own_mask = None if widget.mask_of_layer else widget.mask
+        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, widget.bias, widget.model_q)
+
+    def same(self, other: Inputs) -> bool:
+        return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
 
 
 def each_layer(inputs: Inputs, fast=False):
     """(weights, allowed) of each layer shown in the overview, weights heads × n × m: a model's
     every layer, each at its own mask, or the widget's own heads as one layer. In float64 with
     numpy (head_summary's numbers); ``fast``, a large layer's in float32 with torch when it is
-    installed (every core; the model's own precision), within about 1e-6 of those."""
+    installed (on every core; the model's own precision), within about 1e-5 of those."""
     n, m = inputs.rows, inputs.keys
     for q, k, mask in inputs.layers:
         allowed = allowed_cells(n, inputs.causal, None if mask is None else mask[:n, :m], m)
@@ -85,18 +85,21 @@ def compute(inputs: Inputs) -> dict:
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
     was computed at)}."""
 
-    def one(layer):  # numpy lets go of the GIL: layers are summed up on every core at once
+    def one(layer):  # thumbnails and summaries: numpy lets go of the GIL, so layers overlap
         weights, allowed = layer
         t = thumbnail(weights)
         peak = t.max(axis=(1, 2))
         return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, head_summaries(weights, allowed, cross=inputs.cross)
 
-    workers = os.cpu_count() or 1
+    # layers summed up at once: one per core, while their weights stay within IN_FLIGHT bytes
+    q = inputs.layers[0][0]
+    layer_bytes = (q.size // q.shape[-1] if q.ndim == 3 else q.shape[0]) * inputs.keys * 8
+    workers = max(1, min(os.cpu_count() or 1, int(IN_FLIGHT // layer_bytes)))
     done, pending = [], []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for layer in each_layer(inputs, fast=True):  # at most a few layers' weights in memory at once
+        for layer in each_layer(inputs, fast=True):
             pending.append(pool.submit(one, layer))
-            if len(pending) > workers:
+            if len(pending) >= workers:
                 done.append(pending.pop(0).result())
         done += [p.result() for p in pending]
     thumbs = [t for t, _, _ in done]
@@ -126,14 +129,14 @@ class Background:
 
     def __init__(self):
         self.thread: threading.Thread | None = None
-        self.done: tuple | None = None  # (ident, overview) of the last computation finished
+        self.done: tuple | None = None  # (inputs, overview) of the last computation finished
 
     def ask(self, widget) -> dict | None:
         """The overview for the widget as it stands, or None while it is being computed."""
         inputs = Inputs(widget)
         if inputs.cells < self.SMALL:
             return compute(inputs)
-        if self.done is not None and self.done[0] == inputs.ident:
+        if self.done is not None and self.done[0].same(inputs):
             overview, self.done = self.done[1], None
             return overview
         if self.thread is None or not self.thread.is_alive():
@@ -142,7 +145,10 @@ class Background:
         return None
 
     def _run(self, inputs: Inputs) -> None:
-        self.done = (inputs.ident, compute(inputs))
+        try:
+            self.done = (inputs, compute(inputs))
+        except Exception as err:  # (memory, most likely) said once, in the page, instead of asked for again and again
+            self.done = (inputs, {"error": f"{type(err).__name__}: {err}", "key": inputs.key})
 
 
 def _torch():

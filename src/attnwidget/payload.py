@@ -25,6 +25,7 @@ layer shown, "held_layers" (the layers in "arrays") and the overview of every la
 from __future__ import annotations
 
 import base64
+import warnings
 
 VERSION = 1
 LAYERED = ("q", "k", "v", "value_basis")
@@ -55,6 +56,8 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
     the layer shown and those nearest it that fit."""
     n = widget.n_layers
     if not (widget.layer_shown and n and widget._sources.model is not None):
+        if layers is not None and widget._sources.blocks:
+            raise ValueError("layers= is not offered for an encoder–decoder model yet: its page holds every block's every layer")
         if layers is not None:
             raise ValueError("layers= is for a model's widget (from_transformers and the like); this widget has no layers to leave out")
         return None
@@ -64,11 +67,19 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
         if bad:
             raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
         return None if len(asked) == n else asked
-    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v) if a is not None) / n * 4 / 3  # base64
+    # what the page carries, in base64: each layer's q, k and v; and, when some are held, every layer's overview
+    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v) if a is not None) / n * 4 / 3
     if each * n <= budget:
         return None
+    overview = len(widget.model_q) * min(widget._rows(), 84) * min(widget._keys_read(), 84) * 4 / 3
+    fit = int((budget - overview) // each)
+    if fit < 1:
+        warnings.warn(
+            f"one layer of this model alone takes {each / 1e6:.0f} MB of the page, more than max_mb={budget / 1e6:g}: the page holds the layer shown",
+            stacklevel=3,
+        )
     near = sorted(range(n), key=lambda i: (abs(i - widget.layer), i))
-    return sorted(near[: max(1, int(budget // each))])
+    return sorted(near[: max(1, fit)])
 
 
 def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
@@ -80,9 +91,9 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     src = widget._sources
     held = held_layers(widget, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
-    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and held is None and n in LAYERED)]
+    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in LAYERED)]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
-    arrays: dict = {}
+    arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
         for i in held:
             layer = src.layer("", i)
@@ -94,10 +105,10 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         keys = getattr(src.model, "key_tokens", None)
         sources["model"] = encoded(widget, {"tokens": list(src.model.tokens), "key_tokens": keys})
     for name, f in src.blocks.items():
-        arrays = stacked(f) if name != widget.block else {"n_layers": len(f.layers)}  # the block shown: in the state already
+        stack = stacked(f) if name != widget.block else {"n_layers": len(f.layers)}  # the block shown: in the state already
         keys = getattr(f, "key_tokens", None)
         sources["blocks"][name] = encoded(
-            widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **arrays)
+            widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **stack)
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     if held is not None:

@@ -50,6 +50,7 @@ class Sources:
         self.examples, self.blocks = list(examples), dict(blocks or {})
         self.model = model
         self._stacks: dict[str, dict] = {}  # every block's stacked arrays, made when first shown
+        self._layers: dict[tuple, dict] = {}  # each layer's views of them, made once: a switch back brings the same arrays
         self._sentences: dict[int, dict] = {}
 
     def sentence(self, i: int) -> dict:
@@ -73,22 +74,30 @@ class Sources:
 
     def adopt(self, block: str, arrays: dict) -> None:
         """Take the widget's own copies of a stack as the one its layers are views of."""
+        before = self._stacks.get(block, {})
+        if any(not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n))) for n, a in arrays.items()):
+            self._layers = {key: found for key, found in self._layers.items() if key[0] != block}
         self._stacks[block] = arrays
 
     def layer(self, block: str, i: int) -> dict:
+        if (block, i) not in self._layers:
+            self._layers[block, i] = self._layer(block, i)
+        return self._layers[block, i]
+
+    def _layer(self, block: str, i: int) -> dict:
         f, arrays = self.found(block), self.stack(block)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         basis, masks, which = arrays["model_basis"], arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
-        own = {"mask": None if which[i] < 0 or masks is None else masks[which[i]]} if which else {}  # only a model with masks sets one
+        mask = {"mask": None if which[i] < 0 or masks is None else own(masks[which[i]])} if which else {}  # only a model with masks sets one
         return dict(
-            **own,
+            **mask,
             tokens=list(f.tokens),
             key_tokens=_keys(f),
-            q=arrays["model_q"][part],
-            k=arrays["model_k"][part],
-            v=arrays["model_v"][part],
-            value_basis=None if basis is None else basis[part],
+            q=own(arrays["model_q"][part]),  # the widget's own: no trait copies them
+            k=own(arrays["model_k"][part]),
+            v=own(arrays["model_v"][part]),
+            value_basis=None if basis is None else own(basis[part]),
         )
 
     @staticmethod

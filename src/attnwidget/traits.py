@@ -179,8 +179,9 @@ class Mask(traitlets.TraitType):
             m = np.stack([_as_mask(one, *np.shape(one)) for one in value]) if self.stack else _as_mask(value, *np.shape(value))
         except ValueError as err:
             raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
-        m = m.copy()
-        m.setflags(write=False)
+        if not owned(value):  # an array the widget made itself (a model's layer's) is kept as it is
+            m = m.copy()
+            m.setflags(write=False)
         return m
 
     set = Matrix.set  # a new array is a change, without comparing element by element

@@ -293,7 +293,9 @@ class AttentionWidget(WholeChanges):
         for name, value in after.items():
             if not rules.same(value, current[name]):
                 values[name] = value
-        if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in OVERVIEW_INPUTS):
+        # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
+        inputs = [n for n in OVERVIEW_INPUTS if n != "mask" or not values.get("mask_of_layer")]
+        if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
 
     def _rows(self) -> int:
@@ -447,11 +449,12 @@ class AttentionWidget(WholeChanges):
         kwargs.setdefault("softcap", getattr(found, "softcap", None))
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
-        if getattr(found, "masks", None) is not None:
-            kwargs.setdefault("mask", found.masks[layer])  # the layer's own: a sliding window, local attention
-        q, k, v = found.layers[layer]
-        w = cls(tokens=found.tokens, key_tokens=getattr(found, "key_tokens", None), q=q, k=k, v=v, head=head, **kwargs)
-        w._sources = Sources(model=None if blocks else found, blocks=blocks)
+        sources = Sources(model=None if blocks else found, blocks=blocks)
+        first = sources.layer(block or "", layer)  # views of every layer's stacked arrays, made once: sent once
+        if "mask" in first:
+            kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
+        w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
+        w._sources = sources
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)
             w.set_trait("blocks", list(blocks))
