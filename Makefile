@@ -86,6 +86,7 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/pip install -q -e ".[bench]"
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/side_by_side.py
+	$(BIN)/python benchmarks/models.py
 
 clean:
 	rm -rf $(VENV) .venv-oldest node_modules src/attnwidget/static dist tests/artifacts build

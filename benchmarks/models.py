@@ -85,7 +85,8 @@ def bertviz(shape: dict, n: int, limit_gb: float = 16) -> dict:
         return {"n": n, "stopped": "took over 15 minutes"}
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["killed"])[-1]
-        return {"n": n, "stopped": "out of memory" if "MemoryError" in done.stderr or done.returncode < 0 else last[:120]}
+        memory = done.returncode < 0 or any(m in done.stderr for m in ("MemoryError", "can't allocate memory"))
+        return {"n": n, "stopped": f"out of memory (a {limit_gb:g} GB limit)" if memory else last[:120]}
     size, seconds = done.stdout.split()
     return {"n": n, "page_mb": int(size) / 1e6, "build_s": float(seconds)}
 
