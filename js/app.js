@@ -150,7 +150,7 @@ export function mount(host, model, { propose, flush }) {
         model.send({ kind: "overview" });
         askOverview(); // and again in a while: a large model's is computed on a thread, handed over when asked
       },
-      asked ? 500 : 150,
+      asked ? 300 : 150,
     );
     asked = true;
   }

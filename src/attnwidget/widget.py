@@ -314,6 +314,7 @@ class AttentionWidget(WholeChanges):
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
         build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
+        _on_page_message(self, {"kind": "overview"}, [])  # the page will ask for it: a small one is there at once, a large one begun
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
         if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
