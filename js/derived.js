@@ -270,7 +270,8 @@ export function createStore(get) {
     /** The largest |number| of the head's k or v over every token of the text, written so far or not. */
     wholeTop: (name) => {
       const top = (tops[name] ??= memo(topOf));
-      return LAYERED[name] && get("layer_shown") ? top(whole(LAYERED[name]), get("layer"), get("n_layers"), get("head")) : top(whole(name), 0, 0, get("head"));
+      const all = LAYERED[name] && get("layer_shown") ? whole(LAYERED[name]) : null; // (a live page has the layer shown alone)
+      return all ? top(all, get("layer"), get("n_layers"), get("head")) : top(whole(name), 0, 0, get("head"));
     },
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),

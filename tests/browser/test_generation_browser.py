@@ -210,3 +210,28 @@ def test_after_writing_the_page_says_the_rows_are_causal_now(browser, tmp_path):
     assert not note.is_visible()
     assert not problems, problems
     page.context.close()
+
+
+def test_a_models_text_written_token_by_token_in_jupyterlab_shows_its_cache(open_notebook):
+    # a live page holds the layer shown alone: the cache's colour scale comes from it
+    setup = """
+import numpy as np
+from attnwidget import AttentionWidget
+from attnwidget.integrations.common import ModelAttention
+rng = np.random.default_rng(3)
+found = ModelAttention(tokens=["She", "sat", "by", "the", "river", "bank"], causal=True, scale=None, architecture="fake", model_name="fake",
+                       layers=[tuple(rng.normal(size=(2, 6, 4)) for _ in range(3)) for _ in range(3)], prompt_length=3)
+g = AttentionWidget._from_model(found, 1, 0, {"step": 3, "stage": "qk"})
+g
+"""
+    page, kernel, errors = open_notebook("model-generation.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-gen canvas.aw-grid", timeout=30_000)
+        page.locator(".aw-gen-next").click()
+        assert kernel.wait_for("g.step", lambda s: s == 4) == 4
+        wait_for_tokens(page, 4)
+        np.testing.assert_allclose(np.reshape(numbers(page)["scores"], (4, 4)), np.array(kernel.eval("g.scores")), atol=1e-12)
+        assert errors == []
+    finally:
+        kernel.close()
+        page.context.close()
