@@ -23,6 +23,7 @@ import pathlib
 import numpy as np
 import torch
 
+from ..progress import progress
 from .common import ModelAttention, _check_readable, _tokens_of
 from .interface import _numpy, capture
 
@@ -70,8 +71,8 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
     accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
     tokens = _tokens_of(tokenizer, ids[0].tolist())
-    with _evaluating(base), torch.no_grad():
-        found = _bloom(base, enc, tokens, name) if kind == "bloom" else _assemble(capture(body, **enc), tokens, name, kind)
+    with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
+        found = _bloom(base, enc, tokens, name) if kind == "bloom" else _assemble(capture(body, on_call=step, **enc), tokens, name, kind)
     if generate and not found.causal:
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None
@@ -208,9 +209,11 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
 
     device = next(base.parameters()).device
     ids = torch.tensor([src], device=device)
-    with _evaluating(base), torch.no_grad():
+    with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: call", 3 * _count(config)) as step:
         # no cache: every layer runs once, on the whole sequence
-        calls = capture(base, input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False)
+        calls = capture(
+            base, on_call=step, input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False
+        )
     blocks: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}
     for c in calls:
         where = c.name.split(".", 1)[0]
@@ -271,6 +274,11 @@ def _bloom_bias(base, enc):
     mask = enc.get("attention_mask", torch.ones_like(enc["input_ids"]))
     alibi = base.build_alibi_tensor(mask, heads, dtype=torch.float32)  # (heads, 1, n)
     return alibi.reshape(heads, 1, n).expand(heads, n, n)
+
+
+def _count(config) -> int:
+    """How many attention layers the model says it has (for a progress report)."""
+    return int(getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None) or 0) or 1
 
 
 def _relative(config) -> bool:

@@ -66,8 +66,9 @@ def _eager(model):
         model.set_attn_implementation(before)
 
 
-def capture(model, **inputs) -> list[Caught]:
-    """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order.
+def capture(model, on_call=None, **inputs) -> list[Caught]:
+    """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order;
+    ``on_call(count)`` is told of each (a progress report).
 
     Raises NotImplementedError when the model makes no call through the attention interface (a
     family that computes attention its own way), naming the model's class."""
@@ -118,6 +119,8 @@ def capture(model, **inputs) -> list[Caught]:
                 names.get(id(module), ""),
             )
         )
+        if on_call is not None:
+            on_call(len(caught))
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
         return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)

@@ -1,0 +1,45 @@
+"""Long work in the kernel says how far it is in the notebook, and leaves nothing behind."""
+
+import pytest
+from test_interface import TEXT, model_for, tokenizer
+
+from attnwidget import progress
+
+
+class Shown:
+    def __init__(self, text):
+        self.said = [text]
+
+    def update(self, data, raw=False):
+        self.said.append(data["text/plain"])
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    handles = []
+
+    def display(text):
+        handles.append(Shown(text))
+        return handles[-1]
+
+    monkeypatch.setattr(progress, "_display", display)
+    monkeypatch.setattr(progress, "AFTER", 0.0)
+    monkeypatch.setattr(progress, "EVERY", 0.0)
+    return handles
+
+
+def test_reading_a_model_says_each_layer_then_clears(shown, tokenizer):
+    from attnwidget.integrations import from_transformers
+
+    from_transformers(model_for("llama", tokenizer), tokenizer, TEXT)
+    (handle,) = shown
+    assert handle.said == ["reading LlamaModel's attention: layer 1 of 2", "reading LlamaModel's attention: layer 2 of 2", ""]
+
+
+def test_short_work_and_scripts_say_nothing(monkeypatch):
+    seen = []
+    monkeypatch.setattr(progress, "_display", lambda text: seen.append(text) or False)
+    with progress.progress("quick", 3) as step:  # under a second: nothing
+        step(1)
+    assert seen == []
+    assert progress._display("no kernel here") is False  # (a script: no notebook to say it in)
