@@ -28,25 +28,22 @@ export function mount(host, model, { propose, flush }) {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
   const save = (name, value) => said(propose({ [name]: value }));
-  // another layer of a live model comes from the kernel: said while it travels. Each layer asked
-  // for brings its own q (the kernel answers in order), so the wait ends with the last one's
-  let fetching = null,
-    coming = 0;
+  // another layer of a live model comes from the kernel, unless the page keeps it: said while it
+  // travels, until the kernel's arrays name it (layer_arrays)
+  let fetching = null;
   const toLayer = (change) => {
-    const [from, q] = [get("layer"), get("q")],
-      refused = propose(change);
+    const refused = propose(change);
     said(refused);
-    if (!refused && change.layer !== from && get("q") === q) {
-      [fetching, coming] = [change.layer, coming + 1];
+    if (!refused && model.holds && !model.holds(get("block"), change.layer)) {
+      fetching = change.layer;
       schedule();
     }
   };
   const arrived = () => {
-    coming = Math.max(0, coming - 1);
-    if (!coming) fetching = null;
+    if (get("layer_arrays")?.[1] === fetching) fetching = null;
   };
   const refusedLayer = () => {
-    if (get("layer") !== fetching) [fetching, coming] = [null, 0]; // the kernel put the page back
+    if (get("layer") !== fetching) fetching = null; // the kernel put the page back
   };
 
   // --- views ---
@@ -140,7 +137,7 @@ export function mount(host, model, { propose, flush }) {
     asked = false;
   };
   model.on("change:overview", answered);
-  model.on("change:q", arrived);
+  model.on("change:layer_arrays", arrived);
   model.on("change:layer", refusedLayer);
   function askOverview() {
     clearTimeout(askTimer);
@@ -346,7 +343,7 @@ export function mount(host, model, { propose, flush }) {
     clearTimeout(askTimer);
     model.off("change", schedule);
     model.off("change:overview", answered);
-    model.off("change:q", arrived);
+    model.off("change:layer_arrays", arrived);
     model.off("change:layer", refusedLayer);
     unwatch();
     for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();

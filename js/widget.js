@@ -3,6 +3,7 @@
 // settles it again (the same, by the rules' contract) and user code sees it.
 import "./widget.css";
 import { mount } from "./app.js";
+import { withLayers } from "./layers.js";
 import { Refused, same, settleChecked } from "./rules.js";
 import { createSender } from "./send.js";
 import { standalone } from "./standalone.js";
@@ -10,7 +11,8 @@ import { standalone } from "./standalone.js";
 // What only the kernel can bring in: another sentence's, layer's or block's arrays.
 const KERNEL = ["sentence_index", "layer", "block"];
 
-function render({ model, el }) {
+function render({ model: widget, el }) {
+  const model = withLayers(widget); // a layer the page keeps is read from there
   const C = model.get("_constants");
   const sender = createSender(model);
   // the state as the rules see it (a model's other layers stay in the kernel: only the layer shown is here)

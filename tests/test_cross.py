@@ -163,7 +163,7 @@ def test_a_block_switch_sends_the_layer_shown_alone_and_exported_pages_carry_eve
     w.comm.sent.clear()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis"} and len(buffers) == 4
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"} and len(buffers) == 4
     np.testing.assert_array_equal(w.q, blocks["cross"].layers[2][0])
     sources = w.page_state()["sources"]
     assert set(sources["blocks"]) == {"encoder", "decoder", "cross"}

@@ -73,7 +73,7 @@ def test_a_models_layers_stay_in_the_kernel_and_a_layer_switch_sends_that_layer_
     w.comm = RecordingComm()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis"}
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"}
     assert sum(b.nbytes for b in buffers) == sum(a.nbytes for a in found.layers[2]) + w.value_basis.nbytes  # that layer's, once
     q, k, v = found.layers[2]
     np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)
@@ -140,3 +140,30 @@ def test_a_refused_block_switch_leaves_the_layers_views_of_the_stacks():
         w.block, w.focus = "encoder", 99  # refused whole
     w.layer = 1
     assert w.block == "cross" and np.shares_memory(w.q, w.model_q)
+
+
+def test_a_layer_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arrays_it_has():
+    from test_widget import RecordingComm
+
+    from attnwidget.widget import _on_page_message
+
+    found = fake_model(n_layers=4, heads=2, n=5, d=6)
+    w = AttentionWidget._from_model(found, 0, 0, {})
+    assert w.layer_arrays == ["", 0]
+    w.comm = RecordingComm()
+    _on_page_message(w, {"kind": "holding", "layers": [["", 0], ["", 2], "junk", ["", "x"], [1, 1]]}, [])
+    assert w._page_holds == {("", 0), ("", 2)}  # what cannot be read is left out
+    w.layer = 2  # kept by the page: its name, no arrays
+    ((data, buffers),) = w.comm.sent
+    assert data["state"]["layer_arrays"] == ["", 2] and not {"q", "k", "v", "value_basis"} & set(data["state"]) and not buffers
+    np.testing.assert_array_equal(w.q, found.layers[2][0])  # Python's own are that layer's all the same
+    w.comm.sent.clear()
+    w.layer = 3  # not kept: sent, named
+    ((data, buffers),) = w.comm.sent
+    assert data["state"]["layer_arrays"] == ["", 3] and {"q", "k", "v"} <= set(data["state"]) and buffers
+    _on_page_message(w, {"kind": "holding", "layers": []}, [])  # a new page keeps nothing yet
+    w.comm.sent.clear()
+    w.layer = 2
+    assert {"q", "k", "v"} <= set(w.comm.sent[0][0]["state"])
+    w.q = w.q * 2  # your own arrays: no layer's
+    assert w.layer_arrays is None

@@ -20,7 +20,8 @@ from . import rules
 
 class WholeChanges(anywidget.AnyWidget):
     """An anywidget whose own traits change whole. A subclass gives ``_settle(before, changed)``
-    (write the follow-ups of the traits in ``changed``, or raise TraitError or rules.Refused)."""
+    (write the follow-ups of the traits in ``changed``, or raise TraitError or rules.Refused) and
+    may give ``_to_send(names)`` (which of the changed names the page needs)."""
 
     _own: frozenset = frozenset()
     _holding, _committed, _page_keys = False, False, ()  # (class defaults: read before __init__ has run)
@@ -31,6 +32,9 @@ class WholeChanges(anywidget.AnyWidget):
 
     def _settle(self, before: dict, changed: list, values: dict) -> None:
         """The widget's own follow-ups to the traits in ``changed``, written into ``values`` (every trait's, as they stand)."""
+
+    def _to_send(self, names: set) -> set:
+        return names
 
     @contextlib.contextmanager
     def hold_trait_notifications(self):
@@ -80,7 +84,7 @@ class WholeChanges(anywidget.AnyWidget):
             news = [(n, old, new) for n, old, new in news if not rules.same(old, new)]
             # queued for the one message: every change, and every key the page sent whose value is
             # not the page's (ipywidgets compares each with what the page sent: no echoes)
-            for name in {n for n, _, _ in news} | set(self._page_keys):
+            for name in self._to_send({n for n, _, _ in news} | set(self._page_keys)):
                 if name in self.keys:
                     self._should_send_property(name, getattr(self, name))
         errors = []

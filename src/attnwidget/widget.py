@@ -34,7 +34,11 @@ OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "so
 
 
 def _on_page_message(widget, content, buffers):
-    """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at a glance."""
+    """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at
+    a glance; and says which layers it keeps: {"kind": "holding", "layers": [[block, layer], ...]}."""
+    if isinstance(content, dict) and content.get("kind") == "holding" and isinstance(content.get("layers"), list):
+        pairs = [p for p in content["layers"] if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and rules._is_int(p[1])]
+        widget._page_holds = {(block, int(layer)) for block, layer in pairs}
     if isinstance(content, dict) and content.get("kind") == "overview" and widget.n_layers and widget.layer_shown and widget.overview is None:
         done = widget._overview.ask(widget)  # at once when small; a large model's, on a thread: the page asks again
         if done is not None:
@@ -135,6 +139,8 @@ class AttentionWidget(WholeChanges):
     """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one."""
     mask_of_layer = traitlets.List(traitlets.Int(), read_only=True)
     """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
+    layer_arrays: traitlets.List = traitlets.List(None, allow_none=True, read_only=True).tag(sync=True)
+    """[block, layer] whose arrays q, k and v are (the page keeps the layers it fetched by it); None for your own arrays."""
     overview = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
     """A model's every layer and head at a glance, computed here when the page asks (overview.compute): thumbnails and summaries at the inputs in its "key"; None until asked, and again when those inputs change."""
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
@@ -194,6 +200,7 @@ class AttentionWidget(WholeChanges):
     ):
         self._result = None
         self._overview = Background()
+        self._page_holds: set = set()  # (block, layer) whose arrays the page keeps: not sent again
         self._sources = Sources()
         own_keys, sentences = None, []
         state = dict(
@@ -293,10 +300,17 @@ class AttentionWidget(WholeChanges):
         for name, value in after.items():
             if not rules.same(value, current[name]):
                 values[name] = value
+        values["layer_arrays"] = [after["block"], after["layer"]] if after["layer_shown"] else None
         # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
         inputs = [n for n in OVERVIEW_INPUTS if n != "mask" or not values.get("mask_of_layer")]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
+
+    def _to_send(self, names):
+        # a layer the page keeps: it has the arrays already (layer_arrays tells it which to show)
+        if self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds:
+            return names - {"q", "k", "v", "value_basis"}
+        return names
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""

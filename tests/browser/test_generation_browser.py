@@ -207,7 +207,7 @@ def test_after_writing_the_page_says_the_rows_are_causal_now(browser, tmp_path):
     assert note.is_visible() and "causal" in note.inner_text() and "Untick" in note.inner_text(), note.inner_text()
     root.locator(".aw-causal").uncheck()
     page.wait_for_function(f"{ROOT}.attnwidget.model.get('causal') === false")
-    assert not note.is_visible()
+    note.wait_for(state="hidden", timeout=2000)  # at the redraw, the next frame
     assert not problems, problems
     page.context.close()
 

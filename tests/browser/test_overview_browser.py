@@ -173,6 +173,7 @@ def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_py
                 page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('block', '{block}')")
                 for name in ("first", "self", "previous", "effective_tokens"):
                     page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('summary', '{name}')")
+                    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # its redraw
                     page.wait_for_function("document.querySelector('.aw-heads').dataset.complete === 'true'")
                     page.wait_for_function(f"[...document.querySelectorAll('.aw-head')].length === {want[name].size}")
                     for cell in page.locator(".aw-head").all():
@@ -219,5 +220,40 @@ m
         weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
         np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
         assert kernel.eval("[m.layer, m.head]") == [2, 1] and errors == []
+    finally:
+        page.context.close()
+
+
+def test_in_jupyterlab_a_layer_shown_before_is_drawn_from_the_page_and_not_sent_again(open_notebook):
+    setup = f"""
+import numpy as np
+from attnwidget import AttentionWidget
+from attnwidget.integrations.common import ModelAttention
+rng = np.random.default_rng(2)
+found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
+                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+sent, send = [], m._send
+m._send = lambda msg, buffers=None: (sent.append(sum(memoryview(b).nbytes for b in buffers or [])), send(msg, buffers))[1]
+m
+"""
+    page, kernel, errors = open_notebook("kept.ipynb", [setup])
+
+    def to(layer):
+        page.locator(f".aw-head[data-layer='{layer}'][data-head='1']").click()
+        kernel.wait_for("[m.layer, m.head]", lambda v: v == [layer, 1])
+        page.wait_for_function(f"{ROOT}.model.get('layer_arrays')?.[1] === {layer} && !document.querySelector('.aw-root').dataset.fetching")
+        weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
+        np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
+
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        to(1)
+        to(2)
+        kernel.run("sent.clear()")
+        to(1)  # fetched before: kept by the page
+        assert kernel.eval("sum(sent)") == 0  # no arrays came back for it
+        to(0)  # the first layer shown: kept too
+        assert kernel.eval("sum(sent)") == 0 and errors == []
     finally:
         page.context.close()

@@ -1,0 +1,48 @@
+// A live model's layers, kept in the page once fetched (while they fit in KEEP bytes): a switch
+// back to one draws it at once, and the kernel, told which layers the page keeps, does not send
+// them again. The kernel says whose arrays it sent (layer_arrays); every view of a widget on the
+// page shares its model, so they share this too.
+const KEEP = 512 * 2 ** 20;
+const LAYERED = ["q", "k", "v", "value_basis"];
+const kept = new WeakMap();
+
+/** The widget model as the app reads it: a layer the page keeps is served from here. */
+export function withLayers(model) {
+  if (!kept.has(model)) kept.set(model, keep(model));
+  return kept.get(model);
+}
+
+function keep(model) {
+  const held = new Map(); // "block|layer" -> that layer's q, k, v and value axes, the least recently shown first
+  const name = (block, layer) => `${block || ""}|${layer}`;
+  const size = (entry) => LAYERED.reduce((sum, n) => sum + (entry[n]?.view?.byteLength || 0), 0);
+  const tell = () => model.send({ kind: "holding", layers: [...held.keys()].map((k) => [k.split("|")[0], Number(k.split("|")[1])]) });
+  // the kernel's arrays arrive with the name of their layer (layer_arrays, set in the same message)
+  function record() {
+    const whose = model.get("layer_arrays");
+    if (!whose) return;
+    const key = name(...whose);
+    held.delete(key);
+    held.set(key, Object.fromEntries(LAYERED.map((n) => [n, model.get(n)])));
+    let total = [...held.values()].reduce((sum, e) => sum + size(e), 0);
+    for (const [k, e] of held) {
+      if (total <= KEEP || k === key) break;
+      held.delete(k);
+      total -= size(e);
+    }
+    tell();
+  }
+  model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
+  record(); // the layer shown at first; and the kernel forgets what an earlier page kept
+  const shown = () => held.get(name(model.get("block"), model.get("layer")));
+  return {
+    get: (n) => (LAYERED.includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
+    /** Whether the page keeps this layer's arrays (a switch to it needs nothing from the kernel). */
+    holds: (block, layer) => held.has(name(block, layer)),
+    set: (...a) => model.set(...a),
+    save_changes: () => model.save_changes(),
+    send: (...a) => model.send(...a),
+    on: (...a) => model.on(...a),
+    off: (...a) => model.off(...a),
+  };
+}
