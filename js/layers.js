@@ -24,9 +24,12 @@ function keep(model) {
     const key = name(...whose);
     held.delete(key);
     held.set(key, Object.fromEntries(LAYERED.map((n) => [n, model.get(n)])));
+    // over KEEP, the least recently shown go; never the layer just come, nor the one the page shows
     let total = [...held.values()].reduce((sum, e) => sum + size(e), 0);
-    for (const [k, e] of held) {
-      if (total <= KEEP || k === key) break;
+    const showing = name(model.get("block"), model.get("layer"));
+    for (const [k, e] of [...held]) {
+      if (total <= KEEP) break;
+      if (k === key || k === showing) continue;
       held.delete(k);
       total -= size(e);
     }

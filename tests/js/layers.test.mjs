@@ -1,0 +1,64 @@
+// The page's kept layers (js/layers.js): served in place of the model's arrays, told to the
+// kernel, and the least recently shown dropped past the budget, never the one on show.
+import assert from "node:assert/strict";
+import test from "node:test";
+import { withLayers } from "../../js/layers.js";
+
+const MB = 2 ** 20;
+
+function fakeModel(state) {
+  const handlers = {},
+    sent = [];
+  return {
+    get: (n) => state[n],
+    set: (n, v) => {
+      state[n] = v;
+    },
+    on: (ev, f) => {
+      handlers[ev] = f;
+    },
+    off() {},
+    send: (m) => sent.push(m),
+    save_changes() {},
+    sent,
+    // the kernel's message: every key at once, then the events (as a widget model does)
+    arrive(values) {
+      Object.assign(state, values);
+      if ("q" in values) handlers["change:q"]?.();
+    },
+  };
+}
+
+const arrays = (layer, mb) => ({ q: { layer, view: { byteLength: mb * MB } }, k: { layer }, v: { layer }, value_basis: null });
+
+test("a layer fetched once is served from the page, and the kernel is told which are kept", () => {
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, layer_arrays: ["", 0], ...arrays(0, 1) });
+  const page = withLayers(m);
+  assert.deepEqual(m.sent.at(-1), { kind: "holding", layers: [["", 0]] });
+  m.set("layer", 1); // asked; the kernel sends layer 1's arrays, named
+  m.arrive({ layer_arrays: ["", 1], ...arrays(1, 1) });
+  assert.deepEqual(m.sent.at(-1).layers, [
+    ["", 0],
+    ["", 1],
+  ]);
+  m.set("layer", 0); // kept: the kernel names it and sends no arrays
+  m.arrive({ layer_arrays: ["", 0] });
+  assert.equal(page.get("q").layer, 0);
+  assert.equal(page.holds("", 1), true);
+  m.set("layer_shown", false); // your own arrays: the model's, as they are
+  assert.equal(page.get("q").layer, 1);
+});
+
+test("past the budget the least recently shown goes, never the layer on show", () => {
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, layer_arrays: ["", 0], ...arrays(0, 200) });
+  const page = withLayers(m);
+  m.set("layer", 1);
+  m.arrive({ layer_arrays: ["", 1], ...arrays(1, 200) });
+  m.set("layer", 0); // back to 0, kept; then a late layer 2 arrives while 0 is on show
+  m.arrive({ layer_arrays: ["", 0] });
+  m.arrive({ layer_arrays: ["", 2], ...arrays(2, 200) }); // 600 MB: one must go
+  assert.equal(page.holds("", 0), true); // on show
+  assert.equal(page.holds("", 1), false); // the least recently shown
+  assert.equal(page.holds("", 2), true);
+  assert.equal(page.get("q").layer, 0);
+});
