@@ -16,6 +16,9 @@ pytestmark = pytest.mark.browser
 MODEL = "document.querySelector('.aw-root').attnwidget.model"
 
 
+FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"  # a redraw
+
+
 def exported(browser, tmp_path, w, name):
     """w as an exported page, opened: (page, problems the page reported)."""
     w.to_html(tmp_path / name)
@@ -287,6 +290,7 @@ def test_a_new_try_holds_nothing_and_a_guess_typed_just_before_reveal_is_kept(br
     inputs.nth(4).press("Enter")
     page.evaluate(f"{MODEL}.propose({{temperature: 0.7}})")  # a new try: the rules clear the guess
     page.wait_for_function(f"{MODEL}.get('guess') === null")
+    page.evaluate(FRAMES)  # and the page redraws the inputs empty
     inputs.nth(5).fill("30")
     inputs.nth(5).press("Enter")
     # river was typed in the last try, not this one: it makes room like every other
@@ -294,6 +298,7 @@ def test_a_new_try_holds_nothing_and_a_guess_typed_just_before_reveal_is_kept(br
     # a percentage typed and Reveal pressed before the page redraws: the typed guess is the one revealed
     page.evaluate(f"{MODEL}.propose({{temperature: 0.8}})")
     page.wait_for_function(f"{MODEL}.get('guess') === null")
+    page.evaluate(FRAMES)
     page.evaluate("""() => { const i = document.querySelectorAll('.aw-ex-input')[4]; i.value = '50';
         i.dispatchEvent(new Event('change', { bubbles: true })); document.querySelector('.aw-ex-reveal').click(); }""")
     page.wait_for_function(f"{MODEL}.get('revealed') === true")
