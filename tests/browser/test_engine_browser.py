@@ -121,9 +121,7 @@ def test_a_change_undone_before_its_picture_arrives_never_shows_that_picture(bro
         for i in range(6):  # each at its own temperature, so no picture of it is there yet
             page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('temperature', {0.9 + 0.05 * i})")
             # that temperature's own picture, landed: the one every later frame must keep
-            page.wait_for_function(
-                "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending'); })()"
-            )
+            page.wait_for_selector(".aw-panel:not([hidden]) canvas.aw-grid:not([data-pending])", state="attached")
             page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
             first = weights_canvas(page).evaluate(PIXELS)
             pending, shown = page.evaluate(

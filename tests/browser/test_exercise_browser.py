@@ -124,6 +124,7 @@ def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browse
     inputs = page.locator(".aw-ex-input")
     inputs.nth(4).fill("60")
     inputs.nth(4).press("Enter")
+    page.evaluate(FRAMES)  # the inputs redrawn with the first guess before the second is typed
     inputs.nth(5).fill("30")
     inputs.nth(5).press("Enter")
     guess = page_guess(page)
