@@ -29,7 +29,7 @@ def test_a_page_holding_some_layers_says_so_and_switches_between_them(browser, t
     try:
         page.goto(path.as_uri())
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
-        assert "this page holds layers 0, 2, 4 of 5" in page.locator(".aw-heads-caption").text_content()
+        page.locator(".aw-heads-caption", has_text="this page holds layers 0, 2, 4 of 5").wait_for(state="attached")
         options = page.locator(".aw-layer option").all()
         assert [o.is_disabled() for o in options] == [False, True, False, True, False]
         for cell in page.locator(".aw-head").all():  # every layer's overview, as exported
@@ -41,11 +41,11 @@ def test_a_page_holding_some_layers_says_so_and_switches_between_them(browser, t
             w.layer, w.head = layer, 1
             np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12)
         page.locator(".aw-head[data-layer='3'][data-head='0']").click()  # not held
-        assert "This page holds layers 0, 2, 4 of 5: layer 3 was left out" in page.locator(".aw-notice").inner_text()
+        page.locator(".aw-notice", has_text="This page holds layers 0, 2, 4 of 5: layer 3 was left out").wait_for()
         assert page.evaluate(f"{ROOT}.model.get('layer')") == 0
         page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")  # the stages follow; the overview cannot
         w.temperature = 0.5
         np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12)
-        assert "as exported, at T = 1.00" in page.locator(".aw-heads-caption").text_content()
+        page.locator(".aw-heads-caption", has_text="as exported, at T = 1.00").wait_for(state="attached")  # at the redraw
     finally:
         page.context.close()
