@@ -21,6 +21,17 @@ def fake_model(seed=0):
     return SimpleNamespace(tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake")
 
 
+def kernel_model(seed):
+    """Notebook code that makes `found`: a fake model of LAYERS × HEADS heads over N tokens."""
+    return f"""import numpy as np
+from attnwidget import AttentionWidget
+from attnwidget.integrations.common import ModelAttention
+rng = np.random.default_rng({seed})
+found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
+                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+"""
+
+
 def opened(browser, w, path, height=1000):
     """w exported to path, open in a page once every thumbnail is drawn."""
     w.to_html(path)
@@ -59,13 +70,7 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
 
 def test_in_jupyterlab_the_overview_comes_from_the_kernel_and_follows_the_temperature(open_notebook):
     setup = f"""
-import numpy as np
-from attnwidget import AttentionWidget
-from attnwidget.integrations.common import ModelAttention
-rng = np.random.default_rng(0)
-found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
-                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
-m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "summary": "effective_tokens"}})
+{kernel_model(0)}m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "summary": "effective_tokens"}})
 m
 """
     page, kernel, errors = open_notebook("overview.ipynb", [setup])
@@ -192,12 +197,7 @@ def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_py
 
 def test_in_jupyterlab_a_layer_on_its_way_from_the_kernel_is_said_and_its_numbers_replace_the_last(open_notebook):
     setup = f"""
-import time, numpy as np
-from attnwidget import AttentionWidget
-from attnwidget.integrations.common import ModelAttention
-rng = np.random.default_rng(1)
-found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
-                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
+{kernel_model(1)}import time
 m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
 layer = m._sources.layer
 def slow(block, i):  # a kernel slow to bring layer 2 in
@@ -226,13 +226,7 @@ m
 
 def test_in_jupyterlab_a_layer_shown_before_is_drawn_from_the_page_and_not_sent_again(open_notebook):
     setup = f"""
-import numpy as np
-from attnwidget import AttentionWidget
-from attnwidget.integrations.common import ModelAttention
-rng = np.random.default_rng(2)
-found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
-                       layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
-m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+{kernel_model(2)}m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
 sent, send = [], m._send
 m._send = lambda msg, buffers=None: (sent.append(sum(memoryview(b).nbytes for b in buffers or [])), send(msg, buffers))[1]
 m
