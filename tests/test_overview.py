@@ -194,3 +194,51 @@ def test_shown_a_models_widget_has_its_overview_or_has_begun_it():
     own = AttentionWidget("She sat by the river bank")
     own._repr_mimebundle_()
     assert own.overview is None  # your own arrays: the page draws its heads itself
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 90),
+    st.integers(1, 4),
+    st.booleans(),
+    st.sampled_from(["none", "window", "holes"]),
+    st.booleans(),
+    st.sampled_from([None, 2.0]),
+    st.sampled_from([0.1, 1.0, 3.0]),
+    st.integers(1, 5000),
+    st.integers(0, 2**31),
+)
+def test_the_fast_overview_equals_numpys_whatever_the_chunks(n, heads, causal, mask, biased, softcap, temperature, chunk, seed):
+    """torch's float32 path, in chunks of rows that skip keys no row of theirs may read, against
+    the float64 numpy one: summaries within 1e-5, thumbnails within one step of 255."""
+    pytest.importorskip("torch")
+    from attnwidget.integrations.common import ModelAttention
+
+    rng = np.random.default_rng(seed)
+    layers = [tuple((3 * rng.normal(size=(heads, n, 8))).astype(np.float32) for _ in range(3)) for _ in range(2)]
+    gap = np.subtract.outer(np.arange(n), np.arange(n))
+    masks = {"none": None, "window": [np.abs(gap) < 5, None], "holes": [rng.random((n, n)) < 0.6, rng.random((n, n)) < 0.1]}[mask]
+    bias = rng.normal(size=(heads, n, n)) if biased else None
+    found = ModelAttention(
+        tokens=[f"t{i}" for i in range(n)],
+        layers=layers,
+        causal=causal,
+        scale=None,
+        architecture="fake",
+        model_name="fake",
+        bias=bias,
+        softcap=softcap,
+        masks=masks,
+    )
+    w = AttentionWidget._from_model(found, 0, 0, {"temperature": temperature})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(overview, "FAST_FROM", 2**62)
+        exact = compute(w)
+        patch.setattr(overview, "FAST_FROM", 0)
+        patch.setattr(overview, "CHUNK", chunk)
+        fast = compute(w)
+    for name, want in exact["summaries"].items():
+        np.testing.assert_allclose(np.array(fast["summaries"][name], dtype=float), np.array(want, dtype=float), rtol=1e-5, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(fast["top"], exact["top"], rtol=1e-5, atol=1e-7)
+    picture = [np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).astype(int) for o in (fast, exact)]
+    assert np.abs(picture[0] - picture[1]).max() <= 1

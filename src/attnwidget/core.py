@@ -116,26 +116,33 @@ def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) ->
     previous token, so ``"self"`` and ``"previous"`` are NaN.
     """
     n, m = weights.shape[-2:]
-    may = np.ones((n, m), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
-    i = np.arange(min(n, m))
+    i, p = np.arange(min(n, m)), np.arange(1, min(n, m + 1))
+    diagonal, previous = np.zeros(weights.shape[:-1]), np.zeros(weights.shape[:-1])  # rows past the keys have neither
+    diagonal[..., i] = weights[..., i, i]
+    previous[..., p] = weights[..., p, p - 1]
+    logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
+    return summaries_of_rows(weights[..., :, 0], diagonal, previous, np.exp(-(weights * logw).sum(axis=-1)), allowed, m, cross=cross)
+
+
+def summaries_of_rows(first, diagonal, previous, effective, allowed, n_keys: int, *, cross: bool = False) -> dict[str, np.ndarray]:
+    """head_summaries from each row's numbers (..., n): its weight on token 0, on itself, on the
+    token before it, and its effective tokens; allowed as there (n × n_keys, None: all)."""
+    n = first.shape[-1]
+    may = np.ones((n, n_keys), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
+    i, p = np.arange(min(n, n_keys)), np.arange(1, min(n, n_keys + 1))
 
     def mean(values, rows):  # values (..., n) per row; rows (n,) where the summary exists
         with np.errstate(invalid="ignore"):
             return np.where(rows.any(), (values * rows).sum(axis=-1) / max(1, rows.sum()), np.nan)
 
-    diagonal, previous = np.zeros(weights.shape[:-1]), np.zeros(weights.shape[:-1])  # rows past the keys have neither
-    diagonal[..., i] = weights[..., i, i]
-    p = np.arange(1, min(n, m + 1))
-    previous[..., p] = weights[..., p, p - 1]
     has_self, has_previous = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     if not cross:  # in cross-attention a row and a column of the same number are different tokens
         has_self[i], has_previous[p] = may[i, i], may[p, p - 1]
-    logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
     return {
-        "first": mean(weights[..., :, 0], may[:, 0]),
+        "first": mean(first, may[:, 0]),
         "self": mean(diagonal, has_self),
         "previous": mean(previous, has_previous),
-        "effective_tokens": mean(np.exp(-(weights * logw).sum(axis=-1)), may.any(axis=1)),
+        "effective_tokens": mean(effective, may.any(axis=1)),
     }
 
 

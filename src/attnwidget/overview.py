@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .core import _softmax_rows, allowed_cells, default_scale, head_summaries, scores_of
+from .core import _softmax_rows, allowed_cells, default_scale, head_summaries, scores_of, summaries_of_rows
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
 
@@ -29,9 +30,7 @@ def thumbnail(weights: np.ndarray) -> np.ndarray:
     """The mean weight of each block of cells of (heads ×) n × m weights: at most SIZE × SIZE."""
     n, m = weights.shape[-2:]
     rows, cols = _starts(n, min(n, SIZE)), _starts(m, min(m, SIZE))
-    sums = np.add.reduceat(np.add.reduceat(weights, rows, axis=-2), cols, axis=-1)
-    counts = np.diff(np.r_[rows, n])[:, None] * np.diff(np.r_[cols, m])[None, :]
-    return sums / counts
+    return np.add.reduceat(np.add.reduceat(weights, rows, axis=-2), cols, axis=-1) / _counts(len(rows), len(cols), n, m)
 
 
 FAST_FROM = 2**22  # cells in a layer's heads: from here the overview's weights are torch's, in float32
@@ -62,21 +61,22 @@ class Inputs:
         return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
 
 
-def each_layer(inputs: Inputs, fast=False):
-    """(weights, allowed) of each layer shown in the overview, weights heads × n × m: a model's
-    every layer, each at its own mask, or the widget's own heads as one layer. In float64 with
-    numpy (head_summary's numbers); ``fast``, a large layer's in float32 with torch when it is
-    installed (on every core; the model's own precision), within about 1e-5 of those."""
+def each_layer(inputs: Inputs):
+    """(q, k, allowed) of each layer shown in the overview, q and k heads × rows × d: a model's
+    every layer, each at its own mask, or the widget's own heads as one layer."""
     n, m = inputs.rows, inputs.keys
     for q, k, mask in inputs.layers:
         allowed = allowed_cells(n, inputs.causal, None if mask is None else mask[:n, :m], m)
         q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
-        if fast and len(q) * n * m >= FAST_FROM and _torch() is not None:
-            yield _torch_weights(inputs, q, k, allowed), allowed
-            continue
-        bias = [None if inputs.bias is None else inputs.head_of(inputs.bias, h)[:n, :m] for h in range(len(q))]
-        scores = (scores_of(q[h].astype(float), k[h].astype(float), inputs.scale, bias[h], inputs.softcap) for h in range(len(q)))
-        yield np.stack([_softmax_rows(s, inputs.temperature, allowed) for s in scores]), allowed
+        yield q, k, allowed
+
+
+def weights_of(inputs: Inputs, q, k, allowed) -> np.ndarray:
+    """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
+    n, m = q.shape[1], k.shape[1]
+    bias = [None if inputs.bias is None else inputs.head_of(inputs.bias, h)[:n, :m] for h in range(len(q))]
+    scores = (scores_of(q[h].astype(float), k[h].astype(float), inputs.scale, bias[h], inputs.softcap) for h in range(len(q)))
+    return np.stack([_softmax_rows(s, inputs.temperature, allowed) for s in scores])
 
 
 def compute(inputs: Inputs) -> dict:
@@ -85,11 +85,15 @@ def compute(inputs: Inputs) -> dict:
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
     was computed at)}."""
 
-    def one(layer):  # thumbnails and summaries: numpy lets go of the GIL, so layers overlap
-        weights, allowed = layer
-        t = thumbnail(weights)
+    def one(q, k, allowed):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
+        if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and _torch() is not None:
+            sums, summaries = _torch_layer(inputs, q, k, allowed)
+            t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
+        else:
+            weights = weights_of(inputs, q, k, allowed)
+            t, summaries = thumbnail(weights), head_summaries(weights, allowed, cross=inputs.cross)
         peak = t.max(axis=(1, 2))
-        return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, head_summaries(weights, allowed, cross=inputs.cross)
+        return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, summaries
 
     # layers summed up at once: one per core, while their weights stay within IN_FLIGHT bytes
     q = inputs.layers[0][0]
@@ -97,8 +101,8 @@ def compute(inputs: Inputs) -> dict:
     workers = max(1, min(os.cpu_count() or 1, int(IN_FLIGHT // layer_bytes)))
     done, pending = [], []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for layer in each_layer(inputs, fast=True):
-            pending.append(pool.submit(one, layer))
+        for layer in each_layer(inputs):
+            pending.append(pool.submit(one, *layer))
             if len(pending) >= workers:
                 done.append(pending.pop(0).result())
         done += [p.result() for p in pending]
@@ -159,20 +163,67 @@ def _torch():
     return torch
 
 
-def _torch_weights(inputs: Inputs, q, k, allowed) -> np.ndarray:
-    """Every head's weights at once, as core's scores and softmax compute them, in float32."""
+CHUNK = 2**23  # cells of scores the fast path holds at once (two such arrays: 64 MB)
+
+
+def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
+    """A layer's thumbnail sums (heads × blocks × blocks) and summaries, in float32 with torch on
+    every core, as core's scores and softmax compute them (within about 1e-5), a chunk of rows at
+    a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
     torch = _torch()
-    n, m = q.shape[1], k.shape[1]
-    Q, K = (torch.from_numpy(np.array(a, dtype=np.float32)) for a in (q, k))
-    s = inputs.scale * (Q @ K.transpose(1, 2))
-    if inputs.softcap is not None:
-        s = inputs.softcap * torch.tanh(s / inputs.softcap)
-    if inputs.bias is not None:
-        s += torch.from_numpy(np.ascontiguousarray(inputs.bias[..., :n, :m], dtype=np.float32))
-    if allowed is not None:
-        s.masked_fill_(~torch.from_numpy(np.ascontiguousarray(allowed)), float("-inf"))
-    w = torch.softmax(s / inputs.temperature, dim=-1)
-    return torch.nan_to_num(w, nan=0.0).numpy()  # a row that may read nothing: all 0, as core's
+    heads, n, m = len(q), q.shape[1], k.shape[1]
+    with warnings.catch_warnings():  # read-only arrays (the widget's own): torch only reads them
+        warnings.simplefilter("ignore", UserWarning)
+        Q, K = (torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k))
+    if inputs.softcap is None:
+        Q = Q * inputs.scale  # n × d cells scaled instead of n × m
+    shut = np.zeros((n, m), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)
+    A = torch.from_numpy(shut)
+    reach = np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - np.argmax(allowed[:, ::-1], axis=1), 0)
+    blocks = (np.arange(n) * min(n, SIZE)) // n  # each row's block of the thumbnail
+    sums = torch.zeros(heads, min(n, SIZE), m)
+    first, diagonal, previous, effective = (torch.zeros(heads, n) for _ in range(4))
+    step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        c1 = int(reach[r0:r1].max())
+        if c1 == 0:
+            continue  # rows that read nothing: their weights are all 0
+        s = torch.matmul(Q[:, r0:r1], K[:, :c1].transpose(1, 2))
+        if inputs.softcap is not None:
+            s.mul_(inputs.scale / inputs.softcap).tanh_().mul_(inputs.softcap)
+        if inputs.bias is not None:
+            s += torch.from_numpy(np.ascontiguousarray(inputs.bias[..., r0:r1, :c1], dtype=np.float32))
+        if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
+            lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
+            s[..., lo:].masked_fill_(A[r0:r1, lo:c1], -1e30)  # finite: 0 weight times its score is 0, not NaN
+        s.sub_(s.amax(dim=-1, keepdim=True))
+        if inputs.temperature != 1:
+            s.div_(inputs.temperature)  # after the maximum, as core's: no overflow at a small T
+        e = torch.exp(s)
+        closed = reach[r0:r1] == 0
+        if closed.any():
+            e[:, torch.from_numpy(closed)] = 0.0  # a row of closed cells reads nothing
+        total = e.sum(dim=-1)
+        total = torch.where(total > 0, total, 1.0)
+        # entropy of w = e / Z from s = log e: log Z − Σ w·s, without a logarithm per cell
+        effective[:, r0:r1] = torch.exp(torch.log(total) - s.mul_(e).sum(dim=-1) / total)
+        w = e.div_(total[..., None])
+        first[:, r0:r1] = w[:, :, 0]
+        rows = torch.arange(r0, max(r0, min(r1, c1)))  # rows with their own column, and the one before it, in reach
+        diagonal[:, rows] = w[:, rows - r0, rows]
+        rows = torch.arange(max(r0, 1), max(r0, 1, min(r1, c1 + 1)))
+        previous[:, rows] = w[:, rows - r0, rows - 1]
+        sums[:, :, :c1].index_add_(1, torch.from_numpy(blocks[r0:r1]), w)
+    cols = _starts(m, min(m, SIZE))
+    thumbs = np.add.reduceat(sums.numpy(), cols, axis=-1)
+    first, diagonal, previous, effective = (a.numpy().astype(float) for a in (first, diagonal, previous, effective))
+    return thumbs.astype(float), summaries_of_rows(first, diagonal, previous, effective, allowed, m, cross=inputs.cross)
+
+
+def _counts(height: int, width: int, n: int, m: int) -> np.ndarray:
+    """How many cells each block of a height × width thumbnail of n × m weights holds."""
+    return np.diff(np.r_[_starts(n, height), n])[:, None] * np.diff(np.r_[_starts(m, width), m])[None, :]
 
 
 def key(widget) -> dict:

@@ -15,7 +15,7 @@ import traitlets
 
 from . import examples, rules
 from .core import Attention, head_summaries, overflow_message
-from .overview import Background, Inputs, each_layer
+from .overview import Background, Inputs, each_layer, weights_of
 from .payload import page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
 from .sources import Sources
@@ -551,7 +551,8 @@ class AttentionWidget(WholeChanges):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
-        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in each_layer(Inputs(self))]
+        inputs = Inputs(self)
+        rows = [head_summaries(weights_of(inputs, q, k, allowed), allowed, cross=self.cross) for q, k, allowed in each_layer(inputs)]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):
