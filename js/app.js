@@ -28,22 +28,25 @@ export function mount(host, model, { propose, flush }) {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
   const save = (name, value) => said(propose({ [name]: value }));
-  // another layer of a live model comes from the kernel, unless the page keeps it: said while it
-  // travels, until the kernel's arrays name it (layer_arrays)
-  let fetching = null;
-  const toLayer = (change) => {
+  // another head of a live model comes from the kernel, unless the page keeps it: said while it
+  // travels, until the kernel's arrays name it (layer_arrays: block, layer, head)
+  let fetching = null; // {block, layer, head, label}
+  const toHead = (change) => {
     const refused = propose(change);
     said(refused);
-    if (!refused && model.holds && !model.holds(get("block"), change.layer)) {
-      fetching = change.layer;
+    const want = { block: get("block") || "", layer: get("layer"), head: Math.min(get("head"), store.all("q").heads - 1) };
+    if (!refused && model.holds && get("layer_shown") && !model.holds(want.block, want.layer, want.head)) {
+      const layerChanged = "layer" in change || "block" in change;
+      fetching = { ...want, label: layerChanged ? `layer ${want.layer}` : `head ${want.head}` };
       schedule();
     }
   };
+  const named = (a) => a && fetching && (a[0] || "") === fetching.block && a[1] === fetching.layer && a[2] === fetching.head;
   const arrived = () => {
-    if (get("layer_arrays")?.[1] === fetching) fetching = null;
+    if (named(get("layer_arrays"))) fetching = null;
   };
-  const refusedLayer = () => {
-    if (get("layer") !== fetching) fetching = null; // the kernel put the page back
+  const refusedHead = () => {
+    if (fetching && (get("layer") !== fetching.layer || get("head") !== fetching.head)) fetching = null; // the kernel put the page back
   };
 
   // --- views ---
@@ -59,8 +62,8 @@ export function mount(host, model, { propose, flush }) {
     onCausal: (b) => save("causal", b),
     onSink: (b) => save("sink", b),
     onSentence: (i) => save("sentence_index", i),
-    onLayer: (i) => toLayer({ layer: i }),
-    onBlock: (b) => save("block", b),
+    onLayer: (i) => toHead({ layer: i }),
+    onBlock: (b) => toHead({ block: b }),
     onStep: (s) => save("step", s), // the rules move the focus to the new token's row, with the causal rule on
     onSave: (kind) =>
       savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
@@ -73,7 +76,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => (get("layer_shown") && l !== get("layer") ? toLayer({ layer: l, head: h }) : save("head", h)),
+    onPick: (l, h) => (get("layer_shown") && l !== get("layer") ? toHead({ layer: l, head: h }) : toHead({ head: h })),
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
   });
@@ -138,7 +141,8 @@ export function mount(host, model, { propose, flush }) {
   };
   model.on("change:overview", answered);
   model.on("change:layer_arrays", arrived);
-  model.on("change:layer", refusedLayer);
+  model.on("change:layer", refusedHead);
+  model.on("change:head", refusedHead);
   function askOverview() {
     clearTimeout(askTimer);
     askTimer = setTimeout(
@@ -170,7 +174,7 @@ export function mount(host, model, { propose, flush }) {
     const focus = Math.min(get("focus"), n - 1),
       cell = get("cell");
     root.dataset.stage = stage;
-    root.dataset.fetching = fetching === null ? "" : String(fetching); // the numbers below are the last layer's until it comes
+    root.dataset.fetching = fetching === null ? "" : fetching.label; // the numbers below are the last head's until it comes
     const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
     // the K and V cache while generating (from the query/key stage on); the grids mark the rows it keeps
     const written = generation.update({
@@ -272,7 +276,7 @@ export function mount(host, model, { propose, flush }) {
         loading: get("overview")?.error
           ? `the overview could not be computed (${get("overview").error})`
           : fetching !== null
-            ? `loading layer ${fetching}…`
+            ? `loading ${fetching.label}…`
             : !store.overviewDue()
               ? ""
               : held
@@ -344,7 +348,8 @@ export function mount(host, model, { propose, flush }) {
     model.off("change", schedule);
     model.off("change:overview", answered);
     model.off("change:layer_arrays", arrived);
-    model.off("change:layer", refusedLayer);
+    model.off("change:layer", refusedHead);
+    model.off("change:head", refusedHead);
     unwatch();
     for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
     root.remove();

@@ -16,13 +16,16 @@ export function decodeMatrix(value) {
       ? new Type(view.buffer, view.byteOffset, view.byteLength / Type.BYTES_PER_ELEMENT)
       : new Type(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
   const [heads, rows, cols] = shape.length === 3 ? shape : [1, ...shape];
-  return { data, heads, rows, cols };
+  // a live model's layer comes one head at a time: the data are head `only`'s alone
+  return value.head == null ? { data, heads, rows, cols } : { data, heads, rows, cols, only: value.head };
 }
 
-/** One head of a (heads ×) rows × cols matrix, sharing its memory. */
+/** One head of a (heads ×) rows × cols matrix, sharing its memory; of a matrix that holds one
+ * head only, that head (the last one shown, until the kernel sends the next). */
 export function headOf(m, h) {
   const size = m.rows * m.cols;
-  return { data: m.data.subarray(h * size, (h + 1) * size), heads: 1, rows: m.rows, cols: m.cols };
+  const p = m.only == null ? h : 0;
+  return { data: m.data.subarray(p * size, (p + 1) * size), heads: 1, rows: m.rows, cols: m.cols };
 }
 
 /** Encode a typed array as a synced array of the same precision, for sending an edited matrix back to Python. */

@@ -24,10 +24,11 @@ const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, mode
 export function firstRows(m, r, both) {
   if (!m || !r || r >= m.rows) return m;
   const c = both ? Math.min(r, m.cols) : m.cols,
-    data = new m.data.constructor(m.heads * r * c);
-  for (let h = 0; h < m.heads; h++)
+    held = m.only == null ? m.heads : 1, // (a live model's layer: one head's data)
+    data = new m.data.constructor(held * r * c);
+  for (let h = 0; h < held; h++)
     for (let i = 0; i < r; i++) data.set(m.data.subarray((h * m.rows + i) * m.cols, (h * m.rows + i) * m.cols + c), (h * r + i) * c);
-  return { data, heads: m.heads, rows: r, cols: c };
+  return { ...m, data, rows: r, cols: c };
 }
 
 // --- generation: a step forward computes one new row ---

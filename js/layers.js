@@ -1,7 +1,8 @@
-// A live model's layers, kept in the page once fetched (while they fit in KEEP bytes): a switch
-// back to one draws it at once, and the kernel, told which layers the page keeps, does not send
-// them again. The kernel says whose arrays it sent (layer_arrays); every view of a widget on the
-// page shares its model, so they share this too.
+// A live model's heads, kept in the page once fetched (while they fit in KEEP bytes): the kernel
+// sends the head shown of a layer, a switch back to one draws it at once, and the kernel, told
+// which heads the page keeps, does not send them again. The kernel says whose arrays it sent
+// (layer_arrays: block, layer, head); every view of a widget on the page shares its model, so
+// they share this too.
 const KEEP = 512 * 2 ** 20;
 const LAYERED = ["q", "k", "v", "value_basis"];
 const kept = new WeakMap();
@@ -13,10 +14,11 @@ export function withLayers(model) {
 }
 
 function keep(model) {
-  const held = new Map(); // "block|layer" -> that layer's q, k, v and value axes, the least recently shown first
-  const name = (block, layer) => `${block || ""}|${layer}`;
+  const held = new Map(); // "block|layer|head" -> that head's q, k, v and value axes, the least recently shown first
+  const name = (block, layer, head) => `${block || ""}|${layer}|${head}`;
+  const shownName = () => name(model.get("block"), model.get("layer"), model.get("head"));
   const size = (entry) => LAYERED.reduce((sum, n) => sum + (entry[n]?.view?.byteLength || 0), 0);
-  const tell = () => model.send({ kind: "holding", layers: [...held.keys()].map((k) => [k.split("|")[0], Number(k.split("|")[1])]) });
+  const tell = () => model.send({ kind: "holding", layers: [...held.keys()].map((k) => k.split("|").map((p, i) => (i ? Number(p) : p))) });
   // the kernel's arrays arrive with the name of their layer (layer_arrays, set in the same message)
   function record() {
     const whose = model.get("layer_arrays");
@@ -24,9 +26,9 @@ function keep(model) {
     const key = name(...whose);
     held.delete(key);
     held.set(key, Object.fromEntries(LAYERED.map((n) => [n, model.get(n)])));
-    // over KEEP, the least recently shown go; never the layer just come, nor the one the page shows
+    // over KEEP, the least recently shown go; never the head just come, nor the one the page shows
     let total = [...held.values()].reduce((sum, e) => sum + size(e), 0);
-    const showing = name(model.get("block"), model.get("layer"));
+    const showing = shownName();
     for (const [k, e] of [...held]) {
       if (total <= KEEP) break;
       if (k === key || k === showing) continue;
@@ -37,11 +39,11 @@ function keep(model) {
   }
   model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
   record(); // the layer shown at first; and the kernel forgets what an earlier page kept
-  const shown = () => held.get(name(model.get("block"), model.get("layer")));
+  const shown = () => held.get(shownName());
   return {
     get: (n) => (LAYERED.includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
-    /** Whether the page keeps this layer's arrays (a switch to it needs nothing from the kernel). */
-    holds: (block, layer) => held.has(name(block, layer)),
+    /** Whether the page keeps this head's arrays (a switch to it needs nothing from the kernel). */
+    holds: (block, layer, head) => held.has(name(block, layer, head)),
     set: (...a) => model.set(...a),
     save_changes: () => model.save_changes(),
     send: (...a) => model.send(...a),

@@ -61,7 +61,7 @@ def test_projection_follows_heads_and_new_values():
     assert w.value_basis is None
 
 
-def test_a_models_layers_stay_in_the_kernel_and_a_layer_switch_sends_that_layer_alone():
+def test_a_models_layers_stay_in_the_kernel_and_a_switch_sends_the_head_shown_alone():
     from test_widget import RecordingComm
 
     found = fake_model(n_layers=3, heads=2, n=5, d=6)
@@ -73,11 +73,23 @@ def test_a_models_layers_stay_in_the_kernel_and_a_layer_switch_sends_that_layer_
     w.comm = RecordingComm()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"}
-    assert sum(b.nbytes for b in buffers) == sum(a.nbytes for a in found.layers[2]) + w.value_basis.nbytes  # that layer's, once
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"} and data["state"]["layer_arrays"] == ["", 2, 1]
+    # that layer's head shown, once: the page asks for another head when it shows one
+    assert sum(b.nbytes for b in buffers) == (sum(a.nbytes for a in found.layers[2]) + w.value_basis.nbytes) // 2
+    views = {path[0]: b for path, b in zip(data["buffer_paths"], buffers)}
+    for name in ("q", "k", "v", "value_basis"):
+        value = data["state"][name]
+        assert value["shape"] == list(getattr(w, name).shape) and value["head"] == 1
+        np.testing.assert_array_equal(np.frombuffer(views[name], dtype=value["dtype"]), getattr(w, name)[1].ravel())
     q, k, v = found.layers[2]
     np.testing.assert_allclose(w.weights, attention(q[1], k[1], v[1], causal=True).weights)
     np.testing.assert_allclose(np.abs(w.value_basis), np.abs(principal_axes(v)))
+    w.comm.sent.clear()
+    w.head = 0  # another head of the layer: its arrays, named
+    ((data, buffers),) = w.comm.sent
+    assert data["state"]["layer_arrays"] == ["", 2, 0] and data["state"]["q"]["head"] == 0
+    views = {path[0]: b for path, b in zip(data["buffer_paths"], buffers)}
+    np.testing.assert_array_equal(np.frombuffer(views["k"], dtype=data["state"]["k"]["dtype"]), k[0].ravel())
     # your own arrays are sent, and the page told they are not a layer's
     w.comm.sent.clear()
     w.q = w.q * 2
@@ -142,25 +154,28 @@ def test_a_refused_block_switch_leaves_the_layers_views_of_the_stacks():
     assert w.block == "cross" and np.shares_memory(w.q, w.model_q)
 
 
-def test_a_layer_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arrays_it_has():
+def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arrays_it_has():
     from test_widget import RecordingComm
 
     from attnwidget.widget import _on_page_message
 
     found = fake_model(n_layers=4, heads=2, n=5, d=6)
     w = AttentionWidget._from_model(found, 0, 0, {})
-    assert w.layer_arrays == ["", 0]
+    assert w.layer_arrays == ["", 0, 0]
     w.comm = RecordingComm()
-    _on_page_message(w, {"kind": "holding", "layers": [["", 0], ["", 2], "junk", ["", "x"], [1, 1]]}, [])
-    assert w._page_holds == {("", 0), ("", 2)}  # what cannot be read is left out
+    _on_page_message(w, {"kind": "holding", "layers": [["", 0, 0], ["", 2, 0], ["", 2, 1], "junk", ["", "x", 0], ["", 1], [1, 1, 1]]}, [])
+    assert w._page_holds == {("", 0, 0), ("", 2, 0), ("", 2, 1)}  # what cannot be read is left out
     w.layer = 2  # kept by the page: its name, no arrays
     ((data, buffers),) = w.comm.sent
-    assert data["state"]["layer_arrays"] == ["", 2] and not {"q", "k", "v", "value_basis"} & set(data["state"]) and not buffers
+    assert data["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k", "v", "value_basis"} & set(data["state"]) and not buffers
     np.testing.assert_array_equal(w.q, found.layers[2][0])  # Python's own are that layer's all the same
+    w.comm.sent.clear()
+    w.head = 1  # kept too
+    assert w.comm.sent[0][0]["state"]["layer_arrays"] == ["", 2, 1] and not w.comm.sent[0][1]
     w.comm.sent.clear()
     w.layer = 3  # not kept: sent, named
     ((data, buffers),) = w.comm.sent
-    assert data["state"]["layer_arrays"] == ["", 3] and {"q", "k", "v"} <= set(data["state"]) and buffers
+    assert data["state"]["layer_arrays"] == ["", 3, 1] and {"q", "k", "v"} <= set(data["state"]) and buffers
     _on_page_message(w, {"kind": "holding", "layers": []}, [])  # a new page keeps nothing yet
     w.comm.sent.clear()
     w.layer = 2

@@ -135,11 +135,15 @@ class Background:
         self.thread: threading.Thread | None = None
         self.done: tuple | None = None  # (inputs, overview) of the last computation finished
 
-    def ask(self, widget) -> dict | None:
-        """The overview for the widget as it stands, or None while it is being computed."""
+    def ask(self, widget, begin: bool = True) -> dict | None:
+        """The overview for the widget as it stands, or None while it is being computed (or,
+        not ``begin``, when it is large: not begun while the page draws its first picture, whose
+        cores it would take)."""
         inputs = Inputs(widget)
         if inputs.cells < self.SMALL:
             return compute(inputs)
+        if not begin:
+            return None
         if self.done is not None and self.done[0].same(inputs):
             overview, self.done = self.done[1], None
             return overview

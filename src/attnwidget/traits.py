@@ -33,6 +33,15 @@ def _array_to_json(a, widget):
     return {"shape": list(b.shape), "dtype": b.dtype.name, "view": memoryview(b.reshape(-1))}
 
 
+def one_head(value, h: int):
+    """A heads × … array as sent ({shape, dtype, view}) cut to head ``h``'s numbers alone: shape
+    still the whole array's, and "head" naming the one the view holds."""
+    if value is None or len(value["shape"]) != 3:
+        return value
+    size = value["shape"][1] * value["shape"][2]
+    return {**value, "view": value["view"][h * size : (h + 1) * size], "head": h}
+
+
 def _array_from_json(value, widget):
     """The page's {shape, dtype, view} back into numpy; anything else is refused."""
     if value is None:

@@ -16,11 +16,11 @@ import traitlets
 from . import examples, rules
 from .core import Attention, head_summaries, overflow_message
 from .overview import Background, Inputs, each_layer, weights_of
-from .payload import page_payload
+from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
 from .sources import Sources
 from .sync import WholeChanges
-from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, token_list, visible_text
+from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, one_head, token_list, visible_text
 
 __all__ = ["AttentionWidget", "visible_text"]
 
@@ -35,10 +35,10 @@ OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "so
 
 def _on_page_message(widget, content, buffers):
     """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at
-    a glance; and says which layers it keeps: {"kind": "holding", "layers": [[block, layer], ...]}."""
+    a glance; and says which heads it keeps: {"kind": "holding", "layers": [[block, layer, head], ...]}."""
     if isinstance(content, dict) and content.get("kind") == "holding" and isinstance(content.get("layers"), list):
-        pairs = [p for p in content["layers"] if isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and rules._is_int(p[1])]
-        widget._page_holds = {(block, int(layer)) for block, layer in pairs}
+        named = [p for p in content["layers"] if isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and all(map(rules._is_int, p[1:]))]
+        widget._page_holds = {(block, int(layer), int(head)) for block, layer, head in named}
     if isinstance(content, dict) and content.get("kind") == "overview" and widget.n_layers and widget.layer_shown and widget.overview is None:
         done = widget._overview.ask(widget)  # at once when small; a large model's, on a thread: the page asks again
         if done is not None:
@@ -140,7 +140,7 @@ class AttentionWidget(WholeChanges):
     mask_of_layer = traitlets.List(traitlets.Int(), read_only=True)
     """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
     layer_arrays: traitlets.List = traitlets.List(None, allow_none=True, read_only=True).tag(sync=True)
-    """[block, layer] whose arrays q, k and v are (the page keeps the layers it fetched by it); None for your own arrays."""
+    """[block, layer, head] whose arrays a live page has been sent: the head shown of q, k and v (the page keeps those it fetched by it); None for your own arrays."""
     overview = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
     """A model's every layer and head at a glance, computed here when the page asks (overview.compute): thumbnails and summaries at the inputs in its "key"; None until asked, and again when those inputs change."""
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
@@ -200,7 +200,7 @@ class AttentionWidget(WholeChanges):
     ):
         self._result = None
         self._overview = Background()
-        self._page_holds: set = set()  # (block, layer) whose arrays the page keeps: not sent again
+        self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
         self._sources = Sources()
         own_keys, sentences = None, []
         state = dict(
@@ -300,17 +300,28 @@ class AttentionWidget(WholeChanges):
         for name, value in after.items():
             if not rules.same(value, current[name]):
                 values[name] = value
-        values["layer_arrays"] = [after["block"], after["layer"]] if after["layer_shown"] else None
+        values["layer_arrays"] = [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
         # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
         inputs = [n for n in OVERVIEW_INPUTS if n != "mask" or not values.get("mask_of_layer")]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
 
     def _to_send(self, names):
-        # a layer the page keeps: it has the arrays already (layer_arrays tells it which to show)
+        # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
+        # another head shown: its arrays, though Python's (the layer's) are the same
         if self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds:
-            return names - {"q", "k", "v", "value_basis"}
-        return names
+            return names - set(LAYERED)
+        return names | ({n for n in LAYERED if getattr(self, n) is not None} if "layer_arrays" in names else set())
+
+    def get_state(self, key=None):
+        """The state as a live page gets it: a model's layer one head at a time (the head shown;
+        the rest stay here until the page shows them). Exported pages get whole layers."""
+        state = super().get_state(key)
+        if self.layer_shown:
+            h = self.layer_arrays[2]
+            for name in set(LAYERED) & set(state):
+                state[name] = one_head(state[name], h)
+        return state
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""
@@ -328,7 +339,8 @@ class AttentionWidget(WholeChanges):
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
         build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
-        _on_page_message(self, {"kind": "overview"}, [])  # the page will ask for it: a small one is there at once, a large one begun
+        if self.n_layers and self.layer_shown and self.overview is None:  # a small one goes with the widget; a large one is
+            self.set_trait("overview", self._overview.ask(self, begin=False))  # begun when the page asks, once it has drawn
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
         if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):

@@ -213,7 +213,7 @@ m
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         kernel.run("slow.on = True")
         page.locator(".aw-head[data-layer='2'][data-head='1']").click()
-        page.wait_for_selector(".aw-root[data-fetching='2']", state="attached")
+        page.wait_for_selector(".aw-root[data-fetching='layer 2']", state="attached")
         assert "loading layer 2…" in page.locator(".aw-heads-caption").text_content()  # the kernel takes 1.5 s
         page.wait_for_selector(".aw-root[data-fetching='']", state="attached", timeout=10_000)
         assert "loading layer" not in page.locator(".aw-heads-caption").text_content()
@@ -224,7 +224,7 @@ m
         page.context.close()
 
 
-def test_in_jupyterlab_a_layer_shown_before_is_drawn_from_the_page_and_not_sent_again(open_notebook):
+def test_in_jupyterlab_a_head_shown_before_is_drawn_from_the_page_and_not_sent_again(open_notebook):
     setup = f"""
 {kernel_model(2)}m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
 sent, send = [], m._send
@@ -233,21 +233,26 @@ m
 """
     page, kernel, errors = open_notebook("kept.ipynb", [setup])
 
-    def to(layer):
-        page.locator(f".aw-head[data-layer='{layer}'][data-head='1']").click()
-        kernel.wait_for("[m.layer, m.head]", lambda v: v == [layer, 1])
-        page.wait_for_function(f"{ROOT}.model.get('layer_arrays')?.[1] === {layer} && !document.querySelector('.aw-root').dataset.fetching")
+    def to(layer, head):
+        page.locator(f".aw-head[data-layer='{layer}'][data-head='{head}']").click()
+        kernel.wait_for("[m.layer, m.head]", lambda v: v == [layer, head])
+        page.wait_for_function(f"{ROOT}.model.get('layer_arrays')?.join() === ',{layer},{head}' && !document.querySelector('.aw-root').dataset.fetching")
+        page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
         weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
         np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)
 
     try:
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
-        to(1)
-        to(2)
+        to(1, 1)
+        to(2, 1)
         kernel.run("sent.clear()")
-        to(1)  # fetched before: kept by the page
-        assert kernel.eval("sum(sent)") == 0  # no arrays came back for it
-        to(0)  # the first layer shown: kept too
+        to(2, 0)  # another head of the layer: that head's arrays
+        assert kernel.eval("sum(sent)") > 0
+        kernel.run("sent.clear()")
+        to(1, 1)  # fetched before: kept by the page
+        to(2, 0)
+        assert kernel.eval("sum(sent)") == 0  # no arrays came back for them
+        to(0, 0)  # the first head shown: kept too
         assert kernel.eval("sum(sent)") == 0 and errors == []
     finally:
         page.context.close()

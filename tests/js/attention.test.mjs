@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import * as A from "../../js/attention.js";
+import { firstRows } from "../../js/derived.js";
 
 const lab = JSON.parse(readFileSync(new URL("../../src/attnwidget/data/lab.json", import.meta.url)));
 const matrix = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });
@@ -64,6 +65,18 @@ test("a DataView inside a larger buffer is read at its own offset", () => {
   new Float32Array(buf, 16, 4).set([1, 2, 3, 4]);
   const m = A.decodeMatrix({ view: new DataView(buf, 16, 16), shape: [2, 2], dtype: "float32" });
   assert.deepEqual(Array.from(m.data), [1, 2, 3, 4]);
+});
+
+test("a layer sent one head at a time gives that head, whichever is asked, until the next comes", () => {
+  const view = new DataView(Float32Array.from([5, 6, 7, 8]).buffer);
+  const m = A.decodeMatrix({ view, shape: [3, 2, 2], dtype: "float32", head: 1 });
+  assert.deepEqual([m.heads, m.rows, m.cols, m.only], [3, 2, 2, 1]);
+  for (const h of [0, 1, 2]) assert.deepEqual(Array.from(A.headOf(m, h).data), [5, 6, 7, 8]);
+  const first = firstRows(m, 1); // while a text is written: that head's first row
+  assert.deepEqual([Array.from(first.data), first.heads, first.only], [[5, 6], 3, 1]);
+  const whole = A.decodeMatrix({ view: new DataView(Float32Array.from([1, 2, 3, 4, 5, 6, 7, 8]).buffer), shape: [2, 2, 2], dtype: "float32" });
+  assert.deepEqual(Array.from(A.headOf(whole, 1).data), [5, 6, 7, 8]);
+  assert.deepEqual(Array.from(A.headOf(whole, 0).data), [1, 2, 3, 4]);
 });
 
 test("head summaries: each a mean over the rows where it exists", () => {

@@ -29,36 +29,43 @@ function fakeModel(state) {
   };
 }
 
-const arrays = (layer, mb) => ({ q: { layer, view: { byteLength: mb * MB } }, k: { layer }, v: { layer }, value_basis: null });
+const arrays = (layer, mb, head = 0) => ({ q: { layer, head, view: { byteLength: mb * MB } }, k: { layer }, v: { layer }, value_basis: null });
 
-test("a layer fetched once is served from the page, and the kernel is told which are kept", () => {
-  const m = fakeModel({ layer_shown: true, block: "", layer: 0, layer_arrays: ["", 0], ...arrays(0, 1) });
+test("a head fetched once is served from the page, and the kernel is told which are kept", () => {
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 1) });
   const page = withLayers(m);
-  assert.deepEqual(m.sent.at(-1), { kind: "holding", layers: [["", 0]] });
-  m.set("layer", 1); // asked; the kernel sends layer 1's arrays, named
-  m.arrive({ layer_arrays: ["", 1], ...arrays(1, 1) });
+  assert.deepEqual(m.sent.at(-1), { kind: "holding", layers: [["", 0, 0]] });
+  m.set("layer", 1); // asked; the kernel sends layer 1's head shown, named
+  m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 1) });
+  m.set("head", 1); // another head of it: sent too
+  m.arrive({ layer_arrays: ["", 1, 1], ...arrays(1, 1, 1) });
   assert.deepEqual(m.sent.at(-1).layers, [
-    ["", 0],
-    ["", 1],
+    ["", 0, 0],
+    ["", 1, 0],
+    ["", 1, 1],
   ]);
-  m.set("layer", 0); // kept: the kernel names it and sends no arrays
-  m.arrive({ layer_arrays: ["", 0] });
+  m.set("head", 0); // kept: the kernel names it and sends no arrays
+  m.arrive({ layer_arrays: ["", 1, 0] });
+  assert.equal(page.get("q").head, 0);
+  m.set("layer", 0);
+  m.arrive({ layer_arrays: ["", 0, 0] });
   assert.equal(page.get("q").layer, 0);
-  assert.equal(page.holds("", 1), true);
+  assert.equal(page.holds("", 1, 1), true);
+  assert.equal(page.holds("", 0, 1), false); // a head never shown
   m.set("layer_shown", false); // your own arrays: the model's, as they are
-  assert.equal(page.get("q").layer, 1);
+  assert.equal(page.get("q").head, 1);
 });
 
-test("past the budget the least recently shown goes, never the layer on show", () => {
-  const m = fakeModel({ layer_shown: true, block: "", layer: 0, layer_arrays: ["", 0], ...arrays(0, 200) });
+test("past the budget the least recently shown goes, never the head on show", () => {
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 200) });
   const page = withLayers(m);
   m.set("layer", 1);
-  m.arrive({ layer_arrays: ["", 1], ...arrays(1, 200) });
+  m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 200) });
   m.set("layer", 0); // back to 0, kept; then a late layer 2 arrives while 0 is on show
-  m.arrive({ layer_arrays: ["", 0] });
-  m.arrive({ layer_arrays: ["", 2], ...arrays(2, 200) }); // 600 MB: one must go
-  assert.equal(page.holds("", 0), true); // on show
-  assert.equal(page.holds("", 1), false); // the least recently shown
-  assert.equal(page.holds("", 2), true);
+  m.arrive({ layer_arrays: ["", 0, 0] });
+  m.arrive({ layer_arrays: ["", 2, 0], ...arrays(2, 200) }); // 600 MB: one must go
+  assert.equal(page.holds("", 0, 0), true); // on show
+  assert.equal(page.holds("", 1, 0), false); // the least recently shown
+  assert.equal(page.holds("", 2, 0), true);
   assert.equal(page.get("q").layer, 0);
 });
