@@ -44,6 +44,7 @@ import time, resource, numpy as np, torch, transformers
 from attnwidget import AttentionWidget
 torch.manual_seed(0)
 model = transformers.{model}(transformers.{config}).eval()
+model = model.to("cuda") if torch.cuda.is_available() else model  # where there is a GPU, the model and its overview run on it
 class Tokens:  # n random ids as a text: the shape is what is measured, not a tokenizer
     all_special_tokens = []
     def __call__(self, text, return_tensors=None):
@@ -139,6 +140,7 @@ def measure(name: str, shape: dict, lab, browser) -> dict:
     state = json.dumps(saved.get("metadata", {}).get("widgets", {}))
     out = {
         "tokens": shape["n"],
+        "device": kernel.eval("str(next(model.parameters()).device)"),
         "layers": layers,
         "heads": kernel.eval("w.n_heads"),
         "kernel_read_s": kernel.eval("read_s"),
@@ -206,7 +208,11 @@ def markdown(report: dict) -> str:
         ("saved widget state", "saved_state_mb", "{:.1f} MB"),
     ]
     names = list(report)
-    lines = ["# Real models at their real size, live in JupyterLab", "", "| | " + " | ".join(f"{n} ({report[n]['tokens']} tokens)" for n in names) + " |"]
+    lines = [
+        "# Real models at their real size, live in JupyterLab",
+        "",
+        "| | " + " | ".join(f"{n} ({report[n]['tokens']} tokens, {report[n].get('device', 'cpu')})" for n in names) + " |",
+    ]
     lines.append("| --- |" + " ---: |" * len(names))
     for label, key, form in rows:
         if key is None:

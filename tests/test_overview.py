@@ -244,3 +244,16 @@ def test_the_fast_overview_equals_numpys_whatever_the_chunks(n, heads, causal, m
     np.testing.assert_allclose(fast["top"], exact["top"], rtol=1e-5, atol=1e-7)
     picture = [np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).astype(int) for o in (fast, exact)]
     assert np.abs(picture[0] - picture[1]).max() <= 1
+
+
+def test_a_models_overview_is_computed_on_the_device_it_ran_on():
+    torch = pytest.importorskip("torch")
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=600, d=8), 0, 0, {})
+    assert Inputs(w).device == "cpu"  # a model of arrays: here
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU on this machine: the overview on one is checked where there is one")
+    cpu = compute(w)
+    w._device = "cuda"
+    gpu = compute(w)
+    for name, want in cpu["summaries"].items():
+        np.testing.assert_allclose(np.array(gpu["summaries"][name], dtype=float), np.array(want, dtype=float), rtol=1e-5, atol=1e-6)

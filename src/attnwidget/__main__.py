@@ -1,7 +1,9 @@
 """Command line: python -m attnwidget export "some sentence" -o lab.html
 
 Writes a self-contained page (or, by the output's extension, a .png, .svg or .pdf picture) for
-authors without a notebook.
+authors without a notebook. With --model, a Hugging Face model's attention on the sentence
+(a local folder saved with save_pretrained, or a model's name on the Hub); its page carries
+every layer while under --max-mb, else --layers and the layer shown.
 """
 
 from __future__ import annotations
@@ -28,15 +30,30 @@ def main(argv=None) -> int:
     export.add_argument("--temperature", type=float)
     export.add_argument("--causal", action="store_true", help="each token reads only itself and earlier tokens")
     export.add_argument("--theme", choices=("auto", "light", "dark"), default="auto", help="the page's, or the picture's (auto: light)")
+    model = export.add_argument_group("a model's attention")
+    model.add_argument("--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub")
+    model.add_argument("--layer", type=int, default=0, help="the layer to open on")
+    model.add_argument("--head", type=int, default=0, help="the head to open on")
+    model.add_argument("--layers", help="the layers the page holds when they are not all under --max-mb, e.g. 0,3,5-7")
+    model.add_argument("--max-mb", type=float, default=50, help="the page holds every layer while it stays under this size (default 50)")
     args = parser.parse_args(argv)
 
     if bool(args.sentences) == bool(args.preset):
         parser.error("give one or more sentences, or --preset, not both")
+    if args.model and (args.preset or len(args.sentences) != 1):
+        parser.error("--model reads one sentence: give it alone, without --preset")
+    if not args.model and (args.layers is not None or args.max_mb != 50 or args.layer or args.head):
+        parser.error("--layer, --head, --layers and --max-mb are for a model's page: give --model")
+    layers = _layer_list(parser, args.layers) if args.layers is not None else None
     if args.output != "-":
         _check_output(parser, args.output)  # before the slower work
     try:
         if args.preset:
             w = PRESETS[args.preset]()
+        elif args.model:
+            w = _from_model(parser, args.model, args.sentences[0])
+            _check_layers(parser, w, args.layer, args.head, layers)
+            w.layer, w.head = args.layer, args.head
         else:
             w = AttentionWidget(args.sentences[0] if len(args.sentences) == 1 else args.sentences)
         with w.hold_sync():
@@ -52,8 +69,9 @@ def main(argv=None) -> int:
         parser.error(str(err))
 
     out, picture_theme = args.output, "light" if args.theme == "auto" else args.theme
+    page = {"theme": args.theme, "layers": layers, "max_mb": args.max_mb} if args.model else {"theme": args.theme}
     if out == "-":
-        sys.stdout.write(w.to_html(theme=args.theme))
+        sys.stdout.write(w.to_html(**page))
         return 0
     try:
         if out.lower().endswith(".png"):
@@ -63,7 +81,7 @@ def main(argv=None) -> int:
         elif out.lower().endswith(".pdf"):
             w.save_pdf(out, theme=picture_theme)
         else:
-            w.to_html(out, theme=args.theme)
+            w.to_html(out, **page)
     except ImportError as err:  # an optional dependency (the images extra): what to install, not a traceback
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         sys.exit(1)
@@ -85,6 +103,44 @@ def _check_output(parser, out: str) -> None:
         parser.error(f"-o {out!r} cannot be written ({err.strerror}); choose another path")
     if not existed:
         os.remove(out)  # leave nothing behind if a later step fails
+
+
+def _layer_list(parser, text: str) -> list[int]:
+    """--layers "0,3,5-7" as [0, 3, 5, 6, 7]."""
+    try:
+        ends = [[int(n) for n in part.split("-")] for part in text.split(",")]
+        if any(len(e) not in (1, 2) for e in ends):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--layers {text!r}: give layer numbers and ranges, e.g. 0,3,5-7")
+    return sorted({i for e in ends for i in range(e[0], e[-1] + 1)})
+
+
+def _from_model(parser, name: str, text: str) -> AttentionWidget:
+    """The model and tokenizer saved at ``name`` (or named so on the Hub), read on ``text``."""
+    try:
+        import transformers
+    except ImportError:
+        print(f"{parser.prog}: error: --model needs transformers and torch: pip install 'attnwidget[transformers]'", file=sys.stderr)
+        sys.exit(1)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        model = transformers.AutoModel.from_pretrained(name)
+    except (OSError, ValueError) as err:
+        parser.error(f"--model {name!r} could not be loaded ({err}); give a folder saved with save_pretrained, or a model's name on the Hub")
+    return AttentionWidget.from_transformers(model.eval(), tokenizer, text)
+
+
+def _check_layers(parser, w: AttentionWidget, layer: int, head: int, layers: list[int] | None) -> None:
+    """--layer, --head and --layers in the model's range, said in the command line's words."""
+    n, heads = w.n_layers, w.n_heads
+    if not 0 <= layer < n:
+        parser.error(f"--layer {layer} is out of range: the model has {n} layers, 0 to {n - 1}")
+    if not 0 <= head < heads:
+        parser.error(f"--head {head} is out of range: the model has {heads} heads, 0 to {heads - 1}")
+    wrong = [i for i in layers or [] if not 0 <= i < n]
+    if wrong:
+        parser.error(f"--layers must be layer numbers from 0 to {n - 1}; got {wrong}")
 
 
 def _focus_index(parser, focus: str, tokens: list[str]) -> int:

@@ -51,6 +51,7 @@ class Inputs:
         self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask())]
         self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
         self.key = key(widget)
+        self.device = getattr(widget, "_device", None) or "cpu"  # a model's own (a GPU where it ran on one)
         self.cells = sum(q.size // q.shape[-1] * self.keys for q, _, _ in self.layers)
         # everything the overview depends on (arrays by identity): a result for other inputs is stale.
         # A model whose layers have masks of their own is read at those, whatever the widget's mask.
@@ -174,19 +175,23 @@ def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
     """A layer's thumbnail sums (heads × blocks × blocks) and summaries, in float32 with torch on
     every core, as core's scores and softmax compute them (within about 1e-5), a chunk of rows at
     a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
-    torch = _torch()
+    torch, device = _torch(), inputs.device
     heads, n, m = len(q), q.shape[1], k.shape[1]
-    with warnings.catch_warnings():  # read-only arrays (the widget's own): torch only reads them
-        warnings.simplefilter("ignore", UserWarning)
-        Q, K = (torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)) for a in (q, k))
+
+    def tensor(a, dtype=np.float32):  # (read-only arrays, the widget's own: torch only reads them)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
+
+    Q, K = tensor(q), tensor(k)
     if inputs.softcap is None:
         Q = Q * inputs.scale  # n × d cells scaled instead of n × m
     shut = np.zeros((n, m), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)
-    A = torch.from_numpy(shut)
+    A = tensor(shut, bool)
     reach = np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - np.argmax(allowed[:, ::-1], axis=1), 0)
-    blocks = (np.arange(n) * min(n, SIZE)) // n  # each row's block of the thumbnail
-    sums = torch.zeros(heads, min(n, SIZE), m)
-    first, diagonal, previous, effective = (torch.zeros(heads, n) for _ in range(4))
+    blocks = tensor((np.arange(n) * min(n, SIZE)) // n, np.int64)  # each row's block of the thumbnail
+    sums = torch.zeros(heads, min(n, SIZE), m, device=device)
+    first, diagonal, previous, effective = (torch.zeros(heads, n, device=device) for _ in range(4))
     step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
@@ -197,7 +202,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
         if inputs.softcap is not None:
             s.mul_(inputs.scale / inputs.softcap).tanh_().mul_(inputs.softcap)
         if inputs.bias is not None:
-            s += torch.from_numpy(np.ascontiguousarray(inputs.bias[..., r0:r1, :c1], dtype=np.float32))
+            s += tensor(inputs.bias[..., r0:r1, :c1])
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], -1e30)  # finite: 0 weight times its score is 0, not NaN
@@ -207,21 +212,21 @@ def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
         e = torch.exp(s)
         closed = reach[r0:r1] == 0
         if closed.any():
-            e[:, torch.from_numpy(closed)] = 0.0  # a row of closed cells reads nothing
+            e[:, tensor(closed, bool)] = 0.0  # a row of closed cells reads nothing
         total = e.sum(dim=-1)
         total = torch.where(total > 0, total, 1.0)
         # entropy of w = e / Z from s = log e: log Z − Σ w·s, without a logarithm per cell
         effective[:, r0:r1] = torch.exp(torch.log(total) - s.mul_(e).sum(dim=-1) / total)
         w = e.div_(total[..., None])
         first[:, r0:r1] = w[:, :, 0]
-        rows = torch.arange(r0, max(r0, min(r1, c1)))  # rows with their own column, and the one before it, in reach
+        rows = torch.arange(r0, max(r0, min(r1, c1)), device=device)  # rows with their own column, and the one before it, in reach
         diagonal[:, rows] = w[:, rows - r0, rows]
-        rows = torch.arange(max(r0, 1), max(r0, 1, min(r1, c1 + 1)))
+        rows = torch.arange(max(r0, 1), max(r0, 1, min(r1, c1 + 1)), device=device)
         previous[:, rows] = w[:, rows - r0, rows - 1]
-        sums[:, :, :c1].index_add_(1, torch.from_numpy(blocks[r0:r1]), w)
+        sums[:, :, :c1].index_add_(1, blocks[r0:r1], w)
     cols = _starts(m, min(m, SIZE))
-    thumbs = np.add.reduceat(sums.numpy(), cols, axis=-1)
-    first, diagonal, previous, effective = (a.numpy().astype(float) for a in (first, diagonal, previous, effective))
+    thumbs = np.add.reduceat(sums.cpu().numpy(), cols, axis=-1)
+    first, diagonal, previous, effective = (a.cpu().numpy().astype(float) for a in (first, diagonal, previous, effective))
     return thumbs.astype(float), summaries_of_rows(first, diagonal, previous, effective, allowed, m, cross=inputs.cross)
 
 

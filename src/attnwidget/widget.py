@@ -482,6 +482,7 @@ class AttentionWidget(WholeChanges):
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
         w._sources = sources
+        w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)
             w.set_trait("blocks", list(blocks))

@@ -29,6 +29,7 @@ class ModelAttention:
     # per layer, the cells its rows may read besides the causal rule (queries × keys booleans: a
     # sliding window, local attention), or None for every cell; None: no layer has a mask
     masks: list[np.ndarray | None] | None = None
+    device: str | None = None  # the torch device the model ran on (its overview is computed there), or None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

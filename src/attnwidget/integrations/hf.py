@@ -76,6 +76,7 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
     if generate and not found.causal:
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None
+    found.device = str(device)
     return found
 
 
