@@ -154,6 +154,15 @@ def test_a_refused_block_switch_leaves_the_layers_views_of_the_stacks():
     assert w.block == "cross" and np.shares_memory(w.q, w.model_q)
 
 
+def test_a_models_widget_sends_no_whole_layer_even_while_it_is_made(monkeypatch):
+    sent = []
+    monkeypatch.setattr(AttentionWidget, "_send", lambda self, msg, buffers=None: sent.append(sum(memoryview(b).nbytes for b in buffers or [])))
+    found = fake_model(n_layers=3, heads=4, n=50, d=6)
+    w = AttentionWidget._from_model(found, 1, 2, {})
+    head = sum(getattr(w, n)[2].nbytes for n in ("q", "k", "v", "value_basis"))
+    assert w.layer_arrays == ["", 1, 2] and head <= sum(sent) < 2 * head  # the head shown, once
+
+
 def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arrays_it_has():
     from test_widget import RecordingComm
 

@@ -183,16 +183,21 @@ def test_an_overview_that_fails_on_its_thread_is_said_once(monkeypatch):
     assert w.overview["error"] == "MemoryError: no room for the weights"  # the page stops asking and says so
 
 
-def test_shown_a_small_models_widget_has_its_overview_and_a_large_one_begins_it_when_the_page_asks():
+def test_shown_a_models_widget_has_its_overview_or_begins_it_and_a_very_large_one_when_the_page_asks(monkeypatch):
     small = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=5, d=4), 0, 0, {})
     small._repr_mimebundle_()
     assert small.overview is not None  # there before the page asks: drawn with the first paint
     large = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
     large._repr_mimebundle_()
-    assert large.overview is None and large._overview.thread is None  # the page's first picture has the cores
-    _on_page_message(large, {"kind": "overview"}, [])
-    assert large._overview.thread is not None  # asked (after that picture): begun on a thread
+    assert large.overview is None and large._overview.thread is not None  # begun on a thread
     large._overview.thread.join()
+    monkeypatch.setattr(overview.Background, "EARLY", 2**21)
+    huge = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
+    huge._repr_mimebundle_()
+    assert huge.overview is None and huge._overview.thread is None  # the page's first picture has the cores
+    _on_page_message(huge, {"kind": "overview"}, [])
+    assert huge._overview.thread is not None  # asked (after that picture): begun
+    huge._overview.thread.join()
     own = AttentionWidget("She sat by the river bank")
     own._repr_mimebundle_()
     assert own.overview is None  # your own arrays: the page draws its heads itself

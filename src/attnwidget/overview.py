@@ -131,6 +131,7 @@ class Background:
     result is handed over on the kernel's own thread, when it asks."""
 
     SMALL = 2**20  # cells: below this an overview is computed at once, when asked
+    EARLY = 2**28  # cells: below this (well under a second) it is begun when the widget is shown, not after its first picture
 
     def __init__(self):
         self.thread: threading.Thread | None = None
@@ -138,12 +139,12 @@ class Background:
 
     def ask(self, widget, begin: bool = True) -> dict | None:
         """The overview for the widget as it stands, or None while it is being computed (or,
-        not ``begin``, when it is large: not begun while the page draws its first picture, whose
-        cores it would take)."""
+        not ``begin``, when it is too large to begin while the page draws its first picture,
+        whose cores it would take)."""
         inputs = Inputs(widget)
         if inputs.cells < self.SMALL:
             return compute(inputs)
-        if not begin:
+        if not begin and inputs.cells >= self.EARLY:
             return None
         if self.done is not None and self.done[0].same(inputs):
             overview, self.done = self.done[1], None

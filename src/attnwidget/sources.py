@@ -28,10 +28,24 @@ def frozen(a, fresh=False):
 
 
 def stacked(found) -> dict:
-    """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width."""
-    arrays: dict[str, object] = {}
-    for i, name in enumerate(("model_q", "model_k", "model_v")):
-        arrays[name] = frozen(np.concatenate([layer[i] for layer in found.layers]), fresh=True)
+    """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width.
+    Each layer is copied in and then replaced by views of the stacks, so that a model's arrays
+    are held twice only one layer at a time (a large model's reading peaks lower)."""
+    layers = found.layers = list(found.layers)
+    stacks = []
+    for i in range(3):
+        dtype = np.float32 if all(np.asarray(layer[i]).dtype == np.float32 for layer in layers) else np.float64
+        stacks.append(np.empty((sum(len(layer[i]) for layer in layers), *np.shape(layers[0][i])[1:]), dtype=dtype))
+    start = 0
+    for j, layer in enumerate(layers):
+        end = start + len(layer[0])
+        for i, a in enumerate(layer):
+            if not np.isfinite(a).all():
+                raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
+            stacks[i][start:end] = a
+        layers[j] = tuple(st[start:end] for st in stacks)
+        start = end
+    arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
     masks = getattr(found, "masks", None) or []

@@ -7,6 +7,7 @@ sources.py; the exported page's data in payload.py; the numbers in core.py.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import pathlib
 
@@ -30,6 +31,9 @@ _KEEP = object()  # set_vectors: "leave this one as it is"
 
 
 # what the overview is computed from: a change to any of them leaves it out of date
+# A model's widget being made: the arrays it is made with are not sent, as they would be whole
+# (they go one head at a time once the widget knows them for a model's layer: get_state)
+_OPENING: contextvars.ContextVar[bool] = contextvars.ContextVar("attnwidget_opening", default=False)
 OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "softcap", "step", "block", "model_q", "layer_shown", "tokens")
 
 
@@ -309,7 +313,7 @@ class AttentionWidget(WholeChanges):
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
         # another head shown: its arrays, though Python's (the layer's) are the same
-        if self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds:
+        if _OPENING.get() or (self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds):
             return names - set(LAYERED)
         return names | ({n for n in LAYERED if getattr(self, n) is not None} if "layer_arrays" in names else set())
 
@@ -339,8 +343,8 @@ class AttentionWidget(WholeChanges):
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
         build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
-        if self.n_layers and self.layer_shown and self.overview is None:  # a small one goes with the widget; a large one is
-            self.set_trait("overview", self._overview.ask(self, begin=False))  # begun when the page asks, once it has drawn
+        if self.n_layers and self.layer_shown and self.overview is None:  # a small one goes with the widget; a larger one
+            self.set_trait("overview", self._overview.ask(self, begin=False))  # is begun, a very large one when the page asks
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
         if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
@@ -480,7 +484,11 @@ class AttentionWidget(WholeChanges):
         first = sources.layer(block or "", layer)  # views of every layer's stacked arrays, made once: sent once
         if "mask" in first:
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
-        w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
+        opening = _OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
+        try:
+            w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
+        finally:
+            _OPENING.reset(opening)
         w._sources = sources
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
@@ -489,12 +497,6 @@ class AttentionWidget(WholeChanges):
             for name, value in w._sources.stack(block or "").items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
-            if not blocks:  # the stacks hold every layer now: the model's own list of them would be a second copy
-                found.layers = [
-                    (w.model_q[i * h : (i + 1) * h], w.model_k[i * h : (i + 1) * h], w.model_v[i * h : (i + 1) * h])
-                    for i in range(w.n_layers)
-                    for h in [len(w.model_q) // w.n_layers]
-                ]
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
