@@ -3,7 +3,7 @@
 8 KV heads, d_head 128; random weights, a small MLP and vocabulary) at 2,048 tokens.
 
     python benchmarks/models.py                 # both shapes (the Llama one takes minutes)
-    python benchmarks/models.py --only gpt2-small
+    python benchmarks/models.py --only gpt2-small   # that shape again; the other's numbers are kept
 
 For each shape, in a notebook in a real JupyterLab and headless Chromium: the kernel's read time
 and peak memory (from_transformers), then from the cell that displays the widget: its first
@@ -109,7 +109,7 @@ def measure(name: str, shape: dict, lab, browser) -> dict:
 
     browser.new_context = counting
     try:
-        page, kernel, errors = _open_notebook(lab, browser, notebook, [SETUP.format(**shape), SHOW], viewport=(1280, 1400))
+        page, kernel, errors = _open_notebook(lab, browser, notebook, [SETUP.format(**shape), SHOW], viewport=(1280, 1400), timeout=900_000)
     finally:
         browser.new_context = context_hook
     root = "document.querySelector('.aw-root').attnwidget"
@@ -171,7 +171,8 @@ def main(argv=None):
     from conftest import CHROMIUM, CHROMIUM_ARGS, Lab
     from playwright.sync_api import sync_playwright
 
-    report = {}
+    # --only measures one shape again: the other's numbers stay as last measured
+    report = json.loads((RESULTS / "models.json").read_text()) if args.only and (RESULTS / "models.json").exists() else {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         lab = Lab(pathlib.Path(tmp))
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -180,9 +181,12 @@ def main(argv=None):
                 if args.only and name != args.only:
                     continue
                 print(f"{name}: {shape['n']} tokens", flush=True)
+                previous = report.get(name)
                 report[name] = measure(name, shape, lab, browser)
                 print(json.dumps(report[name], indent=1), flush=True)
-                if not args.no_bertviz:
+                if args.no_bertviz:
+                    report[name]["bertviz"] = (previous or {}).get("bertviz", [])  # as last measured
+                else:
                     report[name]["bertviz"] = [bertviz(shape, n) for n in (256, 512, shape["n"])]
                     print(json.dumps(report[name]["bertviz"]), flush=True)
         finally:

@@ -204,6 +204,7 @@ export function mount(host, model, { propose, flush }) {
       modelName: get("model_name") || "",
       block: get("block") || "",
       generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
+      absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
     });
     const shown = numbers();
     stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
@@ -239,6 +240,7 @@ export function mount(host, model, { propose, flush }) {
       residual: !!get("residual") && !!store.x(),
       sink: !!get("sink"),
       first: keys[0],
+      given: !!get("weights_only"),
     });
     const warning = roundingWarning(store.agreement(), get("temperature"));
     notice.hidden = !warning;
@@ -291,6 +293,7 @@ export function mount(host, model, { propose, flush }) {
             a: store.cellArithmetic(...cell),
             why: store.closedWhy(...cell),
             biased: !!store.bias(),
+            given: get("weights_only") || "",
             reader: tokens[cell[0]],
             read: keys[cell[1]],
           }

@@ -18,7 +18,7 @@ export function memo(fn) {
 
 // While a text is being written (`step` below the number of tokens) only its first `step` tokens
 // exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
-const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2 };
+const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2, model_bias: 2 };
 
 /** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0. */
 export function firstRows(m, r, both) {
@@ -295,7 +295,12 @@ export function createStore(get) {
     /** The current head's additive score bias (n×m), or null. */
     bias: () => biasOf(array("bias"), get("head"), array("q").rows, array("k").rows),
     /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
-    allBias: () => (array("bias")?.rows === array("q").rows && array("bias")?.cols === array("k").rows ? array("bias") : null),
+    allBias: () =>
+      s.model("q") && get("model_bias")
+        ? decoded("model_bias") // a bias per layer: every layer's heads, as the thumbnails' heads are
+        : array("bias")?.rows === array("q").rows && array("bias")?.cols === array("k").rows
+          ? array("bias")
+          : null,
     scores: () => {
       // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(),

@@ -4,7 +4,7 @@
 // (layer_arrays: block, layer, head); every view of a widget on the page shares its model, so
 // they share this too.
 const KEEP = 512 * 2 ** 20;
-const LAYERED = ["q", "k", "v", "value_basis"];
+const LAYERED = ["q", "k", "v", "value_basis", "bias"]; // (a bias of heads comes one head at a time too)
 const kept = new WeakMap();
 
 /** The widget model as the app reads it: a layer the page keeps is served from here. */
@@ -38,6 +38,11 @@ function keep(model) {
     tell();
   }
   model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
+  model.on("change:bias", () => {
+    const whose = model.get("layer_arrays"),
+      entry = whose && held.get(name(...whose));
+    if (entry) entry.bias = model.get("bias"); // a bias set alone (with q, it is recorded with q): the head's own now
+  });
   record(); // the layer shown at first; and the kernel forgets what an earlier page kept
   const shown = () => held.get(shownName());
   return {

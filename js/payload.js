@@ -56,6 +56,13 @@ export function layerMask(stack, i) {
   return { mask: { shape: [rows, cols], dtype: stack.model_masks.dtype, view } };
 }
 
+/** A layer's own bias, when the model has one per layer ({bias}: its heads of model_bias); {} when not. */
+export function layerBias(stack, i) {
+  if (!stack.model_bias) return {};
+  const count = stack.model_bias.shape[0] / stack.n_layers;
+  return { bias: heads(stack.model_bias, i * count, count) };
+}
+
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v). */
 export function decodePayload(payload) {
   if (payload.version !== VERSION)
@@ -89,14 +96,21 @@ export function decodePayload(payload) {
       if (!layers.has(key)) {
         const texts = block ? blocks[block] : model;
         const stack = stackOf(block);
-        layers.set(key, { tokens: texts.tokens, key_tokens: texts.key_tokens ?? null, ...layerArrays(stack, i), ...layerMask(stack, i) });
+        layers.set(key, {
+          tokens: texts.tokens,
+          key_tokens: texts.key_tokens ?? null,
+          ...layerArrays(stack, i),
+          ...layerMask(stack, i),
+          ...layerBias(stack, i),
+        });
       }
       return layers.get(key);
     },
     // new values a script set: their axes are Python's to compute (the blend then plots their first two)
     basis: () => null,
   };
-  if (state.layer_shown) Object.assign(state, pick(sources.layer(state.block || "", state.layer), ["q", "k", "v", "value_basis"])); // a layer's own: cut from the stacks, not sent twice
+  if (state.layer_shown)
+    Object.assign(state, pick(sources.layer(state.block || "", state.layer), ["q", "k", "v", "value_basis", ...(state.model_bias ? ["bias"] : [])])); // a layer's own: cut from the stacks, not sent twice
   return { state, sources };
 }
 

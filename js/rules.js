@@ -344,6 +344,7 @@ function bringIn(s, before, asked, sources) {
     if (s.cross) s.key_tokens = found.key_tokens;
     for (const name of ["q", "k", "v", ...(asked.has("value_basis") ? [] : ["value_basis"])]) s[name] = found[name];
     if ("mask" in found && !asked.has("mask")) s.mask = found.mask; // the layer's own mask (a sliding window, local attention)
+    if ("bias" in found && !asked.has("bias")) s.bias = found.bias; // the layer's own bias (attention weights alone: their logarithms)
     s.layer_shown = true;
   } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
 }
@@ -485,6 +486,8 @@ function checkState(s) {
     throw new Refused(`'block' must be ${have}; got ${show(s.block)}.`);
   }
   if (s.residual && x == null) throw new Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.");
+  const unknown = s._constants.weights_only[s.weights_only || ""] || {};
+  if (unknown[s.stage]) throw new Refused(unknown[s.stage]);
   checkExercise(s, m);
 }
 

@@ -31,7 +31,15 @@ from attnwidget import AttentionWidget as _AW, attention as _attention
 def _array(a):
     return None if a is None else _np.array(a)
 
+def _refused(read):  # what a widget of attention weights alone refuses (its scores, its output): None
+    try:
+        return _array(read())
+    except ValueError:
+        return None
+
 def _heads(w):
+    if w.weights_only:  # no q and k to recompute them from
+        return None
     q, k, v = (_np.asarray(a) for a in (w.q, w.k, w.v))
     if q.ndim == 2:
         q, k, v = q[None], k[None], v[None]
@@ -48,7 +56,7 @@ for _name, _w in list(globals().items()):
             focus=_w.focus, stage=_w.stage, head=_w.head, cell=_w.cell, residual=_w.residual,
             sentences=list(_w.sentences), sentence_index=_w.sentence_index,
             layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary,
-            scores=_array(_w.scores), weights=_array(_w.weights), output=_array(_w.output),
+            scores=_refused(lambda: _w.scores), weights=_array(_w.weights), output=_refused(lambda: _w.output),
             residual_output=_array(_w.residual_output), effective_tokens=_array(_w.effective_tokens),
             sense_resolved=_array(_w.sense_resolved), output_spread=_w.output_spread,
             cell_arithmetic=_w.cell_arithmetic, head_weights=_heads(_w),

@@ -176,6 +176,9 @@ def cases(draw):
             count = draw(st.sampled_from([0, 0, 1, 2]))
             arrays["model_masks"] = A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)]) if count else None
             arrays["mask_of_layer"] = [draw(st.integers(-1, count - 1)) for _ in range(layers)] if count else []
+            # a bias per layer (attention weights alone: their logarithms), sometimes
+            biased = draw(st.integers(0, 3)) == 0
+            arrays["model_bias"] = A.new((layers * hh, bn, bm), rng=rng) if biased else None
             sources["layers"][block] = [
                 dict(
                     tokens=toks,
@@ -185,11 +188,12 @@ def cases(draw):
                     v=arrays["model_v"][i * hh : (i + 1) * hh],
                     value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
                     **({"mask": None if arrays["mask_of_layer"][i] < 0 else arrays["model_masks"][arrays["mask_of_layer"][i]]} if count else {}),
+                    **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
                 )
                 for i in range(layers)
             ]
             for i, lay in enumerate(sources["layers"][block]):
-                for c in ("q", "k", "v", "value_basis", "mask"):
+                for c in ("q", "k", "v", "value_basis", "mask", "bias"):
                     if lay.get(c) is not None:
                         A.register(lay[c], f"{block}:{i}:{c}")
             if block_names:
@@ -210,6 +214,12 @@ def cases(draw):
                 state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
                 if "mask" in first:
                     state["mask"] = first["mask"]  # the layer's own, as the widget starts with it
+                if "bias" in first:
+                    state["bias"] = first["bias"]
+                if kind == "model":  # attention weights alone: no query/key or scores stage (nor blend without values)
+                    state["weights_only"] = draw(st.sampled_from(["", "", "weights", "weights and values"]))
+                    if state["stage"] in rules.WEIGHTS_ONLY.get(state["weights_only"], {}):
+                        state["stage"] = "weights"
                 state["key_tokens"] = keys if keys is not None else toks
                 if draw(st.integers(0, 3)) == 0:  # your own arrays over a model's: not the layer's any more
                     own = qkv(len(toks), len(state["key_tokens"]), (hh,))

@@ -28,7 +28,7 @@ export function createCell(parent, { onClose }) {
     update(state) {
       node.hidden = !state;
       if (!state) return;
-      const { a, reader, read, why, biased } = state; // biased: the scores have a bias added
+      const { a, reader, read, why, biased, given } = state; // biased: the scores have a bias added; given: weights alone
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
         const because = {
@@ -40,6 +40,19 @@ export function createCell(parent, { onClose }) {
         return;
       }
       const shifted = a.shift ? ` − ${fmt3(a.shift)} (row max, against overflow)` : "";
+      if (given) {
+        // weights given as they are: their logarithm is the score (up to the row's constant)
+        fill(
+          steps,
+          step("given", "the weight given =", fmt3(Math.exp(a.bias))),
+          step("score", "its logarithm =", fmt3(a.bias)),
+          step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
+          step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
+          step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),
+          ...(given === "weights and values" ? [step("share", `× v(${read}) ${vec(a.value)} = its share of ${reader}'s output`, vec(a.share))] : []),
+        );
+        return;
+      }
       fill(
         steps,
         step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),

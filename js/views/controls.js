@@ -23,10 +23,11 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
   );
   back.addEventListener("click", () => step(-1));
   next.addEventListener("click", () => step(1));
+  let offered = STAGES.map(([name]) => name); // (attention weights alone have no query/key or scores stage)
   function step(by) {
-    const i = STAGES.findIndex(([name]) => name === current);
-    const j = Math.max(0, Math.min(STAGES.length - 1, i + by));
-    if (j !== i) onStage(STAGES[j][0]);
+    const i = offered.indexOf(current);
+    const j = Math.max(0, Math.min(offered.length - 1, i + by));
+    if (j !== i) onStage(offered[j]);
   }
 
   // The slider moves on a log scale but lands on the values it shows (two decimals), so the
@@ -153,6 +154,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       modelName: name,
       block = "",
       generation = null,
+      absent = [],
     }) {
       // generation = {step, n, tokens (every token, as text), cross}
       const g = generation;
@@ -207,9 +209,14 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       }
       for (const b of sentences.children) b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
       current = stage;
-      stageButtons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.stage === stage)));
-      back.disabled = stage === STAGES[0][0];
-      next.disabled = stage === STAGES[STAGES.length - 1][0];
+      offered = STAGES.map(([name]) => name).filter((name) => !absent.includes(name));
+      stageButtons.forEach((b) => {
+        b.setAttribute("aria-pressed", String(b.dataset.stage === stage));
+        b.hidden = absent.includes(b.dataset.stage);
+        b.firstChild.textContent = String(offered.indexOf(b.dataset.stage) + 1); // numbered as offered
+      });
+      back.disabled = stage === offered[0];
+      next.disabled = stage === offered[offered.length - 1];
       // Python may hold a temperature outside the slider's range: pin the knob, show the true value.
       shown = temperature;
       slider.value = String(Math.max(0, Math.min(STEPS, toP(temperature))));

@@ -78,6 +78,10 @@ const BIAS_NOTE =
 const SOFTCAP_NOTE = (c) =>
   `This model caps its scores: each scale · q · k becomes ${fmt3(c)} · tanh(scale · q · k / ${fmt3(c)}), so no score goes past ±${fmt3(c)}; small scores are nearly unchanged, large ones flattened.`;
 
+/** Said under the caption of attention weights given as they are (from_attentions). */
+const GIVEN_NOTE =
+  "These weights were given as they are: with no queries or keys there are no scores to show. A temperature re-tempers each row, softmax(log W / T), the very numbers the scores would give; a weight of 0 stays 0.";
+
 /** Said under the caption while the first token is left out. */
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
@@ -85,7 +89,7 @@ const SINK_NOTE = (first) =>
 /** The sentences under the controls for what the stage draws: its caption (the one that fits the
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token)}. */
-export function captionOf({ stage, cross, causal, masked, secret, hint, bias, softcap, residual, sink, first }) {
+export function captionOf({ stage, cross, causal, masked, secret, hint, bias, softcap, residual, sink, first, given }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
@@ -93,7 +97,8 @@ export function captionOf({ stage, cross, causal, masked, secret, hint, bias, so
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
   const notes = [said];
   if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));
-  if (bias && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+  if (bias && !given && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+  if (given && stage !== "tokens") notes.push(GIVEN_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
   return notes.join(" ");

@@ -43,39 +43,39 @@ class Inputs:
 
     def __init__(self, widget):
         self.temperature, self.causal, self.sink, self.cross = widget.temperature, widget.causal, widget.sink, widget.cross
-        self.bias, self.softcap, self.head_of = widget.bias, widget.softcap, widget._head_of
+        self.softcap, self.head_of = widget.softcap, widget._head_of
         self.rows, self.keys = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
         found = [widget._sources.layer(widget.block, i) for i in range(widget.n_layers)] if widget.layer_shown else []
         # a model's layers (each with its own mask, where the model has masks), or your own arrays
-        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask))) for f in found]
-        self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask())]
+        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask)), f.get("bias", widget.bias)) for f in found]
+        self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask(), widget.bias)]
         self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
         self.key = key(widget)
         self.device = getattr(widget, "_device", None) or "cpu"  # a model's own (a GPU where it ran on one)
-        self.cells = sum(q.size // q.shape[-1] * self.keys for q, _, _ in self.layers)
+        self.cells = sum(q.size // q.shape[-1] * self.keys for q, *_ in self.layers)
         # everything the overview depends on (arrays by identity): a result for other inputs is stale.
-        # A model whose layers have masks of their own is read at those, whatever the widget's mask.
+        # A model whose layers have masks (or biases) of their own is read at those, whatever the widget's.
         own_mask = None if widget.mask_of_layer else widget.mask
-        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, widget.bias, widget.model_q)
+        own_bias = None if widget.model_bias is not None else widget.bias
+        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q)
 
     def same(self, other: Inputs) -> bool:
         return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
 
 
 def each_layer(inputs: Inputs):
-    """(q, k, allowed) of each layer shown in the overview, q and k heads × rows × d: a model's
-    every layer, each at its own mask, or the widget's own heads as one layer."""
+    """(q, k, allowed, bias) of each layer shown in the overview, q and k heads × rows × d: a
+    model's every layer, each at its own mask and bias, or the widget's own heads as one layer."""
     n, m = inputs.rows, inputs.keys
-    for q, k, mask in inputs.layers:
+    for q, k, mask, bias in inputs.layers:
         allowed = allowed_cells(n, inputs.causal, None if mask is None else mask[:n, :m], m)
         q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
-        yield q, k, allowed
+        yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
 
-def weights_of(inputs: Inputs, q, k, allowed) -> np.ndarray:
+def weights_of(inputs: Inputs, q, k, allowed, bias=None) -> np.ndarray:
     """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
-    n, m = q.shape[1], k.shape[1]
-    bias = [None if inputs.bias is None else inputs.head_of(inputs.bias, h)[:n, :m] for h in range(len(q))]
+    bias = [None if bias is None else inputs.head_of(bias, h) for h in range(len(q))]
     scores = (scores_of(q[h].astype(float), k[h].astype(float), inputs.scale, bias[h], inputs.softcap) for h in range(len(q)))
     return np.stack([_softmax_rows(s, inputs.temperature, allowed) for s in scores])
 
@@ -86,12 +86,12 @@ def compute(inputs: Inputs) -> dict:
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
     was computed at)}."""
 
-    def one(q, k, allowed):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
+    def one(q, k, allowed, bias):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
         if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and _torch() is not None:
-            sums, summaries = _torch_layer(inputs, q, k, allowed)
+            sums, summaries = _torch_layer(inputs, q, k, allowed, bias)
             t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
         else:
-            weights = weights_of(inputs, q, k, allowed)
+            weights = weights_of(inputs, q, k, allowed, bias)
             t, summaries = thumbnail(weights), head_summaries(weights, allowed, cross=inputs.cross)
         peak = t.max(axis=(1, 2))
         return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, summaries
@@ -172,7 +172,7 @@ def _torch():
 CHUNK = 2**23  # cells of scores the fast path holds at once (two such arrays: 64 MB)
 
 
-def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
+def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, dict]:
     """A layer's thumbnail sums (heads × blocks × blocks) and summaries, in float32 with torch on
     every core, as core's scores and softmax compute them (within about 1e-5), a chunk of rows at
     a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
@@ -202,8 +202,8 @@ def _torch_layer(inputs: Inputs, q, k, allowed) -> tuple[np.ndarray, dict]:
         s = torch.matmul(Q[:, r0:r1], K[:, :c1].transpose(1, 2))
         if inputs.softcap is not None:
             s.mul_(inputs.scale / inputs.softcap).tanh_().mul_(inputs.softcap)
-        if inputs.bias is not None:
-            s += tensor(inputs.bias[..., r0:r1, :c1])
+        if bias is not None:
+            s += tensor(bias[..., r0:r1, :c1])
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], -1e30)  # finite: 0 weight times its score is 0, not NaN

@@ -91,13 +91,14 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     src = widget._sources
     held = held_layers(widget, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
-    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in LAYERED)]
+    layered = (*LAYERED, "bias") if widget.model_bias is not None else LAYERED  # a bias per layer is the layer's too
+    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in layered)]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
     arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
         for i in held:
             layer = src.layer("", i)
-            arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask") if n in layer})
+            arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask", "bias") if n in layer})
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]

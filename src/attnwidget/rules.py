@@ -50,9 +50,9 @@ ROW_TRAITS = (
     "step",
     "exercise",
 )
-ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis", "model_masks")
+ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis", "model_masks", "model_bias")
 # A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
-STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "n_layers")
+STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "model_bias", "n_layers")
 # What a page (or a user) may set; the rest are derived, and a page that sends one is refused.
 WRITABLE = (
     "tokens",
@@ -97,6 +97,8 @@ READ_ONLY = (
     "model_basis",
     "model_masks",
     "mask_of_layer",
+    "model_bias",
+    "weights_only",
     "layer_shown",
     "model_name",
 )
@@ -104,6 +106,16 @@ FIELDS = WRITABLE + READ_ONLY
 # The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
 INDICES = ("focus", "head", "layer", "sentence_index", "step")
 FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint")
+# What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
+_NO_QK = (
+    "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
+    "Read the model with from_transformers, or pass q=, k=, v=, to see them."
+)
+_NO_VALUES = "This widget has attention weights alone (from_attentions): the blend needs values; pass values= (one vector per key) to from_attentions."
+WEIGHTS_ONLY = {
+    "weights": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage"), "blend": _NO_VALUES},
+    "weights and values": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage")},
+}
 GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
@@ -118,6 +130,7 @@ CONSTANTS = {
     "indices": list(INDICES),
     "flags": list(FLAGS),
     "stack": list(STACK),
+    "weights_only": WEIGHTS_ONLY,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
@@ -428,6 +441,8 @@ def _bring_in(s, before, asked, sources):
             s[name] = found[name]
         if "mask" in found and "mask" not in asked:
             s["mask"] = found["mask"]  # the layer's own mask (a sliding window, local attention)
+        if "bias" in found and "bias" not in asked:
+            s["bias"] = found["bias"]  # the layer's own bias (attention weights alone: their logarithms)
         s["layer_shown"] = True
     elif any(name in asked for name in ("q", "k", "v")) and s.get("layer_shown"):
         s["layer_shown"] = False  # your own arrays now, not the layer's
@@ -552,6 +567,9 @@ def _check_state(s, asked):
         raise Refused(f"'block' must be {have}; got {show(s['block'])}.")
     if s["residual"] and x is None:
         raise Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.")
+    unknown = WEIGHTS_ONLY.get(s.get("weights_only") or "", {})
+    if s["stage"] in unknown:
+        raise Refused(unknown[s["stage"]])
     _check_exercise(s, m)
 
 

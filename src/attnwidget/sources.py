@@ -48,6 +48,8 @@ def stacked(found) -> dict:
     arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
+    biases = getattr(found, "biases", None)
+    arrays["model_bias"] = frozen(np.concatenate(biases), fresh=True) if biases else None
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
     arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None
@@ -104,8 +106,11 @@ class Sources:
         part = slice(i * heads, (i + 1) * heads)
         basis, masks, which = arrays["model_basis"], arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
         mask = {"mask": None if which[i] < 0 or masks is None else own(masks[which[i]])} if which else {}  # only a model with masks sets one
+        biases = arrays.get("model_bias")
+        bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
         return dict(
             **mask,
+            **bias,
             tokens=list(f.tokens),
             key_tokens=_keys(f),
             q=own(arrays["model_q"][part]),  # the widget's own: no trait copies them

@@ -143,6 +143,10 @@ class AttentionWidget(WholeChanges):
     """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one."""
     mask_of_layer = traitlets.List(traitlets.Int(), read_only=True)
     """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
+    model_bias = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
+    """A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias the same in every layer, or none. A layer switch brings its own in as `bias`."""
+    weights_only = traitlets.Unicode("", read_only=True).tag(sync=True)
+    """"weights" (or "weights and values") for a widget of attention weights alone (from_attentions): no q and k, so no query/key or scores stage (and no blend without values); "" otherwise."""
     layer_arrays: traitlets.List = traitlets.List(None, allow_none=True, read_only=True).tag(sync=True)
     """[block, layer, head] whose arrays a live page has been sent: the head shown of q, k and v (the page keeps those it fetched by it); None for your own arrays."""
     overview = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
@@ -306,7 +310,8 @@ class AttentionWidget(WholeChanges):
                 values[name] = value
         values["layer_arrays"] = [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
         # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
-        inputs = [n for n in OVERVIEW_INPUTS if n != "mask" or not values.get("mask_of_layer")]
+        own = {"mask": bool(values.get("mask_of_layer")), "bias": values.get("model_bias") is not None}  # each layer's own, not an input
+        inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
 
@@ -314,8 +319,12 @@ class AttentionWidget(WholeChanges):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
         # another head shown: its arrays, though Python's (the layer's) are the same
         if _OPENING.get() or (self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds):
-            return names - set(LAYERED)
-        return names | ({n for n in LAYERED if getattr(self, n) is not None} if "layer_arrays" in names else set())
+            return names - set(self._by_head())
+        return names | ({n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set())
+
+    def _by_head(self) -> tuple:
+        """What a live page gets of a model one head at a time: q, k, v, the value axes, and a bias of heads."""
+        return (*LAYERED, "bias") if self.bias is not None and self.bias.ndim == 3 else LAYERED
 
     def get_state(self, key=None):
         """The state as a live page gets it: a model's layer one head at a time (the head shown;
@@ -323,7 +332,7 @@ class AttentionWidget(WholeChanges):
         state = super().get_state(key)
         if self.layer_shown:
             h = self.layer_arrays[2]
-            for name in set(LAYERED) & set(state):
+            for name in set(self._by_head()) & set(state):
                 state[name] = one_head(state[name], h)
         return state
 
@@ -467,6 +476,27 @@ class AttentionWidget(WholeChanges):
         return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
 
     @classmethod
+    def from_attentions(cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Attention weights alone, as other tools give them: Hugging Face's ``attentions`` (a
+        tuple of layers, each batch × heads × queries × keys, batch 1), a numpy array or torch
+        tensor of queries × keys, heads × … or layers × heads × …, or a TransformerLens
+        ``ActivationCache`` (its ``blocks.<layer>.attn.hook_pattern`` entries).
+
+        The weights are shown as given, with everything that needs weights alone: the matrix,
+        arcs, row budget and effective tokens, heads and layers side by side, summaries, the
+        sink, exercises, writing token by token (a causal pattern) and exported pages. A
+        temperature re-tempers each row exactly: softmax(log W / T), cells of weight 0 staying 0,
+        the very numbers the scores would give. There are no queries or keys, so no query/key or
+        scores stage (``scores`` is refused), and no blend unless ``values`` (one vector per key:
+        keys × width, or heads × keys × width) are given. Weights that are negative, not finite,
+        of rows not summing to 1 (within 1e-4; a row of zeros is allowed) or not matching the
+        tokens are refused with ValueError.
+        """
+        from .integrations.weights import read
+
+        return cls._from_model(read(attentions, tokens, key_tokens, values), layer, head, kwargs)
+
+    @classmethod
     def _from_model(cls, found, layer, head, kwargs, block=None):
         blocks = found if isinstance(found, dict) else {}
         if blocks:
@@ -484,6 +514,8 @@ class AttentionWidget(WholeChanges):
         first = sources.layer(block or "", layer)  # views of every layer's stacked arrays, made once: sent once
         if "mask" in first:
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
+        if "bias" in first:
+            kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
         opening = _OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
@@ -493,6 +525,7 @@ class AttentionWidget(WholeChanges):
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)
+            w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "").items():
                 w.set_trait(name, value)
@@ -567,7 +600,7 @@ class AttentionWidget(WholeChanges):
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
         inputs = Inputs(self)
-        rows = [head_summaries(weights_of(inputs, q, k, allowed), allowed, cross=self.cross) for q, k, allowed in each_layer(inputs)]
+        rows = [head_summaries(weights_of(inputs, q, k, allowed, bias), allowed, cross=self.cross) for q, k, allowed, bias in each_layer(inputs)]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):
@@ -575,9 +608,15 @@ class AttentionWidget(WholeChanges):
         a.setflags(write=False)
         return a
 
+    def _needs(self, stage: str, what: str) -> None:
+        """Refuse what a widget of attention weights alone cannot give (rules.WEIGHTS_ONLY)."""
+        if stage in rules.WEIGHTS_ONLY.get(self.weights_only, {}):
+            raise ValueError(rules.WEIGHTS_ONLY[self.weights_only][stage].replace(f"'{stage}' stage", what))
+
     @property
     def scores(self) -> np.ndarray:
         """scale·QKᵀ (n×n), before temperature and mask."""
+        self._needs("scores", "scores")
         return self._frozen(self.attention.scores)
 
     @property
@@ -588,6 +627,7 @@ class AttentionWidget(WholeChanges):
     @property
     def output(self) -> np.ndarray:
         """The mix, weights · V (n×d_v)."""
+        self._needs("blend", "output")
         return self._frozen(self.attention.output)
 
     @property

@@ -243,7 +243,7 @@ def open_notebook(lab, browser):
     return lambda name, cells, **kw: _open_notebook(lab, browser, name, cells, **kw)
 
 
-def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1600), color_scheme="light"):
+def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1600), color_scheme="light", timeout=60_000):
     lab.write_notebook(name, cells)
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, color_scheme=color_scheme)
     page = context.new_page()
@@ -256,5 +256,5 @@ def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280,
     kernel = lab.kernel_for(name)
     page.wait_for_function("window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_selector(".aw-root", timeout=60_000)
+    page.wait_for_selector(".aw-root", timeout=timeout)  # (a benchmark's large model takes minutes to read)
     return page, kernel, errors

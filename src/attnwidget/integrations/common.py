@@ -30,6 +30,9 @@ class ModelAttention:
     # sliding window, local attention), or None for every cell; None: no layer has a mask
     masks: list[np.ndarray | None] | None = None
     device: str | None = None  # the torch device the model ran on (its overview is computed there), or None
+    # per layer, heads × n × n_keys added to its scores (attention weights alone: their logarithms); None: bias above
+    biases: list[np.ndarray] | None = None
+    weights_only: str = ""  # "weights" or "weights and values": no q and k, only what they gave (integrations/weights.py)
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

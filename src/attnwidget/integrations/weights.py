@@ -1,0 +1,143 @@
+"""Attention weights alone, as other tools give them: Hugging Face's ``output_attentions``, an
+array of patterns, a TransformerLens ``ActivationCache``.
+
+Weights determine the scores only up to a constant per row: every set of scores whose softmax is
+W is log W + c_i. So a widget of weights is a model whose queries and keys are zero (width 1) and
+whose scores are log W, carried as each layer's ``bias``: softmax(log W / T) is W at T = 1 and W
+re-tempered at any other T, exactly as from the scores. A cell of weight 0 stays 0: closed by the
+causal rule or the layer's mask where every head has it, else given a score of ``CLOSED``. The
+query/key and scores stages are not offered (the page and the rules refuse them), nor the blend
+unless values are given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import ModelAttention
+
+CLOSED = -1e30  # the score of a cell of weight 0 that only some heads have: exp(CLOSED − max) is 0
+ROW_SUM = 1e-4  # how far from 1 a row's weights may sum
+
+
+def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
+    """Every layer's weights (layers of heads × queries × keys), checked, as a ModelAttention."""
+    layers = _layers(attentions)
+    n, m = layers[0].shape[1:]
+    tokens = _labels(tokens, "tokens")
+    keys = None if key_tokens is None else _labels(key_tokens, "key_tokens")
+    if len(tokens) != n or len(keys if keys is not None else tokens) != m:
+        cols = f"key_tokens {len(keys)}" if keys is not None else f"tokens {len(tokens)} (pass key_tokens= for cross-attention)"
+        raise ValueError(
+            f"the weights are {n} queries × {m} keys, but there are {len(tokens)} tokens and {cols} for the columns: give one token per row and per column"
+        )
+    for i, w in enumerate(layers):
+        _check(w, i)
+    causal = keys is None and n == m and all(not np.triu(w, 1).any() for w in layers)
+    above = np.triu(np.ones((n, m), dtype=bool), 1) if causal else np.zeros((n, m), dtype=bool)
+    masks, biases = [], []
+    for w in layers:
+        closed = (w == 0).all(axis=0) & ~above  # what the causal rule does not close: the layer's mask
+        masks.append(None if not closed.any() else ~closed)
+        with np.errstate(divide="ignore"):
+            bias = np.log(w)
+        bias[:, closed | above] = 0.0  # (closed: never read)
+        bias[np.isneginf(bias)] = CLOSED
+        biases.append(bias)
+    heads = len(layers[0])
+    dtype = layers[0].dtype
+    q, k = np.zeros((heads, n, 1), dtype), np.zeros((heads, m, 1), dtype)
+    v = k if values is None else _values(values, heads, m)
+    return ModelAttention(
+        tokens=tokens,
+        layers=[(q, k, v)] * len(layers),
+        causal=causal,
+        scale=1.0,
+        architecture="weights",
+        model_name="attention weights",
+        key_tokens=keys,
+        masks=masks if any(mk is not None for mk in masks) else None,
+        biases=biases,
+        weights_only="weights and values" if values is not None else "weights",
+    )
+
+
+def _layers(attentions) -> list[np.ndarray]:
+    """Layers of heads × n × m, from each form taken (float32 kept, anything else float64)."""
+    if hasattr(attentions, "keys") and not isinstance(attentions, np.ndarray):  # a TransformerLens ActivationCache, or a dict of patterns
+        found = sorted((int(name.split(".")[1]), name) for name in attentions.keys() if name.startswith("blocks.") and name.endswith("attn.hook_pattern"))
+        if not found:
+            raise ValueError(
+                "this cache has no attention patterns (blocks.<layer>.attn.hook_pattern): run_with_cache without a names_filter that leaves them out"
+            )
+        return [_batch_of_one(_array(attentions[name]), f"layer {i}") for i, name in found]
+    if isinstance(attentions, (tuple, list)):  # Hugging Face's: one batch × heads × queries × keys per layer
+        if not attentions:
+            raise ValueError("the attentions are empty: give at least one layer")
+        return [_batch_of_one(_array(a), f"layer {i}") for i, a in enumerate(attentions)]
+    a = _array(attentions)
+    if a.ndim == 2:
+        return [a[None]]
+    if a.ndim == 3:
+        return [a]
+    if a.ndim == 4:
+        return list(a)
+    raise ValueError(
+        f"attention weights of {a.ndim} dimensions (shape {a.shape}): give queries × keys, heads × queries × keys or layers × heads × queries × keys"
+    )
+
+
+def _array(a) -> np.ndarray:
+    if hasattr(a, "detach"):  # a torch tensor, on any device; half precision widens to float32 exactly
+        import torch
+
+        a = a.detach().to("cpu")
+        a = a.to(torch.float32) if a.dtype in (torch.float16, torch.bfloat16) else a
+        a = a.numpy()
+    a = np.asarray(a)
+    if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+        raise ValueError(f"attention weights must be real numbers, got {a.dtype}")
+    return a if a.dtype == np.float32 else a.astype(np.float64)
+
+
+def _batch_of_one(a: np.ndarray, where: str) -> np.ndarray:
+    if a.ndim != 4:
+        raise ValueError(f"{where} is of shape {a.shape}: each layer's attentions are batch × heads × queries × keys")
+    if len(a) != 1:
+        raise ValueError(f"{where} holds a batch of {len(a)} texts: give one text's weights (attentions[i][j:j + 1] for text j)")
+    return a[0]
+
+
+def _check(w: np.ndarray, layer: int) -> None:
+    """Weights: finite, not negative, each row summing to 1 (or all 0, as a mask makes a row)."""
+    where = f"layer {layer}"
+    bad = ~np.isfinite(w)
+    if bad.any():
+        h, i, j = np.argwhere(bad)[0]
+        raise ValueError(f"the weights hold {w[h, i, j]} ({where}, head {h}, row {i}, column {j}): every weight must be a finite number")
+    if (w < 0).any():
+        h, i, j = np.argwhere(w < 0)[0]
+        raise ValueError(f"the weights hold a negative number, {w[h, i, j]:.3g} ({where}, head {h}, row {i}, column {j}): weights are 0 or more")
+    sums = w.sum(axis=-1, dtype=np.float64)
+    off = (np.abs(sums - 1) > ROW_SUM) & (sums != 0)
+    if off.any():
+        h, i = np.argwhere(off)[0]
+        raise ValueError(
+            f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within {ROW_SUM:g}), "
+            "or is all 0; pass the weights after the softmax, not the scores"
+        )
+
+
+def _labels(tokens, name: str) -> list[str]:
+    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+        raise TypeError(f"{name} must be a list of strings, one per row (or column) of the weights")
+    return list(tokens)
+
+
+def _values(values, heads: int, m: int) -> np.ndarray:
+    v = _array(values)
+    if v.ndim == 2:
+        v = np.broadcast_to(v, (heads, *v.shape))
+    if v.ndim != 3 or v.shape[:2] != (heads, m):
+        raise ValueError(f"values must be one vector per key: keys × width ({m} × d), or heads × keys × width; got shape {v.shape}")
+    return np.ascontiguousarray(v)

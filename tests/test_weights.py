@@ -1,0 +1,170 @@
+"""Attention weights alone (from_attentions): every form other tools give, shown as given,
+re-tempered exactly, and what needs queries and keys refused."""
+
+import warnings
+
+import numpy as np
+import pytest
+import traitlets
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_integrations import gpt2_tokenizer, hooked, tf  # (fixtures)
+
+from attnwidget import AttentionWidget
+
+
+class Tokens:  # n fixed ids as a text: what is compared is the model's attention
+    all_special_tokens = ()
+
+    def __init__(self, ids):
+        self.ids = ids
+
+    def __call__(self, text, return_tensors=None):
+        import torch
+
+        ids = torch.tensor([self.ids])
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+    def convert_ids_to_tokens(self, ids):
+        return [f"t{i}" for i in ids]
+
+
+@pytest.fixture(scope="module")
+def gpt2(tf):
+    import torch
+
+    torch.manual_seed(0)
+    model = tf.GPT2Model(tf.GPT2Config(n_embd=32, n_layer=3, n_head=4, n_positions=32, vocab_size=50)).eval()
+    model.set_attn_implementation("eager")
+    ids = [3, 14, 15, 9, 26, 5, 35]
+    with torch.no_grad():
+        attentions = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
+    return model, ids, attentions
+
+
+def each_head(w):
+    """Every layer's every head of the widget's weights, layers × heads × n × m."""
+    out = []
+    for layer in range(w.n_layers):
+        w.layer = layer
+        row = []
+        for head in range(w.n_heads):
+            w.head = head
+            row.append(w.weights)
+        out.append(row)
+    return np.array(out)
+
+
+def test_hugging_faces_attentions_are_shown_as_given_in_every_layer_and_head(gpt2):
+    _, ids, attentions = gpt2
+    tokens = [f"t{i}" for i in ids]
+    w = AttentionWidget.from_attentions(attentions, tokens)
+    want = np.stack([a[0].numpy() for a in attentions])
+    np.testing.assert_allclose(each_head(w), want, atol=1e-6)
+    assert (w.n_layers, w.n_heads, w.causal, w.weights_only) == (3, 4, True, "weights")  # a causal pattern: the causal rule
+    # the same weights as one array of each shape, numpy or torch
+    np.testing.assert_allclose(each_head(AttentionWidget.from_attentions(want, tokens)), want, atol=1e-6)
+    np.testing.assert_allclose(AttentionWidget.from_attentions(attentions[1][0], tokens, head=2).weights, want[1, 2], atol=1e-6)
+    np.testing.assert_allclose(AttentionWidget.from_attentions(want[2, 3], tokens).weights, want[2, 3], atol=1e-6)
+    summaries = w.head_summary()  # the overview's numbers, from the weights alone
+    assert summaries["first"].shape == (3, 4) and np.all(np.isfinite(summaries["effective_tokens"]))
+
+
+def test_a_transformer_lens_cache_is_read_for_its_patterns(gpt2_tokenizer):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+
+    model = hooked(tl, gpt2_tokenizer, "gpt2-like")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _, cache = model.run_with_cache("I sat on the riverbank")
+    tokens = model.to_str_tokens("I sat on the riverbank")
+    w = AttentionWidget.from_attentions(cache, tokens)
+    want = np.stack([cache[f"blocks.{i}.attn.hook_pattern"][0].numpy() for i in range(model.cfg.n_layers)])
+    np.testing.assert_allclose(each_head(w), want, atol=1e-6)
+
+
+@pytest.mark.parametrize("temperature", [0.3, 1.7, 4.0])
+def test_a_temperature_retempers_the_weights_as_the_scores_would(gpt2, temperature):
+    """softmax(log W / T) from the weights equals softmax(S / T) from the same model's Q and K."""
+    model, ids, attentions = gpt2
+    from_scores = AttentionWidget.from_transformers(model, Tokens(ids), "text", temperature=temperature)
+    from_weights = AttentionWidget.from_attentions(attentions, [f"t{i}" for i in ids], temperature=temperature)
+    np.testing.assert_allclose(each_head(from_weights), each_head(from_scores), atol=1e-5)
+    np.testing.assert_allclose(from_weights.head_summary()["effective_tokens"], from_scores.head_summary()["effective_tokens"], rtol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 3), st.sampled_from([0.2, 1.0, 3.0]), st.integers(0, 2**31))
+def test_a_weight_of_zero_stays_zero_at_any_temperature(n, heads, temperature, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.random((heads, n, n)) * (rng.random((heads, n, n)) < 0.6)  # zeros a head has alone, or all heads
+    w[:, :, 0] += 1e-3  # every row reads something
+    w /= w.sum(axis=-1, keepdims=True)
+    widget = AttentionWidget.from_attentions(w, [f"t{i}" for i in range(n)], temperature=temperature)
+    for h in range(heads):
+        widget.head = h
+        got = widget.weights
+        assert np.all(got[w[h] == 0] == 0)
+        want = w[h] ** (1 / temperature)
+        np.testing.assert_allclose(got, want / want.sum(axis=-1, keepdims=True), rtol=1e-9, atol=1e-12)
+
+
+def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(gpt2):
+    _, ids, attentions = gpt2
+    tokens = [f"t{i}" for i in ids]
+    w = AttentionWidget.from_attentions(attentions, tokens, stage="weights")
+    for stage in ("qk", "scores", "blend"):
+        with pytest.raises(traitlets.TraitError, match="attention weights alone"):
+            w.stage = stage
+    assert w.stage == "weights"  # kept
+    with pytest.raises(ValueError, match="no queries or keys, so no scores. Read the model with from_transformers, or pass q=, k=, v="):
+        _ = w.scores
+    with pytest.raises(ValueError, match="pass values="):
+        _ = w.output
+    values = np.random.default_rng(0).normal(size=(len(ids), 2))
+    v = AttentionWidget.from_attentions(attentions, tokens, values=values, stage="blend")
+    np.testing.assert_allclose(v.output, attentions[0][0, 0].numpy() @ values, atol=1e-6)
+    with pytest.raises(traitlets.TraitError, match="no 'scores' stage"):
+        v.stage = "scores"
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        (-np.eye(3), "a negative number"),
+        (np.full((3, 3), np.nan), "the weights hold nan"),
+        (np.eye(3) * np.inf, "the weights hold inf"),
+        (
+            np.ones((3, 3)),
+            "row 0 of head 0 (layer 0) sums to 3: each row of weights sums to 1 (within 0.0001), or is all 0; pass the weights after the softmax",
+        ),
+        (np.eye(4), "the weights are 4 queries × 4 keys, but there are 3 tokens"),
+        ((np.ones((2, 1, 3, 3)) / 3,), "layer 0 holds a batch of 2 texts"),
+        (np.ones((1, 1, 1, 3, 3)) / 3, "attention weights of 5 dimensions"),
+        ((), "the attentions are empty"),
+        ({"blocks.0.hook_resid_pre": np.eye(3)}, "this cache has no attention patterns"),
+    ],
+)
+def test_bad_weights_are_refused_with_what_was_wrong(weights, message):
+    with pytest.raises(ValueError, match=None) as err:
+        AttentionWidget.from_attentions(weights, ["a", "b", "c"])
+    assert message in str(err.value)
+
+
+def test_a_row_of_zeros_is_allowed_and_cross_attention_takes_key_tokens():
+    w = np.array([[[0.5, 0.5], [0.0, 0.0], [0.25, 0.75]]])
+    widget = AttentionWidget.from_attentions(w, ["a", "b", "c"], key_tokens=["x", "y"])
+    np.testing.assert_allclose(widget.weights, w[0])
+    assert widget.cross and widget.key_tokens == ["x", "y"]
+
+
+def test_a_causal_pattern_is_written_token_by_token_and_exported(gpt2, tmp_path):
+    _, ids, attentions = gpt2
+    w = AttentionWidget.from_attentions(attentions, [f"t{i}" for i in ids], stage="weights")
+    w.step = 3
+    np.testing.assert_allclose(w.weights, attentions[0][0, 0, :3, :3].numpy(), atol=1e-6)  # the pattern's prefix
+    page = w.page_state()
+    assert page["state"]["weights_only"] == "weights" and page["state"]["model_bias"]["shape"] == [12, 7, 7]
+    w.to_html(tmp_path / "weights.html")
+    assert (tmp_path / "weights.html").stat().st_size > 0
