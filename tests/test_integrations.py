@@ -365,6 +365,32 @@ def test_transformer_lens(gpt2_tokenizer, kind):
 
 
 @pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa"])
+def test_a_transformer_lens_cache_is_read_without_running_the_model_again(gpt2_tokenizer, kind):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+
+    from attnwidget.integrations import from_transformer_lens
+
+    model = hooked(tl, gpt2_tokenizer, kind)
+    text = "I sat on the riverbank"
+    with torch.no_grad():
+        _, cache = model.run_with_cache(text)
+    ran = []
+    model.run_with_cache = lambda *a, **k: ran.append(1)  # not called again
+    w = attnwidget.AttentionWidget.from_transformer_lens(model, text, cache=cache, layer=1, head=2)
+    assert not ran and w.tokens == ["<|endoftext|>", "I", "sat", "on", "the", "river", "·bank"]
+    np.testing.assert_allclose(w.weights, cache["pattern", 1][0, 2].double().numpy(), atol=1e-5, rtol=0)
+    del model.run_with_cache
+    with torch.no_grad():
+        _, other = model.run_with_cache("I sat")
+        _, patterns = model.run_with_cache(text, names_filter=lambda name: name.endswith("hook_pattern"))
+    with pytest.raises(ValueError, match="the cache is of 1 text.s. of 3 tokens, but the text is one of 7 tokens"):
+        from_transformer_lens(model, text, other)
+    with pytest.raises(ValueError, match=r"the cache has no blocks.0.attn.hook_(rot_)?q .* run_with_cache with no names_filter"):
+        from_transformer_lens(model, text, patterns)
+
+
+@pytest.mark.parametrize("kind", ["gpt2-like", "rotary-gqa"])
 def test_transformer_lens_refuses_what_the_model_cannot_read(gpt2_tokenizer, kind):
     """Too long a text (to_tokens would cut it to n_ctx without a word), or ids beyond d_vocab."""
     tl = pytest.importorskip("transformer_lens")

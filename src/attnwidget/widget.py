@@ -469,11 +469,21 @@ class AttentionWidget(WholeChanges):
         return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None)
 
     @classmethod
-    def from_transformer_lens(cls, model, text: str, *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
-        """Every head of one layer of a TransformerLens ``HookedTransformer``."""
+    def from_transformer_lens(cls, model, text: str, *, cache=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Every head of one layer of a TransformerLens ``HookedTransformer``; with ``cache`` (its
+        ``run_with_cache(text)``), read from that cache's hooks, without running the model again."""
         from .integrations import from_transformer_lens
 
-        return cls._from_model(from_transformer_lens(model, text), layer, head, kwargs)
+        return cls._from_model(from_transformer_lens(model, text, cache), layer, head, kwargs)
+
+    @classmethod
+    def from_nnsight(cls, model, text: str, *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Every head of one layer of an nnsight-wrapped Hugging Face model (``LanguageModel``):
+        the q, k, v, masks and terms ``from_transformers`` reads, caught during nnsight's own
+        trace of the model (see :func:`attnwidget.integrations.from_nnsight`)."""
+        from .integrations import from_nnsight
+
+        return cls._from_model(from_nnsight(model, text), layer, head, kwargs)
 
     @classmethod
     def from_attentions(cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:

@@ -15,7 +15,7 @@ import importlib
 
 from .common import ModelAttention, readable_tokens
 
-__all__ = ["ModelAttention", "from_transformer_lens", "from_transformers", "readable_tokens"]
+__all__ = ["ModelAttention", "from_nnsight", "from_transformer_lens", "from_transformers", "readable_tokens"]
 
 
 def from_transformers(model, tokenizer, text: str, *, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
@@ -68,8 +68,36 @@ def from_transformers(model, tokenizer, text: str, *, target: str | None = None,
     return hf.extract(model, tokenizer, text, target=target, generate=generate)
 
 
-def from_transformer_lens(model, text: str) -> ModelAttention:
-    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text``.
+def from_nnsight(model, text: str) -> ModelAttention | dict[str, ModelAttention]:
+    """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
+    or its successor ``TransformersModel``) on ``text``: read through transformers' attention
+    interface as ``from_transformers`` reads them, during a trace of nnsight's own (``model.trace``),
+    so the forward pass is nnsight's, with the model's tokenizer.
+
+    The trace runs here, on this machine. A remote trace (``remote=True``, on an NDIF server) runs
+    only the trace's body on the server, so the attention interface cannot be hooked there: the
+    same numbers would be saved from each attention module instead (q, k and v after rotary,
+    ``.save()``-d) and travel back, layers × heads × tokens × d_head × 3 numbers: about 100 MB a
+    layer for Llama-3-8B at 2,048 tokens in float32.
+    """
+    _require(("torch", "transformers", "nnsight"), "nnsight")
+    from . import hf
+
+    module, tokenizer = getattr(model, "_module", None), getattr(model, "tokenizer", None)
+    if module is None or tokenizer is None or not hasattr(model, "trace"):
+        raise TypeError(f"from_nnsight takes an nnsight model of a Hugging Face model (nnsight.LanguageModel), got {type(model).__name__}")
+
+    def run(inputs):  # nnsight's own pass: an empty trace runs the model on the inputs
+        with model.trace(dict(inputs)):
+            pass
+
+    return hf.extract(module, tokenizer, text, run=run)
+
+
+def from_transformer_lens(model, text: str, cache=None) -> ModelAttention:
+    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text``;
+    from ``cache``, when given, a ``run_with_cache`` cache of the model on that text (its hooks'
+    queries, keys and values), without running the model again.
 
     Raises ValueError, before the model runs, when ``text`` has more tokens than
     ``cfg.n_ctx`` or ids outside ``cfg.d_vocab``.
@@ -77,7 +105,7 @@ def from_transformer_lens(model, text: str) -> ModelAttention:
     _require(("torch", "transformer_lens"), "transformer-lens")
     from . import tlens
 
-    return tlens.extract(model, text)
+    return tlens.extract(model, text, cache)
 
 
 def _require(modules, extra: str) -> None:

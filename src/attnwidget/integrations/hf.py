@@ -35,7 +35,8 @@ SUPPORTED = (
 CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # how models name cross-attention
 
 
-def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
+def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None) -> ModelAttention | dict[str, ModelAttention]:
+    """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace.)"""
     if isinstance(generate, bool) or not isinstance(generate, numbers.Integral):
         raise TypeError(f"generate must be a whole number of tokens to write, got {generate!r}")
     if generate < 0:
@@ -72,7 +73,11 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
     enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
     tokens = _tokens_of(tokenizer, ids[0].tolist())
     with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
-        found = _bloom(base, enc, tokens, name) if kind == "bloom" else _assemble(capture(body, on_call=step, **enc), tokens, name, kind)
+        found = (
+            _bloom(base, enc, tokens, name)
+            if kind == "bloom"
+            else _assemble(capture(body, on_call=step, run=run and (lambda: run(enc)), **enc), tokens, name, kind)
+        )
     if generate and not found.causal:
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None

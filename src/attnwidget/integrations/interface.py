@@ -66,9 +66,10 @@ def _eager(model):
         model.set_attn_implementation(before)
 
 
-def capture(model, on_call=None, **inputs) -> list[Caught]:
+def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order;
-    ``on_call(count)`` is told of each (a progress report).
+    ``on_call(count)`` is told of each (a progress report). ``run()``, when given, runs the pass
+    instead (a tracing tool's own, such as nnsight's trace of the model).
 
     Raises NotImplementedError when the model makes no call through the attention interface (a
     family that computes attention its own way), naming the model's class."""
@@ -130,7 +131,7 @@ def capture(model, on_call=None, **inputs) -> list[Caught]:
     mapping["eager"] = recording  # "eager" is looked up here first, before the model's own default
     try:
         with _eager(model), torch.no_grad():
-            model(**inputs)
+            run() if run is not None else model(**inputs)
     finally:
         if had is None:
             mapping.pop("eager", None)

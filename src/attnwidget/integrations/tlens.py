@@ -17,7 +17,7 @@ import torch
 from .common import ModelAttention, _check_readable, _tokens_of
 
 
-def extract(model, text: str) -> ModelAttention:
+def extract(model, text: str, cache=None) -> ModelAttention:
     try:
         from transformer_lens.HookedTransformer import HookedTransformer
     except ImportError as e:  # TransformerLens 4 removed it
@@ -32,13 +32,16 @@ def extract(model, text: str) -> ModelAttention:
     # prepends BOS when the model's config says so; truncate=False, or it would cut at n_ctx unsaid
     tokens = model.to_tokens(text, truncate=False)
     _check_readable(text, tokens[0].tolist(), cfg.model_name, (cfg.n_ctx, "cfg.n_ctx"), (cfg.d_vocab, "cfg.d_vocab"))
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith(names))
-    finally:
-        model.train(was_training)
+    if cache is None:
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith(names))
+        finally:
+            model.train(was_training)
+    else:  # the researcher's own run of the model on this text: read, not run again
+        _check_cache(cache, cfg, names, tokens.shape[1])
 
     layers = []
     for i in range(cfg.n_layers):
@@ -87,3 +90,18 @@ def _check_supported(cfg) -> None:
         problems.append(f"attention_dir={cfg.attention_dir!r}")
     if problems:
         raise NotImplementedError(f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}")
+
+
+def _check_cache(cache, cfg, names, n: int) -> None:
+    """A run_with_cache cache of this text, holding each layer's queries, keys and values."""
+    missing = [f"blocks.{i}.attn.{name}" for i in range(cfg.n_layers) for name in names if f"blocks.{i}.attn.{name}" not in cache]
+    if missing:
+        raise ValueError(
+            f"the cache has no {missing[0]} ({len(missing)} of the hooks read are missing): run_with_cache with no "
+            f"names_filter, or one that keeps {', '.join(names)}"
+        )
+    shape = tuple(cache[f"blocks.0.attn.{names[0]}"].shape)
+    if shape[0] != 1 or shape[1] != n:
+        raise ValueError(
+            f"the cache is of {shape[0]} text(s) of {shape[1]} tokens, but the text is one of {n} tokens: pass the text the cache was made from, alone"
+        )
