@@ -109,8 +109,11 @@ export function decodePayload(payload) {
     // new values a script set: their axes are Python's to compute (the blend then plots their first two)
     basis: () => null,
   };
-  if (state.layer_shown)
-    Object.assign(state, pick(sources.layer(state.block || "", state.layer), ["q", "k", "v", "value_basis", ...(state.model_bias ? ["bias"] : [])])); // a layer's own: cut from the stacks, not sent twice
+  if (state.layer_shown) {
+    // a layer's own: cut from the stacks (or held whole), not sent twice; its bias too when it has one of its own
+    const shown = sources.layer(state.block || "", state.layer);
+    Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : [])]));
+  }
   return { state, sources };
 }
 

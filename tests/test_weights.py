@@ -152,6 +152,15 @@ def test_bad_weights_are_refused_with_what_was_wrong(weights, message):
     assert message in str(err.value)
 
 
+def test_a_cells_arithmetic_starts_from_the_weight_given():
+    w = np.array([[[1.0, 0.0, 0.0], [0.2, 0.8, 0.0], [0.1, 0.3, 0.6]]])
+    widget = AttentionWidget.from_attentions(w, ["a", "b", "c"], cell=(2, 1), focus=2, temperature=2.0)
+    steps = widget.cell_arithmetic
+    assert "dot" not in steps and "share" not in steps
+    assert steps["given"] == pytest.approx(0.3) and steps["score"] == pytest.approx(np.log(0.3))
+    assert steps["weight"] == pytest.approx(np.sqrt(0.3) / np.sqrt([0.1, 0.3, 0.6]).sum())  # re-tempered at T = 2
+
+
 def test_a_row_of_zeros_is_allowed_and_cross_attention_takes_key_tokens():
     w = np.array([[[0.5, 0.5], [0.0, 0.0], [0.25, 0.75]]])
     widget = AttentionWidget.from_attentions(w, ["a", "b", "c"], key_tokens=["x", "y"])
@@ -168,3 +177,8 @@ def test_a_causal_pattern_is_written_token_by_token_and_exported(gpt2, tmp_path)
     assert page["state"]["weights_only"] == "weights" and page["state"]["model_bias"]["shape"] == [12, 7, 7]
     w.to_html(tmp_path / "weights.html")
     assert (tmp_path / "weights.html").stat().st_size > 0
+    # the budget counts each layer's weights (q, k and v alone, width 1, would fit it)
+    budget = 1.5 * sum(a.nbytes for a in (w.model_q, w.model_k, w.model_v))
+    small = w.page_state(budget=budget)
+    assert 0 in small["state"]["held_layers"] and len(small["state"]["held_layers"]) < 3
+    assert set(small["arrays"]["layer:0"]) >= {"q", "k", "v", "bias"}

@@ -67,8 +67,8 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
         if bad:
             raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
         return None if len(asked) == n else asked
-    # what the page carries, in base64: each layer's q, k and v; and, when some are held, every layer's overview
-    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v) if a is not None) / n * 4 / 3
+    # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
+    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None) / n * 4 / 3
     if each * n <= budget:
         return None
     overview = len(widget.model_q) * min(widget._rows(), 84) * min(widget._keys_read(), 84) * 4 / 3

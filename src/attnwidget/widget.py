@@ -672,5 +672,13 @@ class AttentionWidget(WholeChanges):
 
     @property
     def cell_arithmetic(self) -> dict | None:
-        """The steps from q·k to the weight and its share of the output for ``cell`` (None when no cell)."""
-        return None if self.cell is None else self.attention.cell(*self.cell)
+        """The steps from q·k to the weight and its share of the output for ``cell`` (None when no
+        cell). Of attention weights alone: from the weight given ("given", whose logarithm is the
+        "score") to the weight, with no q·k, scale or cap (and no share without values)."""
+        if self.cell is None:
+            return None
+        steps = self.attention.cell(*self.cell)
+        if not self.weights_only:
+            return steps
+        dropped = ("dot", "scale", "softcap", "capped", "bias") + (("value", "share") if self.weights_only == "weights" else ())
+        return {"given": 0.0 if steps["masked"] else float(np.exp(steps["score"])), **{k: v for k, v in steps.items() if k not in dropped}}

@@ -53,3 +53,23 @@ def test_a_page_of_weights_draws_them_as_given_and_retempers_them_with_no_scores
         np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, rtol=0, atol=1e-12)
     finally:
         page.context.close()
+
+
+def test_a_page_holding_some_layers_of_weights_draws_each_with_its_own(browser, tmp_path):
+    rng = np.random.default_rng(4)
+    n = 6
+    given = causal_pattern(rng, 4, 2, n)
+    w = AttentionWidget.from_attentions(given, [f"t{i}" for i in range(n)], layer=1, stage="weights")
+    path = tmp_path / "held.html"
+    w.to_html(path, layers=[3])
+    page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-stage[data-stage='weights'][aria-pressed='true']")
+        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), given[1, 0], atol=1e-6)
+        page.locator("select.aw-layer").select_option("3")
+        page.wait_for_function(f"{ROOT}.model.get('layer') === 3")
+        page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), given[3, 0], atol=1e-6)
+    finally:
+        page.context.close()
