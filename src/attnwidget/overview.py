@@ -194,12 +194,14 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
     sums = torch.zeros(heads, min(n, SIZE), m, device=device)
     first, diagonal, previous, effective = (torch.zeros(heads, n, device=device) for _ in range(4))
     step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
+    room = [torch.empty(heads * step * m, device=device) for _ in range(2)]  # the scores and their exp, made once: no new memory per chunk
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
         c1 = int(reach[r0:r1].max())
         if c1 == 0:
             continue  # rows that read nothing: their weights are all 0
-        s = torch.matmul(Q[:, r0:r1], K[:, :c1].transpose(1, 2))
+        s, e = (r[: heads * (r1 - r0) * c1].view(heads, r1 - r0, c1) for r in room)
+        torch.matmul(Q[:, r0:r1], K[:, :c1].transpose(1, 2), out=s)
         if inputs.softcap is not None:
             s.mul_(inputs.scale / inputs.softcap).tanh_().mul_(inputs.softcap)
         if bias is not None:
@@ -210,7 +212,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         s.sub_(s.amax(dim=-1, keepdim=True))
         if inputs.temperature != 1:
             s.div_(inputs.temperature)  # after the maximum, as core's: no overflow at a small T
-        e = torch.exp(s)
+        torch.exp(s, out=e)
         closed = reach[r0:r1] == 0
         if closed.any():
             e[:, tensor(closed, bool)] = 0.0  # a row of closed cells reads nothing
