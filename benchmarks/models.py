@@ -211,7 +211,7 @@ def markdown(report: dict) -> str:
         ("the page's JS heap", "page_heap_mb", "{:.0f} MB"),
         ("saved widget state", "saved_state_mb", "{:.1f} MB"),
     ]
-    names = list(report)
+    names = [n for n in SHAPES if n in report]  # in SHAPES' order, whichever was measured last
     lines = [
         "# Real models at their real size, live in JupyterLab",
         "",
