@@ -89,8 +89,8 @@ function walk(parent, out, pic) {
     }
     if (seen) boxOf(node, css, out, pic);
     if (seen && css.display === "list-item" && css.listStyleType === "decimal") number(node, css, out, pic);
-    if (node.tagName === "CANVAS") {
-      if (seen) canvasOf(node, out, pic);
+    if (node.tagName === "CANVAS" || node.tagName === "IMG") {
+      if (seen) canvasOf(node.tagName === "IMG" ? asCanvas(node) : node, out, pic, node);
       continue;
     }
     walk(node, clip(node, css, out, pic), pic);
@@ -394,16 +394,27 @@ function png(source, width, height, sharp) {
   return big.toDataURL("image/png");
 }
 
-function canvasOf(canvas, out, pic) {
-  const r = canvas.getBoundingClientRect();
-  const g = make("g", { transform: `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`, role: "img", "aria-label": canvas.getAttribute("aria-label") });
+/** An image's pixels on a canvas of its own size (a head's thumbnail; nothing drawn before it has loaded). */
+function asCanvas(image) {
+  const canvas = Object.assign(document.createElement("canvas"), {
+    width: image.complete ? image.naturalWidth : 0,
+    height: image.complete ? image.naturalHeight : 0,
+  });
+  if (canvas.width) canvas.getContext("2d").drawImage(image, 0, 0);
+  return canvas;
+}
+
+/** A canvas as SVG, where `shown` (the canvas, or the image it was made from) is laid out. */
+function canvasOf(canvas, out, pic, shown = canvas) {
+  const r = shown.getBoundingClientRect();
+  const g = make("g", { transform: `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`, role: "img", "aria-label": shown.getAttribute("aria-label") });
   if (canvas.drawOn) {
     const rec = recorder();
     canvas.drawOn(rec.ctx);
     g.append(...rec.nodes);
   } else {
     if (!canvas.width || !canvas.height) return; // nothing painted yet
-    const sharp = getComputedStyle(canvas).imageRendering === "pixelated";
+    const sharp = getComputedStyle(shown).imageRendering === "pixelated";
     g.append(
       make("image", {
         width: r.width,

@@ -6,6 +6,7 @@ import { advance, createThumbPool, SIZE } from "../thumbs.js";
 import { el, fill, fmt2, inkOn } from "./dom.js";
 
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
+const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
 
 /** createHeads(parent, {onPick(layer, head), onProgress()}) -> {update({work, layers, layer, head, color, width}), destroy()}.
  * One row of thumbnails per layer (a model's), one per head; a click or Enter picks that layer
@@ -70,16 +71,33 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   }
   list.addEventListener("keydown", onKey);
 
-  const shown = new WeakMap(); // canvas -> the thumbnail it shows, so unchanged ones are not repainted
+  const shown = new WeakMap(); // image -> the thumbnail it shows, so unchanged ones are not repainted
 
-  function paint(canvas, thumb, lut, scaled) {
+  // Each thumbnail is an <img> of an uncompressed bitmap, not a <canvas>: a model's thousand heads
+  // as a thousand canvases cost the compositor a fifth of a second a frame (Chrome's "layerize").
+  function paint(image, thumb, lut, scaled) {
     const { data, width, height, max } = thumb,
-      img = new ImageData(width, height),
-      px = new Uint32Array(img.data.buffer);
+      bytes = new ArrayBuffer(HEADER + 4 * data.length),
+      head = new DataView(bytes),
+      px = new Uint32Array(bytes, HEADER);
     const top = scaled && max > 0 ? max : 1;
-    for (let p = 0; p < data.length; p++) px[p] = lut[Math.min(255, Math.round((255 * data[p]) / top))];
-    [canvas.width, canvas.height] = [width, height]; // a cross-attention head's is stretched to the square
-    canvas.getContext("2d").putImageData(img, 0, 0);
+    for (let p = 0; p < data.length; p++) {
+      const c = lut[Math.min(255, Math.round((255 * data[p]) / top))]; // ImageData's order, R G B A; a bitmap's is B G R A
+      px[p] = (c & 0xff00ff00) | ((c & 0xff) << 16) | ((c >>> 16) & 0xff);
+    }
+    [
+      [0, 0x4d42, 2], // "BM"
+      [2, bytes.byteLength, 4],
+      [10, HEADER, 4], // where the pixels start
+      [14, 40, 4], // BITMAPINFOHEADER
+      [18, width, 4],
+      [22, -height, 4], // top row first
+      [26, 1, 2],
+      [28, 32, 2], // bits a pixel
+      [34, 4 * data.length, 4],
+    ].forEach(([at, v, n]) => (n === 2 ? head.setUint16(at, v, true) : head.setInt32(at, v, true)));
+    URL.revokeObjectURL(image.src); // (a blob: URL of the last one, or nothing)
+    image.src = URL.createObjectURL(new Blob([bytes], { type: "image/bmp" })); // a cross-attention head's is stretched to the square
   }
 
   return {
@@ -118,7 +136,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
           return el(
             "button",
             { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
-            el("canvas", { style: `width:${side}px;height:${side}px` }),
+            el("img", { class: "aw-thumb", alt: "", draggable: "false", style: `width:${side}px;height:${side}px` }),
             el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l} H${h}` : `head ${h}`),
             el("span", { class: "aw-head-value" }),
           );
@@ -160,12 +178,12 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {
-        const canvas = buttons[p].firstChild,
+        const image = buttons[p].firstChild,
           key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
-        if (!t || (shown.get(canvas)?.thumb === t && shown.get(canvas).key === key)) return;
+        if (!t || (shown.get(image)?.thumb === t && shown.get(image).key === key)) return;
         lut ??= lookupTable(color, 0, 1, rgb); // the picture's own 256 packed colours
-        paint(canvas, t, lut, scaled);
-        shown.set(canvas, { thumb: t, key });
+        paint(image, t, lut, scaled);
+        shown.set(image, { thumb: t, key });
       });
       const at = Math.min(layer, layers - 1) * per + Math.min(head, per - 1);
       buttons.forEach((b, p) => {
