@@ -4,7 +4,9 @@
 // (layer_arrays: block, layer, head); every view of a widget on the page shares its model, so
 // they share this too.
 const KEEP = 512 * 2 ** 20;
-const LAYERED = ["q", "k", "v", "value_basis", "bias"]; // (a bias of heads comes one head at a time too)
+const LAYERED = ["q", "k", "v", "value_basis"];
+// attention weights alone: each head's bias (the weights' logarithms) is the head's own too
+const layered = (model) => (model.get("weights_only") ? [...LAYERED, "bias"] : LAYERED);
 const kept = new WeakMap();
 
 /** The widget model as the app reads it: a layer the page keeps is served from here. */
@@ -17,7 +19,7 @@ function keep(model) {
   const held = new Map(); // "block|layer|head" -> that head's q, k, v and value axes, the least recently shown first
   const name = (block, layer, head) => `${block || ""}|${layer}|${head}`;
   const shownName = () => name(model.get("block"), model.get("layer"), model.get("head"));
-  const size = (entry) => LAYERED.reduce((sum, n) => sum + (entry[n]?.view?.byteLength || 0), 0);
+  const size = (entry) => Object.values(entry).reduce((sum, a) => sum + (a?.view?.byteLength || 0), 0);
   const tell = () => model.send({ kind: "holding", layers: [...held.keys()].map((k) => k.split("|").map((p, i) => (i ? Number(p) : p))) });
   // the kernel's arrays arrive with the name of their layer (layer_arrays, set in the same message)
   function record() {
@@ -25,7 +27,7 @@ function keep(model) {
     if (!whose) return;
     const key = name(...whose);
     held.delete(key);
-    held.set(key, Object.fromEntries(LAYERED.map((n) => [n, model.get(n)])));
+    held.set(key, Object.fromEntries(layered(model).map((n) => [n, model.get(n)])));
     // over KEEP, the least recently shown go; never the head just come, nor the one the page shows
     let total = [...held.values()].reduce((sum, e) => sum + size(e), 0);
     const showing = shownName();
@@ -38,15 +40,11 @@ function keep(model) {
     tell();
   }
   model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
-  model.on("change:bias", () => {
-    const whose = model.get("layer_arrays"),
-      entry = whose && held.get(name(...whose));
-    if (entry) entry.bias = model.get("bias"); // a bias set alone (with q, it is recorded with q): the head's own now
-  });
+  model.on("change:bias", () => model.get("weights_only") && record()); // weights alone: every layer's q is the same zeros
   record(); // the layer shown at first; and the kernel forgets what an earlier page kept
   const shown = () => held.get(shownName());
   return {
-    get: (n) => (LAYERED.includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
+    get: (n) => (layered(model).includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
     /** Whether the page keeps this head's arrays (a switch to it needs nothing from the kernel). */
     holds: (block, layer, head) => held.has(name(block, layer, head)),
     set: (...a) => model.set(...a),

@@ -145,7 +145,8 @@ def test_export_a_models_page_with_the_layers_asked(tmp_path, minilm_path, monke
     "args, message",
     [
         (["--layers", "0"], "--layer, --head, --layers and --max-mb are for a model's page: give --model"),
-        (["--model", "M", "--layers", "zero"], "--layers 'zero': give layer numbers and ranges, e.g. 0,3,5-7"),
+        (["--model", "M", "--layers", "zero"], "--layers 'zero': give layer numbers and rising ranges, e.g. 0,3,5-7"),
+        (["--model", "M", "--layers", "5-3"], "--layers '5-3': give layer numbers and rising ranges"),
         (["--model", "M", "--layers", "0,9"], "--layers must be layer numbers from 0 to 5; got [9]"),
         (["--model", "M", "--layer", "6"], "--layer 6 is out of range: the model has 6 layers, 0 to 5"),
         (["--model", "M", "--preset", "lab"], "--model reads one sentence"),

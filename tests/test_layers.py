@@ -163,6 +163,19 @@ def test_a_models_widget_sends_no_whole_layer_even_while_it_is_made(monkeypatch)
     assert w.layer_arrays == ["", 1, 2] and head <= sum(sent) < 2 * head  # the head shown, once
 
 
+def test_a_bias_set_on_a_models_widget_reaches_the_page_that_keeps_its_head():
+    from test_widget import RecordingComm
+
+    from attnwidget.widget import _on_page_message
+
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=5, d=6), 0, 0, {})
+    _on_page_message(w, {"kind": "holding", "layers": [["", 0, 0]]}, [])
+    w.comm = RecordingComm()
+    w.bias = np.ones((2, 5, 5))
+    ((data, buffers),) = w.comm.sent
+    assert "bias" in data["state"] and buffers  # the whole bias: the page's kept heads hold none
+
+
 def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arrays_it_has():
     from test_widget import RecordingComm
 

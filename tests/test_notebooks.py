@@ -58,7 +58,7 @@ for _name, _w in list(globals().items()):
             layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary,
             scores=_refused(lambda: _w.scores), weights=_array(_w.weights), output=_refused(lambda: _w.output),
             residual_output=_array(_w.residual_output), effective_tokens=_array(_w.effective_tokens),
-            sense_resolved=_array(_w.sense_resolved), output_spread=_w.output_spread,
+            sense_resolved=_refused(lambda: _w.sense_resolved), output_spread=_refused(lambda: _w.output_spread),
             cell_arithmetic=_w.cell_arithmetic, head_weights=_heads(_w),
             exercise=_w.exercise, guess=_w.guess, revealed=_w.revealed, score=_w.score, goal=_w.goal, step=_w.step,
         )

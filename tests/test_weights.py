@@ -122,6 +122,8 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
         _ = w.scores
     with pytest.raises(ValueError, match="pass values="):
         _ = w.output
+    with pytest.raises(traitlets.TraitError, match="carries the weights' logarithms as its bias"):
+        w.bias = np.zeros((4, len(ids), len(ids)))
     values = np.random.default_rng(0).normal(size=(len(ids), 2))
     v = AttentionWidget.from_attentions(attentions, tokens, values=values, stage="blend")
     np.testing.assert_allclose(v.output, attentions[0][0, 0].numpy() @ values, atol=1e-6)
@@ -144,6 +146,11 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
         (np.ones((1, 1, 1, 3, 3)) / 3, "attention weights of 5 dimensions"),
         ((), "the attentions are empty"),
         ({"blocks.0.hook_resid_pre": np.eye(3)}, "this cache has no attention patterns"),
+        (
+            (None, None),
+            'the attentions hold None: the model ran with an attention kernel that gives no weights (SDPA, flash); load it with attn_implementation="eager"',
+        ),
+        (np.stack([np.eye(3), np.eye(3) * [1, 0, 1]]), "row 1 of head 1 (layer 0) is all 0, but other heads read in that row"),
     ],
 )
 def test_bad_weights_are_refused_with_what_was_wrong(weights, message):
@@ -159,6 +166,20 @@ def test_a_cells_arithmetic_starts_from_the_weight_given():
     assert "dot" not in steps and "share" not in steps
     assert steps["given"] == pytest.approx(0.3) and steps["score"] == pytest.approx(np.log(0.3))
     assert steps["weight"] == pytest.approx(np.sqrt(0.3) / np.sqrt([0.1, 0.3, 0.6]).sum())  # re-tempered at T = 2
+
+
+def test_half_precision_a_whole_output_and_a_cache_without_its_batch_are_taken(gpt2):
+    import torch
+
+    _, ids, attentions = gpt2
+    tokens = [f"t{i}" for i in ids]
+    half = tuple(a.to(torch.bfloat16) for a in attentions)  # rows sum to 1 within bfloat16's rounding, not 1e-4
+    assert float((half[0].float().sum(-1) - 1).abs().max()) > 1e-4
+    np.testing.assert_allclose(AttentionWidget.from_attentions(half, tokens).weights, attentions[0][0, 0].numpy(), atol=2e-2)
+    whole = {"last_hidden_state": None, "attentions": attentions}  # the model's whole output, as a mapping
+    np.testing.assert_allclose(AttentionWidget.from_attentions(whole, tokens).weights, attentions[0][0, 0].numpy(), atol=1e-6)
+    cache = {f"blocks.{i}.attn.hook_pattern": a[0] for i, a in enumerate(attentions)}  # remove_batch_dim=True
+    np.testing.assert_allclose(AttentionWidget.from_attentions(cache, tokens, layer=2).weights, attentions[2][0, 0].numpy(), atol=1e-6)
 
 
 def test_a_row_of_zeros_is_allowed_and_cross_attention_takes_key_tokens():

@@ -3,7 +3,8 @@
 Writes a self-contained page (or, by the output's extension, a .png, .svg or .pdf picture) for
 authors without a notebook. With --model, a Hugging Face model's attention on the sentence
 (a local folder saved with save_pretrained, or a model's name on the Hub); its page carries
-every layer while under --max-mb, else --layers and the layer shown.
+the layers --layers names and the one shown, or without --layers every layer while under
+--max-mb, else the layer shown and its nearest that fit.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
     model.add_argument("--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub")
     model.add_argument("--layer", type=int, default=0, help="the layer to open on")
     model.add_argument("--head", type=int, default=0, help="the head to open on")
-    model.add_argument("--layers", help="the layers the page holds when they are not all under --max-mb, e.g. 0,3,5-7")
+    model.add_argument("--layers", help="the layers the page holds (and the one shown), e.g. 0,3,5-7; without it, every layer under --max-mb")
     model.add_argument("--max-mb", type=float, default=50, help="the page holds every layer while it stays under this size (default 50)")
     args = parser.parse_args(argv)
 
@@ -65,15 +66,15 @@ def main(argv=None) -> int:
                 w.causal = True
             if args.focus is not None:
                 w.focus = _focus_index(parser, args.focus, w.tokens)
-    except (ValueError, traitlets.TraitError) as err:
+    except (ValueError, NotImplementedError, traitlets.TraitError) as err:  # (a model family not read: said, not a traceback)
         parser.error(str(err))
 
     out, picture_theme = args.output, "light" if args.theme == "auto" else args.theme
     page = {"theme": args.theme, "layers": layers, "max_mb": args.max_mb} if args.model else {"theme": args.theme}
-    if out == "-":
-        sys.stdout.write(w.to_html(**page))
-        return 0
     try:
+        if out == "-":
+            sys.stdout.write(w.to_html(**page))
+            return 0
         if out.lower().endswith(".png"):
             w.save_png(out, theme=picture_theme)
         elif out.lower().endswith(".svg"):
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
     except ImportError as err:  # an optional dependency (the images extra): what to install, not a traceback
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         sys.exit(1)
+    except ValueError as err:  # (an encoder–decoder model's page holds every layer: no --layers)
+        parser.error(str(err).replace("layers=", "--layers"))
     print(f"wrote {out}", file=sys.stderr)
     return 0
 
@@ -109,10 +112,10 @@ def _layer_list(parser, text: str) -> list[int]:
     """--layers "0,3,5-7" as [0, 3, 5, 6, 7]."""
     try:
         ends = [[int(n) for n in part.split("-")] for part in text.split(",")]
-        if any(len(e) not in (1, 2) for e in ends):
+        if any(len(e) not in (1, 2) or e[0] > e[-1] or e[0] < 0 for e in ends):
             raise ValueError
     except ValueError:
-        parser.error(f"--layers {text!r}: give layer numbers and ranges, e.g. 0,3,5-7")
+        parser.error(f"--layers {text!r}: give layer numbers and rising ranges, e.g. 0,3,5-7")
     return sorted({i for e in ends for i in range(e[0], e[-1] + 1)})
 
 

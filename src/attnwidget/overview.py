@@ -208,10 +208,12 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
             s += tensor(bias[..., r0:r1, :c1])
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
-            s[..., lo:].masked_fill_(A[r0:r1, lo:c1], -1e30)  # finite: 0 weight times its score is 0, not NaN
-        s.sub_(s.amax(dim=-1, keepdim=True))
+            s[..., lo:].masked_fill_(A[r0:r1, lo:c1], float("-inf"))
+        top = s.amax(dim=-1, keepdim=True)
+        s.sub_(torch.where(torch.isfinite(top), top, 0.0))  # (a row with no cell open: as core's, no maximum)
         if inputs.temperature != 1:
             s.div_(inputs.temperature)  # after the maximum, as core's: no overflow at a small T
+        s.clamp_(min=-1e30)  # closed cells, and scores past float32's range: finite, so that 0 weight times them is 0, not NaN
         torch.exp(s, out=e)
         closed = reach[r0:r1] == 0
         if closed.any():

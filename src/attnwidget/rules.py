@@ -116,6 +116,10 @@ WEIGHTS_ONLY = {
     "weights": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage"), "blend": _NO_VALUES},
     "weights and values": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage")},
 }
+WEIGHTS_BIAS = (
+    "A widget of attention weights alone (from_attentions) carries the weights' logarithms as its bias, each layer its own: "
+    "it cannot take another; pass other weights to from_attentions instead."
+)
 GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
@@ -131,6 +135,7 @@ CONSTANTS = {
     "flags": list(FLAGS),
     "stack": list(STACK),
     "weights_only": WEIGHTS_ONLY,
+    "weights_bias": WEIGHTS_BIAS,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
@@ -391,6 +396,8 @@ def settle(state, change, sources=None, *, page=False):
     for name, value in change.items():
         s[name] = check(name, value)
     asked = {n for n in change if not same(s[n], before.get(n))}  # a value as it was is no change (traitlets' rule too)
+    if "bias" in asked and s.get("weights_only"):
+        raise Refused(WEIGHTS_BIAS)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
     _bring_in(s, before, asked, sources)

@@ -49,7 +49,14 @@ def stacked(found) -> dict:
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
     biases = getattr(found, "biases", None)
-    arrays["model_bias"] = frozen(np.concatenate(biases), fresh=True) if biases else None
+    arrays["model_bias"] = None
+    if biases:  # (attention weights alone: nearly all of their data) copied in one layer at a time, as the layers are
+        stack = np.empty((sum(len(b) for b in biases), *biases[0].shape[1:]), dtype=np.float32 if all(b.dtype == np.float32 for b in biases) else np.float64)
+        found.biases, start = list(biases), 0
+        for j, b in enumerate(found.biases):
+            stack[start : start + len(b)] = b
+            found.biases[j], start = stack[start : start + len(b)], start + len(b)
+        arrays["model_bias"] = own(stack)
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
     arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None

@@ -324,7 +324,7 @@ class AttentionWidget(WholeChanges):
 
     def _by_head(self) -> tuple:
         """What a live page gets of a model one head at a time: q, k, v, the value axes, and a bias of heads."""
-        return (*LAYERED, "bias") if self.bias is not None and self.bias.ndim == 3 else LAYERED
+        return (*LAYERED, "bias") if self.model_bias is not None else LAYERED
 
     def get_state(self, key=None):
         """The state as a live page gets it: a model's layer one head at a time (the head shown;
@@ -369,9 +369,9 @@ class AttentionWidget(WholeChanges):
         """One self-contained HTML page of this widget (no kernel, no network); written to
         ``path`` when given, and returned. ``theme``: "auto", "light" or "dark".
 
-        A model's page holds every layer while it stays under ``max_mb`` megabytes; otherwise the
-        layer shown and those nearest it that fit, or the layers ``layers`` names (the one shown
-        is always among them). A page that holds some layers says which, shows every layer's
+        A model's page holds the layers ``layers`` names (and the one shown); without ``layers``,
+        every layer while it stays under ``max_mb`` megabytes, otherwise the layer shown and those
+        nearest it that fit. A page that holds some layers says which, shows every layer's
         overview as exported, and switches only between the layers it holds."""
         from .export import to_html
 
@@ -651,10 +651,12 @@ class AttentionWidget(WholeChanges):
 
     @property
     def sense_resolved(self) -> np.ndarray:
+        self._needs("blend", "sense_resolved")
         return self._frozen(self.attention.sense_resolved)
 
     @property
     def output_spread(self) -> float:
+        self._needs("blend", "output_spread")
         return self.attention.output_spread
 
     @property

@@ -83,9 +83,11 @@ def from_nnsight(model, text: str) -> ModelAttention | dict[str, ModelAttention]
     _require(("torch", "transformers", "nnsight"), "nnsight")
     from . import hf
 
-    module, tokenizer = getattr(model, "_module", None), getattr(model, "tokenizer", None)
-    if module is None or tokenizer is None or not hasattr(model, "trace"):
+    if not (hasattr(model, "_module") and hasattr(model, "tokenizer") and hasattr(model, "trace")):
         raise TypeError(f"from_nnsight takes an nnsight model of a Hugging Face model (nnsight.LanguageModel), got {type(model).__name__}")
+    if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
+        model.dispatch()
+    module, tokenizer = model._module, model.tokenizer
 
     def run(inputs):  # nnsight's own pass: an empty trace runs the model on the inputs
         with model.trace(dict(inputs)):

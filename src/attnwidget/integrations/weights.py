@@ -17,12 +17,13 @@ import numpy as np
 from .common import ModelAttention
 
 CLOSED = -1e30  # the score of a cell of weight 0 that only some heads have: exp(CLOSED − max) is 0
-ROW_SUM = 1e-4  # how far from 1 a row's weights may sum
+ROW_SUM = 1e-4  # how far from 1 a row's weights may sum; HALF_ROW_SUM for half precision, which a softmax is cast back to
+HALF_ROW_SUM = 1e-2
 
 
 def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     """Every layer's weights (layers of heads × queries × keys), checked, as a ModelAttention."""
-    layers = _layers(attentions)
+    layers, half = _layers(attentions)
     n, m = layers[0].shape[1:]
     tokens = _labels(tokens, "tokens")
     keys = None if key_tokens is None else _labels(key_tokens, "key_tokens")
@@ -32,12 +33,19 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
             f"the weights are {n} queries × {m} keys, but there are {len(tokens)} tokens and {cols} for the columns: give one token per row and per column"
         )
     for i, w in enumerate(layers):
-        _check(w, i)
+        _check(w, i, HALF_ROW_SUM if half else ROW_SUM)
     causal = keys is None and n == m and all(not np.triu(w, 1).any() for w in layers)
     above = np.triu(np.ones((n, m), dtype=bool), 1) if causal else np.zeros((n, m), dtype=bool)
     masks, biases = [], []
-    for w in layers:
+    for i, w in enumerate(layers):
         closed = (w == 0).all(axis=0) & ~above  # what the causal rule does not close: the layer's mask
+        alone = (w.sum(axis=-1) == 0) & ~(w == 0).all(axis=(0, 2))  # a row reading nothing in one head, something in another
+        if alone.any():
+            h, row = np.argwhere(alone)[0]
+            raise ValueError(
+                f"row {row} of head {h} (layer {i}) is all 0, but other heads read in that row: a row that reads nothing "
+                "is shown only where every head of the layer has it (a mask); give that head the weights it had"
+            )
         masks.append(None if not closed.any() else ~closed)
         with np.errstate(divide="ignore"):
             bias = np.log(w)
@@ -62,42 +70,51 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     )
 
 
-def _layers(attentions) -> list[np.ndarray]:
-    """Layers of heads × n × m, from each form taken (float32 kept, anything else float64)."""
+def _layers(attentions) -> tuple[list[np.ndarray], bool]:
+    """Layers of heads × n × m, from each form taken (float32 kept, anything else float64), and
+    whether they came in half precision."""
+    if hasattr(attentions, "keys") and "attentions" in attentions.keys():  # a Hugging Face output: its attentions
+        attentions = attentions["attentions"]
     if hasattr(attentions, "keys") and not isinstance(attentions, np.ndarray):  # a TransformerLens ActivationCache, or a dict of patterns
         found = sorted((int(name.split(".")[1]), name) for name in attentions.keys() if name.startswith("blocks.") and name.endswith("attn.hook_pattern"))
         if not found:
             raise ValueError(
                 "this cache has no attention patterns (blocks.<layer>.attn.hook_pattern): run_with_cache without a names_filter that leaves them out"
             )
-        return [_batch_of_one(_array(attentions[name]), f"layer {i}") for i, name in found]
+        read = [_array(attentions[name]) for _, name in found]  # (a cache made with remove_batch_dim=True has no batch)
+        return [_batch_of_one(a[None] if a.ndim == 3 else a, f"layer {i}") for (i, _), (a, _) in zip(found, read)], any(h for _, h in read)
     if isinstance(attentions, (tuple, list)):  # Hugging Face's: one batch × heads × queries × keys per layer
         if not attentions:
             raise ValueError("the attentions are empty: give at least one layer")
-        return [_batch_of_one(_array(a), f"layer {i}") for i, a in enumerate(attentions)]
-    a = _array(attentions)
-    if a.ndim == 2:
-        return [a[None]]
-    if a.ndim == 3:
-        return [a]
-    if a.ndim == 4:
-        return list(a)
+        if any(a is None for a in attentions):
+            raise ValueError(
+                "the attentions hold None: the model ran with an attention kernel that gives no weights (SDPA, flash); "
+                'load it with attn_implementation="eager" for output_attentions, or read it with from_transformers'
+            )
+        read = [_array(a) for a in attentions]
+        return [_batch_of_one(a, f"layer {i}") for i, (a, _) in enumerate(read)], any(h for _, h in read)
+    a, half = _array(attentions)
+    if 2 <= a.ndim <= 4:
+        return list(a.reshape((-1, *a.shape[-3:]) if a.ndim == 4 else (1, -1, *a.shape[-2:]))), half
     raise ValueError(
         f"attention weights of {a.ndim} dimensions (shape {a.shape}): give queries × keys, heads × queries × keys or layers × heads × queries × keys"
     )
 
 
-def _array(a) -> np.ndarray:
+def _array(a) -> tuple[np.ndarray, bool]:
+    """The weights as numpy (float32 kept, anything else float64), and whether they were half precision."""
+    half = False
     if hasattr(a, "detach"):  # a torch tensor, on any device; half precision widens to float32 exactly
         import torch
 
         a = a.detach().to("cpu")
-        a = a.to(torch.float32) if a.dtype in (torch.float16, torch.bfloat16) else a
-        a = a.numpy()
+        half = a.dtype in (torch.float16, torch.bfloat16)
+        a = (a.to(torch.float32) if half else a).numpy()
     a = np.asarray(a)
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
         raise ValueError(f"attention weights must be real numbers, got {a.dtype}")
-    return a if a.dtype == np.float32 else a.astype(np.float64)
+    half = half or a.dtype == np.float16
+    return (a if a.dtype == np.float32 else a.astype(np.float64)), half
 
 
 def _batch_of_one(a: np.ndarray, where: str) -> np.ndarray:
@@ -108,7 +125,7 @@ def _batch_of_one(a: np.ndarray, where: str) -> np.ndarray:
     return a[0]
 
 
-def _check(w: np.ndarray, layer: int) -> None:
+def _check(w: np.ndarray, layer: int, tolerance: float) -> None:
     """Weights: finite, not negative, each row summing to 1 (or all 0, as a mask makes a row)."""
     where = f"layer {layer}"
     bad = ~np.isfinite(w)
@@ -119,11 +136,11 @@ def _check(w: np.ndarray, layer: int) -> None:
         h, i, j = np.argwhere(w < 0)[0]
         raise ValueError(f"the weights hold a negative number, {w[h, i, j]:.3g} ({where}, head {h}, row {i}, column {j}): weights are 0 or more")
     sums = w.sum(axis=-1, dtype=np.float64)
-    off = (np.abs(sums - 1) > ROW_SUM) & (sums != 0)
+    off = (np.abs(sums - 1) > tolerance) & (sums != 0)
     if off.any():
         h, i = np.argwhere(off)[0]
         raise ValueError(
-            f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within {ROW_SUM:g}), "
+            f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within {tolerance:g}), "
             "or is all 0; pass the weights after the softmax, not the scores"
         )
 
@@ -135,7 +152,7 @@ def _labels(tokens, name: str) -> list[str]:
 
 
 def _values(values, heads: int, m: int) -> np.ndarray:
-    v = _array(values)
+    v, _ = _array(values)
     if v.ndim == 2:
         v = np.broadcast_to(v, (heads, *v.shape))
     if v.ndim != 3 or v.shape[:2] != (heads, m):
