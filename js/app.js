@@ -135,7 +135,8 @@ export function mount(host, model, { propose, flush }) {
   // A model's every layer at a glance is computed in the kernel, which holds every layer: asked
   // for once the state it is for has settled (not at each step of a drag), until it comes.
   let askTimer = 0,
-    asked = false;
+    asked = false,
+    opened = true; // the first ask goes at once: no drag to wait for
   const answered = () => {
     asked = false;
   };
@@ -151,9 +152,10 @@ export function mount(host, model, { propose, flush }) {
         model.send({ kind: "overview" });
         askOverview(); // and again in a while: a large model's is computed on a thread, handed over when asked
       },
-      asked ? 300 : 150,
+      asked ? 300 : opened ? 0 : 150,
     );
     asked = true;
+    opened = false;
   }
 
   // --- drawing, batched to one frame ---

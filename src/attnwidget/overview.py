@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 
@@ -136,6 +137,7 @@ class Background:
     def __init__(self):
         self.thread: threading.Thread | None = None
         self.done: tuple | None = None  # (inputs, overview) of the last computation finished
+        self.seconds: float | None = None  # how long the last one took (benchmarks/models.py reports it)
 
     def ask(self, widget, begin: bool = True) -> dict | None:
         """The overview for the widget as it stands, or None while it is being computed (or,
@@ -155,8 +157,10 @@ class Background:
         return None
 
     def _run(self, inputs: Inputs) -> None:
+        start = time.perf_counter()
         try:
             self.done = (inputs, compute(inputs))
+            self.seconds = time.perf_counter() - start
         except Exception as err:  # (memory, most likely) said once, in the page, instead of asked for again and again
             self.done = (inputs, {"error": f"{type(err).__name__}: {err}", "key": inputs.key})
 
