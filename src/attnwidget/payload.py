@@ -75,7 +75,7 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
     fit = int((budget - overview) // each)
     if fit < 1:
         warnings.warn(
-            f"one layer of this model alone takes {each / 1e6:.0f} MB of the page, more than max_mb={budget / 1e6:g}: the page holds the layer shown",
+            f"one layer of this model alone takes {each / 1e6:.2g} MB of the page, more than max_mb={budget / 1e6:g}: the page holds the layer shown",
             stacklevel=3,
         )
     near = sorted(range(n), key=lambda i: (abs(i - widget.layer), i))
