@@ -314,3 +314,77 @@ def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
         shown = m[~np.isin(m, (0, 1))].ravel()[:3] if np.issubdtype(m.dtype, np.number) else m.dtype
         raise ValueError(f"{expected}, or numbers that are exactly 0 and 1; got {shown}")
     return m == 1
+
+
+# --- across layers (Abnar & Zuidema, 2020) ---
+
+
+def _mixed(weights: np.ndarray) -> np.ndarray:
+    """Each layer's Â from layers × heads × n × n weights (rows read): half the heads' mean, half
+    the identity (the residual path), each row renormalised."""
+    n = weights.shape[-1]
+    a = 0.5 * np.asarray(weights, dtype=float).mean(axis=1) + 0.5 * np.eye(n)
+    return a / a.sum(axis=-1, keepdims=True)
+
+
+def rollout(weights: np.ndarray) -> np.ndarray:
+    """Attention rollout: layers × n × n, the rollout up to each layer, Â_l · … · Â_0. Row i of
+    layer l says how much of each input token reaches token i there; every row sums to 1."""
+    out, acc = [], np.eye(weights.shape[-1])
+    for a in _mixed(weights):
+        acc = a @ acc
+        out.append(acc)
+    return np.array(out)
+
+
+def attention_flow(weights: np.ndarray) -> np.ndarray:
+    """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the
+    last layer through the layered graph whose edge from token j below layer l to token i above
+    it has capacity Â_l[i, j]. Exact (a maximum flow for every pair, Dinic's algorithm): about
+    n² flows on a graph of (layers + 1) · n nodes, so a text of a few dozen tokens."""
+    a = _mixed(weights)
+    layers, n = a.shape[0], a.shape[-1]
+    size = (layers + 1) * n
+    cap = np.zeros((size, size))
+    for at in range(layers):  # node at·n + j: token j below layer at
+        cap[at * n : (at + 1) * n, (at + 1) * n : (at + 2) * n] = a[at].T
+    return np.array([[_max_flow(cap, j, layers * n + i) for j in range(n)] for i in range(n)])
+
+
+def _max_flow(cap: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:
+    """The maximum flow from source to sink of a dense capacity matrix (Dinic's algorithm)."""
+    left = cap.copy()  # residual capacities
+    total = 0.0
+    while True:
+        level = np.full(len(left), -1)
+        level[source], frontier = 0, [source]
+        while frontier and level[sink] < 0:  # breadth first: each node's distance from the source
+            ahead = np.flatnonzero((left[frontier] > tiny).any(axis=0) & (level < 0))
+            level[ahead] = level[frontier[0]] + 1
+            frontier = list(ahead)
+        if level[sink] < 0:
+            return total
+        nexts = {}  # each node's edges one level on, tried in turn
+        while True:  # a blocking flow: paths along rising levels until none is left
+            path, u = [source], source
+            while u != sink:
+                if u not in nexts:
+                    nexts[u] = list(np.flatnonzero((left[u] > tiny) & (level == level[u] + 1)))
+                while nexts[u] and (left[u, nexts[u][-1]] <= tiny or level[nexts[u][-1]] != level[u] + 1):
+                    nexts[u].pop()  # saturated, or a dead end
+                if not nexts[u]:  # a dead end: never tried again in this phase
+                    level[u] = -1
+                    if u == source:
+                        break
+                    path.pop()
+                    u = path[-1]
+                    continue
+                u = int(nexts[u][-1])
+                path.append(u)
+            if u != sink:
+                break
+            pushed = min(left[x, y] for x, y in zip(path, path[1:]))
+            for x, y in zip(path, path[1:]):
+                left[x, y] -= pushed
+                left[y, x] += pushed
+            total += pushed

@@ -15,7 +15,7 @@ import numpy as np
 import traitlets
 
 from . import examples, rules
-from .core import Attention, head_summaries, overflow_message
+from .core import Attention, attention_flow, head_summaries, overflow_message, rollout
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -598,6 +598,28 @@ class AttentionWidget(WholeChanges):
         closed = np.ones((len(self.tokens), len(self.key_tokens)), dtype=bool) if mask is None else np.array(mask, dtype=bool)
         closed[:, 0] = False
         return closed
+
+    def _every_layers_weights(self, what: str) -> np.ndarray:
+        """Every layer's heads' weights, layers × heads × n × n, as head_summary computes them."""
+        if self.cross:
+            raise ValueError(f"{what} follows a text through its own layers: it is for self-attention, not cross-attention (block='cross').")
+        inputs = Inputs(self)
+        return np.array([weights_of(inputs, q, k, allowed, bias) for q, k, allowed, bias in each_layer(inputs)])
+
+    def rollout(self) -> np.ndarray:
+        """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
+        heads' mean weights + ½ · I (the residual path), rows renormalised, and the rollout up to
+        layer l is Â_l · … · Â_0; row i of layer l: how much of each input token reaches token i
+        there (each row sums to 1). At the current temperature, causal rule, masks and sink; a
+        widget of your own arrays is one layer of its heads. See :func:`attnwidget.core.rollout`."""
+        return rollout(self._every_layers_weights("rollout"))
+
+    def flow(self) -> np.ndarray:
+        """Attention flow (Abnar & Zuidema, 2020), n × n: entry (i, j) is the maximum flow from
+        input token j to token i at the last layer through the graph of every layer whose
+        capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
+        of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
+        return attention_flow(self._every_layers_weights("flow"))
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

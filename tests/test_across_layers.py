@@ -1,0 +1,97 @@
+"""Across layers (Abnar & Zuidema, 2020): attention rollout and attention flow, against the
+formula written out here and against networkx's maximum flow."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_integrations import minilm, tf  # (fixtures)
+from test_layers import fake_model
+
+from attnwidget import AttentionWidget
+from attnwidget.core import attention_flow, rollout
+
+
+def mixed(w):
+    """Â: half the heads' mean, half the identity, rows renormalised."""
+    a = 0.5 * w.mean(axis=0) + 0.5 * np.eye(w.shape[-1])
+    return a / a.sum(axis=-1, keepdims=True)
+
+
+def model_widget(seed=0, n=6, layers=3, heads=2):
+    return AttentionWidget._from_model(fake_model(n_layers=layers, heads=heads, n=n, d=4, seed=seed), 0, 0, {})
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 4), st.integers(0, 2**31))
+def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to_1(n, layers, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.random((layers, 3, n, n))
+    w /= w.sum(axis=-1, keepdims=True)
+    got = rollout(w)
+    want, acc = [], np.eye(n)
+    for layer in w:
+        acc = mixed(layer) @ acc
+        want.append(acc)
+    np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+def test_flow_is_networkxs_maximum_flow_through_the_layered_graph():
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(1)
+    layers, n = 3, 5
+    w = rng.random((layers, 2, n, n)) * np.tri(n)
+    w /= w.sum(axis=-1, keepdims=True)
+    got = attention_flow(w)
+    graph = nx.DiGraph()
+    for at, layer in enumerate(w):
+        a = mixed(layer)
+        for i in range(n):
+            for j in range(n):
+                if a[i, j] > 0:
+                    graph.add_edge((at, j), (at + 1, i), capacity=a[i, j])  # row i of layer at reads token j below it
+    for i in range(n):
+        for j in range(n):
+            want = nx.maximum_flow_value(graph, (0, j), (layers, i)) if nx.has_path(graph, (0, j), (layers, i)) else 0.0
+            assert got[i, j] == pytest.approx(want, abs=1e-9)
+
+
+def test_a_models_widget_gives_its_rollout_and_flow_at_its_temperature_and_mask():
+    w = model_widget()
+    w.temperature = 0.6
+    weights = []
+    for layer in range(w.n_layers):
+        w.layer = layer
+        row = []
+        for head in range(w.n_heads):
+            w.head = head
+            row.append(w.weights)
+        weights.append(row)
+    weights = np.array(weights)
+    np.testing.assert_allclose(w.rollout(), rollout(weights), rtol=1e-12)
+    np.testing.assert_allclose(w.flow(), attention_flow(weights), rtol=1e-9, atol=1e-12)
+    assert w.rollout().shape == (3, 6, 6) and w.flow().shape == (6, 6)
+
+
+def test_minilms_rollout_is_the_formula_on_its_own_output_attentions(minilm):
+    import torch
+
+    model, tokenizer = minilm
+    w = AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank")
+    with torch.no_grad():
+        attentions = model(**tokenizer("I sat on the river bank", return_tensors="pt"), output_attentions=True).attentions
+    want, acc = [], np.eye(len(w.tokens))
+    for a in attentions:
+        acc = mixed(a[0].double().numpy()) @ acc
+        want.append(acc)
+    np.testing.assert_allclose(w.rollout(), np.array(want), atol=1e-5)
+    np.testing.assert_allclose(w.rollout().sum(axis=-1), 1.0, rtol=1e-12)
+
+
+def test_cross_attention_has_no_rollout():
+    from test_cross import fake_seq2seq
+
+    w = AttentionWidget._from_model(fake_seq2seq(), 0, 0, {}, "cross")
+    with pytest.raises(ValueError, match="it is for self-attention, not cross-attention"):
+        w.rollout()
