@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_integrations import minilm, tf  # (fixtures)
 from test_layers import fake_model
+from test_weights import each_head
 
 from attnwidget import AttentionWidget
 from attnwidget.core import attention_flow, rollout
@@ -60,15 +61,7 @@ def test_flow_is_networkxs_maximum_flow_through_the_layered_graph():
 def test_a_models_widget_gives_its_rollout_and_flow_at_its_temperature_and_mask():
     w = model_widget()
     w.temperature = 0.6
-    weights = []
-    for layer in range(w.n_layers):
-        w.layer = layer
-        row = []
-        for head in range(w.n_heads):
-            w.head = head
-            row.append(w.weights)
-        weights.append(row)
-    weights = np.array(weights)
+    weights = each_head(w)
     np.testing.assert_allclose(w.rollout(), rollout(weights), rtol=1e-12)
     np.testing.assert_allclose(w.flow(), attention_flow(weights), rtol=1e-9, atol=1e-12)
     assert w.rollout().shape == (3, 6, 6) and w.flow().shape == (6, 6)

@@ -31,38 +31,40 @@ def stacked(found) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width.
     Each layer is copied in and then replaced by views of the stacks, so that a model's arrays
     are held twice only one layer at a time (a large model's reading peaks lower)."""
-    layers = found.layers = list(found.layers)
-    stacks = []
-    for i in range(3):
-        dtype = np.float32 if all(np.asarray(layer[i]).dtype == np.float32 for layer in layers) else np.float64
-        stacks.append(np.empty((sum(len(layer[i]) for layer in layers), *np.shape(layers[0][i])[1:]), dtype=dtype))
-    start = 0
-    for j, layer in enumerate(layers):
-        end = start + len(layer[0])
-        for i, a in enumerate(layer):
-            if not np.isfinite(a).all():
-                raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
-            stacks[i][start:end] = a
-        layers[j] = tuple(st[start:end] for st in stacks)
-        start = end
+    columns = [[layer[i] for layer in found.layers] for i in range(3)]  # the only hold on them: each is dropped once copied
+    found.layers = []
+    try:
+        stacks = [_into_stack(column) for column in columns]
+    finally:  # (refused, the model keeps its layers: copied ones as views, the same numbers)
+        found.layers = list(zip(*columns))
     arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
     arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
-    biases = getattr(found, "biases", None)
-    arrays["model_bias"] = None
-    if biases:  # (attention weights alone: nearly all of their data) copied in one layer at a time, as the layers are
-        stack = np.empty((sum(len(b) for b in biases), *biases[0].shape[1:]), dtype=np.float32 if all(b.dtype == np.float32 for b in biases) else np.float64)
-        found.biases, start = list(biases), 0
-        for j, b in enumerate(found.biases):
-            stack[start : start + len(b)] = b
-            found.biases[j], start = stack[start : start + len(b)], start + len(b)
-        arrays["model_bias"] = own(stack)
+    biases = getattr(found, "biases", None)  # (attention weights alone: nearly all of their data)
+    if biases:
+        found.biases = list(biases)
+    arrays["model_bias"] = own(_into_stack(found.biases)) if biases else None
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
     arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None
     index = {id(m): i for i, m in enumerate(distinct)}
     arrays["mask_of_layer"] = [index[id(m)] if m is not None else -1 for m in masks]
     return {**arrays, "n_layers": len(found.layers)}
+
+
+def _into_stack(arrays: list) -> np.ndarray:
+    """The arrays (each heads × …) stacked, float32 when all are, else float64; each is checked,
+    copied in and replaced in the list by its view of the stack, one at a time, so that they are
+    held twice only one at a time."""
+    dtype = np.float32 if all(np.asarray(a).dtype == np.float32 for a in arrays) else np.float64
+    stack = np.empty((sum(len(a) for a in arrays), *np.shape(arrays[0])[1:]), dtype=dtype)
+    start = 0
+    for j, a in enumerate(arrays):
+        if not np.isfinite(a).all():
+            raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
+        stack[start : start + len(a)] = a
+        arrays[j], start = stack[start : start + len(a)], start + len(a)
+    return stack
 
 
 class Sources:

@@ -603,8 +603,13 @@ class AttentionWidget(WholeChanges):
         """Every layer's heads' weights, layers × heads × n × n, as head_summary computes them."""
         if self.cross:
             raise ValueError(f"{what} follows a text through its own layers: it is for self-attention, not cross-attention (block='cross').")
+        return np.array([weights for weights, _ in self._layers_weights()])
+
+    def _layers_weights(self):
+        """(weights, allowed) of every layer, weights heads × n × m, in float64 (overview.weights_of)."""
         inputs = Inputs(self)
-        return np.array([weights_of(inputs, q, k, allowed, bias) for q, k, allowed, bias in each_layer(inputs)])
+        for q, k, allowed, bias in each_layer(inputs):
+            yield weights_of(inputs, q, k, allowed, bias), allowed
 
     def rollout(self) -> np.ndarray:
         """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
@@ -631,8 +636,7 @@ class AttentionWidget(WholeChanges):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
-        inputs = Inputs(self)
-        rows = [head_summaries(weights_of(inputs, q, k, allowed, bias), allowed, cross=self.cross) for q, k, allowed, bias in each_layer(inputs)]
+        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._layers_weights()]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):
