@@ -388,3 +388,57 @@ def _max_flow(cap: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> f
                 left[x, y] -= pushed
                 left[y, x] += pushed
             total += pushed
+
+
+# --- norm-based analysis (Kobayashi et al., 2020) ---
+
+CHUNK = 2**22  # numbers of heads × tokens × width made at once while the heads' vectors are formed
+
+
+def head_vectors(v: np.ndarray, w_o=None, keys=slice(None)) -> np.ndarray:
+    """f_h(x_j), heads × keys × width in float64: the vector head h adds to a row's output for key j,
+    ``v[h, j] @ w_o[h·d:(h+1)·d]`` (``v`` heads × keys × d: x W_V + b_V; ``w_o`` the output
+    projection as x @ W, heads·d × width, head h's slot its rows h·d to (h+1)·d). ``w_o`` None: no
+    projection, each head's value in a slot of its own (heads·d wide). ``keys`` picks the keys."""
+    heads, _, d = v.shape
+    part = v[:, keys].astype(float)
+    if w_o is None:
+        out = np.zeros((heads, part.shape[1], heads * d))
+        for h in range(heads):
+            out[h, :, h * d : (h + 1) * d] = part[h]
+        return out
+    if w_o.shape[0] != heads * d:
+        raise ValueError(f"the output projection takes {w_o.shape[0]} numbers, but {heads} heads of {d} give {heads * d}")
+    return np.stack([part[h] @ np.asarray(w_o[h * d : (h + 1) * d], dtype=float) for h in range(heads)])
+
+
+def head_grams(v: np.ndarray, w_o=None) -> np.ndarray:
+    """Each key's Gram matrix of its heads' vectors, keys × heads × heads (float64):
+    G_j[h, h'] = <f_h(x_j), f_h'(x_j)> (f as :func:`head_vectors`), from which every norm of
+    :func:`attention_norms` follows at any weights. Formed a few keys at a time, so that no more
+    than about CHUNK numbers of heads × keys × width exist at once."""
+    heads, m, d = v.shape
+    if w_o is None:  # slots of their own: the heads' vectors are orthogonal
+        grams = np.zeros((m, heads, heads))
+        grams[:, np.arange(heads), np.arange(heads)] = np.einsum("hjd,hjd->jh", v.astype(float), v.astype(float))
+        return grams
+    grams = np.empty((m, heads, heads))
+    step = max(1, CHUNK // (heads * w_o.shape[1]))
+    for start in range(0, m, step):
+        f = head_vectors(v, w_o, slice(start, start + step)).transpose(1, 0, 2)  # keys × heads × width
+        grams[start : start + step] = f @ f.transpose(0, 2, 1)
+    return grams
+
+
+def attention_norms(weights: np.ndarray, grams: np.ndarray, combined: bool = False) -> np.ndarray:
+    """Norm-based attention (Kobayashi et al., 2020) from weights α (heads × n × m) and each key's
+    Gram matrix (m × heads × heads, :func:`head_grams`): heads × n × m, ‖α^h_ij f_h(x_j)‖ =
+    α^h_ij ‖f_h(x_j)‖, what head h adds to row i's output for key j; ``combined``: n × m,
+    ‖Σ_h α^h_ij f_h(x_j)‖ = sqrt(α_ijᵀ G_j α_ij), the whole layer's vector for that pair."""
+    weights = np.asarray(weights, dtype=float)
+    if not combined:
+        lengths = np.sqrt(np.maximum(np.diagonal(grams, axis1=1, axis2=2), 0.0))  # m × heads
+        return weights * lengths.T[:, None, :]
+    a = weights.transpose(2, 1, 0)  # m × n × heads: each key's heads' weights, row by row
+    squares = ((a @ grams) * a).sum(axis=-1)  # m × n: α_ijᵀ G_j α_ij
+    return np.sqrt(np.maximum(squares, 0.0)).T

@@ -8,6 +8,7 @@ sources.py; the exported page's data in payload.py; the numbers in core.py.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
 import pathlib
 
@@ -15,7 +16,7 @@ import numpy as np
 import traitlets
 
 from . import examples, rules
-from .core import Attention, attention_flow, head_summaries, overflow_message, rollout
+from .core import Attention, attention_flow, attention_norms, head_grams, head_summaries, head_vectors, overflow_message, rollout
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -625,6 +626,59 @@ class AttentionWidget(WholeChanges):
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
         of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
         return attention_flow(self._every_layers_weights("flow"))
+
+    def norms(self, combined: bool = False) -> np.ndarray:
+        """Norm-based attention (Kobayashi et al., 2020), heads × queries × keys at the current layer
+        (and block): entry [h, i, j] is ‖α^h_ij · f_h(x_j)‖ = α^h_ij‖f_h(x_j)‖, f_h(x_j) the vector
+        head h adds to token i's output for key j: its value through the layer's output projection
+        (a model's), or the value itself (your own arrays, built-in sentences, from_attentions'
+        ``values``). ``combined``: queries × keys, ‖Σ_h α^h_ij f_h(x_j)‖, the whole layer's vector
+        for the pair (without a projection each head's value is in a slot of its own). α are the
+        widget's weights at its temperature, causal rule, masks, sink and step (``weights`` for
+        the head shown). New float64 arrays; each layer's per-key Gram matrices of its heads'
+        vectors are kept, so another temperature or mask costs only the weights."""
+        weights = self._layer_heads_weights()
+        return attention_norms(weights, self._head_grams()[: weights.shape[-1]], combined)
+
+    def _layer_heads_weights(self) -> np.ndarray:
+        """The current layer's heads' weights, heads × n × m, as head_summary computes them."""
+        inputs = Inputs(self)
+        layer = next(itertools.islice(each_layer(inputs), self.layer if self.layer_shown else 0, None))
+        return weights_of(inputs, *layer)
+
+    def _projection(self):
+        """The current layer's output projection (integrations.interface.Projection), or None when
+        the values are what the heads add."""
+        if self.weights_only == "weights":
+            raise ValueError(
+                "norms() needs each key's value vector, and this widget has attention weights alone (from_attentions): "
+                "pass values= (one vector per key) to from_attentions."
+            )
+        found = self._sources.found(self.block) if self.layer_shown else None
+        projections = getattr(found, "projections", None)
+        if projections is None:
+            return None
+        if isinstance(projections[self.layer], str):
+            raise ValueError(f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: {projections[self.layer]}.")
+        return projections[self.layer]
+
+    def _head_grams(self) -> np.ndarray:
+        """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept
+        per block and layer while its values are the same arrays."""
+        kept = self.__dict__.setdefault("_grams", {})
+        found = kept.get((self.block, self.layer))
+        if found is None or found[0] is not self.v:
+            projection = self._projection()
+            v = self.v if self.v.ndim == 3 else self.v[None]
+            found = kept[self.block, self.layer] = (self.v, head_grams(v, None if projection is None else projection.arrays()[0]))
+        return found[1]
+
+    def _head_outputs(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The current layer's f_h(x_j), heads × keys × width (core.head_vectors), and the
+        projection's bias (None without one): Σ_j Σ_h α^h_ij f_h(x_j) + bias is the layer's output."""
+        projection = self._projection()
+        w, b = (None, None) if projection is None else projection.arrays()
+        return head_vectors(self.v if self.v.ndim == 3 else self.v[None], w), None if b is None else b.astype(float)
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

@@ -25,7 +25,7 @@ import torch
 
 from ..progress import progress
 from .common import ModelAttention, _check_readable, _tokens_of
-from .interface import _numpy, capture
+from .interface import Projection, _numpy, capture
 
 SUPPORTED = (
     "every model whose attention goes through transformers' attention interface (BERT family, GPT-2, "
@@ -128,6 +128,7 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         key_tokens=key_tokens,
         softcap=calls[0].softcap,
         masks=masks if any(mk is not None for mk in masks) else None,
+        projections=[c.out for c in calls],
     )
 
 
@@ -149,6 +150,9 @@ def _bloom(base, enc, tokens, name) -> ModelAttention:
         architecture="bloom",
         model_name=name,
         bias=_numpy(_bloom_bias(base, enc)),
+        projections=[
+            Projection(d.weight.detach().T, d.bias.detach(), f"h.{i}.self_attention.dense") for i, d in enumerate(a.self_attention.dense for a in base.h)
+        ],
     )
 
 

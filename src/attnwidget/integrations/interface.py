@@ -32,6 +32,7 @@ class Caught:
     softcap: float | None  # scores = softcap · tanh(s / softcap), when the model caps them
     bias: np.ndarray | None = None  # (heads or 1) × queries × keys added to the scores (T5's position bias), or None
     name: str = ""  # the attention module's name in the model, e.g. "decoder.layers.0.encoder_attn"
+    out: Projection | str | None = None  # the output projection the call's result is fed to, or why it was not found
 
     def weights(self) -> np.ndarray:
         """Each head's weights from what this call caught, in float64 (for checking): the core's
@@ -43,6 +44,22 @@ class Caught:
                 s = s + self.bias[h % len(self.bias)]
             heads.append(_softmax_rows(s, 1.0, self.open))
         return np.stack(heads)
+
+
+@dataclass
+class Projection:
+    """A layer's output projection, held by reference to the model's own tensors (no copy): the
+    attention output (heads·d_head wide, head h in columns h·d_head to (h+1)·d_head) @ ``weight``
+    (heads·d_head × width, a view: a Linear's weight transposed) + ``bias`` (or None)."""
+
+    weight: object  # a torch tensor (or numpy array)
+    bias: object | None
+    name: str = ""  # the module's name in the model, e.g. "h.0.attn.c_proj"
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The weight and bias as numpy (float32, or float64 for a float64 model): views where the
+        model is on the CPU in float32, else copies made for this call."""
+        return _numpy(self.weight), None if self.bias is None else _numpy(self.bias)
 
 
 def _numpy(t) -> np.ndarray:
@@ -124,19 +141,23 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             on_call(len(caught))
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
-        return own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        result = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        projections.expect(caught[-1], result[0] if isinstance(result, tuple) else result)
+        return result
 
     mapping = AttentionInterface._global_mapping
     had = mapping.get("eager")
     mapping["eager"] = recording  # "eager" is looked up here first, before the model's own default
+    projections = _Projections(names)
     try:
-        with _eager(model), torch.no_grad():
+        with _eager(model), torch.no_grad(), projections.watching(model):
             run() if run is not None else model(**inputs)
     finally:
         if had is None:
             mapping.pop("eager", None)
         else:
             mapping["eager"] = had
+    projections.done()
     if not caught:
         kind = getattr(getattr(model, "config", None), "model_type", None)
         raise NotImplementedError(
@@ -145,3 +166,93 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             "is read, and BLOOM by hand)"
         )
     return caught
+
+
+_UNREAD = "no module of the model took this attention call's output (heads · d_head wide) as its input"
+
+
+class _Projections:
+    """Finds each attention call's output projection with no table of models: the first module
+    with a weight that is fed the call's output, merged to queries × heads·d_head (GPT-2's c_proj,
+    Llama's o_proj, BERT's output.dense, BART's out_proj, T5's o, ...). It must be a linear map
+    (torch's Linear or transformers' Conv1D) whose own output, on one row, is that row @ its weight
+    + its bias; a call whose output is changed first (a gate), or fed to another kind of module
+    (an adapter, a quantised layer), keeps a sentence saying why instead."""
+
+    def __init__(self, names):
+        self.names = names
+        self.waiting: tuple | None = None  # (call, its output merged): the last call, until its projection is found
+        self.checking: tuple | None = None  # (call, module, Projection, input): the module found, until it has run
+
+    def expect(self, call: Caught, output) -> None:
+        self.done()
+        call.out = _UNREAD
+        self.waiting = (call, output.reshape(*output.shape[:2], -1))
+
+    def done(self) -> None:
+        self.waiting = self.checking = None
+
+    @contextlib.contextmanager
+    def watching(self, model):
+        hooks = []
+        try:
+            for m in model.modules():
+                hooks += [m.register_forward_pre_hook(self._before), m.register_forward_hook(self._after)]
+            yield
+        finally:
+            for h in hooks:
+                h.remove()
+
+    def _before(self, module, args) -> None:
+        if self.waiting is None or not args:
+            return
+        call, merged = self.waiting
+        x = args[0]
+        if not (hasattr(x, "shape") and x.shape == merged.shape and bool((x == merged.to(x.dtype)).all())):
+            return
+        if getattr(module, "weight", None) is None:
+            return  # a container such as BERT's BertSelfOutput: its projection is inside
+        self.waiting = None
+        found = self._linear(module)
+        if isinstance(found, str):
+            call.out = found
+        else:
+            self.checking = (call, module, found, x)
+
+    def _linear(self, module) -> Projection | str:
+        import torch
+        from transformers.pytorch_utils import Conv1D
+
+        w, b = module.weight, getattr(module, "bias", None)
+        kind = type(module).__name__
+        if type(module) is torch.nn.Linear:
+            w = w.detach().T  # x @ Wᵀ + b: the transpose, a view
+        elif type(module) is Conv1D:
+            w = w.detach()  # GPT-2's: x @ W + b already
+        else:
+            return (
+                f"the attention output goes to a {kind}, not a linear map attnwidget reads (torch's Linear, transformers' Conv1D): "
+                "an adapter (merge it into the model first), a quantised layer (load the model unquantised) or a norm"
+            )
+        if not w.dtype.is_floating_point or w.ndim != 2:
+            return f"the output projection's weight ({kind}) is {w.dtype} of shape {tuple(w.shape)}: not a matrix of floating-point numbers"
+        return Projection(w, None if b is None else b.detach(), self.names.get(id(module), ""))
+
+    def _after(self, module, args, output) -> None:
+        if self.checking is None or self.checking[1] is not module:
+            return
+        import torch
+
+        call, _, found, x = self.checking
+        self.checking = None
+        y = output[0] if isinstance(output, tuple) else output
+        # one row recomputed from the weight held, with a bound on float rounding: the map is that one
+        dtype = torch.promote_types(found.weight.dtype, torch.float32)
+        w, row = found.weight.to(dtype), x[0, -1].to(dtype)
+        want = row @ w + (0 if found.bias is None else found.bias.to(dtype))
+        scale = float(row.norm() * torch.linalg.vector_norm(w, dim=0).max()) + (0.0 if found.bias is None else float(found.bias.abs().max()))
+        eps = torch.finfo(dtype).eps * 8 * len(row) ** 0.5 + 2 * (torch.finfo(y.dtype).eps if y.dtype.is_floating_point else 1.0)
+        if y.shape[-1] != want.shape[-1] or float((y[0, -1].to(dtype) - want).abs().max()) > eps * scale:
+            call.out = f"{found.name or 'the output projection'} does not give its input @ its weight + its bias: attnwidget cannot read it as a linear map"
+        else:
+            call.out = found

@@ -15,6 +15,7 @@ import math
 import torch
 
 from .common import ModelAttention, _check_readable, _tokens_of
+from .interface import Projection
 
 
 def extract(model, text: str, cache=None) -> ModelAttention:
@@ -64,6 +65,10 @@ def extract(model, text: str, cache=None) -> ModelAttention:
         scale=None if math.isclose(scale, cfg.d_head**-0.5, rel_tol=1e-9) else scale,
         architecture=cfg.original_architecture or "hooked-transformer",
         model_name=cfg.model_name,
+        # each layer's output: z (heads · d_head) @ W_O + b_O, W_O heads × d_head × width (a view, not a copy)
+        projections=[
+            Projection(b.attn.W_O.detach().reshape(-1, b.attn.W_O.shape[-1]), b.attn.b_O.detach(), f"blocks.{i}.attn.W_O") for i, b in enumerate(model.blocks)
+        ],
     )
 
 
