@@ -22,7 +22,7 @@ N = len(IDS)
 def tiny(family):
     torch.manual_seed(0)
     if family == "gpt2":
-        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=64)
+        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=64, bos_token_id=0, eos_token_id=0)
     else:  # grouped-query attention: 2 key/value heads for 4 query heads
         config = transformers.LlamaConfig(
             vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64

@@ -416,13 +416,14 @@ def head_grams(v: np.ndarray, w_o=None) -> np.ndarray:
     """Each key's Gram matrix of its heads' vectors, keys × heads × heads (float64):
     G_j[h, h'] = <f_h(x_j), f_h'(x_j)> (f as :func:`head_vectors`), from which every norm of
     :func:`attention_norms` follows at any weights. Formed a few keys at a time, so that no more
-    than about CHUNK numbers of heads × keys × width exist at once."""
+    than about CHUNK numbers of heads × keys × width exist at once (and a float64 copy of ``w_o``)."""
     heads, m, d = v.shape
     if w_o is None:  # slots of their own: the heads' vectors are orthogonal
         grams = np.zeros((m, heads, heads))
         grams[:, np.arange(heads), np.arange(heads)] = np.einsum("hjd,hjd->jh", v.astype(float), v.astype(float))
         return grams
     grams = np.empty((m, heads, heads))
+    w_o = np.asarray(w_o, dtype=float)  # float64 once (a copy while these are formed), not per chunk
     step = max(1, CHUNK // (heads * w_o.shape[1]))
     for start in range(0, m, step):
         f = head_vectors(v, w_o, slice(start, start + step)).transpose(1, 0, 2)  # keys × heads × width
@@ -434,7 +435,8 @@ def attention_norms(weights: np.ndarray, grams: np.ndarray, combined: bool = Fal
     """Norm-based attention (Kobayashi et al., 2020) from weights α (heads × n × m) and each key's
     Gram matrix (m × heads × heads, :func:`head_grams`): heads × n × m, ‖α^h_ij f_h(x_j)‖ =
     α^h_ij ‖f_h(x_j)‖, what head h adds to row i's output for key j; ``combined``: n × m,
-    ‖Σ_h α^h_ij f_h(x_j)‖ = sqrt(α_ijᵀ G_j α_ij), the whole layer's vector for that pair."""
+    ‖Σ_h α^h_ij f_h(x_j)‖ = sqrt(α_ijᵀ G_j α_ij), the whole layer's vector for that pair (where the
+    heads' vectors cancel, within about 1e-8 of the largest head's norm: the root of a difference)."""
     weights = np.asarray(weights, dtype=float)
     if not combined:
         lengths = np.sqrt(np.maximum(np.diagonal(grams, axis1=1, axis2=2), 0.0))  # m × heads
