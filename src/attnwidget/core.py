@@ -441,6 +441,10 @@ def attention_norms(weights: np.ndarray, grams: np.ndarray, combined: bool = Fal
     if not combined:
         lengths = np.sqrt(np.maximum(np.diagonal(grams, axis1=1, axis2=2), 0.0))  # m × heads
         return weights * lengths.T[:, None, :]
-    a = weights.transpose(2, 1, 0)  # m × n × heads: each key's heads' weights, row by row
-    squares = ((a @ grams) * a).sum(axis=-1)  # m × n: α_ijᵀ G_j α_ij
-    return np.sqrt(np.maximum(squares, 0.0)).T
+    heads, n, m = weights.shape
+    out = np.empty((n, m))
+    step = max(1, CHUNK // (heads * m))  # a few rows at a time: no copy of every weight at once
+    for start in range(0, n, step):
+        a = weights[:, start : start + step].transpose(2, 1, 0)  # m × rows × heads: each key's heads' weights
+        out[start : start + step] = ((a @ grams) * a).sum(axis=-1).T  # α_ijᵀ G_j α_ij
+    return np.sqrt(np.maximum(out, 0.0, out=out), out=out)
