@@ -11,6 +11,7 @@ import { el, fill, fmt2, palette, watchLayout } from "./views/dom.js";
 import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
+import { createMeasure, current } from "./views/measure.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { captionOf, createStages } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
@@ -88,6 +89,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(caption, body);
   const cellView = createCell(root, { onClose: () => save("cell", null) });
   root.append(readout);
+  const measure = createMeasure(root, { onMeasure: (m) => save("measure", m), onFocus });
   // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
   const exercise = createExercise(body, {
     onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
@@ -139,6 +141,12 @@ export function mount(host, model, { propose, flush }) {
     opened = true; // the first ask goes at once: no drag to wait for
   const answered = () => {
     asked = false;
+  };
+  // A measure beyond one head is computed in the kernel too: asked for once the state has settled.
+  let measureTimer = 0;
+  const askMeasure = () => {
+    clearTimeout(measureTimer);
+    measureTimer = setTimeout(() => model.send({ kind: "measure" }), 150);
   };
   model.on("change:overview", answered);
   model.on("change:layer_arrays", arrived);
@@ -289,6 +297,7 @@ export function mount(host, model, { propose, flush }) {
         held,
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
+    drawMeasure(tokens, keys, focus, pal, maxWidth);
     cellView.update(
       cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
         ? {
@@ -311,6 +320,37 @@ export function mount(host, model, { propose, flush }) {
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
   }
 
+  // The panel beyond one head: a live page offers what the kernel can compute (and says why not);
+  // an exported page, what it carries.
+  function drawMeasure(tokens, keys, focus, pal, maxWidth) {
+    const live = !!model.holds,
+      data = get("measure_data") || {},
+      shown = get("measure") || "";
+    const why = live ? get("measures") || {} : {};
+    const many = (get("sentences") || []).length > 1 || (get("n_layers") || 0) > 0 || store.all("q").heads > 1 || !!shown;
+    const offered = live
+      ? many
+        ? constants.measures.filter((n) => n !== "difference" || (get("sentences") || []).length > 1)
+        : []
+      : constants.measures.filter((n) => n in data || n === shown);
+    measure.update({
+      measure: shown,
+      offered,
+      why,
+      entry: data[shown] || null,
+      live,
+      get,
+      tokens,
+      keys,
+      focus,
+      cross: store.cross(),
+      closed: store.closed,
+      pal,
+      maxWidth,
+    });
+    if (live && shown && !why[shown] && !current(data[shown], get)) askMeasure();
+  }
+
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
   root.attnwidget = {
     numbers: () => {
@@ -327,6 +367,8 @@ export function mount(host, model, { propose, flush }) {
     },
     /** How many rows the page's last computation of the scores, weights and output computed (one for a step of generation). */
     work: () => store.work(),
+    /** The panel beyond one head: {key, values (its matrix, row-major), row (the arcs' shares), state} as drawn. */
+    measure: () => measure.numbers(),
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
     model,
     // draw now rather than at the next frame: lets benchmarks time one redraw
@@ -350,13 +392,14 @@ export function mount(host, model, { propose, flush }) {
   return () => {
     cancelAnimationFrame(frame);
     clearTimeout(askTimer);
+    clearTimeout(measureTimer);
     model.off("change", schedule);
     model.off("change:overview", answered);
     model.off("change:layer_arrays", arrived);
     model.off("change:layer", refusedHead);
     model.off("change:head", refusedHead);
     unwatch();
-    for (const v of [controls, heads, strip, stages, cellView, exercise, generation]) v.destroy();
+    for (const v of [controls, heads, strip, stages, cellView, exercise, generation, measure]) v.destroy();
     root.remove();
   };
 }

@@ -70,6 +70,9 @@ export function decodePayload(payload) {
   const state = decodeAll(payload.state),
     src = payload.sources || {};
   if (state.overview) state.overview = { ...state.overview, thumbs: decode(state.overview.thumbs) }; // a model too large for the page: its overview as exported
+  // the measures beyond one head, computed at the state exported
+  if (state.measure_data)
+    state.measure_data = Object.fromEntries(Object.entries(state.measure_data).map(([n, e]) => [n, e.matrix ? { ...e, matrix: decode(e.matrix) } : e]));
   const sentences = (src.sentences || []).map(decodeAll);
   const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
   const model = src.model ? decodeAll(src.model) : null;

@@ -206,6 +206,7 @@ export function check(name, value, C) {
   for (const [field, allowed] of [
     ["exercise", C.exercises.filter((e) => e)],
     ["summary", C.summaries],
+    ["measure", C.measures],
   ])
     if (name === field) {
       if (typeof value !== "string" || !(value === "" || allowed.includes(value)))

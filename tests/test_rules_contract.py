@@ -135,6 +135,7 @@ def cases(draw):
         softcap=draw(st.sampled_from([None, None, 5.0])),
         stage=draw(st.sampled_from(rules.STAGES)),
         summary="",
+        measure="",
         sentences=[],
         sentence_index=0,
         value_axes=["v₁", "v₂"],
@@ -306,6 +307,8 @@ def changes(draw, state, A, rng, page):
             out[name] = draw(st.sampled_from([*rules.EXERCISES, "quiz"]))
         elif name == "summary":
             out[name] = draw(st.sampled_from(["", *rules.SUMMARIES, "mean"]))
+        elif name == "measure":
+            out[name] = draw(st.sampled_from(["", *rules.MEASURES, "weights"]))
         elif name == "block":
             out[name] = draw(st.sampled_from(["", *rules.BLOCKS, "middle"]))
         elif name == "cell":

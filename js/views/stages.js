@@ -15,7 +15,8 @@ import { createDial } from "./dial.js";
 import { el, fill, fmt2, fmt3 } from "./dom.js";
 import { createGrid } from "./grid.js";
 
-function legend(node, title, color, lo, hi) {
+/** A colour scale's legend: its title, its ends and the bar between them. */
+export function legend(node, title, color, lo, hi) {
   const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
   if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
   const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);

@@ -20,6 +20,8 @@ A layer's q, k, v and value axes are slices of model_q, model_k, model_v and mod
 of one layer after another), so they are not in "state" when ``layer_shown`` is true. A model too
 large for the page's budget holds some of its layers only: then "state" has no stacks, but the
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
+"state" also has "measure_data": each measure the page can show, computed here at the state
+exported (measures.for_page), its matrix in base64.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
 
 def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     """The payload (above) of ``widget``, holding the layers ``held_layers`` picks."""
+    from . import measures
     from .overview import Inputs, compute
     from .rules import STACK
     from .sources import stacked
@@ -92,7 +95,7 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     held = held_layers(widget, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
     layered = (*LAYERED, "bias") if widget.model_bias is not None else LAYERED  # a bias per layer is the layer's too
-    live = [n for n in widget.keys if n in widget._own and n != "overview" and not (widget.layer_shown and n in layered)]
+    live = [n for n in widget.keys if n in widget._own and n not in ("overview", "measure_data") and not (widget.layer_shown and n in layered)]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
     arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
@@ -112,6 +115,7 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
             widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **stack)
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
+    state["measure_data"] = measures.for_page(widget, _in_base64)  # computed here: the page has no kernel to ask
     if held is not None:
         overview = compute(Inputs(widget))  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}

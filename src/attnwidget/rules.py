@@ -25,6 +25,7 @@ STAGES = ("tokens", "qk", "scores", "weights", "blend")
 BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
 SUMMARIES = ("first", "self", "previous", "effective_tokens")
+MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 TEMPERATURE_RANGE = (0.1, 5.0)
 SCALE_LIMIT = 1e10
 GUESS_TOLERANCE = 1e-6
@@ -76,6 +77,7 @@ WRITABLE = (
     "value_axes",
     "layer",
     "summary",
+    "measure",
     "block",
     "step",
     "exercise",
@@ -127,6 +129,7 @@ CONSTANTS = {
     "blocks": list(BLOCKS),
     "exercises": list(EXERCISES),
     "summaries": list(SUMMARIES),
+    "measures": list(MEASURES),
     "temperature_range": list(TEMPERATURE_RANGE),
     "row_traits": list(ROW_TRAITS),
     "writable": list(WRITABLE),
@@ -267,7 +270,7 @@ def check(name, value):
         if not isinstance(value, str) or value not in STAGES:
             raise Refused(f"'stage' must be one of {', '.join(STAGES)}; got {show(value)}.")
         return value
-    for field, allowed in (("exercise", EXERCISES[1:]), ("summary", SUMMARIES)):
+    for field, allowed in (("exercise", EXERCISES[1:]), ("summary", SUMMARIES), ("measure", MEASURES)):
         if name == field:
             if not isinstance(value, str) or value not in ("", *allowed):
                 raise Refused(f"'{name}' must be one of {_one_of(allowed)}, or '' for none; got {show(value)}.")

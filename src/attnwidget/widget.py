@@ -15,7 +15,7 @@ import pathlib
 import numpy as np
 import traitlets
 
-from . import examples, rules
+from . import examples, measures, rules
 from .core import Attention, attention_flow, attention_norms, head_grams, head_summaries, head_vectors, overflow_message, rollout
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
@@ -35,6 +35,8 @@ _KEEP = object()  # set_vectors: "leave this one as it is"
 # A model's widget being made: the arrays it is made with are not sent, as they would be whole
 # (they go one head at a time once the widget knows them for a model's layer: get_state)
 _OPENING: contextvars.ContextVar[bool] = contextvars.ContextVar("attnwidget_opening", default=False)
+# what a measure's matrix depends on besides the state in its key: a change leaves it out of date
+MEASURE_ARRAYS = ("tokens", "q", "k", "v", "x", "mask", "bias", "scale", "softcap")
 OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "softcap", "step", "block", "model_q", "layer_shown", "tokens")
 
 
@@ -48,6 +50,8 @@ def _on_page_message(widget, content, buffers):
         done = widget._overview.ask(widget)  # at once when small; a large model's, on a thread: the page asks again
         if done is not None:
             widget.set_trait("overview", done)
+    if isinstance(content, dict) and content.get("kind") == "measure" and widget.measure:
+        widget._measure_asked()
 
 
 class AttentionWidget(WholeChanges):
@@ -156,6 +160,12 @@ class AttentionWidget(WholeChanges):
     """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v."""
     summary = Checked("").tag(sync=True)
     """The heads' overview coloured by one of head_summary()'s names ("" for none)."""
+    measure = Checked("").tag(sync=True)
+    """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
+    measures = traitlets.Dict(read_only=True).tag(sync=True)
+    """Each measure's name -> "" where this widget can show it, else why not."""
+    measure_data = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
+    """{measure: its matrix for the page, at the state in its "key"} (measures.entry), computed here when the page asks; None until then, and again when the arrays change."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
     blocks = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
@@ -195,6 +205,7 @@ class AttentionWidget(WholeChanges):
         causal=None,
         sink=False,
         summary="",
+        measure="",
         scale=None,
         softcap=None,
         head=0,
@@ -217,6 +228,7 @@ class AttentionWidget(WholeChanges):
             causal=bool(causal),
             sink=sink,
             summary=summary,
+            measure=measure,
             scale=scale,
             softcap=softcap,
             head=head,
@@ -315,6 +327,19 @@ class AttentionWidget(WholeChanges):
         inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
+        values["measures"] = measures.available(after, self._texts_differ(after))
+        if values.get("measure_data") is not None and any(not rules.same(after[n], state[n]) for n in MEASURE_ARRAYS):
+            values["measure_data"] = None
+
+    def _texts_differ(self, state) -> str:
+        """Why the texts have no difference ("" when the one shown has one; measures.available)."""
+        return "difference needs two texts of the same number of tokens"
+
+    def _measure_asked(self) -> None:
+        """The page asks for the measure shown: computed unless the one it has is for this state."""
+        have = (self.measure_data or {}).get(self.measure)
+        if have is None or have["key"] != measures.key(self, self.measure, "layer" not in have["key"]):
+            self.set_trait("measure_data", {self.measure: measures.entry(self, self.measure)})
 
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);

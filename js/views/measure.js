@@ -1,0 +1,186 @@
+// The panel beyond one head's weights: what each pair moves (weight × ‖value‖), rollout and flow
+// up to the layer shown, and the difference between two texts. Python computes each matrix
+// (measures.py) for the state in its key: a live page asks again when that is not the state shown,
+// and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
+import { signedColours, weightColours } from "../colours.js";
+import { el, fill, fmt2, fmt3 } from "./dom.js";
+import { createGrid } from "./grid.js";
+import { legend } from "./stages.js";
+import { createTokenStrip } from "./tokens.js";
+
+export const LABELS = { norms: "weight × ‖value‖", rollout: "rollout", flow: "flow", difference: "difference" };
+
+/** What each measure is, in a sentence or two under its buttons. */
+const ABOUT = {
+  norms:
+    "Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the row's token for that key (f(x) = (x W_V + b_V) W_O). It differs from the weight where a value is short: a large weight on a token whose value is near zero moves nothing.",
+  rollout:
+    "Rollout up to this layer: at each layer Â = ½ · the heads' mean weights + ½ · I (the residual path), rows renormalised, and Â_l · … · Â_0 says how much of each input token (the columns) reaches each token (the rows) this far up. Each row sums to 1. Move the layer to go further up.",
+  flow: "Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows) through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so only for short texts. Move the layer to go further up.",
+  difference:
+    "The difference of two texts, head by head: this text's weights minus the other's, cell by cell. Purple: this text's row reads that token more; orange: less.",
+};
+
+/** Which state an entry is for, in words: the parts of its key that are not the state shown. */
+function describeKey(key, get) {
+  const parts = [];
+  if ("temperature" in key && key.temperature !== get("temperature")) parts.push(`T = ${fmt2(key.temperature)}`);
+  if ("layer" in key && key.layer !== get("layer")) parts.push(`layer ${key.layer}`);
+  if ("head" in key && key.head !== get("head")) parts.push(`head ${key.head}`);
+  for (const flag of ["causal", "sink"]) if (flag in key && key[flag] !== !!get(flag)) parts.push(`${flag} ${key[flag] ? "on" : "off"}`);
+  if ("step" in key && key.step !== get("step")) parts.push(`${key.step} tokens written`);
+  if ("sentence_index" in key && key.sentence_index !== get("sentence_index")) parts.push(`text ${key.sentence_index + 1}`);
+  return parts.join(", ");
+}
+
+/** The entry's key names the state shown (every part of it). */
+export const current = (entry, get) =>
+  !!entry && Object.entries(entry.key).every(([k, v]) => (k === "measure" ? v === get("measure") : v === (get(k) ?? (k === "block" ? "" : null))));
+
+const decoded = new WeakMap(); // an entry's matrix as numbers, once
+function numbers(entry) {
+  if (!decoded.has(entry)) {
+    const { shape, view } = entry.matrix;
+    decoded.set(entry, { shape, data: new Float32Array(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength)) });
+  }
+  return decoded.get(entry);
+}
+
+/** createMeasure(parent, {onMeasure(name | ""), onFocus(i)}) -> {node, update(view), destroy()} */
+export function createMeasure(parent, { onMeasure, onFocus }) {
+  const choices = el("div", { class: "aw-measure-choices", role: "group", "aria-label": "Beyond one head" });
+  const about = el("p", { class: "aw-caption aw-measure-about" });
+  const status = el("p", { class: "aw-measure-status", role: "status" });
+  const arcs = el("div", { class: "aw-measure-arcs" });
+  const node = el(
+    "section",
+    { class: "aw-measure", "aria-label": "Beyond one head" },
+    el("div", { class: "aw-measure-head" }, el("span", { class: "aw-measure-title" }, "Beyond one head:"), choices),
+    about,
+    status,
+    arcs,
+  );
+  parent.append(node);
+  let shown = null, // the entry drawn: kept while its successor is computed
+    strip = null, // made when first needed: most widgets never show this panel
+    names = [],
+    at = null;
+  const grid = createGrid(node, {
+    title: "",
+    onPick: (i) => onFocus(i),
+    describe: (i, j) => at && `${at.tokens[i]} ← ${at.keys[j]}: ${fmt3(at.value(i, j))}`,
+  });
+  const legendNode = el("div", { class: "aw-legend" });
+  node.append(legendNode);
+
+  function buttons(offered, measure, why) {
+    const key = offered.map((n) => `${n}:${why[n] || ""}:${n === measure}`).join("|");
+    if (key === names.key) return;
+    names = Object.assign(offered.slice(), { key });
+    fill(
+      choices,
+      offered.map((n) =>
+        el(
+          "button",
+          {
+            type: "button",
+            class: "aw-measure-choice",
+            "data-measure": n,
+            "aria-pressed": String(n === measure),
+            disabled: !!why[n],
+            title: why[n] || (n === measure ? "click again to close" : ABOUT[n].split(":")[0]),
+            onclick: () => onMeasure(n === measure ? "" : n),
+          },
+          LABELS[n],
+        ),
+      ),
+    );
+  }
+
+  return {
+    node,
+    /** For scripts and tests: the matrix drawn (row-major), the state it is for and the arcs' row, or null. */
+    numbers: () => (at && shown ? { key: shown.key, values: at.values(), row: at.row, state: node.dataset.state } : { state: node.dataset.state || "" }),
+    /** view: {measure, offered (names, in order), why ({name: reason} for those it cannot show),
+     * entry (the kernel's, or the page's own, for `measure`), live (a kernel computes another),
+     * get (the state), tokens, keys, focus, cross, closed(i, j), pal, maxWidth} */
+    update(view) {
+      const { measure, offered, why, entry, live, get } = view;
+      node.hidden = offered.length === 0;
+      if (node.hidden) return;
+      buttons(offered, measure, why);
+      node.dataset.measure = measure;
+      about.hidden = !measure;
+      about.textContent = measure ? ABOUT[measure] : "";
+      const fresh = current(entry, get);
+      if (entry && !entry.error && (fresh || !live)) shown = entry;
+      if (!measure || (shown && shown.key.measure !== measure)) shown = null;
+      const error = entry?.error || (measure && why[measure]) || "";
+      node.dataset.state = !measure ? "" : error ? "error" : fresh ? "current" : live ? "updating" : "exported";
+      status.textContent = !measure
+        ? ""
+        : error
+          ? error
+          : fresh
+            ? ""
+            : live
+              ? "updating…"
+              : entry
+                ? `as exported, at ${describeKey(entry.key, get)}: this page has no kernel to compute it again (export it again at the state you want)`
+                : "This page was exported without it: choose it in the notebook and export again.";
+      status.hidden = !status.textContent;
+      const draw = !!shown && !error;
+      grid.node.hidden = legendNode.hidden = arcs.hidden = !draw;
+      if (!draw) return;
+      const { shape, data } = numbers(shown);
+      const [rows, cols] = shape.slice(-2),
+        offset = shape.length === 3 ? Math.min(get("layer"), shape[0] - 1) * rows * cols : 0; // rollout at every layer: the one shown
+      const value = (i, j) => data[offset + i * cols + j];
+      const signed = shown.key.measure === "difference";
+      const lo = signed ? -shown.hi : 0,
+        hi = shown.hi || 1;
+      const color = signed ? signedColours(view.pal, hi) : weightColours(view.pal, hi);
+      const focus = Math.min(view.focus, rows - 1);
+      at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(data.subarray(offset, offset + rows * cols)), row: null };
+      const layerOf = "layer" in shown.key ? shown.key.layer : get("layer");
+      const title = {
+        norms: `weight × ‖value‖, head ${shown.key.head}`,
+        rollout: `rollout up to layer ${layerOf}`,
+        flow: `flow up to layer ${layerOf}`,
+        difference: `this text − the other, head ${shown.key.head}`,
+      }[shown.key.measure];
+      grid.node.querySelector("figcaption")?.remove();
+      grid.node.prepend(el("figcaption", {}, title));
+      grid.update({
+        rows,
+        cols,
+        rowLabels: view.tokens.slice(0, rows),
+        colLabels: view.keys.slice(0, cols),
+        focusRow: focus,
+        value,
+        color,
+        text: fmt2,
+        masked: (i, j) => view.closed(i, j) && shown.key.measure !== "difference",
+        maxWidth: Math.min(view.maxWidth, 760),
+        pal: view.pal,
+        ariaLabel: title,
+        key: `${shown.key.measure}:${JSON.stringify(shown.key)}:${offset}`, // the cell image's cache: the same numbers
+      });
+      legend(legendNode, LABELS[shown.key.measure], color, lo, hi);
+      // arcs from the focused token, as thick as its row's share (a signed difference has none)
+      arcs.hidden = signed || view.cross;
+      if (!arcs.hidden) {
+        strip = strip || createTokenStrip(arcs, { onFocus });
+        const row = Array.from({ length: cols }, (_, j) => value(focus, j)),
+          total = row.reduce((a, b) => a + b, 0) || 1;
+        at.row = row.map((x) => x / total);
+        strip.update({ tokens: view.tokens, focus, row: at.row, rowKey: null, pal: view.pal });
+      }
+    },
+    destroy() {
+      strip?.destroy();
+      grid.destroy();
+      node.remove();
+    },
+  };
+}

@@ -1,0 +1,115 @@
+"""Views beyond one head's weights, computed here and drawn by the page's "across heads and layers"
+panel: what a head's pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and
+the difference between two texts. Each is a queries × keys matrix for the state in its "key",
+which the page compares with its own state (as it does the overview's): a live page asks again
+when they differ; an exported page says which state it shows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import rules
+from .core import attention_flow, rollout
+
+NAMES = ("norms", "rollout", "flow", "difference")
+FLOW_CELLS = 32 * 32 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores
+SIGNED = ("difference",)  # drawn on a diverging scale: the others are never negative
+
+
+def available(state: dict, difference: str = "needs two texts of the same number of tokens") -> dict[str, str]:
+    """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
+    else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
+    n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)
+    across = " follows a text through its own layers: it is for self-attention, not cross-attention" if state["cross"] else ""
+    too_many = n * n * layers > FLOW_CELLS
+    return {
+        "norms": "weight × ‖value‖ needs the values: pass values= to from_attentions" if state["weights_only"] == "weights" else "",
+        "rollout": across and "rollout" + across,
+        "flow": "flow" + across
+        if across
+        else f"flow is exact, a maximum flow for each pair: {n} tokens × {layers} layers is too many for the page (about "
+        f"{int((FLOW_CELLS / layers) ** 0.5)} tokens at most); w.flow() computes it in Python, or use rollout"
+        if too_many
+        else "",
+        "difference": difference,
+    }
+
+
+def key(widget, name: str, every_layer: bool = False) -> dict:
+    """The state a measure's matrix is for: what the page compares (each name one of its traits)."""
+    k = {"measure": name, "temperature": widget.temperature, "causal": widget.causal, "sink": widget.sink, "step": widget.step}
+    k.update(block=widget.block, sentence_index=widget.sentence_index)
+    if not every_layer:
+        k["layer"] = widget.layer
+    if name in ("norms", "difference"):
+        k["head"] = min(widget.head, widget.n_heads - 1)
+    return k
+
+
+def matrix(widget, name: str) -> np.ndarray:
+    """The measure's queries × keys for the state as it stands (or, for rollout, every layer's)."""
+    if name == "rollout":
+        return rollout(_weights_up_to(widget, widget.layer if widget.layer_shown else 0))
+    if name == "flow":
+        return attention_flow(_weights_up_to(widget, widget.layer if widget.layer_shown else 0))
+    h = min(widget.head, widget.n_heads - 1)
+    if name == "norms":
+        return widget.norms()[h]
+    if name == "difference":
+        a, b = widget._difference_pair()
+        return widget.difference(a, b)[widget.layer if widget.layer_shown else 0, h]
+    raise ValueError(f"measure must be one of {', '.join(NAMES)}, got {name!r}")
+
+
+def _weights_up_to(widget, layer: int) -> np.ndarray:
+    """Every layer's heads' weights up to ``layer``, layers × heads × n × n (the rest not computed)."""
+    if widget.cross:
+        raise ValueError("rollout and flow follow a text through its own layers: they are for self-attention, not cross-attention.")
+    out = []
+    for weights, _ in widget._layers_weights():
+        out.append(weights)
+        if len(out) > layer:
+            break
+    return np.array(out)
+
+
+def entry(widget, name: str, every_layer: bool = False) -> dict:
+    """What the page draws for measure ``name``: {matrix (float32, rows × cols, or layers × rows ×
+    cols with ``every_layer``: rollout's every layer, for an exported page), lo, hi, key}, or
+    {error, key} when it cannot be computed."""
+    why = widget.measures.get(name, f"measure must be one of {', '.join(NAMES)}")
+    if why:
+        return {"error": why, "key": key(widget, name)}
+    every_layer = every_layer and name == "rollout" and widget.layer_shown
+    if every_layer:
+        m = rollout(_weights_up_to(widget, widget.n_layers - 1))
+    else:
+        m = matrix(widget, name)
+        m = m[-1] if name == "rollout" else m
+    m = np.ascontiguousarray(m, dtype=np.float32)
+    top = float(np.abs(m).max()) if m.size else 0.0
+    return {
+        "matrix": {"shape": list(m.shape), "dtype": "float32", "view": memoryview(m.reshape(-1).data)},
+        "lo": -top if name in SIGNED else 0.0,
+        "hi": top,
+        "key": key(widget, name, every_layer),
+    }
+
+
+PAGE_BYTES = 4e6  # an exported page carries each measure it can show within this (flow: only the one shown)
+
+
+def for_page(widget, in_base64) -> dict:
+    """The measures an exported page carries, at the state exported: the one shown, and every
+    other the widget can show that fits PAGE_BYTES (rollout with every layer, so the layer
+    slider goes on working); flow only when shown, as it takes a while."""
+    out = {}
+    cells = widget._rows() * widget._keys_read() * 4
+    for name in NAMES:
+        if name != widget.measure and (name == "flow" or widget.measures.get(name) or cells > PAGE_BYTES):
+            continue
+        every = name == "rollout" and cells * max(1, widget.n_layers) <= PAGE_BYTES
+        e = entry(widget, name, every_layer=every)
+        out[name] = {**e, "matrix": in_base64(e["matrix"])} if "matrix" in e else e
+    return out

@@ -1,0 +1,104 @@
+"""The panel beyond one head in the page: rollout and flow drawn as Python computes them, up to the
+layer shown, with arcs from the focused token; asked of the kernel in JupyterLab as the state
+changes, carried by an exported page (which says at which state once it is not the one shown)."""
+
+import numpy as np
+import pytest
+from test_across_layers import model_widget
+from test_overview_browser import HEADS, LAYERS, N, kernel_model
+
+from attnwidget.core import attention_flow
+
+pytestmark = pytest.mark.browser
+
+ROOT = "document.querySelector('.aw-root').attnwidget"
+MEASURE = f"{ROOT}.measure()"
+FRAMES = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
+def drawn(page, n):
+    got = page.evaluate(MEASURE)
+    return np.reshape(got["values"], (n, n)), got
+
+
+def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(browser, tmp_path):
+    n = 7
+    w = model_widget(seed=2, n=n, layers=3, heads=2)
+    w.set_state({"layer": 1, "measure": "flow", "focus": 5, "causal": True})
+    flows = attention_flow(np.array(w._every_layers_weights("flow"))[:2])
+    path = tmp_path / "measures.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1100, "height": 1400}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        values, got = drawn(page, n)
+        np.testing.assert_allclose(values, flows, rtol=1e-6, atol=1e-7)
+        assert got["key"]["layer"] == 1
+        assert "flow up to layer 1" in page.locator(".aw-measure figcaption").text_content()
+        # the arcs from the focused token are its row's shares
+        np.testing.assert_allclose(got["row"], flows[5] / flows[5].sum(), rtol=1e-6)
+        assert page.locator(".aw-measure .aw-arc").count() == int((flows[5] / flows[5].sum() >= 0.005).sum())
+        # rollout: carried at every layer, so the layer slider goes on working
+        page.locator(".aw-measure-choice[data-measure='rollout']").click()
+        page.wait_for_function(f"{ROOT}.model.get('measure') === 'rollout'")
+        page.evaluate(FRAMES)
+        for layer in (1, 2, 0):
+            page.locator("select.aw-layer").select_option(str(layer))
+            page.wait_for_function(f"{ROOT}.model.get('layer') === {layer}")
+            page.evaluate(FRAMES)
+            values, got = drawn(page, n)
+            w.layer = layer
+            np.testing.assert_allclose(values, w.rollout()[layer], rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(values.sum(axis=1), 1, rtol=1e-5)
+            assert got["state"] == "current"
+        # another temperature: this page cannot compute it again, and says at which state it draws
+        page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")
+        page.wait_for_selector(".aw-measure[data-state='exported']")
+        assert "as exported, at T = 1.00" in page.locator(".aw-measure-status").inner_text()
+        np.testing.assert_allclose(drawn(page, n)[0], w.rollout()[0], rtol=1e-6, atol=1e-7)  # still T = 1's, said so
+        # the pressed button again closes the panel's matrix
+        page.locator(".aw-measure-choice[data-measure='rollout']").click()
+        page.wait_for_function(f"{ROOT}.model.get('measure') === ''")
+        page.evaluate(FRAMES)
+        assert page.locator(".aw-measure .aw-figure").is_hidden()
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_in_jupyterlab_a_click_asks_the_kernel_and_the_panel_follows_layer_and_temperature(open_notebook):
+    setup = f"""
+{kernel_model(5)}from attnwidget.core import attention_flow
+import numpy as np
+m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "focus": 6}})
+m
+"""
+    page, kernel, errors = open_notebook("measures.ipynb", [setup])
+
+    def is_pythons(expr):
+        page.wait_for_selector(".aw-measure[data-state='current']", state="attached")
+        values, _ = drawn(page, N)
+        np.testing.assert_allclose(values, np.array(kernel.eval(expr)), rtol=1e-6, atol=1e-7)
+
+    try:
+        page.wait_for_selector(".aw-measure-choice[data-measure='rollout']")
+        page.locator(".aw-measure-choice[data-measure='rollout']").click()
+        assert kernel.wait_for("m.measure", lambda v: v == "rollout") == "rollout"
+        is_pythons("m.rollout()[0].tolist()")
+        page.locator(f".aw-head[data-layer='{LAYERS - 1}'][data-head='{HEADS - 1}']").click()
+        assert kernel.wait_for("m.layer", lambda v: v == LAYERS - 1) == LAYERS - 1
+        page.wait_for_function(f"{ROOT}.measure().key?.layer === {LAYERS - 1}")
+        is_pythons(f"m.rollout()[{LAYERS - 1}].tolist()")
+        page.evaluate(f"{ROOT}.model.set('temperature', 0.4); {ROOT}.model.save_changes()")
+        assert kernel.wait_for("m.temperature", lambda t: t == 0.4) == 0.4
+        page.wait_for_function(f"{ROOT}.measure().key?.temperature === 0.4")
+        is_pythons(f"m.rollout()[{LAYERS - 1}].tolist()")
+        page.locator(".aw-measure-choice[data-measure='flow']").click()
+        page.wait_for_function(f"{ROOT}.measure().key?.measure === 'flow'")
+        is_pythons("m.flow().tolist()")  # up to the last layer: the model's whole flow
+        assert errors == []
+    finally:
+        page.context.close()

@@ -1,0 +1,130 @@
+"""The panel beyond one head (measures.py): what the page is sent for each measure equals the
+widget's own Python computation, for the state its key names; and what cannot be shown says why."""
+
+import base64
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_across_layers import model_widget
+
+from attnwidget import AttentionWidget
+from attnwidget.core import attention_flow, rollout
+from attnwidget.widget import _on_page_message
+
+
+def ask(w):
+    """The page asks for the measure shown, as its message does; returns what it is sent."""
+    _on_page_message(w, {"kind": "measure"}, [])
+    return w.measure_data[w.measure]
+
+
+def matrix(entry):
+    m = entry["matrix"]
+    return np.frombuffer(bytes(m["view"]), dtype=np.float32).reshape(m["shape"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    layer=st.integers(0, 2),
+    temperature=st.sampled_from([0.3, 1.0, 2.5]),
+    causal=st.booleans(),
+    sink=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_rollout_and_flow_sent_to_the_page_are_pythons_up_to_the_layer_shown(layer, temperature, causal, sink, seed):
+    w = model_widget(seed=seed, n=5, layers=3, heads=2)
+    w.set_state({"layer": layer, "temperature": temperature, "causal": causal, "sink": sink})
+    every = np.array(w._every_layers_weights("rollout"))
+    w.measure = "rollout"
+    got = ask(w)
+    np.testing.assert_allclose(matrix(got), w.rollout()[layer], rtol=1e-6, atol=1e-7)
+    assert got["key"] == {
+        "measure": "rollout",
+        "temperature": temperature,
+        "causal": causal,
+        "sink": sink,
+        "step": 5,
+        "block": "",
+        "sentence_index": 0,
+        "layer": layer,
+    }
+    w.measure = "flow"
+    np.testing.assert_allclose(matrix(ask(w)), attention_flow(every[: layer + 1]), rtol=1e-6, atol=1e-7)
+    if layer == 2:
+        np.testing.assert_allclose(matrix(ask(w)), w.flow(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_change_of_the_state_leaves_the_measure_for_another_key_and_the_page_asks_again():
+    w = model_widget(n=5, layers=3)
+    w.measure = "rollout"
+    first = ask(w)
+    w.layer = 2
+    assert w.measure_data is None or w.measure_data["rollout"]["key"]["layer"] == 0  # the page sees it is not for layer 2, and asks
+    second = ask(w)
+    assert second["key"]["layer"] == 2
+    np.testing.assert_allclose(matrix(second), w.rollout()[2], rtol=1e-6)
+    assert not np.allclose(matrix(first), matrix(second))
+    again = ask(w)
+    assert again is second  # the same state: not computed again
+
+
+def test_your_own_arrays_changed_leave_no_stale_measure():
+    rng = np.random.default_rng(0)
+    w = AttentionWidget(tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
+    w.measure = "rollout"
+    ask(w)
+    w.q = rng.normal(size=(2, 4, 3))
+    assert w.measure_data is None  # its key cannot tell: new arrays, the same settings
+    np.testing.assert_allclose(matrix(ask(w)), rollout(w._every_layers_weights("rollout"))[0], rtol=1e-6)
+
+
+def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
+    rng = np.random.default_rng(1)
+    cross = AttentionWidget(tokens=list("ab"), key_tokens=list("xyz"), q=rng.normal(size=(2, 3)), k=rng.normal(size=(3, 3)), v=rng.normal(size=(3, 2)))
+    assert "cross-attention" in cross.measures["rollout"] and "cross-attention" in cross.measures["flow"]
+    cross.measure = "rollout"
+    assert "cross-attention" in ask(cross)["error"]
+    long = model_widget(n=70, layers=3)
+    assert long.measures["rollout"] == "" and "too many" in long.measures["flow"] and "rollout" in long.measures["flow"]
+    assert model_widget(n=5).measures["flow"] == ""
+    weights = AttentionWidget.from_attentions(np.full((1, 2, 3, 3), 1 / 3), list("abc"))
+    assert "values=" in weights.measures["norms"]
+    assert "two texts" in AttentionWidget().measures["difference"]
+
+
+def test_an_unknown_measure_is_refused_and_the_state_kept():
+    w = model_widget()
+    w.measure = "rollout"
+    with pytest.raises(Exception, match="'measure' must be one of"):
+        w.measure = "attention"
+    assert w.measure == "rollout"
+
+
+def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
+    w = model_widget(n=5, layers=3)
+    w.set_state({"layer": 1, "temperature": 0.7, "measure": "flow"})
+    shown = w.page_state()["state"]["measure_data"]
+    assert set(shown) == {"norms", "rollout", "flow"} - {n for n, why in w.measures.items() if why}
+    every = shown["rollout"]  # every layer: the page's layer slider goes on working
+    assert "layer" not in every["key"] and every["matrix"]["shape"] == [3, 5, 5]
+    got = np.frombuffer(base64.b64decode(every["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
+    np.testing.assert_allclose(got, w.rollout(), rtol=1e-6)
+    flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(5, 5)
+    np.testing.assert_allclose(flow, attention_flow(np.array(w._every_layers_weights("flow"))[:2]), rtol=1e-6, atol=1e-7)
+
+
+def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown():
+    w = model_widget(seed=3, n=5, layers=3, heads=2)
+    w.set_state({"layer": 1, "head": 1, "temperature": 0.6, "measure": "norms"})
+    got = ask(w)
+    np.testing.assert_allclose(matrix(got), w.norms()[1], rtol=1e-6)
+    assert got["key"]["head"] == 1 and got["lo"] == 0 and got["hi"] == pytest.approx(w.norms()[1].max(), rel=1e-6)
+    w.head = 0
+    np.testing.assert_allclose(matrix(ask(w)), w.norms()[0], rtol=1e-6)
+    rng = np.random.default_rng(0)
+    weights = rng.random((2, 3, 3))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    given = AttentionWidget.from_attentions(weights, list("abc"), values=rng.normal(size=(2, 3, 4)), measure="norms", head=1)
+    np.testing.assert_allclose(matrix(ask(given)), given.norms()[1], rtol=1e-6)
