@@ -343,6 +343,7 @@ export function mount(host, model, { propose, flush }) {
       tokens,
       keys,
       focus,
+      weights: shown === "norms" ? Array.from(store.weightRow(focus)) : null, // the head's own row, for the contrast
       cross: store.cross(),
       closed: store.closed,
       pal,

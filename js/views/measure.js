@@ -46,11 +46,24 @@ function numbers(entry) {
   return decoded.get(entry);
 }
 
+/** The focused row's largest weight and its largest weight × ‖value‖, and why they are not the same key. */
+function contrasted(view, focus, cols, value) {
+  const top = (f) => Array.from({ length: cols }, (_, j) => j).reduce((a, j) => (f(j) > f(a) ? j : a), 0);
+  const a = top((j) => view.weights[j]),
+    b = top((j) => value(focus, j));
+  const [reader, A, B] = [view.tokens[focus], view.keys[a], view.keys[b]];
+  const first = `${reader} puts its largest weight on ${A} (${fmt3(view.weights[a])})`;
+  return a === b
+    ? `${first}, and ${A} also moves it most (weight × ‖value‖ ${fmt3(value(focus, b))}).`
+    : `${first}, but ${A}'s value is short: what moves ${reader} most is ${B} (weight × ‖value‖ ${fmt3(value(focus, b))}).`;
+}
+
 /** createMeasure(parent, {onMeasure(name | ""), onFocus(i)}) -> {node, update(view), destroy()} */
 export function createMeasure(parent, { onMeasure, onFocus }) {
   const choices = el("div", { class: "aw-measure-choices", role: "group", "aria-label": "Beyond one head" });
   const about = el("p", { class: "aw-caption aw-measure-about" });
   const status = el("p", { class: "aw-measure-status", role: "status" });
+  const contrast = el("p", { class: "aw-measure-contrast" }); // weight × ‖value‖ against the weight, in the focused row
   const arcs = el("div", { class: "aw-measure-arcs" });
   const node = el(
     "section",
@@ -58,6 +71,7 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
     el("div", { class: "aw-measure-head" }, el("span", { class: "aw-measure-title" }, "Beyond one head:"), choices),
     about,
     status,
+    contrast,
     arcs,
   );
   parent.append(node);
@@ -130,7 +144,7 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
                 : "This page was exported without it: choose it in the notebook and export again.";
       status.hidden = !status.textContent;
       const draw = !!shown && !error;
-      grid.node.hidden = legendNode.hidden = arcs.hidden = !draw;
+      grid.node.hidden = legendNode.hidden = arcs.hidden = contrast.hidden = !draw;
       if (!draw) return;
       const { shape, data } = numbers(shown);
       const [rows, cols] = shape.slice(-2),
@@ -167,6 +181,8 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
         key: `${shown.key.measure}:${JSON.stringify(shown.key)}:${offset}`, // the cell image's cache: the same numbers
       });
       legend(legendNode, LABELS[shown.key.measure], color, lo, hi);
+      contrast.hidden = shown.key.measure !== "norms" || !fresh || !view.weights;
+      if (!contrast.hidden) contrast.textContent = contrasted(view, focus, cols, value);
       // arcs from the focused token, as thick as its row's share (a signed difference has none)
       arcs.hidden = signed || view.cross;
       if (!arcs.hidden) {

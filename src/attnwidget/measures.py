@@ -103,11 +103,12 @@ PAGE_BYTES = 4e6  # an exported page carries each measure it can show within thi
 def for_page(widget, in_base64) -> dict:
     """The measures an exported page carries, at the state exported: the one shown, and every
     other the widget can show that fits PAGE_BYTES (rollout with every layer, so the layer
-    slider goes on working); flow only when shown, as it takes a while."""
+    slider goes on working); flow of a long text only when shown, as it takes a while."""
     out = {}
     cells = widget._rows() * widget._keys_read() * 4
     for name in NAMES:
-        if name != widget.measure and (name == "flow" or widget.measures.get(name) or cells > PAGE_BYTES):
+        slow = name == "flow" and widget._rows() ** 2 * max(1, widget.n_layers) > FLOW_CELLS // 4  # a quarter second or more
+        if name != widget.measure and (slow or widget.measures.get(name) or cells > PAGE_BYTES):
             continue
         every = name == "rollout" and cells * max(1, widget.n_layers) <= PAGE_BYTES
         e = entry(widget, name, every_layer=every)

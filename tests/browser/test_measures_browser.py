@@ -54,11 +54,24 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
             np.testing.assert_allclose(values, w.rollout()[layer], rtol=1e-6, atol=1e-7)
             np.testing.assert_allclose(values.sum(axis=1), 1, rtol=1e-5)
             assert got["state"] == "current"
+        # weight × ‖value‖ of the head shown, at the state exported (layer 1)
+        page.locator("select.aw-layer").select_option("1")
+        page.locator(".aw-measure-choice[data-measure='norms']").click()
+        page.wait_for_function(f"{ROOT}.measure().key?.measure === 'norms'")
+        w.layer = 1
+        np.testing.assert_allclose(drawn(page, n)[0], w.norms()[0], rtol=1e-6)
+        assert "a large weight on a token whose value is near zero moves nothing" in page.locator(".aw-measure-about").inner_text()
+        heaviest, moving = w.tokens[int(w.weights[5].argmax())], w.tokens[int(w.norms()[0, 5].argmax())]
+        said = page.locator(".aw-measure-contrast").inner_text()
+        assert said.startswith(f"{w.tokens[5]} puts its largest weight on {heaviest} ({w.weights[5].max():.3f})")
+        assert (f"what moves {w.tokens[5]} most is {moving}" in said) == (heaviest != moving)
+        page.locator(".aw-measure-choice[data-measure='rollout']").click()
+        page.wait_for_function(f"{ROOT}.measure().key?.measure === 'rollout'")
         # another temperature: this page cannot compute it again, and says at which state it draws
         page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")
         page.wait_for_selector(".aw-measure[data-state='exported']")
         assert "as exported, at T = 1.00" in page.locator(".aw-measure-status").inner_text()
-        np.testing.assert_allclose(drawn(page, n)[0], w.rollout()[0], rtol=1e-6, atol=1e-7)  # still T = 1's, said so
+        np.testing.assert_allclose(drawn(page, n)[0], w.rollout()[1], rtol=1e-6, atol=1e-7)  # still T = 1's, said so
         # the pressed button again closes the panel's matrix
         page.locator(".aw-measure-choice[data-measure='rollout']").click()
         page.wait_for_function(f"{ROOT}.model.get('measure') === ''")
