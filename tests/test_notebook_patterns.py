@@ -263,6 +263,23 @@ def test_real_model_finds_the_head_it_discusses_with_the_summaries():
     assert "`w.head_summary()`" in real.markdown  # said in the text, not only run
 
 
+def test_real_model_across_layers_says_what_rollout_and_norms_print():
+    real = executed(REAL)
+    out = real.printed_by("layers.rollout()")
+    assert real.widgets["layers"]["measure"] == "rollout" and real.widgets["moves"]["measure"] == "norms"
+    reached = re.search(r"rollout, what reaches bank at the last layer: (.*)", out).group(1).split(", ")
+    first, second = (r.rsplit(" ", 1) for r in reached[:2])
+    assert {first[0], second[0]} == {"[CLS]", "[SEP]"} and float(first[1]) + float(second[1]) > 0.5  # "most of what reaches it"
+    own = [float(x) for x in re.search(r"bank's own share, layer by layer: +(.*)", out).group(1).split()]
+    assert own == sorted(own, reverse=True) and len(own) == 6  # "layer by layer, bank keeps less of itself"
+    rows = re.findall(r"^ +(\d) +(\d+)% +(\d+)%$", real.printed_by("moves.norms()"), flags=re.M)
+    assert len(rows) == 6
+    for _, by_weight, by_norm in rows:  # "most of the weight, or close to it, and much less of what moves"
+        assert int(by_weight) >= 45 and int(by_norm) <= 0.6 * int(by_weight)
+    text = plain(real.markdown)
+    assert "a large weight on a token whose value is near zero moves nothing" in text.lower()
+
+
 # --- 04: practice ----------------------------------------------------------------------
 
 

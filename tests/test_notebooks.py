@@ -55,7 +55,7 @@ for _name, _w in list(globals().items()):
             mask=_array(_w.mask), temperature=_w.temperature, causal=_w.causal, scale=_w.scale,
             focus=_w.focus, stage=_w.stage, head=_w.head, cell=_w.cell, residual=_w.residual,
             sentences=list(_w.sentences), sentence_index=_w.sentence_index,
-            layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary,
+            layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary, measure=_w.measure,
             scores=_refused(lambda: _w.scores), weights=_array(_w.weights), output=_refused(lambda: _w.output),
             residual_output=_array(_w.residual_output), effective_tokens=_array(_w.effective_tokens),
             sense_resolved=_refused(lambda: _w.sense_resolved), output_spread=_refused(lambda: _w.output_spread),
