@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 import traitlets
-from test_integrations import TEXT, gpt2, gpt2_tokenizer, llama_style, tf  # noqa: F401  (fixtures)
+from test_integrations import gpt2, gpt2_tokenizer, llama_style, tf  # (fixtures)
 
 from attnwidget import AttentionWidget
 from attnwidget.integrations import from_transformers

@@ -12,6 +12,7 @@ one of these functions is called.
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from .common import ModelAttention, readable_tokens
 
@@ -78,7 +79,7 @@ def from_transformers(
             "target= reads one text and one target (an encoder–decoder model's source and what its decoder writes): "
             "pass one text, and make one widget for each pair"
         )
-    return [hf.extract(model, tokenizer, t, generate=generate) for t in texts]
+    return [cast(ModelAttention, hf.extract(model, tokenizer, t, generate=generate)) for t in texts]  # (no target: one block)
 
 
 def texts_of(texts) -> list[str]:
@@ -120,7 +121,7 @@ def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, Mod
 
     if isinstance(text, str):
         return hf.extract(module, tokenizer, text, run=run)
-    return [hf.extract(module, tokenizer, t, run=run) for t in texts_of(text)]
+    return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
 
 def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAttention | list[ModelAttention]:
