@@ -154,6 +154,64 @@ def test_lists_that_are_refused_say_why(models, gpt2_tokenizer, tf):
         AttentionWidget.from_transformers(t5, gpt2_tokenizer, SAME, target="the bank")
 
 
+def test_transformer_lens_and_nnsight_take_a_list_the_same_way(gpt2_tokenizer, models):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+    from test_integrations import hooked
+
+    model = hooked(tl, gpt2_tokenizer, "gpt2-like")
+    w = AttentionWidget.from_transformer_lens(model, [SAME[0], LONGER], stage="weights")
+    for i, text in enumerate((SAME[0], LONGER)):
+        w.sentence_index = i
+        with torch.no_grad():
+            _, cache = model.run_with_cache(text)
+        want = np.stack([cache["pattern", layer][0].double().numpy() for layer in range(2)])
+        np.testing.assert_allclose(every_weight(w), want, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="cache= is a run of the model on one text"):
+        AttentionWidget.from_transformer_lens(model, SAME, cache=cache)
+    nnsight = pytest.importorskip("nnsight")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = nnsight.LanguageModel(models["gpt2"], tokenizer=gpt2_tokenizer)
+    traced = AttentionWidget.from_nnsight(lm, [SAME[0], LONGER], sentence_index=1)
+    direct = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], sentence_index=1)
+    assert traced.sentences == direct.sentences and traced.tokens == direct.tokens
+    np.testing.assert_allclose(traced.model_q, direct.model_q, atol=1e-6)
+
+
+def test_a_list_given_to_the_reader_itself_is_not_cut_to_its_first_text(models, gpt2_tokenizer):
+    from attnwidget.integrations import hf
+
+    with pytest.raises(TypeError, match="text must be a string; got list"):
+        hf.extract(models["gpt2"], gpt2_tokenizer, SAME)
+    found = from_transformers(models["gpt2"], gpt2_tokenizer, SAME)
+    assert [f.tokens for f in found] == [from_transformers(models["gpt2"], gpt2_tokenizer, t).tokens for t in SAME]
+
+
+def test_the_overview_and_head_summary_follow_the_text_shown(models, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER])
+    w._repr_mimebundle_()  # (a small model's overview goes with the widget)
+    first = w.overview
+    w.sentence_index = 1
+    assert w.overview is None  # out of date: the page asks again
+    alone = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, LONGER)
+    for name, a in alone.head_summary().items():
+        np.testing.assert_array_equal(w.head_summary()[name], a)
+    w._repr_mimebundle_()
+    alone._repr_mimebundle_()
+    assert w.overview["summaries"] == alone.overview["summaries"] != first["summaries"]
+
+
+def test_the_built_in_sentences_have_a_difference_too():
+    w = AttentionWidget(["She sat by the river bank", "She sat by the money bank"], causal=True)
+    a, b = (AttentionWidget(t, causal=True).weights for t in w.sentences)
+    np.testing.assert_allclose(w.difference(), (a - b)[None, None], atol=1e-12)
+    with pytest.raises(ValueError, match="text 0 has 6 tokens and text 1 has 3"):
+        AttentionWidget(["She sat by the river bank", "the river bank"]).difference()
+
+
 def test_a_widget_opens_at_the_text_asked(models, gpt2_tokenizer):
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], sentence_index=1)
     alone = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, LONGER)

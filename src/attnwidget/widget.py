@@ -15,7 +15,7 @@ import numpy as np
 import traitlets
 
 from . import examples, rules
-from .core import Attention, attention_flow, head_summaries, overflow_message, rollout
+from .core import Attention, attention_flow, default_scale, head_summaries, overflow_message, rollout
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -116,9 +116,9 @@ class AttentionWidget(WholeChanges):
     cell = Checked(None, allow_none=True).tag(sync=True)
     """The cell whose arithmetic is shown, (row, column) in the focused row; or None."""
     sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**TEXT_SYNC)
-    """The sentences the page can switch between (empty for one sentence, your own arrays or a model)."""
+    """The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one sentence, your own arrays or a model of one text."""
     sentence_index = Checked(0).tag(sync=True)
-    """The sentence shown, an index into sentences."""
+    """The sentence (or model's text) shown, an index into sentences: a model's text comes with its tokens and every layer."""
     value_axes = Tokens(default_value=["v₁", "v₂"]).tag(**TEXT_SYNC)
     """Names of the blend plot's two value axes (the built-in ones are senses of "bank")."""
     value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
@@ -668,7 +668,13 @@ class AttentionWidget(WholeChanges):
         mask and bias where the model has them; the text shown at the widget's bias, the others at
         their own). The texts must have the same number of tokens (a minimal pair); cell (i, j) is
         then how much more token i of text a reads token j than token i of text b does."""
-        return np.stack(list(self._differences(a, b)))
+        layers = self._differences(a, b)
+        first = next(layers)
+        out = np.empty((max(1, self.n_layers), *first.shape))  # filled a layer at a time: held once, not twice
+        out[0] = first
+        for i, d in enumerate(layers, 1):
+            out[i] = d
+        return out
 
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
         """The largest |difference(a, b)| of each layer and head over its cells, layers × heads (as
@@ -704,6 +710,7 @@ class AttentionWidget(WholeChanges):
             inputs.layers = [(f["q"], f["k"], self._reading_mask(f.get("mask", self.mask)), f.get("bias", bias)) for f in layers]
         else:  # built-in sentences: one layer of one head each
             inputs.layers = [(found["q"], found["k"], self._reading_mask(), self.bias)]
+        inputs.scale = default_scale(inputs.layers[0][0].shape[-1]) if self.scale is None else self.scale  # (sentences of other widths)
         for q, k, allowed, bias in each_layer(inputs):
             yield weights_of(inputs, q, k, allowed, bias)
 
