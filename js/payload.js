@@ -83,7 +83,7 @@ export function decodePayload(payload) {
     if (!sentences[i])
       throw new Refused(
         `This page holds text ${first} of ${sentences.length} (${pyStr(state.sentences[first])}): the others were left out to keep it small. ` +
-          `Export it with a larger max_mb= to have every text, or switch to text ${i} in the notebook (w.sentence_index = ${i}) and export it again.`,
+          `Export it with a larger max_mb= (and no layers=) to have every text, or switch to text ${i} in the notebook (w.sentence_index = ${i}) and export it again.`,
       );
     return sentences[i].model_q ? sentences[i] : { ...sentences[i], ...home };
   };

@@ -284,6 +284,23 @@ def test_an_exported_page_over_its_budget_holds_the_text_shown_and_refuses_the_o
     out = run_page(payload, [{"sentence_index": 0}, {"layer": 1}])
     assert out[0]["refused"] == (
         "This page holds text 1 of 3 ('the river bank sat on I sat'): the others were left out to keep it small. "
-        "Export it with a larger max_mb= to have every text, or switch to text 0 in the notebook (w.sentence_index = 0) and export it again."
+        "Export it with a larger max_mb= (and no layers=) to have every text, or switch to text 0 in the notebook (w.sentence_index = 0) and export it again."
     )
     assert out[1]["tokens"] == w.tokens and out[1]["layer"] == 1
+
+
+def test_an_exported_page_of_some_layers_holds_the_text_shown_alone(models, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, SAME)
+    payload = w.page_state(layers=[0])
+    assert payload["sources"]["sentences"][1] is None and payload["state"]["held_layers"] == [0]
+    assert run_page(payload, [{"sentence_index": 1}])[0]["refused"].startswith("This page holds text 0 of 2 ('I sat on the river bank')")
+
+
+def test_the_page_switches_texts_and_a_crafted_switch_changes_nothing(models, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], layer=1)
+    w.set_state({"sentence_index": 1})  # the page's button
+    assert w.sentence_index == 1 and w.layer == 1 and w.tokens == AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, LONGER).tokens
+    before = {n: getattr(w, n) for n in ("tokens", "q", "model_q", "sentence_index")}
+    w.set_state({"sentence_index": 9})
+    w.set_state({"sentences": ["a"]})
+    assert all(getattr(w, n) is a or getattr(w, n) == a for n, a in before.items())
