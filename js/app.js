@@ -295,6 +295,7 @@ export function mount(host, model, { propose, flush }) {
                 ? `as exported, at T = ${fmt2(get("overview").key.temperature)}`
                 : "updating…",
         held,
+        colourBy: differenceColours(),
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
     drawMeasure(tokens, keys, focus, pal, maxWidth);
@@ -320,6 +321,12 @@ export function mount(host, model, { propose, flush }) {
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
   }
 
+  // The difference panel colours the overview by each head's largest difference from the other text.
+  const differenceColours = () => {
+    const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
+    return d?.largest ? { label: "the largest difference from the other text", values: d.largest } : null;
+  };
+
   // The panel beyond one head: a live page offers what the kernel can compute (and says why not);
   // an exported page, what it carries.
   function drawMeasure(tokens, keys, focus, pal, maxWidth) {
@@ -344,6 +351,7 @@ export function mount(host, model, { propose, flush }) {
       keys,
       focus,
       weights: shown === "norms" ? Array.from(store.weightRow(focus)) : null, // the head's own row, for the contrast
+      sentences: get("sentences") || [],
       cross: store.cross(),
       closed: store.closed,
       pal,

@@ -14,6 +14,14 @@ export function diverging({ neg, zero, pos }) {
 /** Signed numbers (scores, q and k, a bias) on a symmetric domain: a negative one is never pale. */
 export const signedColours = (pal, top) => scaleDiverging(diverging(pal)).domain([-top, 0, top]);
 
+/** A difference of weights on a symmetric domain, straight from a neutral 0: a difference too
+ * small to read is as pale as it is small (the signed scale's jump would tint every cell). */
+export function differenceColours({ neg, zero, pos }, top) {
+  const toNeg = interpolateLab(zero, neg),
+    toPos = interpolateLab(zero, pos);
+  return scaleDiverging((t) => (t < 0.5 ? toNeg(1 - 2 * t) : toPos(2 * t - 1))).domain([-top, 0, top]);
+}
+
 /** The colours of the weights: 0 to 1, or (long inputs, max < 1) stretched to the largest. */
 export function weightColours(pal, top = 1) {
   return scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, top || 1]);

@@ -40,6 +40,11 @@ function keep(model) {
     tell();
   }
   model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
+  // another text of a model: the heads kept are the last text's, under the same names
+  model.on("change:sentence_index", () => {
+    held.clear();
+    record();
+  });
   model.on("change:bias", () => model.get("weights_only") && record()); // weights alone: every layer's q is the same zeros
   record(); // the layer shown at first; and the kernel forgets what an earlier page kept
   const shown = () => held.get(shownName());

@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { Refused } from "./rules.js";
+import { pyStr, Refused } from "./rules.js";
 
 export const VERSION = 1;
 
@@ -73,12 +73,23 @@ export function decodePayload(payload) {
   // the measures beyond one head, computed at the state exported
   if (state.measure_data)
     state.measure_data = Object.fromEntries(Object.entries(state.measure_data).map(([n, e]) => [n, e.matrix ? { ...e, matrix: decode(e.matrix) } : e]));
-  const sentences = (src.sentences || []).map(decodeAll);
+  const sentences = (src.sentences || []).map((e) => (e ? decodeAll(e) : null)); // null: a model's text left out
   const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
   const model = src.model ? decodeAll(src.model) : null;
   // the block shown at first: its every layer's arrays are in the state, not among the blocks
   const home = Object.fromEntries(state._constants.stack.map((k) => [k, state[k]]));
-  const stackOf = (block) => (block && blocks[block].model_q ? blocks[block] : home);
+  const stackOf = (block, text) => (block && blocks[block].model_q ? blocks[block] : !block && sentences[text]?.model_q ? sentences[text] : home);
+  // a model's several texts: each with its own tokens and layers (the one shown at first: in the state)
+  const texts = state.n_layers && sentences.length > 1,
+    first = state.sentence_index;
+  const text = (i) => {
+    if (!sentences[i])
+      throw new Refused(
+        `This page holds text ${first} of ${sentences.length} (${pyStr(state.sentences[first])}): the others were left out to keep it small. ` +
+          `Export it with a larger max_mb= (and no layers=) to have every text, or switch to text ${i} in the notebook (w.sentence_index = ${i}) and export it again.`,
+      );
+    return sentences[i].model_q ? sentences[i] : { ...sentences[i], ...home };
+  };
   const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
   const arrays = Object.fromEntries(Object.entries(payload.arrays || {}).map(([name, a]) => [name, decodeAll(a)]));
   const held = state.held_layers; // a model too large for the page: the layers it holds, in `arrays`
@@ -91,17 +102,17 @@ export function decodePayload(payload) {
     return { tokens: model.tokens, key_tokens: model.key_tokens ?? null, ...found };
   };
   const sources = {
-    sentence: (i) => sentences[i],
+    sentence: (i) => (texts ? text(i) : sentences[i]),
     block: (name) => ({ ...blocks[name], ...(blocks[name].model_q ? {} : home) }),
-    layer(block, i) {
-      const key = `${block}:${i}`;
+    layer(block, i, t = 0) {
+      const key = `${block}:${t}:${i}`;
       if (held && !block) return heldLayer(i);
       if (!layers.has(key)) {
-        const texts = block ? blocks[block] : model;
-        const stack = stackOf(block);
+        const words = block ? blocks[block] : texts ? sentences[t] : model;
+        const stack = stackOf(block, t);
         layers.set(key, {
-          tokens: texts.tokens,
-          key_tokens: texts.key_tokens ?? null,
+          tokens: words.tokens,
+          key_tokens: words.key_tokens ?? null,
           ...layerArrays(stack, i),
           ...layerMask(stack, i),
           ...layerBias(stack, i),
@@ -114,7 +125,7 @@ export function decodePayload(payload) {
   };
   if (state.layer_shown) {
     // a layer's own: cut from the stacks (or held whole), not sent twice; its bias too when it has one of its own
-    const shown = sources.layer(state.block || "", state.layer);
+    const shown = sources.layer(state.block || "", state.layer, texts ? first : 0);
     Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : [])]));
   }
   return { state, sources };

@@ -324,7 +324,14 @@ function bringIn(s, before, asked, sources) {
     const word = 0 <= s.focus && s.focus < old.length ? old[s.focus].toLowerCase() : null;
     const lowered = ex.tokens.map((t) => t.toLowerCase());
     s.cross = false; // a sentence is self-attention, whatever came before
-    for (const name of ["tokens", "q", "k", "v", "x", "value_basis"]) s[name] = ex[name];
+    if ("model_q" in ex) {
+      // a model's text: its every layer, brought in as a block's are
+      s.tokens = ex.tokens;
+      for (const name of s._constants.stack) s[name] = ex[name] ?? (name === "mask_of_layer" ? [] : null);
+      for (const name of ["bias", "step"]) if (!asked.has(name)) s[name] = ex[name]; // its own position bias, and the step it opens at, unless this change sets them
+      if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1);
+      asked = new Set([...asked, "layer"]);
+    } else for (const name of ["tokens", "q", "k", "v", "x", "value_basis"]) s[name] = ex[name];
     if (word !== null && lowered.includes(word) && !asked.has("focus")) s.focus = lowered.indexOf(word); // the same word in the new sentence
     s.cell = null;
   }
@@ -338,9 +345,19 @@ function bringIn(s, before, asked, sources) {
     asked = new Set([...asked, "layer"]);
   }
   const blocks = s.blocks || [],
+    texts = (s.sentences || []).length,
     known = blocks.length ? blocks.includes(s.block) : !s.block; // (an unknown block is refused below)
-  if ((asked.has("layer") || asked.has("model_q")) && sources && known && 0 <= s.layer && s.layer < (s.n_layers || 0)) {
-    const found = sources.layer(s.block || "", s.layer);
+  const text = texts ? s.sentence_index : 0; // a model's text shown (the sentences are its texts)
+  if (
+    (asked.has("layer") || asked.has("model_q")) &&
+    sources &&
+    known &&
+    0 <= s.layer &&
+    s.layer < (s.n_layers || 0) &&
+    0 <= text &&
+    text < Math.max(1, texts)
+  ) {
+    const found = sources.layer(s.block || "", s.layer, text);
     s.tokens = found.tokens;
     s.cross = found.key_tokens != null;
     if (s.cross) s.key_tokens = found.key_tokens;
@@ -368,7 +385,8 @@ function fit(s, before, asked, changed, sources) {
   if (s.x == null && s.residual && !changed.has("residual")) s.residual = false; // nothing to add the mix to
   const oldN = (before.tokens || []).length,
     stepped = asked.has("step");
-  if (!stepped && (s.step == null || (n !== oldN && (s.step === oldN || s.step > n)))) s.step = n; // every token written stays so (a new widget's: all); a step past the new tokens, the last
+  const brought = s.step != null && s.step !== before.step; // a model's text opens at its own step
+  if (!stepped && (s.step == null || (!brought && n !== oldN && (s.step === oldN || s.step > n)))) s.step = n; // every token written stays so (a new widget's: all); a step past the new tokens, the last
   if (s.cross && 0 < s.step && s.step < n && !stepped) s.step = n; // cross-attention reads the whole source: written whole
   if (s.step !== before.step || stepped) {
     if (0 < s.step && s.step < n) {

@@ -81,8 +81,8 @@ class PySources:
     def block(self, name):
         return self.plain["blocks"][name]
 
-    def layer(self, block, i):
-        return self.plain["layers"][block][i]
+    def layer(self, block, i, text=0):
+        return self.plain["texts"][text][i] if self.plain.get("texts") else self.plain["layers"][block][i]
 
     def basis(self, v):
         if v.shape[-1] <= 2:
@@ -107,7 +107,7 @@ def cases(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**16)))
     heads = draw(st.sampled_from([None, 1, 2, 3]))
     n, d, dv = draw(st.integers(1, 5)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    kind = draw(st.sampled_from(["own", "sentences", "model", "blocks", "cross"]))
+    kind = draw(st.sampled_from(["own", "sentences", "model", "blocks", "cross", "texts"]))
     cross = kind == "cross"
     m = draw(st.integers(1, 5)) if cross else n
     h = (heads,) if heads else ()
@@ -163,6 +163,63 @@ def cases(draw):
         state["sentences"] = [" ".join(e["tokens"]) for e in sources["sentences"]]
         first = sources["sentences"][0]
         state.update(q=first["q"], k=first["k"], v=first["v"], x=first["x"], value_basis=first["value_basis"])
+
+    def model_stack(name, layers, bn, bm, toks, keys, hh):
+        """A model's (or block's, or text's) every layer: its stacked arrays and each layer's views of them."""
+        arrays = {f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"}
+        arrays["model_basis"] = A.new((layers * hh, dv, 2)) if dv > 2 else None
+        # layers with masks of their own (a sliding window, local attention), sometimes
+        count = draw(st.sampled_from([0, 0, 1, 2]))
+        arrays["model_masks"] = A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)]) if count else None
+        arrays["mask_of_layer"] = [draw(st.integers(-1, count - 1)) for _ in range(layers)] if count else []
+        # a bias per layer (attention weights alone: their logarithms), sometimes
+        biased = draw(st.integers(0, 3)) == 0
+        arrays["model_bias"] = A.new((layers * hh, bn, bm), rng=rng) if biased else None
+        each = [
+            dict(
+                tokens=toks,
+                key_tokens=keys,
+                q=arrays["model_q"][i * hh : (i + 1) * hh],
+                k=arrays["model_k"][i * hh : (i + 1) * hh],
+                v=arrays["model_v"][i * hh : (i + 1) * hh],
+                value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
+                **({"mask": None if arrays["mask_of_layer"][i] < 0 else arrays["model_masks"][arrays["mask_of_layer"][i]]} if count else {}),
+                **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
+            )
+            for i in range(layers)
+        ]
+        for i, lay in enumerate(each):
+            for c in ("q", "k", "v", "value_basis", "mask", "bias"):
+                if lay.get(c) is not None:
+                    A.register(lay[c], f"{name}:{i}:{c}")
+        return arrays, each
+
+    def show_layer(arrays, each, toks, keys, layers):
+        shown = draw(st.integers(0, layers - 1))
+        first = each[shown]
+        state.update(n_layers=layers, layer=shown, layer_shown=True, tokens=toks, **arrays)
+        state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
+        if "mask" in first:
+            state["mask"] = first["mask"]  # the layer's own, as the widget starts with it
+        if "bias" in first:
+            state["bias"] = first["bias"]
+
+    if kind == "texts":  # a model's several texts, each read alone: its own tokens and every layer
+        layers, hh, count = draw(st.integers(1, 3)), heads or 1, draw(st.integers(2, 3))
+        shown = draw(st.integers(0, count - 1))
+        sources["texts"] = []
+        for t in range(count):
+            tn = n if t == shown else draw(st.integers(1, 5))
+            toks = draw(texts(tn))
+            arrays, each = model_stack(f"text{t}", layers, tn, tn, toks, None, hh)
+            own_bias = A.new((hh, tn, tn), rng=rng) if draw(st.integers(0, 3)) == 0 else None  # a position bias (T5's, ALiBi)
+            step = draw(st.sampled_from([tn, tn, draw(st.integers(1, tn))]))  # generate=: it opens at its prompt's length
+            sources["sentences"].append(dict(tokens=toks, key_tokens=None, bias=own_bias, step=step, n_layers=layers, **arrays))
+            sources["texts"].append(each)
+            if t == shown:
+                show_layer(arrays, each, toks, None, layers)
+                state["bias"] = state["bias"] if state["bias"] is not None else own_bias
+        state.update(sentences=[" ".join(e["tokens"]) for e in sources["sentences"]], sentence_index=shown, key_tokens=state["tokens"])
     if kind in ("model", "blocks"):
         start = draw(st.sampled_from(block_names or [""]))  # the block shown at first
         for block in block_names or [""]:
@@ -171,32 +228,7 @@ def cases(draw):
             bm = draw(st.integers(1, 5)) if block == "cross" else bn
             toks, keys = draw(texts(bn)), (draw(texts(bm)) if block == "cross" else None)
             hh = heads or 1
-            arrays = {f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"}
-            arrays["model_basis"] = A.new((layers * hh, dv, 2)) if dv > 2 else None
-            # layers with masks of their own (a sliding window, local attention), sometimes
-            count = draw(st.sampled_from([0, 0, 1, 2]))
-            arrays["model_masks"] = A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)]) if count else None
-            arrays["mask_of_layer"] = [draw(st.integers(-1, count - 1)) for _ in range(layers)] if count else []
-            # a bias per layer (attention weights alone: their logarithms), sometimes
-            biased = draw(st.integers(0, 3)) == 0
-            arrays["model_bias"] = A.new((layers * hh, bn, bm), rng=rng) if biased else None
-            sources["layers"][block] = [
-                dict(
-                    tokens=toks,
-                    key_tokens=keys,
-                    q=arrays["model_q"][i * hh : (i + 1) * hh],
-                    k=arrays["model_k"][i * hh : (i + 1) * hh],
-                    v=arrays["model_v"][i * hh : (i + 1) * hh],
-                    value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
-                    **({"mask": None if arrays["mask_of_layer"][i] < 0 else arrays["model_masks"][arrays["mask_of_layer"][i]]} if count else {}),
-                    **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
-                )
-                for i in range(layers)
-            ]
-            for i, lay in enumerate(sources["layers"][block]):
-                for c in ("q", "k", "v", "value_basis", "mask", "bias"):
-                    if lay.get(c) is not None:
-                        A.register(lay[c], f"{block}:{i}:{c}")
+            arrays, sources["layers"][block] = model_stack(block, layers, bn, bm, toks, keys, hh)
             if block_names:
                 sources["blocks"][block] = dict(
                     tokens=toks,
@@ -209,14 +241,8 @@ def cases(draw):
                     **arrays,
                 )
             if block == start:
-                shown = draw(st.integers(0, layers - 1))
-                first = sources["layers"][block][shown]
-                state.update(n_layers=layers, layer=shown, layer_shown=True, block=block, tokens=toks, **arrays)
-                state.update(q=first["q"], k=first["k"], v=first["v"], value_basis=first["value_basis"], cross=keys is not None)
-                if "mask" in first:
-                    state["mask"] = first["mask"]  # the layer's own, as the widget starts with it
-                if "bias" in first:
-                    state["bias"] = first["bias"]
+                show_layer(arrays, sources["layers"][block], toks, keys, layers)
+                state["block"] = block
                 if kind == "model":  # attention weights alone: no query/key or scores stage (nor blend without values)
                     state["weights_only"] = draw(st.sampled_from(["", "", "weights", "weights and values"]))
                     if state["stage"] in rules.WEIGHTS_ONLY.get(state["weights_only"], {}):
@@ -278,7 +304,9 @@ def changes(draw, state, A, rng, page):
     # a page may send anything; Python's own code sets the read-only traits with values of their kind (key_tokens: set_vectors)
     names = list(rules.WRITABLE) + (["key_tokens", "n_layers", "layer_shown", "nonsense"] if page else ["key_tokens"])
     out = {}
-    if state.get("n_layers") and draw(st.integers(0, 2)) == 0:  # a model's layer switch, often: what it brings in is the most varied
+    if state.get("sentences") and state.get("n_layers") and draw(st.integers(0, 1)) == 0:  # a model's text switch, often
+        names = ["sentence_index", *draw(st.lists(st.sampled_from(names), max_size=1))]
+    elif state.get("n_layers") and draw(st.integers(0, 2)) == 0:  # a model's layer switch, often: what it brings in is the most varied
         names = ["layer", *draw(st.lists(st.sampled_from(names), max_size=1))]
     else:
         names = draw(st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True))
@@ -348,6 +376,8 @@ def changes(draw, state, A, rng, page):
                 out[name] = A.new((*draw(st.sampled_from([(), heads])), rows, cols), rng=rng)
         else:
             out[name] = draw(JUNK)
+    if "sentence_index" in out and state.get("n_layers") and state.get("sentences") and draw(st.booleans()):
+        out["sentence_index"] = draw(st.integers(0, len(state["sentences"]) - 1))  # a model's other text: what it brings in is varied too
     return out
 
 

@@ -103,7 +103,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    update({ work, layers = 1, layer = 0, head, color, width = 760, summary = "", loading = "", held = null }) {
+    /** colourBy: {label, values (one per thumbnail)}, colours the heads in place of the summary (the difference panel's). */
+    update({ work, layers = 1, layer = 0, head, color, width = 760, summary: chosen = "", loading = "", held = null, colourBy = null }) {
+      const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
         clearTimeout(timer);
         current = work;
@@ -120,7 +122,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
-      const value = (p) => (summary && thumbs[p] ? thumbs[p].summary[summary] : NaN);
+      const value = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? thumbs[p].summary[summary] : NaN);
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);
@@ -155,7 +157,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         list.dataset.heads = grid ? String(per) : ""; // a wrapping run: rows as laid out
         fill(list, rows);
       }
-      choice.value = summary;
+      choice.value = chosen;
+      choice.disabled = !!colourBy;
       sortBox.hidden = !summary;
       const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
       buttons.forEach((b, p) => {
@@ -174,7 +177,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy ? ` · coloured by ${colourBy.label}` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

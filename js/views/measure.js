@@ -2,8 +2,8 @@
 // up to the layer shown, and the difference between two texts. Python computes each matrix
 // (measures.py) for the state in its key: a live page asks again when that is not the state shown,
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
-import { signedColours, weightColours } from "../colours.js";
-import { el, fill, fmt2, fmt3 } from "./dom.js";
+import { differenceColours, weightColours } from "../colours.js";
+import { el, fill, fmt2, fmt3, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 import { legend } from "./stages.js";
 import { createTokenStrip } from "./tokens.js";
@@ -153,7 +153,7 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
       const signed = shown.key.measure === "difference";
       const lo = signed ? -shown.hi : 0,
         hi = shown.hi || 1;
-      const color = signed ? signedColours(view.pal, hi) : weightColours(view.pal, hi);
+      const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
       const focus = Math.min(view.focus, rows - 1);
       at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(data.subarray(offset, offset + rows * cols)), row: null };
       const layerOf = "layer" in shown.key ? shown.key.layer : get("layer");
@@ -161,7 +161,7 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
         norms: `weight × ‖value‖, head ${shown.key.head}`,
         rollout: `rollout up to layer ${layerOf}`,
         flow: `flow up to layer ${layerOf}`,
-        difference: `this text − the other, head ${shown.key.head}`,
+        difference: `this text − “${short(view.sentences[shown.other] ?? "the other", 40)}”, head ${shown.key.head}`,
       }[shown.key.measure];
       grid.node.querySelector("figcaption")?.remove();
       grid.node.prepend(el("figcaption", {}, title));

@@ -57,9 +57,20 @@ def matrix(widget, name: str) -> np.ndarray:
     if name == "norms":
         return widget.norms()[h]
     if name == "difference":
-        a, b = widget._difference_pair()
-        return widget.difference(a, b)[widget.layer if widget.layer_shown else 0, h]
+        return _difference(widget)[0]
     raise ValueError(f"measure must be one of {', '.join(NAMES)}, got {name!r}")
+
+
+def _difference(widget) -> tuple[np.ndarray, np.ndarray]:
+    """The head shown's difference from the other text at the layer shown, and every layer's and
+    head's largest |difference| (layers × heads), in one pass over the layers."""
+    layer, h = (widget.layer if widget.layer_shown else 0), min(widget.head, widget.n_heads - 1)
+    shown, largest = None, []
+    for at, d in enumerate(widget._differences(*widget._difference_pair())):
+        largest.append(np.abs(d).max(axis=(1, 2)))
+        if at == layer:
+            shown = d[h].copy()
+    return shown, np.array(largest)
 
 
 def _weights_up_to(widget, layer: int) -> np.ndarray:
@@ -82,14 +93,19 @@ def entry(widget, name: str, every_layer: bool = False) -> dict:
     if why:
         return {"error": why, "key": key(widget, name)}
     every_layer = every_layer and name == "rollout" and widget.layer_shown
+    extra: dict = {}
     if every_layer:
         m = rollout(_weights_up_to(widget, widget.n_layers - 1))
+    elif name == "difference":  # with which text, and every head's largest difference (the overview's colours)
+        m, largest = _difference(widget)
+        extra = {"other": widget._difference_pair()[1], "largest": [float(v) for v in largest.reshape(-1)]}
     else:
         m = matrix(widget, name)
         m = m[-1] if name == "rollout" else m
     m = np.ascontiguousarray(m, dtype=np.float32)
     top = float(np.abs(m).max()) if m.size else 0.0
     return {
+        **extra,
         "matrix": {"shape": list(m.shape), "dtype": "float32", "view": memoryview(m.reshape(-1).data)},
         "lo": -top if name in SIGNED else 0.0,
         "hi": top,

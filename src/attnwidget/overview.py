@@ -46,7 +46,7 @@ class Inputs:
         self.temperature, self.causal, self.sink, self.cross = widget.temperature, widget.causal, widget.sink, widget.cross
         self.softcap, self.head_of = widget.softcap, widget._head_of
         self.rows, self.keys = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
-        found = [widget._sources.layer(widget.block, i) for i in range(widget.n_layers)] if widget.layer_shown else []
+        found = [widget._sources.layer(widget.block, i, widget.sentence_index) for i in range(widget.n_layers)] if widget.layer_shown else []
         # a model's layers (each with its own mask, where the model has masks), or your own arrays
         self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask)), f.get("bias", widget.bias)) for f in found]
         self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask(), widget.bias)]

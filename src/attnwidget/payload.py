@@ -8,6 +8,10 @@ Schema, version 1 (decoded in one place, js/payload.js)::
                                    # {shape, dtype, base64} where the live widget sends buffers
       "sources": {                 # what the rules bring in on a switch (sources.Sources)
         "sentences": [{tokens, q, k, v, x, value_basis}, ...],      # by sentence_index
+                                   # a model's texts: [{tokens, key_tokens, bias, step, n_layers
+                                   # [, model_q, model_k, model_v, model_basis, model_masks,
+                                   # mask_of_layer, model_bias]} or null, ...]: the text shown has
+                                   # its arrays in "state" only; null: a text left out (over budget)
         "model":  {tokens, key_tokens} or null,                     # a model's layers' tokens
         "blocks": {name: {tokens, key_tokens, causal, scale, softcap, bias,
                           model_q, model_k, model_v, model_basis, n_layers}}
@@ -22,12 +26,16 @@ large for the page's budget holds some of its layers only: then "state" has no s
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
 "state" also has "measure_data": each measure the page can show, computed here at the state
 exported (measures.for_page), its matrix in base64.
+A model's several texts are all held while every text's every layer fits the budget; otherwise
+the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
 
 from __future__ import annotations
 
 import base64
 import warnings
+
+import numpy as np
 
 VERSION = 1
 LAYERED = ("q", "k", "v", "value_basis")
@@ -84,6 +92,17 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
     return sorted(near[: max(1, fit)])
 
 
+def held_texts(widget, layers=None, budget: float = BUDGET) -> bool:
+    """Whether an exported page holds every text of a model's several: while they all fit the
+    budget, and no ``layers`` are asked for (those are the text shown's)."""
+    texts = widget._sources.texts
+    if len(texts) < 2 or layers is not None:
+        return False
+    arrays = (a for f in texts for layer in f.layers for a in layer)
+    biases = (b for f in texts for b in (getattr(f, "biases", None) or ()))
+    return sum(np.asarray(a).nbytes for a in (*arrays, *biases)) * 4 / 3 <= budget
+
+
 def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     """The payload (above) of ``widget``, holding the layers ``held_layers`` picks."""
     from . import measures
@@ -100,14 +119,20 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
         for i in held:
-            layer = src.layer("", i)
+            layer = src.layer("", i, widget.sentence_index)
             arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask", "bias") if n in layer})
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
-    if src.model is not None:
-        keys = getattr(src.model, "key_tokens", None)
-        sources["model"] = encoded(widget, {"tokens": list(src.model.tokens), "key_tokens": keys})
+    if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
+        every = held_texts(widget, layers, budget)
+        sources["sentences"] = [
+            encoded(widget, _text(src.sentence(i), i == widget.sentence_index)) if every or i == widget.sentence_index else None for i in range(len(src.texts))
+        ]
+    model = src.found("", widget.sentence_index) if src.model is not None else None  # (the text shown)
+    if model is not None:
+        keys = getattr(model, "key_tokens", None)
+        sources["model"] = encoded(widget, {"tokens": list(model.tokens), "key_tokens": keys})
     for name, f in src.blocks.items():
         stack = stacked(f) if name != widget.block else {"n_layers": len(f.layers)}  # the block shown: in the state already
         keys = getattr(f, "key_tokens", None)
@@ -120,3 +145,10 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         overview = compute(Inputs(widget))  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}
     return {"version": VERSION, "state": state, "sources": sources, "arrays": arrays}
+
+
+def _text(found: dict, shown: bool) -> dict:
+    """A model's text as the page brings it in: the one shown without its stacks (in the state already)."""
+    from .rules import STACK
+
+    return {n: a for n, a in found.items() if not (shown and n in STACK and n != "n_layers")}

@@ -12,8 +12,10 @@ differential test (tests/test_rules_contract.py) runs both on generated cases an
 field. A rule changed on one side only fails it.
 
 ``sources`` gives what a follow-up brings in (None when there is nothing to bring):
-``sentence(i)`` and ``layer(block, i)`` → dicts of traits, ``block(name)`` → the block's
-traits and its model arrays, ``basis(v)`` → the value axes of new values.
+``sentence(i)`` → dicts of traits (a model's text: its tokens, bias, opening step and every
+layer's stacked arrays, as a block's), ``layer(block, i, text)`` → a layer's traits (``text``: the
+model's text shown, 0 when it has one), ``block(name)`` → the block's traits and its model
+arrays, ``basis(v)`` → the value axes of new values.
 """
 
 from __future__ import annotations
@@ -420,8 +422,19 @@ def _bring_in(s, before, asked, sources):
         word = old[s["focus"]].lower() if 0 <= s["focus"] < len(old) else None
         lowered = [t.lower() for t in ex["tokens"]]
         s["cross"] = False  # a sentence is self-attention, whatever came before
-        for name in ("tokens", "q", "k", "v", "x", "value_basis"):
-            s[name] = ex[name]
+        if "model_q" in ex:  # a model's text: its every layer, brought in as a block's are
+            s["tokens"] = ex["tokens"]
+            for name in STACK:
+                s[name] = ex[name]
+            for name in ("bias", "step"):  # its own position bias, and the step it opens at, unless this change sets them
+                if name not in asked:
+                    s[name] = ex[name]
+            if "layer" not in asked:
+                s["layer"] = min(s["layer"], s["n_layers"] - 1)
+            asked = asked | {"layer"}
+        else:
+            for name in ("tokens", "q", "k", "v", "x", "value_basis"):
+                s[name] = ex[name]
         if word in lowered and "focus" not in asked:
             s["focus"] = lowered.index(word)  # the same word in the new sentence
         s["cell"] = None
@@ -438,12 +451,13 @@ def _bring_in(s, before, asked, sources):
         if "layer" not in asked:
             s["layer"] = min(s["layer"], s["n_layers"] - 1)  # the same layer, where the block has it
         asked = asked | {"layer"}
-    blocks = s.get("blocks") or ()
+    blocks, texts = s.get("blocks") or (), len(s.get("sentences") or ())
     known = s.get("block", "") in blocks if blocks else not s.get("block")  # (an unknown block is refused below)
+    text = s["sentence_index"] if texts else 0  # a model's text shown (the sentences are its texts)
     if (
-        ("layer" in asked or "model_q" in asked) and sources is not None and known and 0 <= s["layer"] < s.get("n_layers", 0)
+        ("layer" in asked or "model_q" in asked) and sources is not None and known and 0 <= s["layer"] < s.get("n_layers", 0) and 0 <= text < max(1, texts)
     ):  # (a model loaded: its layer shown)
-        found = sources.layer(s.get("block", ""), s["layer"])
+        found = sources.layer(s.get("block", ""), s["layer"], text)
         s["tokens"], s["cross"] = found["tokens"], found["key_tokens"] is not None
         if s["cross"]:
             s["key_tokens"] = found["key_tokens"]
@@ -473,7 +487,8 @@ def _fit(s, before, asked, changed, sources):
     if s.get("x") is None and s.get("residual") and "residual" not in changed:
         s["residual"] = False  # nothing to add the mix to
     old_n, stepped = len(before.get("tokens") or []), "step" in asked
-    if not stepped and (s["step"] is None or (n != old_n and (s["step"] == old_n or s["step"] > n))):
+    brought = s["step"] is not None and s["step"] != before.get("step")  # a model's text opens at its own step
+    if not stepped and (s["step"] is None or (not brought and n != old_n and (s["step"] == old_n or s["step"] > n))):
         s["step"] = n  # every token written stays so (a new widget's: all); a step past the new tokens, the last
     if s.get("cross") and 0 < s["step"] < n and not stepped:
         s["step"] = n  # cross-attention reads the whole source: written whole

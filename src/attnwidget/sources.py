@@ -1,4 +1,5 @@
-"""What a widget can switch to: its sentences, a model's layers, an encoder–decoder model's blocks.
+"""What a widget can switch to: its sentences (or a model's texts), a model's layers, an
+encoder–decoder model's blocks.
 
 The rules (rules.py) ask for them by name when a follow-up brings one in; the page asks the same
 questions of the payload (js/payload.js). Each layer's arrays are views of one stacked copy per
@@ -68,49 +69,59 @@ def _into_stack(arrays: list) -> np.ndarray:
 
 
 class Sources:
-    """The sentences (examples.Example), the model (a ModelAttention) or the blocks (name →
-    ModelAttention) a widget was made with; any of them may be empty."""
+    """The sentences (examples.Example), the model (a ModelAttention), its texts (one
+    ModelAttention each, read alone) or the blocks (name → ModelAttention) a widget was made
+    with; any of them may be empty. ``text`` picks one of the texts (0 when there are none)."""
 
-    def __init__(self, examples=(), model=None, blocks=None):
-        self.examples, self.blocks = list(examples), dict(blocks or {})
-        self.model = model
-        self._stacks: dict[str, dict] = {}  # every block's stacked arrays, made when first shown
+    def __init__(self, examples=(), model=None, blocks=None, texts=()):
+        self.examples, self.blocks, self.texts = list(examples), dict(blocks or {}), list(texts)
+        self.model = self.texts[0] if self.texts and model is None else model
+        self._stacks: dict[tuple, dict] = {}  # every (block, text)'s stacked arrays, made when first shown
         self._layers: dict[tuple, dict] = {}  # each layer's views of them, made once: a switch back brings the same arrays
         self._sentences: dict[int, dict] = {}
 
     def sentence(self, i: int) -> dict:
+        """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at."""
         if i not in self._sentences:
-            e = self.examples[i]
-            arrays = {n: frozen(getattr(e, n)) for n in ("q", "k", "v", "x")}
-            self._sentences[i] = dict(tokens=list(e.tokens), **arrays, value_basis=principal_axes(arrays["v"]))
-        return self._sentences[i]
+            if self.texts:
+                f = self.texts[i]
+                step = f.prompt_length or len(f.tokens)  # written up to its prompt (generate=), else whole
+                self._sentences[i] = dict(tokens=list(f.tokens), key_tokens=None, bias=frozen(f.bias), step=step)
+            else:
+                e = self.examples[i]
+                arrays = {n: frozen(getattr(e, n)) for n in ("q", "k", "v", "x")}
+                self._sentences[i] = dict(tokens=list(e.tokens), **arrays, value_basis=principal_axes(arrays["v"]))
+        return {**self._sentences[i], **self.stack("", i)} if self.texts else self._sentences[i]  # (the stack the widget adopted)
 
-    def found(self, block: str):
-        return self.blocks[block] if block else self.model
+    def found(self, block: str, text: int = 0):
+        return self.blocks[block] if block else self.texts[text] if self.texts else self.model
 
     def block(self, name: str) -> dict:
         f = self.blocks[name]
         return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, softcap=f.softcap, bias=frozen(f.bias), **self.stack(name))
 
-    def stack(self, block: str = "") -> dict:
-        if block not in self._stacks:
-            self._stacks[block] = stacked(self.found(block))
-        return self._stacks[block]
+    def stack(self, block: str = "", text: int = 0) -> dict:
+        key = (block, text if self.texts else 0)
+        if key not in self._stacks:
+            self._stacks[key] = stacked(self.found(*key))
+        return self._stacks[key]
 
-    def adopt(self, block: str, arrays: dict) -> None:
+    def adopt(self, block: str, arrays: dict, text: int = 0) -> None:
         """Take the widget's own copies of a stack as the one its layers are views of."""
-        before = self._stacks.get(block, {})
+        key = (block, text if self.texts else 0)
+        before = self._stacks.get(key, {})
         if any(not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n))) for n, a in arrays.items()):
-            self._layers = {key: found for key, found in self._layers.items() if key[0] != block}
-        self._stacks[block] = arrays
+            self._layers = {k: found for k, found in self._layers.items() if k[:2] != key}
+        self._stacks[key] = arrays
 
-    def layer(self, block: str, i: int) -> dict:
-        if (block, i) not in self._layers:
-            self._layers[block, i] = self._layer(block, i)
-        return self._layers[block, i]
+    def layer(self, block: str, i: int, text: int = 0) -> dict:
+        key = (block, text if self.texts else 0, i)
+        if key not in self._layers:
+            self._layers[key] = self._layer(*key)
+        return self._layers[key]
 
-    def _layer(self, block: str, i: int) -> dict:
-        f, arrays = self.found(block), self.stack(block)
+    def _layer(self, block: str, text: int, i: int) -> dict:
+        f, arrays = self.found(block, text), self.stack(block, text)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         basis, masks, which = arrays["model_basis"], arrays.get("model_masks"), arrays.get("mask_of_layer") or ()

@@ -16,7 +16,7 @@ import numpy as np
 import traitlets
 
 from . import examples, measures, rules
-from .core import Attention, attention_flow, attention_norms, head_grams, head_summaries, head_vectors, overflow_message, rollout
+from .core import Attention, attention_flow, attention_norms, default_scale, head_grams, head_summaries, head_vectors, overflow_message, rollout
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -121,9 +121,9 @@ class AttentionWidget(WholeChanges):
     cell = Checked(None, allow_none=True).tag(sync=True)
     """The cell whose arithmetic is shown, (row, column) in the focused row; or None."""
     sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**TEXT_SYNC)
-    """The sentences the page can switch between (empty for one sentence, your own arrays or a model)."""
+    """The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one sentence, your own arrays or a model of one text."""
     sentence_index = Checked(0).tag(sync=True)
-    """The sentence shown, an index into sentences."""
+    """The sentence (or model's text) shown, an index into sentences: a model's text comes with its tokens and every layer."""
     value_axes = Tokens(default_value=["v₁", "v₂"]).tag(**TEXT_SYNC)
     """Names of the blend plot's two value axes (the built-in ones are senses of "bank")."""
     value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
@@ -221,6 +221,7 @@ class AttentionWidget(WholeChanges):
         self._result = None
         self._overview = Background()
         self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
+        self._fresh: set | None = None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
         self._sources = Sources()
         own_keys, sentences = None, []
         state = dict(
@@ -322,6 +323,8 @@ class AttentionWidget(WholeChanges):
             if not rules.same(value, current[name]):
                 values[name] = value
         values["layer_arrays"] = [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
+        if after["n_layers"] and after["sentence_index"] != state["sentence_index"]:
+            self._fresh = set()  # another text: what the page keeps, named by (block, layer, head), is the other text's
         # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
         own = {"mask": bool(values.get("mask_of_layer")), "bias": values.get("model_bias") is not None}  # each layer's own, not an input
         inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
@@ -332,8 +335,26 @@ class AttentionWidget(WholeChanges):
             values["measure_data"] = None
 
     def _texts_differ(self, state) -> str:
-        """Why the texts have no difference ("" when the one shown has one; measures.available)."""
-        return "difference needs two texts of the same number of tokens"
+        """Why the text shown has no difference from another ("" when it has; measures.available)."""
+        try:
+            self._difference_pair(state["sentence_index"])
+        except ValueError as e:
+            return str(e)
+        return ""
+
+    def _difference_pair(self, shown: int | None = None) -> tuple[int, int]:
+        """(the text shown, the next text of as many tokens): the pair the page's difference draws."""
+        shown = self.sentence_index if shown is None else shown
+        lengths = [len(t.tokens) for t in (self._sources.texts or self._sources.examples)]
+        if len(lengths) < 2:
+            raise ValueError("difference needs two texts: make the widget with several, such as from_transformers(model, tokenizer, [text_a, text_b]).")
+        others = [t for t in (*range(shown + 1, len(lengths)), *range(shown)) if lengths[t] == lengths[shown]]
+        if not others:
+            raise ValueError(
+                f"difference needs another text of {lengths[shown]} tokens, as text {shown} has (the texts have {', '.join(map(str, lengths))}): "
+                "it compares the weights cell by cell, so give a minimal pair."
+            )
+        return shown, others[0]
 
     def _measure_asked(self) -> None:
         """The page asks for the measure shown: computed unless the one it has is for this state."""
@@ -344,9 +365,13 @@ class AttentionWidget(WholeChanges):
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
         # another head shown: its arrays, though Python's (the layer's) are the same
-        if _OPENING.get() or (self.layer_arrays is not None and tuple(self.layer_arrays) in self._page_holds):
+        shown = None if self.layer_arrays is None else tuple(self.layer_arrays)
+        if _OPENING.get() or (shown in self._page_holds and (self._fresh is None or shown in self._fresh)):
             return names - set(self._by_head())
-        return names | ({n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set())
+        sent = names | ({n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set())
+        if self._fresh is not None and shown is not None and sent & set(self._by_head()):
+            self._fresh.add(shown)  # the page keeps this text's arrays of this head now
+        return sent
 
     def _by_head(self) -> tuple:
         """What a live page gets of a model one head at a time: q, k, v, the value axes, and a bias of heads."""
@@ -450,7 +475,7 @@ class AttentionWidget(WholeChanges):
         cls,
         model,
         tokenizer,
-        text: str,
+        text: str | list[str],
         *,
         target: str | None = None,
         block: str = "cross",
@@ -485,31 +510,38 @@ class AttentionWidget(WholeChanges):
         with the numbers the model computed for that prefix. ``w.prompt_length`` (read it, do
         not set it) says how many tokens were the prompt's; without ``generate`` it is all of
         them (None for an encoder–decoder model).
+
+        A list of texts is read one text at a time, each alone (and with ``generate`` each writes
+        on from its own prompt): ``sentences`` lists them and ``sentence_index`` (an argument too)
+        chooses the one shown, in Python or in the page, with its tokens and every layer; the
+        layer, head, temperature and stage stay. :meth:`difference` compares two of them.
         """
         from .integrations import from_transformers
 
         found = from_transformers(model, tokenizer, text, target=target, generate=generate)
-        prompt = None if isinstance(found, dict) else found.prompt_length
+        prompt = None if isinstance(found, (dict, list)) else found.prompt_length  # (a list's texts: each its own, _from_model)
         if prompt is not None:
             kwargs.setdefault("step", prompt)  # the prompt written: the model's own tokens come next
-        return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None)
+        return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None, texts=text)
 
     @classmethod
-    def from_transformer_lens(cls, model, text: str, *, cache=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+    def from_transformer_lens(cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
         """Every head of one layer of a TransformerLens ``HookedTransformer``; with ``cache`` (its
-        ``run_with_cache(text)``), read from that cache's hooks, without running the model again."""
+        ``run_with_cache(text)``), read from that cache's hooks, without running the model again.
+        A list of texts is read a text at a time, as from_transformers reads one."""
         from .integrations import from_transformer_lens
 
-        return cls._from_model(from_transformer_lens(model, text, cache), layer, head, kwargs)
+        return cls._from_model(from_transformer_lens(model, text, cache), layer, head, kwargs, texts=text)
 
     @classmethod
-    def from_nnsight(cls, model, text: str, *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+    def from_nnsight(cls, model, text: str | list[str], *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
         """Every head of one layer of an nnsight-wrapped Hugging Face model (``LanguageModel``):
         the q, k, v, masks and terms ``from_transformers`` reads, caught during nnsight's own
-        trace of the model (see :func:`attnwidget.integrations.from_nnsight`)."""
+        trace of the model (see :func:`attnwidget.integrations.from_nnsight`); a list of texts
+        as from_transformers reads one."""
         from .integrations import from_nnsight
 
-        return cls._from_model(from_nnsight(model, text), layer, head, kwargs)
+        return cls._from_model(from_nnsight(model, text), layer, head, kwargs, texts=text)
 
     @classmethod
     def from_attentions(cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
@@ -533,12 +565,20 @@ class AttentionWidget(WholeChanges):
         return cls._from_model(read(attentions, tokens, key_tokens, values), layer, head, kwargs)
 
     @classmethod
-    def _from_model(cls, found, layer, head, kwargs, block=None):
+    def _from_model(cls, found, layer, head, kwargs, block=None, texts=None):
         blocks = found if isinstance(found, dict) else {}
         if blocks:
             if block not in blocks:
                 raise ValueError(f"block must be one of {', '.join(map(repr, blocks))}, got {block!r}")
             found = blocks[block]
+        each = found if isinstance(found, list) else []  # a model's texts, each read alone
+        index = kwargs.pop("sentence_index", 0) if each else 0
+        if each:
+            if not (rules._is_int(index) and 0 <= index < len(each)):
+                raise ValueError(f"sentence_index must be from 0 to {len(each) - 1}, got {index!r}")
+            found = each[index]
+            if found.prompt_length is not None:
+                kwargs.setdefault("step", found.prompt_length)  # the text shown opens as one text would
         if not 0 <= layer < len(found.layers):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
         kwargs.setdefault("causal", found.causal)
@@ -546,8 +586,8 @@ class AttentionWidget(WholeChanges):
         kwargs.setdefault("softcap", getattr(found, "softcap", None))
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
-        sources = Sources(model=None if blocks else found, blocks=blocks)
-        first = sources.layer(block or "", layer)  # views of every layer's stacked arrays, made once: sent once
+        sources = Sources(model=None if blocks else found, blocks=blocks, texts=each)
+        first = sources.layer(block or "", layer, index)  # views of every layer's stacked arrays, made once: sent once
         if "mask" in first:
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
@@ -563,13 +603,25 @@ class AttentionWidget(WholeChanges):
             w.set_trait("model_name", found.model_name)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
-            for name, value in w._sources.stack(block or "").items():
+            for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)
-            w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
+            w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)
+            if each:
+                w.set_trait("sentences", list(texts))
+                w.set_trait("sentence_index", index)
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
-        w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
+        w._prompt_lengths = [None if blocks else f.prompt_length or len(f.tokens) for f in each or [found]]  # tokens not the model's own
         return w
+
+    @property
+    def prompt_length(self) -> int | None:
+        """How many of a model's tokens (the text shown's) were the text given, the rest the
+        model's own (generate=); all of them without generate; None for an encoder–decoder model."""
+        lengths = getattr(self, "_prompt_lengths", None)
+        if lengths is None:
+            raise AttributeError("prompt_length is a model's (from_transformers and the like); this widget has none")
+        return lengths[self.sentence_index if len(lengths) > 1 else 0]
 
     # --- derived, read-only numpy views of the current head ---
 
@@ -704,6 +756,60 @@ class AttentionWidget(WholeChanges):
         projection = self._projection()
         w, b = (None, None) if projection is None else projection.arrays()
         return head_vectors(self.v if self.v.ndim == 3 else self.v[None], w), None if b is None else b.astype(float)
+
+    def difference(self, a: int = 0, b: int = 1) -> np.ndarray:
+        """Text ``a``'s attention weights minus text ``b``'s, layers × heads × n × n in float64, for
+        a widget of several texts of one model (``from_transformers(model, tokenizer, [text_a,
+        text_b, ...])``) or several sentences. Each text's every layer is read whole, at the current
+        temperature, causal rule, mask and sink, as head_summary computes weights (each layer's own
+        mask and bias where the model has them; the text shown at the widget's bias, the others at
+        their own). The texts must have the same number of tokens (a minimal pair); cell (i, j) is
+        then how much more token i of text a reads token j than token i of text b does."""
+        layers = self._differences(a, b)
+        first = next(layers)
+        out = np.empty((max(1, self.n_layers), *first.shape))  # filled a layer at a time: held once, not twice
+        out[0] = first
+        for i, d in enumerate(layers, 1):
+            out[i] = d
+        return out
+
+    def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
+        """The largest |difference(a, b)| of each layer and head over its cells, layers × heads (as
+        head_summary's numbers are shaped): the heads where the two texts differ most."""
+        return np.stack([np.abs(d).max(axis=(1, 2)) for d in self._differences(a, b)])
+
+    def _differences(self, a, b):
+        """Each layer's difference of the weights of texts a and b, heads × n × n."""
+        count = len(self.sentences)
+        if count < 2:
+            raise ValueError(
+                "difference needs two texts: make the widget with several, such as "
+                "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
+            )
+        if not (rules._is_int(a) and rules._is_int(b) and 0 <= a < count and 0 <= b < count and a != b):
+            raise ValueError(f"a and b must be two different text indexes from 0 to {count - 1}; got a={a!r}, b={b!r}.")
+        na, nb = (len(self._sources.sentence(t)["tokens"]) for t in (a, b))
+        if na != nb:
+            raise ValueError(
+                f"text {a} has {na} tokens and text {b} has {nb}: the difference needs the same number of tokens in both, "
+                "cell by cell (a minimal pair, such as two texts that differ in one word of one token)."
+            )
+        for wa, wb in zip(self._text_weights(a), self._text_weights(b)):
+            yield np.subtract(wa, wb, out=wa)
+
+    def _text_weights(self, t: int):
+        """Each layer's weights (heads × n × n, float64) of text (or sentence) t, whole, as head_summary computes them."""
+        inputs, found = Inputs(self), self._sources.sentence(t)
+        inputs.rows = inputs.keys = len(found["tokens"])
+        if self.n_layers:
+            bias = self.bias if t == self.sentence_index else found["bias"]
+            layers = [self._sources.layer(self.block, i, t) for i in range(self.n_layers)]
+            inputs.layers = [(f["q"], f["k"], self._reading_mask(f.get("mask", self.mask)), f.get("bias", bias)) for f in layers]
+        else:  # built-in sentences: one layer of one head each
+            inputs.layers = [(found["q"], found["k"], self._reading_mask(), self.bias)]
+        inputs.scale = default_scale(inputs.layers[0][0].shape[-1]) if self.scale is None else self.scale  # (sentences of other widths)
+        for q, k, allowed, bias in each_layer(inputs):
+            yield weights_of(inputs, q, k, allowed, bias)
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

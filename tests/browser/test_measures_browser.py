@@ -5,6 +5,7 @@ changes, carried by an exported page (which says at which state once it is not t
 import numpy as np
 import pytest
 from test_across_layers import model_widget
+from test_integrations import gpt2, gpt2_tokenizer, tf  # (fixtures)
 from test_overview_browser import HEADS, LAYERS, N, kernel_model
 
 from attnwidget.core import attention_flow
@@ -112,6 +113,42 @@ m
         page.locator(".aw-measure-choice[data-measure='flow']").click()
         page.wait_for_function(f"{ROOT}.measure().key?.measure === 'flow'")
         is_pythons("m.flow().tolist()")  # up to the last layer: the model's whole flow
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser, tmp_path, tf, gpt2_tokenizer):
+    from test_texts import SAME
+
+    from attnwidget import AttentionWidget
+
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, SAME, layer=1, head=1, stage="weights", measure="difference")
+    n = len(w.tokens)
+    want, largest = w.difference(0, 1), w.largest_difference(0, 1)
+    path = tmp_path / "texts.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1100, "height": 1600}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        np.testing.assert_allclose(drawn(page, n)[0], want[1, 1], atol=1e-6)
+        # the overview coloured by every head's largest difference
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        for cell in page.locator(".aw-head").all():
+            layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
+            assert float(cell.get_attribute("data-value")) == pytest.approx(largest[layer, head], abs=1e-9)
+        assert "coloured by the largest difference from the other text" in page.locator(".aw-heads-caption").inner_text().lower()
+        # a button per text: the other text's weights, as Python has them; the difference says it is text 1's
+        page.locator(".aw-sentence").nth(1).click()
+        page.wait_for_function(f"{ROOT}.model.get('sentence_index') === 1")
+        page.evaluate(FRAMES)
+        w.sentence_index = 1
+        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, atol=1e-12)
+        assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
+        assert "as exported, at text 1" in page.locator(".aw-measure-status").inner_text()
         assert errors == []
     finally:
         page.context.close()

@@ -44,7 +44,7 @@ for await (const line of lines) {
   const sources = {
     sentence: (i) => c.sources.sentences[i],
     block: (name) => c.sources.blocks[name],
-    layer: (block, i) => c.sources.layers[block][i],
+    layer: (block, i, text) => (c.sources.texts ? c.sources.texts[text][i] : c.sources.layers[block][i]),
     basis: (v) =>
       v.shape[v.shape.length - 1] <= 2 ? null : { shape: [...v.shape.slice(0, -2), v.shape[v.shape.length - 1], 2], dtype: "float64", view: new DataView(new ArrayBuffer(0)), id: `basis:${v.id}` },
   };

@@ -12,14 +12,19 @@ one of these functions is called.
 from __future__ import annotations
 
 import importlib
+from typing import cast
 
 from .common import ModelAttention, readable_tokens
 
 __all__ = ["ModelAttention", "from_nnsight", "from_transformer_lens", "from_transformers", "readable_tokens"]
 
 
-def from_transformers(model, tokenizer, text: str, *, target: str | None = None, generate: int = 0) -> ModelAttention | dict[str, ModelAttention]:
-    """Q, K, V of every layer and head of a Hugging Face model on ``text``.
+def from_transformers(
+    model, tokenizer, text: str | list[str], *, target: str | None = None, generate: int = 0
+) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
+    """Q, K, V of every layer and head of a Hugging Face model on ``text``; for a list of texts,
+    a list with each text's, each read alone (its own forward pass, and with ``generate`` its
+    own writing), so each is what the model computes on that text by itself.
 
     Accepts a base model (``BertModel``, ``GPT2Model``, ``LlamaModel``, ...), one with a
     head (``GPT2LMHeadModel``, ``LlamaForCausalLM``, ...) or a sentence-transformers
@@ -60,17 +65,38 @@ def from_transformers(model, tokenizer, text: str, *, target: str | None = None,
 
     Raises ValueError, before the model runs, when ``text`` (or ``target``) has more
     tokens than the model reads (with ``generate``, counting the tokens to write), gives none, or the tokenizer gives ids outside the
-    model's vocabulary; and when ``target`` is given to a model with no decoder.
+    model's vocabulary; and when ``target`` is given to a model with no decoder. A list of
+    texts with ``target`` raises ValueError: an encoder–decoder model reads one text and one target.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
 
-    return hf.extract(model, tokenizer, text, target=target, generate=generate)
+    if isinstance(text, str):
+        return hf.extract(model, tokenizer, text, target=target, generate=generate)
+    texts = texts_of(text)
+    if target is not None:
+        raise ValueError(
+            "target= reads one text and one target (an encoder–decoder model's source and what its decoder writes): "
+            "pass one text, and make one widget for each pair"
+        )
+    return [cast(ModelAttention, hf.extract(model, tokenizer, t, generate=generate)) for t in texts]  # (no target: one block)
 
 
-def from_nnsight(model, text: str) -> ModelAttention | dict[str, ModelAttention]:
+def texts_of(texts) -> list[str]:
+    """A list (or tuple) of texts, checked: at least one, every one a string."""
+    if not isinstance(texts, (list, tuple)):
+        raise TypeError(f"text must be a string, or a list of strings for several texts; got {type(texts).__name__}")
+    if not texts:
+        raise ValueError("the list of texts is empty: give at least one text")
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise TypeError(f"texts must be strings; got {type(bad).__name__} {bad!r}")
+    return list(texts)
+
+
+def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
-    or its successor ``TransformersModel``) on ``text``: read through transformers' attention
+    or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read through transformers' attention
     interface as ``from_transformers`` reads them, during a trace of nnsight's own (``model.trace``),
     so the forward pass is nnsight's, with the model's tokenizer.
 
@@ -93,13 +119,15 @@ def from_nnsight(model, text: str) -> ModelAttention | dict[str, ModelAttention]
         with model.trace(dict(inputs)):
             pass
 
-    return hf.extract(module, tokenizer, text, run=run)
+    if isinstance(text, str):
+        return hf.extract(module, tokenizer, text, run=run)
+    return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
 
-def from_transformer_lens(model, text: str, cache=None) -> ModelAttention:
-    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text``;
-    from ``cache``, when given, a ``run_with_cache`` cache of the model on that text (its hooks'
-    queries, keys and values), without running the model again.
+def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAttention | list[ModelAttention]:
+    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text`` (or,
+    for a list, on each text alone); from ``cache``, when given, a ``run_with_cache`` cache of the
+    model on that one text (its hooks' queries, keys and values), without running the model again.
 
     Raises ValueError, before the model runs, when ``text`` has more tokens than
     ``cfg.n_ctx`` or ids outside ``cfg.d_vocab``.
@@ -107,7 +135,12 @@ def from_transformer_lens(model, text: str, cache=None) -> ModelAttention:
     _require(("torch", "transformer_lens"), "transformer-lens")
     from . import tlens
 
-    return tlens.extract(model, text, cache)
+    if isinstance(text, str):
+        return tlens.extract(model, text, cache)
+    texts = texts_of(text)
+    if cache is not None:
+        raise ValueError("cache= is a run of the model on one text: pass one text with it, or a list of texts without it (each is run alone)")
+    return [tlens.extract(model, t) for t in texts]
 
 
 def _require(modules, extra: str) -> None:

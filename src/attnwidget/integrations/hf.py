@@ -37,6 +37,8 @@ CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # h
 
 def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None) -> ModelAttention | dict[str, ModelAttention]:
     """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace.)"""
+    if not isinstance(text, str):  # (a tokenizer takes a list as a batch: only its first text would be read)
+        raise TypeError(f"text must be a string; got {type(text).__name__} (a list of texts is read one text at a time by from_transformers)")
     if isinstance(generate, bool) or not isinstance(generate, numbers.Integral):
         raise TypeError(f"generate must be a whole number of tokens to write, got {generate!r}")
     if generate < 0:
