@@ -58,7 +58,10 @@ class Inputs:
         # A model whose layers have masks (or biases) of their own is read at those, whatever the widget's.
         own_mask = None if widget.mask_of_layer else widget.mask
         own_bias = None if widget.model_bias is not None else widget.bias
-        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q)
+        # a causal language model's "effect" summary (head_effects): kept ones, or computed here when the summary asks for them
+        self.effect = widget._effect_source()
+        self.effect_due = self.effect is not None and self.effect[0] is None and widget.summary == "effect"
+        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q, self.effect_due)
 
     def same(self, other: Inputs) -> bool:
         return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
@@ -113,6 +116,11 @@ def compute(inputs: Inputs) -> dict:
     rows = [r for _, _, r in done]
     stack = np.ascontiguousarray(np.concatenate(thumbs))
     n, m = inputs.rows, inputs.keys
+    summaries = {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]}
+    if inputs.effect is not None:  # offered (None until asked: each layer a forward pass of the model), or the effects
+        kept, run = inputs.effect
+        effect = kept if kept is not None else run() if inputs.effect_due else None
+        summaries["effect"] = [None] * len(top) if effect is None else [None if np.isnan(v) else float(v) for v in effect.ravel()]
     return {
         "layers": len(rows),
         "heads": len(stack) // len(rows),
@@ -121,7 +129,7 @@ def compute(inputs: Inputs) -> dict:
         "averaged": bool(stack.shape[1] < n or stack.shape[2] < m),
         "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1).data)},
         "top": top,
-        "summaries": {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]},
+        "summaries": summaries,
         "key": inputs.key,
     }
 
@@ -144,9 +152,9 @@ class Background:
         not ``begin``, when it is too large to begin while the page draws its first picture,
         whose cores it would take)."""
         inputs = Inputs(widget)
-        if inputs.cells < self.SMALL:
+        if inputs.cells < self.SMALL and not inputs.effect_due:
             return compute(inputs)
-        if not begin and inputs.cells >= self.EARLY:
+        if not begin and (inputs.cells >= self.EARLY or inputs.effect_due):  # (the model's passes: not while the page draws its first picture)
             return None
         if self.done is not None and self.done[0].same(inputs):
             overview, self.done = self.done[1], None

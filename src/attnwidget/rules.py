@@ -24,7 +24,7 @@ import numbers
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
 BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
-SUMMARIES = ("first", "self", "previous", "effective_tokens")
+SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect")  # "effect": a causal language model's head_effects()
 TEMPERATURE_RANGE = (0.1, 5.0)
 SCALE_LIMIT = 1e10
 GUESS_TOLERANCE = 1e-6

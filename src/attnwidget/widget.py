@@ -16,6 +16,7 @@ import traitlets
 
 from . import examples, rules
 from .core import Attention, attention_flow, head_summaries, overflow_message, rollout
+from .integrations import ablation
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -210,6 +211,8 @@ class AttentionWidget(WholeChanges):
         self._overview = Background()
         self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
         self._sources = Sources()
+        self._effects: dict = {}  # (mode, step) -> head_effects' layers × heads: a model's own passes, at any temperature
+        self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
         own_keys, sentences = None, []
         state = dict(
             temperature=temperature,
@@ -314,6 +317,8 @@ class AttentionWidget(WholeChanges):
         inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
+        if after["summary"] == "effect" and state["summary"] != "effect":
+            self._effect_asked(values)
 
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
@@ -526,6 +531,7 @@ class AttentionWidget(WholeChanges):
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
+        summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         opening = _OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
@@ -542,6 +548,7 @@ class AttentionWidget(WholeChanges):
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
+            w.summary = summary
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
         return w
 
@@ -625,6 +632,55 @@ class AttentionWidget(WholeChanges):
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
         of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
         return attention_flow(self._every_layers_weights("flow"))
+
+    def head_effects(self, mode: str = "zero") -> np.ndarray:
+        """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
+        that head's output set to zero (``mode="zero"``) or to its mean over the text's positions
+        (``mode="mean"``), the head ablated alone and the rest the model's own forward pass, minus
+        log p(next) of the model's own pass; negative where the head helped. The next token is the
+        one the model finds most likely after the tokens written so far (all of them, or the first
+        ``step``), and the head is ablated at its own output, before the output projection mixes
+        the heads. For a causal language model's widget (``from_transformers``, ``from_nnsight``
+        or ``from_transformer_lens``); others raise ValueError. It runs the model once per layer,
+        its heads a batch; each (mode, step) is computed once (the temperature does not change it),
+        and the overview's "effect" summary shows it."""
+        rerun = self._rerun()
+        key = (ablation.check_mode(mode), self._rows())
+        if key not in self._effects:
+            self._effects[key] = ablation.effects(rerun, key[1], mode)
+        self._effect_mode = mode
+        return self._effects[key].copy()
+
+    def _rerun(self):
+        """What running the model again needs, or ValueError saying why this widget cannot."""
+        found = self._sources.model
+        rerun = getattr(found, "rerun", None) if self.layer_shown else None
+        problem = ablation.TWO_BLOCKS.format(name=self.model_name) if self.blocks else ablation.refusal(rerun)
+        if problem:
+            raise ValueError(problem)
+        return rerun
+
+    def _effect_source(self):
+        """The overview's "effect" summary: None for a widget with no next token; else (the effects
+        kept for this step, or None, and a function computing them)."""
+        try:
+            rerun = self._rerun()
+        except ValueError:
+            return None
+        mode, step = self._effect_mode, self._rows()
+        return self._effects.get((mode, step)), lambda: self._effects.setdefault((mode, step), ablation.effects(rerun, step, mode))
+
+    def _effect_asked(self, values) -> None:
+        """summary = "effect": refused without a next token; an overview without the effects is out of date."""
+        try:
+            self._rerun()
+        except ValueError as err:
+            raise rules.Refused(
+                f"summary='effect' colours the heads by their effect on the next token (head_effects()), which this widget cannot give: {err}."
+            ) from None
+        shown = (values.get("overview") or {}).get("summaries", {}).get("effect")
+        if shown is not None and all(v is None for v in shown):
+            values["overview"] = None  # the page asks again, and the effects are computed then
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

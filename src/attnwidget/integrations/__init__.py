@@ -106,8 +106,11 @@ def from_transformer_lens(model, text: str, cache=None) -> ModelAttention:
     """
     _require(("torch", "transformer_lens"), "transformer-lens")
     from . import tlens
+    from .ablation import Rerun
 
-    return tlens.extract(model, text, cache)
+    found = tlens.extract(model, text, cache)
+    found.rerun = Rerun(model, model.to_tokens(text, truncate=False)[0].tolist(), found.causal, "transformer_lens")  # head effects run it again
+    return found
 
 
 def _require(modules, extra: str) -> None:

@@ -33,6 +33,7 @@ class ModelAttention:
     # per layer, heads × n × n_keys added to its scores (attention weights alone: their logarithms); None: bias above
     biases: list[np.ndarray] | None = None
     weights_only: str = ""  # "weights" or "weights and values": no q and k, only what they gave (integrations/weights.py)
+    rerun: object | None = None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:
