@@ -207,8 +207,7 @@ def test_the_overview_of_a_language_models_widget_offers_the_effect_and_shows_it
     assert w.overview["summaries"]["effect"] == [None] * 8  # offered, not computed: no forward passes at display
     w.summary = "effect"  # asked: the overview is out of date until it carries them
     assert w.overview is None
-    _on_page_message(w, {"kind": "overview"}, [])
-    _wait_for_overview(w)
+    _on_page_message(w, {"kind": "overview"}, [])  # the model's passes, on the kernel's thread
     np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12)
     w.temperature = 2.0  # a new overview at another temperature: the effects kept
     _on_page_message(w, {"kind": "overview"}, [])
@@ -218,18 +217,6 @@ def test_the_overview_of_a_language_models_widget_offers_the_effect_and_shows_it
     means = other.head_effects(mode="mean")
     _on_page_message(other, {"kind": "overview"}, [])
     np.testing.assert_allclose(np.array(other.overview["summaries"]["effect"]), means.ravel(), rtol=0, atol=1e-12)
-
-
-def _wait_for_overview(w):
-    """The effects are computed on the overview's thread: the page asks until it has them."""
-    import time
-
-    for _ in range(600):
-        if w.overview is not None:
-            return
-        time.sleep(0.02)
-        _on_page_message(w, {"kind": "overview"}, [])
-    raise AssertionError("the overview did not come")
 
 
 def test_a_widget_with_no_next_token_has_no_effect_summary(tf, gpt2_tokenizer):
@@ -244,6 +231,33 @@ def test_a_widget_with_no_next_token_has_no_effect_summary(tf, gpt2_tokenizer):
     w.summary = "self"  # the others as before
 
 
-def test_a_language_models_widget_can_start_coloured_by_the_effect(tf, gpt2_tokenizer):
+def test_a_language_models_widget_can_start_coloured_by_the_effect_and_is_not_run_until_the_page_asks(tf, gpt2_tokenizer):
+    model = models(tf, gpt2_tokenizer)["gpt2"]()
+    passes = []
+    handle = model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    try:
+        w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, summary="effect")
+        read = len(passes)
+        w._repr_mimebundle_()  # shown: the overview waits for the page
+        assert w.summary == "effect" and w.overview is None and len(passes) == read
+        _on_page_message(w, {"kind": "overview"}, [])
+        assert len(passes) > read and None not in w.overview["summaries"]["effect"]
+    finally:
+        handle.remove()
+
+
+def test_effects_that_fail_are_said_once_in_the_overview(tf, gpt2_tokenizer, monkeypatch):
+    from attnwidget.integrations import ablation
+
     w = AttentionWidget.from_transformers(models(tf, gpt2_tokenizer)["gpt2"](), gpt2_tokenizer, TEXT, summary="effect")
-    assert w.summary == "effect" and w.overview is None  # nothing run until the page asks
+
+    def fail(*args):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(ablation, "effects", fail)
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview["error"] == "head effects: MemoryError: no room"
+    w.summary = "self"  # another summary: the overview without the effects
+    assert w.overview is None
+    _on_page_message(w, {"kind": "overview"}, [])
+    assert w.overview["summaries"]["effect"] == [None] * 8

@@ -155,7 +155,7 @@ class AttentionWidget(WholeChanges):
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
     """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v."""
     summary = Checked("").tag(sync=True)
-    """The heads' overview coloured by one of head_summary()'s names ("" for none)."""
+    """The heads' overview coloured by one of head_summary()'s names, or a causal language model's "effect" (head_effects(), computed when asked); "" for none."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
     blocks = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
@@ -317,8 +317,8 @@ class AttentionWidget(WholeChanges):
         inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
         if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
             values["overview"] = None  # out of date: the page asks again when it wants one
-        if after["summary"] == "effect" and state["summary"] != "effect":
-            self._effect_asked(values)
+        if after["summary"] != state["summary"]:
+            self._new_summary(after["summary"], values)
 
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
@@ -548,8 +548,12 @@ class AttentionWidget(WholeChanges):
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK})
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
-            w.summary = summary
         w.prompt_length = None if blocks else getattr(found, "prompt_length", None) or len(found.tokens)  # tokens not the model's own
+        try:
+            w.summary = summary
+        except BaseException:
+            w.close()
+            raise
         return w
 
     # --- derived, read-only numpy views of the current head ---
@@ -660,27 +664,35 @@ class AttentionWidget(WholeChanges):
             raise ValueError(problem)
         return rerun
 
-    def _effect_source(self):
-        """The overview's "effect" summary: None for a widget with no next token; else (the effects
-        kept for this step, or None, and a function computing them)."""
-        try:
-            rerun = self._rerun()
-        except ValueError:
-            return None
-        mode, step = self._effect_mode, self._rows()
-        return self._effects.get((mode, step)), lambda: self._effects.setdefault((mode, step), ablation.effects(rerun, step, mode))
-
-    def _effect_asked(self, values) -> None:
-        """summary = "effect": refused without a next token; an overview without the effects is out of date."""
+    def _effects_kept(self):
+        """The overview's "effect" summary: head_effects kept for this step in the mode last asked,
+        False when not computed, None for a widget with no next token."""
         try:
             self._rerun()
-        except ValueError as err:
-            raise rules.Refused(
-                f"summary='effect' colours the heads by their effect on the next token (head_effects()), which this widget cannot give: {err}."
-            ) from None
-        shown = (values.get("overview") or {}).get("summaries", {}).get("effect")
-        if shown is not None and all(v is None for v in shown):
-            values["overview"] = None  # the page asks again, and the effects are computed then
+        except ValueError:
+            return None
+        return self._effects.get((self._effect_mode, self._rows()), False)
+
+    def _run_effects(self) -> None:
+        self.head_effects(self._effect_mode)
+
+    def _new_summary(self, summary: str, values) -> None:
+        """summary = "effect" is refused without a next token, and an overview without the effects
+        is out of date (the page asks again, and they are computed then); another summary leaves
+        the effects' failure behind."""
+        overview = values.get("overview") or {}
+        if summary == "effect":
+            try:
+                self._rerun()
+            except ValueError as err:
+                raise rules.Refused(
+                    f"summary='effect' colours the heads by their effect on the next token (head_effects()), which this widget cannot give: {err}."
+                ) from None
+            shown = overview.get("summaries", {}).get("effect")
+            if shown is not None and all(v is None for v in shown):
+                values["overview"] = None
+        elif str(overview.get("error", "")).startswith("head effects:"):
+            values["overview"] = None
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),
