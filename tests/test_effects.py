@@ -76,6 +76,41 @@ def test_each_heads_effect_is_a_hand_made_ablation_at_the_output_projection(tf, 
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
+def test_the_layers_before_the_one_ablated_run_once_for_every_copy(tf, gpt2_tokenizer):
+    model = models(tf, gpt2_tokenizer)["llama"]()
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    rows = {0: 0, 1: 0}  # copies of the text each layer's block gave out
+    handles = [
+        layer.register_forward_hook(lambda module, args, out, i=i: rows.__setitem__(i, rows[i] + _batch(out))) for i, layer in enumerate(model.model.layers)
+    ]
+    try:
+        w.head_effects()
+    finally:
+        for handle in handles:
+            handle.remove()
+    # the clean pass; then layer 0's pass, its 4 heads and one unablated copy; then layer 1's, its first block once
+    assert rows == {0: 1 + 5 + 1, 1: 1 + 5 + 4}
+
+
+def _batch(out):
+    return (out[0] if isinstance(out, tuple) else out).shape[0]
+
+
+def test_a_model_whose_blocks_cannot_be_widened_runs_whole_for_every_copy(tf, gpt2_tokenizer, monkeypatch):
+    from attnwidget.integrations import ablation
+
+    model = models(tf, gpt2_tokenizer)["gpt2"]()
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    widen = ablation._widen
+
+    def wrong(copies, n):  # a block that does not take its hidden states as given: the unablated copy differs
+        hook = widen(copies, n)
+        return lambda module, args, kwargs: ((2 * hook(module, args, kwargs)[0][0], *args[1:]), kwargs)
+
+    monkeypatch.setattr(ablation, "_widen", wrong)
+    np.testing.assert_allclose(w.head_effects(), by_hand(model, ids_of(gpt2_tokenizer), "zero"), atol=1e-5, rtol=0)
+
+
 def test_a_model_loaded_for_sdpa_is_ablated_as_its_eager_self(tf, gpt2_tokenizer):
     import torch
 

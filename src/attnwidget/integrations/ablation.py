@@ -76,11 +76,12 @@ def effects(rerun: Rerun, step: int, mode: str) -> np.ndarray:
     return run(rerun.model, ids, check_mode(mode))
 
 
-def _ablate(out, first: int, mode: str):
-    """Copy b of the batch with head first + b of ``out`` (batch × positions × heads × d) ablated."""
+def _ablate(out, first: int, count: int, mode: str):
+    """``out`` (batch × positions × heads × d) with head first + b ablated in copy b, for b < count
+    (copies past count are left as they are)."""
     import torch
 
-    b = torch.arange(len(out), device=out.device)
+    b = torch.arange(count, device=out.device)
     h = b + first
     out = out.clone()
     out[b, :, h, :] = 0.0 if mode == "zero" else out[b, :, h, :].mean(dim=1, keepdim=True)
@@ -101,6 +102,11 @@ def _log_next(logits):
 
 
 def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
+    """A Hugging Face model, ablated in what its attention function returns. The layers before the
+    one ablated are the same in every copy: where the layer's block (the attention module's parent
+    in a list of layers) takes the hidden states first, they run once and the block widens them to
+    the batch; an unablated copy in the first batch checks that this is the model's own pass, and
+    otherwise every copy runs the whole model."""
     import torch
     from transformers import AttentionInterface
 
@@ -109,22 +115,30 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
 
     device = next(model.parameters()).device
     x = torch.tensor([ids], device=device)
-    plan: dict[str, Any] = {"layer": -1, "first": 0, "calls": 0, "heads": []}  # which layer's heads are ablated this pass, from which
+    # which layer's heads are ablated this pass, from which and how many; each call's module and heads
+    plan: dict[str, Any] = {"layer": -1, "first": 0, "count": 0, "calls": 0, "modules": [], "heads": []}
 
     def ablating(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         own = sys.modules[type(module).__module__].eager_attention_forward  # the model's own attention
         out, weights = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         layer, plan["calls"] = plan["calls"], plan["calls"] + 1
+        plan["modules"].append(module)
         plan["heads"].append(out.shape[2])
         if layer == plan["layer"]:
-            out = _ablate(out, plan["first"], mode)
+            out = _ablate(out, plan["first"], plan["count"], mode)
         return out, weights
 
     keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
 
-    def log_next(batch):
-        plan["calls"], plan["heads"] = 0, []
-        logits = model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False, **keep).logits
+    def log_next(batch, block=None, copies=0):
+        """log p at the last position, a row per copy; ``block`` widens its input to ``copies``."""
+        plan["calls"], plan["modules"], plan["heads"] = 0, [], []
+        handle = None if block is None else block.register_forward_pre_hook(_widen(copies, len(ids)), with_kwargs=True)
+        try:
+            logits = model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False, **keep).logits
+        finally:
+            if handle is not None:
+                handle.remove()
         return _log_next(logits)
 
     mapping = AttentionInterface._global_mapping
@@ -139,22 +153,66 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
                     f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention interface "
                     f"with {sorted(set(heads))} heads: head effects need one call per layer, with its heads"
                 )
+            blocks = _blocks(model, plan["modules"])
             best = int(clean.argmax())
             width = int(getattr(model.config, "hidden_size", 0) or 0)
             step = _copies(heads[0], len(ids), width)
             out = np.zeros((len(heads), heads[0]))
+            checked = False
             for layer in range(len(heads)):
                 for first in range(0, heads[0], step):
                     count = min(step, heads[0] - first)
-                    plan["layer"], plan["first"] = layer, first
-                    ablated = log_next(x.expand(count, -1))
-                    out[layer, first : first + count] = (ablated[:, best] - clean[best]).cpu().numpy()
+                    plan.update(layer=layer, first=first, count=count)
+                    ablated = None
+                    if blocks is not None:
+                        try:  # with one unablated copy more the first time: it must be the model's own pass
+                            ablated = log_next(x, blocks[layer], count + (not checked))
+                        except (RuntimeError, ValueError, IndexError):
+                            ablated = None
+                        if ablated is None or len(ablated) != count + (not checked) or (not checked and not _agrees(ablated[-1], clean, best)):
+                            blocks, ablated = None, None  # the whole model for every copy, from here on
+                        checked = True
+                    if ablated is None:
+                        ablated = log_next(x.expand(count, -1))
+                    out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
     finally:
         if had is None:
             mapping.pop("eager", None)
         else:
             mapping["eager"] = had
     return out
+
+
+def _blocks(model, modules) -> list | None:
+    """Each attention call's block: its module's parent, an item of a list of layers (``h.3``,
+    ``layers.3``); None when one is not."""
+    names = {id(m): name for name, m in model.named_modules()}
+    every = dict(model.named_modules())
+    blocks = []
+    for module in modules:
+        parent = names.get(id(module), "").rpartition(".")[0]
+        if not parent.rpartition(".")[2].isdigit() or parent not in every:
+            return None
+        blocks.append(every[parent])
+    return blocks if len({id(b) for b in blocks}) == len(blocks) else None
+
+
+def _widen(copies: int, n: int):
+    """A forward pre-hook that gives a block its hidden states (its first input, 1 × n × width) as
+    ``copies`` copies; the rest of its inputs, the same for every copy, broadcast."""
+
+    def widen(module, args, kwargs):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        if hidden is None or hidden.ndim != 3 or hidden.shape[:2] != (1, n):
+            raise ValueError("the block's first input is not the hidden states")
+        wide = hidden.repeat(copies, 1, 1)
+        return ((wide, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": wide})
+
+    return widen
+
+
+def _agrees(row, clean, best: int) -> bool:
+    return bool(abs(float(row[best] - clean[best])) <= 1e-4 + 1e-4 * abs(float(clean[best])))
 
 
 def _lens(model, ids: list[int], mode: str) -> np.ndarray:
@@ -175,8 +233,8 @@ def _lens(model, ids: list[int], mode: str) -> np.ndarray:
                 for first in range(0, cfg.n_heads, step):
                     count = min(step, cfg.n_heads - first)
 
-                    def hook(z, hook, first=first):
-                        return _ablate(z, first, mode)
+                    def hook(z, hook, first=first, count=count):
+                        return _ablate(z, first, count, mode)
 
                     logits = model.run_with_hooks(x.expand(count, -1), return_type="logits", fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)])
                     out[layer, first : first + count] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
