@@ -247,6 +247,10 @@ def test_the_overview_of_a_language_models_widget_offers_the_effect_and_shows_it
     w.temperature = 2.0  # a new overview at another temperature: the effects kept
     _on_page_message(w, {"kind": "overview"}, [])
     np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12)
+    means = w.head_effects(mode="mean")  # the mode last asked for: the overview of the other is out of date
+    assert w.overview is None
+    _on_page_message(w, {"kind": "overview"}, [])
+    np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), means.ravel(), rtol=0, atol=1e-12)
     # computed by hand first (in another mode): the overview carries them at once, in that mode
     other = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
     means = other.head_effects(mode="mean")

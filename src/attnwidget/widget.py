@@ -652,6 +652,9 @@ class AttentionWidget(WholeChanges):
         key = (ablation.check_mode(mode), self._rows())
         if key not in self._effects:
             self._effects[key] = ablation.effects(rerun, key[1], mode)
+        shown = (self.overview or {}).get("summaries", {}).get("effect")
+        if mode != self._effect_mode and shown is not None and any(v is not None for v in shown):
+            self.set_trait("overview", None)  # the other mode's: the page asks again
         self._effect_mode = mode
         return self._effects[key].copy()
 
