@@ -185,6 +185,9 @@ def test_what_cannot_be_ablated_is_refused(tf, gpt2_tokenizer):
     )
     with pytest.raises(ValueError, match="encoder–decoder"):
         AttentionWidget.from_transformers(t5, gpt2_tokenizer, TEXT, target="the river").head_effects()
+    bloom = random_model(tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)  # read by hand
+    with pytest.raises(ValueError, match="without transformers' attention interface"):
+        AttentionWidget.from_transformers(bloom, gpt2_tokenizer, TEXT).head_effects()
     w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXT)
     for mode in ("mean-ablate", "", None, 0):
         with pytest.raises(ValueError, match="'zero' or 'mean'"):
