@@ -295,7 +295,8 @@ export function mount(host, model, { propose, flush }) {
                 ? `as exported, at T = ${fmt2(get("overview").key.temperature)}`
                 : "updating…",
         held,
-        colourBy: differenceColours(),
+        colourBy: differenceColours() || effectColours(),
+        offered: get("head_effects") ? ["effect"] : [],
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
     drawMeasure(tokens, keys, focus, pal, maxWidth);
@@ -324,8 +325,12 @@ export function mount(host, model, { propose, flush }) {
   // The difference panel colours the overview by each head's largest difference from the other text.
   const differenceColours = () => {
     const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
-    return d?.largest ? { label: "the largest difference from the other text", values: d.largest } : null;
+    return d?.largest ? { name: "difference", label: "the largest difference from the other text", values: d.largest } : null;
   };
+
+  // An exported page colours the heads by the effects computed before it was exported.
+  const effectColours = () =>
+    get("summary") === "effect" && get("head_effects") ? { name: "effect", label: "effect on the next token", values: get("head_effects") } : null;
 
   // The panel beyond one head: a live page offers what the kernel can compute (and says why not);
   // an exported page, what it carries.

@@ -3,7 +3,7 @@
 import { rgb } from "d3-color";
 import { lookupTable } from "../picture.js";
 import { advance, createThumbPool, SIZE } from "../thumbs.js";
-import { el, fill, fmt2, inkOn } from "./dom.js";
+import { el, fill, fmt2, fmtE, inkOn } from "./dom.js";
 
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
@@ -20,7 +20,10 @@ const SUMMARIES = [
   ["self", "weight on itself"],
   ["previous", "weight on the previous token"],
   ["effective_tokens", "effective tokens"],
+  ["effect", "effect on the next token"], // a causal language model's (head_effects): offered when its overview has it
 ];
+// signed: how much a head changes the next token's log-probability, either way; ranked and tinted by size
+const SIGNED = new Set(["effect"]);
 
 export function createHeads(parent, { onPick, onProgress, onSummary }) {
   const title = el("span", {});
@@ -103,8 +106,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    /** colourBy: {label, values (one per thumbnail)}, colours the heads in place of the summary (the difference panel's). */
-    update({ work, layers = 1, layer = 0, head, color, width = 760, summary: chosen = "", loading = "", held = null, colourBy = null }) {
+    /** colourBy: {name, label, values (one per thumbnail)}, colours the heads in place of the summary: the
+     * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail has them. */
+    update({ work, layers = 1, layer = 0, head, color, width = 760, summary: chosen = "", loading = "", held = null, colourBy = null, offered = [] }) {
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
         clearTimeout(timer);
@@ -122,7 +126,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
-      const value = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? thumbs[p].summary[summary] : NaN);
+      const raw = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? (thumbs[p].summary[summary] ?? NaN) : NaN);
+      const signed = SIGNED.has(summary) || SIGNED.has(colourBy?.name),
+        value = signed ? (p) => Math.abs(raw(p)) : raw; // its size, for the tint and the ranking
+      for (const o of choice.options) if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);
@@ -158,7 +165,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         fill(list, rows);
       }
       choice.value = chosen;
-      choice.disabled = !!colourBy;
+      choice.disabled = colourBy?.name === "difference"; // the difference panel's colours: not a summary
       sortBox.hidden = !summary;
       const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
       buttons.forEach((b, p) => {
@@ -167,8 +174,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
         b.title = `${b.getAttribute("aria-label")}${away ? " (not in this page)" : ""}`;
         const v = value(p),
           shown = summary && !Number.isNaN(v);
-        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : fmt2(v)) : "";
-        b.dataset.value = shown ? String(v) : "";
+        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : signed ? fmtE(raw(p)) : fmt2(v)) : "";
+        b.dataset.value = shown ? String(raw(p)) : "";
         // the value's colour, as the weights' (0 to the largest of these heads), behind the thumbnail
         const tint = shown ? color(top > 0 ? v / top : 0) : "";
         b.style.background = tint;
@@ -177,7 +184,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy ? ` · coloured by ${colourBy.label}` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy?.name === "difference" ? ` · coloured by ${colourBy.label}` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

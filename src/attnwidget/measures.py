@@ -65,7 +65,7 @@ def _difference(widget) -> tuple[np.ndarray, np.ndarray]:
     """The head shown's difference from the other text at the layer shown, and every layer's and
     head's largest |difference| (layers × heads), in one pass over the layers."""
     layer, h = (widget.layer if widget.layer_shown else 0), min(widget.head, widget.n_heads - 1)
-    shown, largest = None, []
+    shown, largest = np.empty(0), []
     for at, d in enumerate(widget._differences(*widget._difference_pair())):
         largest.append(np.abs(d).max(axis=(1, 2)))
         if at == layer:

@@ -58,7 +58,9 @@ class Inputs:
         # A model whose layers have masks (or biases) of their own is read at those, whatever the widget's.
         own_mask = None if widget.mask_of_layer else widget.mask
         own_bias = None if widget.model_bias is not None else widget.bias
-        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q)
+        # a causal language model's "effect" summary: its head_effects kept for this step, or False (offered, not computed); None: no next token
+        self.effect = widget._effects_kept()
+        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q, self.effect)
 
     def same(self, other: Inputs) -> bool:
         return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
@@ -113,6 +115,10 @@ def compute(inputs: Inputs) -> dict:
     rows = [r for _, _, r in done]
     stack = np.ascontiguousarray(np.concatenate(thumbs))
     n, m = inputs.rows, inputs.keys
+    summaries = {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]}
+    if inputs.effect is not None:  # offered, None until asked for (each layer is a forward pass of the model), or the effects
+        effect = inputs.effect
+        summaries["effect"] = [None] * len(top) if effect is False else [None if np.isnan(v) else float(v) for v in effect.ravel()]
     return {
         "layers": len(rows),
         "heads": len(stack) // len(rows),
@@ -121,7 +127,7 @@ def compute(inputs: Inputs) -> dict:
         "averaged": bool(stack.shape[1] < n or stack.shape[2] < m),
         "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1).data)},
         "top": top,
-        "summaries": {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]},
+        "summaries": summaries,
         "key": inputs.key,
     }
 
@@ -143,6 +149,13 @@ class Background:
         """The overview for the widget as it stands, or None while it is being computed (or,
         not ``begin``, when it is too large to begin while the page draws its first picture,
         whose cores it would take)."""
+        if widget.summary == "effect" and widget._effects_kept() is False:  # asked for: the model's passes, first
+            if not begin:
+                return None  # (not while the page draws its first picture)
+            try:  # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
+                widget._run_effects()
+            except Exception as err:  # said once, in the page, instead of computed again at each ask
+                return {"error": f"head effects: {type(err).__name__}: {err}", "key": key(widget)}
         inputs = Inputs(widget)
         if inputs.cells < self.SMALL:
             return compute(inputs)

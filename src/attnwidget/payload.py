@@ -25,7 +25,8 @@ of one layer after another), so they are not in "state" when ``layer_shown`` is 
 large for the page's budget holds some of its layers only: then "state" has no stacks, but the
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
 "state" also has "measure_data": each measure the page can show, computed here at the state
-exported (measures.for_page), its matrix in base64.
+exported (measures.for_page), its matrix in base64; and "head_effects" (layers · heads numbers)
+when a language model's effects were computed before the export (the "effect" summary).
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
@@ -141,6 +142,9 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     state["measure_data"] = measures.for_page(widget, _in_base64)  # computed here: the page has no kernel to ask
+    kept = widget._effects_kept()
+    if kept is not None and kept is not False:  # head_effects as computed: the page cannot run the model
+        state["head_effects"] = [float(v) for v in kept.ravel()]
     if held is not None:
         overview = compute(Inputs(widget))  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}

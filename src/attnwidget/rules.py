@@ -26,7 +26,7 @@ import numbers
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
 BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
-SUMMARIES = ("first", "self", "previous", "effective_tokens")
+SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect")  # "effect": a causal language model's head_effects()
 MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 TEMPERATURE_RANGE = (0.1, 5.0)
 SCALE_LIMIT = 1e10

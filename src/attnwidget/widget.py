@@ -17,6 +17,7 @@ import traitlets
 
 from . import examples, measures, rules
 from .core import Attention, attention_flow, attention_norms, default_scale, head_grams, head_summaries, head_vectors, overflow_message, rollout
+from .integrations import ablation
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
@@ -159,7 +160,7 @@ class AttentionWidget(WholeChanges):
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
     """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v."""
     summary = Checked("").tag(sync=True)
-    """The heads' overview coloured by one of head_summary()'s names ("" for none)."""
+    """The heads' overview coloured by one of head_summary()'s names, or a causal language model's "effect" (head_effects(), computed when asked); "" for none."""
     measure = Checked("").tag(sync=True)
     """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
     measures = traitlets.Dict(read_only=True).tag(sync=True)
@@ -223,6 +224,8 @@ class AttentionWidget(WholeChanges):
         self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
         self._fresh: set | None = None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
         self._sources = Sources()
+        self._effects: dict = {}  # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
+        self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
         own_keys, sentences = None, []
         state = dict(
             temperature=temperature,
@@ -333,6 +336,8 @@ class AttentionWidget(WholeChanges):
         values["measures"] = measures.available(after, self._texts_differ(after))
         if values.get("measure_data") is not None and any(not rules.same(after[n], state[n]) for n in MEASURE_ARRAYS):
             values["measure_data"] = None
+        if after["summary"] != state["summary"]:
+            self._new_summary(after["summary"], values)
 
     def _texts_differ(self, state) -> str:
         """Why the text shown has no difference from another ("" when it has; measures.available)."""
@@ -592,6 +597,7 @@ class AttentionWidget(WholeChanges):
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
+        summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         opening = _OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
@@ -612,6 +618,11 @@ class AttentionWidget(WholeChanges):
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w._prompt_lengths = [None if blocks else f.prompt_length or len(f.tokens) for f in each or [found]]  # tokens not the model's own
+        try:
+            w.summary = summary
+        except BaseException:
+            w.close()
+            raise
         return w
 
     @property
@@ -810,6 +821,66 @@ class AttentionWidget(WholeChanges):
         inputs.scale = default_scale(inputs.layers[0][0].shape[-1]) if self.scale is None else self.scale  # (sentences of other widths)
         for q, k, allowed, bias in each_layer(inputs):
             yield weights_of(inputs, q, k, allowed, bias)
+
+    def head_effects(self, mode: str = "zero") -> np.ndarray:
+        """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
+        that head's output set to zero (``mode="zero"``) or to its mean over the text's positions
+        (``mode="mean"``), the head ablated alone and the rest the model's own forward pass, minus
+        log p(next) of the model's own pass; negative where the head helped. The next token is the
+        one the model finds most likely after the tokens written so far (all of them, or the first
+        ``step``), and the head is ablated at its own output, before the output projection mixes
+        the heads. For a causal language model's widget (``from_transformers``, ``from_nnsight``
+        or ``from_transformer_lens``); others raise ValueError. It runs the model once per layer,
+        its heads a batch; each (mode, step) is computed once (the temperature does not change it),
+        and the overview's "effect" summary shows it."""
+        rerun = self._rerun()
+        key = (ablation.check_mode(mode), self._rows(), self.sentence_index)  # (a model's several texts: the one shown)
+        if key not in self._effects:
+            self._effects[key] = ablation.effects(rerun, key[1], mode)
+        shown = (self.overview or {}).get("summaries", {}).get("effect")
+        if mode != self._effect_mode and shown is not None and any(v is not None for v in shown):
+            self.set_trait("overview", None)  # the other mode's: the page asks again
+        self._effect_mode = mode
+        return self._effects[key].copy()
+
+    def _rerun(self):
+        """What running the model again needs, or ValueError saying why this widget cannot."""
+        found = None if self.blocks else self._sources.found("", self.sentence_index)  # the text shown
+        rerun = getattr(found, "rerun", None) if self.layer_shown else None
+        problem = ablation.TWO_BLOCKS.format(name=self.model_name) if self.blocks else ablation.refusal(rerun)
+        if problem:
+            raise ValueError(problem)
+        return rerun
+
+    def _effects_kept(self):
+        """The overview's "effect" summary: head_effects kept for this step in the mode last asked,
+        False when not computed, None for a widget with no next token."""
+        try:
+            self._rerun()
+        except ValueError:
+            return None
+        return self._effects.get((self._effect_mode, self._rows(), self.sentence_index), False)
+
+    def _run_effects(self) -> None:
+        self.head_effects(self._effect_mode)
+
+    def _new_summary(self, summary: str, values) -> None:
+        """summary = "effect" is refused without a next token, and an overview without the effects
+        is out of date (the page asks again, and they are computed then); another summary leaves
+        the effects' failure behind."""
+        overview = values.get("overview") or {}
+        if summary == "effect":
+            try:
+                self._rerun()
+            except ValueError as err:
+                raise rules.Refused(
+                    f"summary='effect' colours the heads by their effect on the next token (head_effects()), which this widget cannot give: {err}."
+                ) from None
+            shown = overview.get("summaries", {}).get("effect")
+            if shown is not None and all(v is None for v in shown):
+                values["overview"] = None
+        elif str(overview.get("error", "")).startswith("head effects:"):
+            values["overview"] = None
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

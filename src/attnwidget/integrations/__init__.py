@@ -134,13 +134,19 @@ def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAtte
     """
     _require(("torch", "transformer_lens"), "transformer-lens")
     from . import tlens
+    from .ablation import Rerun
+
+    def read(one: str, cache=None):
+        found = tlens.extract(model, one, cache)
+        found.rerun = Rerun(model, model.to_tokens(one, truncate=False)[0].tolist(), found.causal, "transformer_lens")  # head effects run it again
+        return found
 
     if isinstance(text, str):
-        return tlens.extract(model, text, cache)
+        return read(text, cache)
     texts = texts_of(text)
     if cache is not None:
         raise ValueError("cache= is a run of the model on one text: pass one text with it, or a list of texts without it (each is run alone)")
-    return [tlens.extract(model, t) for t in texts]
+    return [read(t) for t in texts]
 
 
 def _require(modules, extra: str) -> None:

@@ -37,6 +37,7 @@ class ModelAttention:
     # by, a reference to the model's own weights) or a sentence saying why it could not be read;
     # None: the values are what the heads add (your own arrays, attention weights alone)
     projections: list | None = None
+    rerun: object | None = None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

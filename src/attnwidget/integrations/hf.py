@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..progress import progress
+from .ablation import Rerun
 from .common import ModelAttention, _check_readable, _tokens_of
 from .interface import Projection, _numpy, capture
 
@@ -84,6 +85,7 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None
     found.device = str(device)
+    found.rerun = Rerun(model, ids[0].tolist(), found.causal)  # head effects run it again (ablation.py)
     return found
 
 

@@ -1,0 +1,243 @@
+"""Head ablation: each head's effect on a causal language model's next token.
+
+A head is ablated at its own output slot, before the output projection mixes the heads: its part
+of what the attention function returns (batch × positions × heads × d_head) is set to zero, or to
+its mean over the text's positions. A Hugging Face model is reached where interface.capture reads
+it, through transformers' attention interface (no code per model); TransformerLens at its
+``hook_z``. One pass per layer, a batch of copies of the text each ablating another of its heads.
+
+torch is imported only when a model is run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+MODES = ("zero", "mean")
+TWO_BLOCKS = "{name} is an encoder–decoder model: head effects are on a causal language model's next token (AutoModelForCausalLM)"
+BUDGET = 2**30  # bytes a pass's copies may take in attention scores and activations (the batch is split past it)
+
+
+@dataclass
+class Rerun:
+    """What a model's widget keeps to run the model again: the model itself (a reference, not a
+    copy of its weights) and the ids it read."""
+
+    model: object
+    ids: list[int]
+    causal: bool  # the model's attention reads only earlier positions (a decoder)
+    library: str = "transformers"  # or "transformer_lens"
+
+
+def check_mode(mode) -> str:
+    if not isinstance(mode, str) or mode not in MODES:
+        raise ValueError(f"mode must be 'zero' or 'mean' (a head's output set to zero, or to its mean over the text's positions); got {mode!r}")
+    return mode
+
+
+def refusal(rerun: Rerun | None) -> str | None:
+    """Why the model cannot give a next token to ablate for (None when it can)."""
+    if rerun is None:
+        return (
+            "head effects run the model again: they need a widget made from a model (AttentionWidget.from_transformers, "
+            "from_nnsight or from_transformer_lens), not your own arrays, sentences or attention weights alone"
+        )
+    model = rerun.model
+    name = type(model).__name__
+    if rerun.library == "transformer_lens":
+        return None if rerun.causal else f"{name} attends in both directions (an encoder): it has no next token to ablate heads for"
+    config = getattr(model, "config", None)
+    if getattr(config, "is_encoder_decoder", False):
+        return TWO_BLOCKS.format(name=name)
+    if not rerun.causal:
+        return f"{name} is an encoder (each token reads the whole text): it has no next token to ablate heads for; use a causal language model (AutoModelForCausalLM)"
+    head = getattr(model, "get_output_embeddings", None)
+    if not callable(head) or head() is None:
+        return f"head effects need a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}"
+    if getattr(config, "model_type", None) == "bloom":
+        return f"{name} computes attention without transformers' attention interface, where heads are ablated"
+    return None
+
+
+def effects(rerun: Rerun, step: int, mode: str) -> np.ndarray:
+    """layers × heads, float64: log p(next) with that head ablated alone, minus log p(next) of the
+    model's own pass, at the last of the first ``step`` tokens; next is the token the model's own
+    pass finds most likely there."""
+    problem = refusal(rerun)
+    if problem:
+        raise ValueError(problem)
+    ids = rerun.ids[:step]
+    run = _lens if rerun.library == "transformer_lens" else _transformers
+    return run(rerun.model, ids, check_mode(mode))
+
+
+def _ablate(out, first: int, count: int, mode: str):
+    """``out`` (batch × positions × heads × d) with head first + b ablated in copy b, for b < count
+    (copies past count are left as they are)."""
+    import torch
+
+    b = torch.arange(count, device=out.device)
+    h = b + first
+    out = out.clone()
+    out[b, :, h, :] = 0.0 if mode == "zero" else out[b, :, h, :].mean(dim=1, keepdim=True)
+    return out
+
+
+def _copies(heads: int, n: int, width: int) -> int:
+    """How many copies of an n-token text one pass holds within BUDGET."""
+    per_copy = 4 * n * (2 * heads * n + 16 * width)  # float32 scores and weights, and the layer's activations
+    return max(1, min(heads, BUDGET // per_copy))
+
+
+def _log_next(logits):
+    """log p of every token at the last position, in float64."""
+    import torch
+
+    return torch.log_softmax(logits[:, -1].double(), dim=-1)
+
+
+def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
+    """A Hugging Face model, ablated in what its attention function returns. The layers before the
+    one ablated are the same in every copy: where the layer's block (the attention module's parent
+    in a list of layers) takes the hidden states first, they run once and the block widens them to
+    the batch; an unablated copy in the first batch checks that this is the model's own pass, and
+    otherwise every copy runs the whole model."""
+    import torch
+    from transformers import AttentionInterface
+
+    from .hf import _evaluating
+    from .interface import _eager
+
+    device = next(model.parameters()).device
+    x = torch.tensor([ids], device=device)
+    # which layer's heads are ablated this pass, from which and how many; each call's module and heads
+    plan: dict[str, Any] = {"layer": -1, "first": 0, "count": 0, "calls": 0, "modules": [], "heads": []}
+
+    def ablating(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        own = sys.modules[type(module).__module__].eager_attention_forward  # the model's own attention
+        out, weights = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        layer, plan["calls"] = plan["calls"], plan["calls"] + 1
+        plan["modules"].append(module)
+        plan["heads"].append(out.shape[2])
+        if layer == plan["layer"]:
+            out = _ablate(out, plan["first"], plan["count"], mode)
+        return out, weights
+
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+
+    def log_next(batch, block=None, copies=0):
+        """log p at the last position, a row per copy; ``block`` widens its input to ``copies``."""
+        plan["calls"], plan["modules"], plan["heads"] = 0, [], []
+        handle = None if block is None else block.register_forward_pre_hook(_widen(copies, len(ids)), with_kwargs=True)
+        try:
+            logits = model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False, **keep).logits
+        finally:
+            if handle is not None:
+                handle.remove()
+        return _log_next(logits)
+
+    mapping = AttentionInterface._global_mapping
+    had = mapping.get("eager")
+    mapping["eager"] = ablating  # "eager" is looked up here first, before the model's own default
+    try:
+        with _eager(model), _evaluating(model), torch.no_grad():
+            clean = log_next(x)[0]
+            heads = list(plan["heads"])
+            if not heads or len(set(heads)) > 1:
+                raise NotImplementedError(
+                    f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention interface "
+                    f"with {sorted(set(heads))} heads: head effects need one call per layer, with its heads"
+                )
+            blocks = _blocks(model, plan["modules"])
+            best = int(clean.argmax())
+            width = int(getattr(model.config, "hidden_size", 0) or 0)
+            step = _copies(heads[0], len(ids), width)
+            out = np.zeros((len(heads), heads[0]))
+            checked = False
+            for layer in range(len(heads)):
+                for first in range(0, heads[0], step):
+                    count = min(step, heads[0] - first)
+                    plan.update(layer=layer, first=first, count=count)
+                    ablated = None
+                    if blocks is not None:
+                        try:  # with one unablated copy more the first time: it must be the model's own pass
+                            ablated = log_next(x, blocks[layer], count + (not checked))
+                        except (RuntimeError, ValueError, IndexError):
+                            ablated = None
+                        if ablated is None or len(ablated) != count + (not checked) or (not checked and not _agrees(ablated[-1], clean, best)):
+                            blocks, ablated = None, None  # the whole model for every copy, from here on
+                        checked = True
+                    if ablated is None:
+                        ablated = log_next(x.expand(count, -1))
+                    out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
+    finally:
+        if had is None:
+            mapping.pop("eager", None)
+        else:
+            mapping["eager"] = had
+    return out
+
+
+def _blocks(model, modules) -> list | None:
+    """Each attention call's block: its module's parent, an item of a list of layers (``h.3``,
+    ``layers.3``); None when one is not."""
+    names = {id(m): name for name, m in model.named_modules()}
+    every = dict(model.named_modules())
+    blocks = []
+    for module in modules:
+        parent = names.get(id(module), "").rpartition(".")[0]
+        if not parent.rpartition(".")[2].isdigit() or parent not in every:
+            return None
+        blocks.append(every[parent])
+    return blocks if len({id(b) for b in blocks}) == len(blocks) else None
+
+
+def _widen(copies: int, n: int):
+    """A forward pre-hook that gives a block its hidden states (its first input, 1 × n × width) as
+    ``copies`` copies; the rest of its inputs, the same for every copy, broadcast."""
+
+    def widen(module, args, kwargs):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        if hidden is None or hidden.ndim != 3 or hidden.shape[:2] != (1, n):
+            raise ValueError("the block's first input is not the hidden states")
+        wide = hidden.repeat(copies, 1, 1)
+        return ((wide, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": wide})
+
+    return widen
+
+
+def _agrees(row, clean, best: int) -> bool:
+    return bool(abs(float(row[best] - clean[best])) <= 1e-4 + 1e-4 * abs(float(clean[best])))
+
+
+def _lens(model, ids: list[int], mode: str) -> np.ndarray:
+    """A TransformerLens HookedTransformer, ablated at each layer's hook_z (batch × positions × heads × d_head)."""
+    import torch
+
+    cfg = model.cfg
+    x = torch.tensor([ids], device=cfg.device)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            clean = _log_next(model(x, return_type="logits"))[0]
+            best = int(clean.argmax())
+            step = _copies(cfg.n_heads, len(ids), cfg.d_model)
+            out = np.zeros((cfg.n_layers, cfg.n_heads))
+            for layer in range(cfg.n_layers):
+                for first in range(0, cfg.n_heads, step):
+                    count = min(step, cfg.n_heads - first)
+
+                    def hook(z, hook, first=first, count=count):
+                        return _ablate(z, first, count, mode)
+
+                    logits = model.run_with_hooks(x.expand(count, -1), return_type="logits", fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)])
+                    out[layer, first : first + count] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
+    finally:
+        model.train(was_training)
+    return out

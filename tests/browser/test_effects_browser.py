@@ -1,0 +1,71 @@
+"""A head's effect on the next token in the page: the overview coloured by Python's head_effects,
+computed in the kernel when the page asks for that summary, and carried by an exported page."""
+
+import pathlib
+
+import numpy as np
+import pytest
+from test_integrations import TEXT, gpt2, gpt2_tokenizer, tf  # (fixtures)
+
+from attnwidget import AttentionWidget
+
+pytestmark = pytest.mark.browser
+
+ROOT = "document.querySelector('.aw-root').attnwidget"
+TESTS = str(pathlib.Path(__file__).parents[1])
+
+
+def heads_show(page, effects):
+    """Every head's cell carries its effect, and the strongest first puts the largest size first."""
+    for cell in page.locator(".aw-head").all():
+        layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
+        assert float(cell.get_attribute("data-value")) == pytest.approx(effects[layer, head], abs=1e-9)
+
+
+def test_in_jupyterlab_the_effect_summary_is_computed_by_the_kernel_when_chosen(open_notebook, gpt2_tokenizer):
+    setup = f"""
+import sys; sys.path.insert(0, {TESTS!r})
+import transformers
+from attnwidget import AttentionWidget
+from test_integrations import gpt2
+tokenizer = transformers.AutoTokenizer.from_pretrained({gpt2_tokenizer.name_or_path!r})
+w = AttentionWidget.from_transformers(gpt2(transformers, tokenizer, initializer_range=0.25), tokenizer, {TEXT!r}, stage="weights")
+w
+"""
+    page, kernel, errors = open_notebook("effects.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        assert kernel.eval("len(w._effects)") == 0  # shown: the model is not run again until asked
+        page.locator("select.aw-summary").select_option("effect")
+        assert kernel.wait_for("w.summary", lambda s: s == "effect") == "effect"
+        page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')")
+        heads_show(page, np.array(kernel.eval("w.head_effects().tolist()")))
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path, tf, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer, initializer_range=0.25), gpt2_tokenizer, TEXT, stage="weights")
+    path = tmp_path / "effects.html"
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        assert page.locator("select.aw-summary option[value=effect]").evaluate("o => o.hidden")  # none computed: not offered
+        effects = w.head_effects()
+        w.to_html(path)
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        page.locator("select.aw-summary").select_option("effect")
+        page.wait_for_function(f"{ROOT}.model.get('summary') === 'effect'")
+        page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')")
+        heads_show(page, effects)
+        # strongest first: by the size of the effect, whichever way it goes
+        page.locator(".aw-summary-sort").check()
+        page.wait_for_function("document.querySelector('.aw-heads-list').dataset.heads === ''")
+        order = [abs(float(c.get_attribute("data-value"))) for c in page.locator(".aw-head").all()]
+        assert order == sorted(order, reverse=True)
+    finally:
+        page.context.close()
