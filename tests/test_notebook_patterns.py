@@ -280,6 +280,18 @@ def test_real_model_across_layers_says_what_rollout_and_norms_print():
     assert "a large weight on a token whose value is near zero moves nothing" in text.lower()
 
 
+def test_real_model_two_texts_say_what_their_difference_prints():
+    real = executed(REAL)
+    pair = real.widgets["pair"]
+    assert pair["sentences"] == ["I sat on the river bank", "I sat in the money bank"] and pair["measure"] == "difference"
+    out = real.printed_by("largest_difference")
+    layer, head = (int(x) for x in re.search(r"layer (\d+), head (\d+)", out).groups())
+    assert (pair["layer"], pair["head"]) == (layer, head)
+    row = dict((t, float(d)) for t, d in re.findall(r"(\S+) ([+-]\d\.\d\d)", out.split("river − money:")[1]))
+    assert row["river"] > 0.3 and row["river"] == max(row.values())  # "much more when that word is river"
+    assert row["[CLS]"] < 0 and row["[SEP]"] < 0  # "with money, more of its budget stays on [CLS] and [SEP]"
+
+
 # --- 04: practice ----------------------------------------------------------------------
 
 
