@@ -301,13 +301,14 @@ def practice():
 
 
 def test_practice_exercises_start_unanswered_on_the_rows_they_name(practice):
-    shown = {name: practice.widgets[name] for name in ("budget", "dial", "senses", "writer")}
-    budget, dial, senses, writer = shown.values()
+    shown = {name: practice.widgets[name] for name in ("budget", "dial", "senses", "writer", "needed")}
+    budget, dial, senses, writer, needed = shown.values()
     assert budget["exercise"] == "predict" and budget["tokens"][budget["focus"]] == "bank" and budget["stage"] == "weights"
     assert budget["guess"] is None and not budget["revealed"] and budget["score"] is None
     assert dial["exercise"] == "temperature" and dial["goal"] == 2 and dial["tokens"][dial["focus"]] == "bank"
     assert senses["causal"] and senses["tokens"][senses["focus"]] == "bank"
     assert writer["step"] == 1 and writer["weights"].shape == (1, 1)
+    assert needed["tokens"][needed["focus"]] == "the" and needed["stage"] == "weights"  # the row that writes the next word
     assert [s["model_id"] for s in practice.shown] == [s["model_id"] for s in shown.values()]  # shown, in this order
 
 
@@ -369,3 +370,20 @@ def test_lab_says_the_cold_end_as_the_numbers_are(lab):
         assert eff[word] < 1.1
     assert f"She still reads {eff['She']:.2f} effective tokens" in text, text
     assert f"bank {eff['bank']:.2f}" in text and f"sat {eff['sat']:.2f}" in text
+
+
+def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says(practice):
+    assert "i put my money in the → bank" in practice.printed_by("next_word = ")
+    needed = practice.widgets["needed"]
+    assert needed["summary"] == "effect"  # the reveal coloured the overview
+    rows = [(int(layer), int(head), float(money), float(effect)) for layer, head, money, effect in re.findall(
+        r"^ +(\d) +(\d) +(\d\.\d\d) +([+-]\d\.\d+)$", practice.printed_by("needed.head_effects()"), flags=re.M)]  # fmt: skip
+    assert len(rows) == 8
+    best = min(rows, key=lambda r: r[3])
+    reading = [r for r in rows if r[2] >= 0.5]  # "two heads read money from the with most of their budget"
+    assert len(reading) == 2 and best in reading
+    other = next(r for r in reading if r is not best)
+    assert abs(other[3]) * 5 < abs(best[3])  # "only one of them is needed"
+    said = practice.printed_by("print(check_head(needed))")
+    assert said.startswith("You chose layer 1, head 3") and f"The head it needs most is layer {best[0]}, head {best[1]}" in said
+
