@@ -386,4 +386,3 @@ def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says
     assert abs(other[3]) * 5 < abs(best[3])  # "only one of them is needed"
     said = practice.printed_by("print(check_head(needed))")
     assert said.startswith("You chose layer 1, head 3") and f"The head it needs most is layer {best[0]}, head {best[1]}" in said
-
