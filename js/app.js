@@ -208,6 +208,7 @@ export function mount(host, model, { propose, flush }) {
       sink: !!get("sink"),
       sentenceList: get("sentences") || [],
       sentenceIndex: get("sentence_index"),
+      heldTexts: get("held_texts") || null,
       layers: get("n_layers") || 0,
       layer: get("layer") || 0,
       held: get("held_layers") || null,

@@ -280,7 +280,7 @@ def test_an_exported_page_holds_every_text_under_its_budget_and_switches_between
 def test_an_exported_page_over_its_budget_holds_the_text_shown_and_refuses_the_others(models, gpt2_tokenizer):
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER, SAME[1]], sentence_index=1)
     payload = w.page_state(budget=w.model_q.nbytes * 3 * 4 / 3 + 1e4)  # the text shown fits; not all three
-    assert payload["state"]["sentence_index"] == 1
+    assert payload["state"]["sentence_index"] == 1 and payload["state"]["held_texts"] == [1]
     out = run_page(payload, [{"sentence_index": 0}, {"layer": 1}])
     assert out[0]["refused"] == (
         "This page holds text 1 of 3 ('the river bank sat on I sat'): the others were left out to keep it small. "

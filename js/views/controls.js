@@ -148,6 +148,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       sink: isSink,
       sentenceList,
       sentenceIndex,
+      heldTexts = null,
       layers,
       layer,
       held = null,
@@ -207,7 +208,12 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
           sentenceList.map((text, i) => el("button", { type: "button", class: "aw-sentence", "data-index": i, onclick: () => onSentence(i) }, text)),
         );
       }
-      for (const b of sentences.children) b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
+      for (const b of sentences.children) {
+        b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
+        const away = !!heldTexts && !heldTexts.includes(Number(b.dataset.index)); // a text this exported page left out
+        b.classList.toggle("aw-sentence-away", away);
+        b.title = away ? "not in this page: export it with a larger max_mb to have every text" : "";
+      }
       current = stage;
       offered = STAGES.map(([name]) => name).filter((name) => !absent.includes(name));
       stageButtons.forEach((b) => {

@@ -29,7 +29,7 @@ function describeKey(key, get) {
   if ("head" in key && key.head !== get("head")) parts.push(`head ${key.head}`);
   for (const flag of ["causal", "sink"]) if (flag in key && key[flag] !== !!get(flag)) parts.push(`${flag} ${key[flag] ? "on" : "off"}`);
   if ("step" in key && key.step !== get("step")) parts.push(`${key.step} tokens written`);
-  if ("sentence_index" in key && key.sentence_index !== get("sentence_index")) parts.push(`text ${key.sentence_index + 1}`);
+  if ("sentence_index" in key && key.sentence_index !== get("sentence_index")) parts.push(`text ${key.sentence_index}`);
   return parts.join(", ");
 }
 

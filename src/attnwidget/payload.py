@@ -125,11 +125,13 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
+    held_text = None  # the texts an exported page holds, when not all: its buttons say which
     if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
         every = held_texts(widget, layers, budget)
         sources["sentences"] = [
             encoded(widget, _text(src.sentence(i), i == widget.sentence_index)) if every or i == widget.sentence_index else None for i in range(len(src.texts))
         ]
+        held_text = None if every else [widget.sentence_index]
     model = src.found("", widget.sentence_index) if src.model is not None else None  # (the text shown)
     if model is not None:
         keys = getattr(model, "key_tokens", None)
@@ -141,6 +143,8 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
             widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **stack)
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
+    if held_text is not None:
+        state["held_texts"] = held_text
     state["measure_data"] = measures.for_page(widget, _in_base64)  # computed here: the page has no kernel to ask
     kept = widget._effects_kept()
     if kept is not None and kept is not False:  # head_effects as computed: the page cannot run the model

@@ -148,7 +148,14 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
         w.sentence_index = 1
         np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, atol=1e-12)
         assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
-        assert "as exported, at text 1" in page.locator(".aw-measure-status").inner_text()
+        assert "as exported, at text 0" in page.locator(".aw-measure-status").inner_text()
+        assert page.locator(".aw-sentence.aw-sentence-away").count() == 0  # this page holds both texts
+        # a page over its budget holds the text shown alone: the other's button says so
+        w.to_html(path, max_mb=(w.model_q.nbytes * 3 * 4 / 3 + 1e4) / 1e6)
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-sentence")
+        away = page.locator(".aw-sentence.aw-sentence-away")
+        assert away.count() == 1 and away.get_attribute("data-index") == "0" and "not in this page" in away.get_attribute("title")
         assert errors == []
     finally:
         page.context.close()
