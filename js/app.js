@@ -2,7 +2,7 @@
 // what the reader does into proposed changes. Both adapters mount it: the live widget
 // (widget.js, changes go to Python) and the exported page (standalone.js, changes settle here).
 // The page computes scores and weights itself (attention.js), so a drag needs no round trip.
-import { weightColours } from "./colours.js";
+import { signedColours, weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
@@ -283,6 +283,7 @@ export function mount(host, model, { propose, flush }) {
         layer: get("layer"),
         head: get("head"),
         color: weightColours(pal),
+        signedColor: signedColours(pal, 1), // a signed summary's (the effect on the next token)
         width: maxWidth,
         summary: get("summary") || "",
         // an exported page has no kernel to compute another overview: it says which one it shows
@@ -296,11 +297,11 @@ export function mount(host, model, { propose, flush }) {
                 ? `as exported, at T = ${fmt2(get("overview").key.temperature)}`
                 : "updating…",
         held,
-        colourBy: differenceColours() || effectColours(),
+        colourBy: differenceSummary() || effectSummary(),
         offered: get("head_effects") ? ["effect"] : [],
       });
     if (!get("overview") && store.kernelOverview()) askOverview();
-    drawMeasure(tokens, keys, focus, pal, maxWidth);
+    drawMeasure(tokens, keys, focus, pal, maxWidth, secret);
     cellView.update(
       cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
         ? {
@@ -323,19 +324,20 @@ export function mount(host, model, { propose, flush }) {
     if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
   }
 
-  // The difference panel colours the overview by each head's largest difference from the other text.
-  const differenceColours = () => {
+  // The difference panel colours the overview by each head's largest difference from the other
+  // text, while that is the state shown (a new one is on its way, or not in an exported page).
+  const differenceSummary = () => {
     const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
-    return d?.largest ? { name: "difference", label: "the largest difference from the other text", values: d.largest } : null;
+    return d?.largest && current(d, get) ? { name: "difference", label: "the largest difference from the other text", values: d.largest } : null;
   };
 
   // An exported page colours the heads by the effects computed before it was exported.
-  const effectColours = () =>
+  const effectSummary = () =>
     get("summary") === "effect" && get("head_effects") ? { name: "effect", label: "effect on the next token", values: get("head_effects") } : null;
 
   // The panel beyond one head: a live page offers what the kernel can compute (and says why not);
   // an exported page, what it carries.
-  function drawMeasure(tokens, keys, focus, pal, maxWidth) {
+  function drawMeasure(tokens, keys, focus, pal, maxWidth, secret) {
     const live = !!model.holds,
       data = get("measure_data") || {},
       shown = get("measure") || "";
@@ -358,6 +360,7 @@ export function mount(host, model, { propose, flush }) {
       focus,
       weights: shown === "norms" ? Array.from(store.weightRow(focus)) : null, // the head's own row, for the contrast
       sentences: get("sentences") || [],
+      secret,
       cross: store.cross(),
       closed: store.closed,
       pal,

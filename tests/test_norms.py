@@ -308,3 +308,17 @@ def test_a_layer_whose_output_projection_cannot_be_read_refuses_and_the_rest_wor
         w.norms()
     w.layer = 0
     assert w.norms().shape == (4, N, N)
+
+
+def test_a_layer_whose_norms_cannot_be_read_says_why_in_the_pages_panel_and_still_exports():
+    from test_measures import ask
+
+    class Other(torch.nn.Linear):
+        pass
+
+    model = tiny("llama")
+    model.layers[1].self_attn.o_proj.__class__ = Other
+    w = AttentionWidget.from_transformers(model, Tokens(IDS), "eight tokens", layer=1, measure="norms")
+    assert "goes to a Other, not a linear map" in ask(w)["error"]  # said in the panel, not raised at the page's ask
+    state = w.page_state()["state"]  # an export carries the reason, and the measures that work
+    assert "error" in state["measure_data"]["norms"] and "matrix" in state["measure_data"]["rollout"]

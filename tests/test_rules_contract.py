@@ -136,6 +136,7 @@ def cases(draw):
         stage=draw(st.sampled_from(rules.STAGES)),
         summary="",
         measure="",
+        next_token=draw(st.booleans()),
         sentences=[],
         sentence_index=0,
         value_axes=["v₁", "v₂"],

@@ -322,3 +322,14 @@ def test_the_pages_difference_is_the_text_shown_minus_the_next_of_as_many_tokens
     np.testing.assert_allclose(matrix(ask(w)), (b - a)[1, 1], atol=1e-5)
     w.sentence_index = 1
     assert "another text of" in w.measures["difference"] and "error" in ask(w)  # no other text of its length: said why
+
+
+def test_the_difference_while_writing_is_of_the_tokens_written_so_far():
+    texts = ["She sat by the river bank", "He ran to the money bank"]
+    w = AttentionWidget(texts, step=3)
+    rows = []
+    for i in range(2):
+        w.sentence_index = i
+        rows.append(w.weights.copy())  # the first three tokens', causal
+    assert rows[0].shape == (3, 3)
+    np.testing.assert_allclose(w.difference(0, 1)[0, 0], rows[0] - rows[1], atol=1e-12)

@@ -108,7 +108,20 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
     /** A head still being computed keeps its old picture. */
     /** colourBy: {name, label, values (one per thumbnail)}, colours the heads in place of the summary: the
      * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail has them. */
-    update({ work, layers = 1, layer = 0, head, color, width = 760, summary: chosen = "", loading = "", held = null, colourBy = null, offered = [] }) {
+    update({
+      work,
+      layers = 1,
+      layer = 0,
+      head,
+      color,
+      signedColor = color,
+      width = 760,
+      summary: chosen = "",
+      loading = "",
+      held = null,
+      colourBy = null,
+      offered = [],
+    }) {
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
         clearTimeout(timer);
@@ -127,8 +140,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
       const raw = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? (thumbs[p].summary[summary] ?? NaN) : NaN);
+      // a signed summary ranks its most negative first (the heads the next token needs most)
       const signed = SIGNED.has(summary) || SIGNED.has(colourBy?.name),
-        value = signed ? (p) => Math.abs(raw(p)) : raw; // its size, for the tint and the ranking
+        value = signed ? (p) => -raw(p) : raw;
       for (const o of choice.options) if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
@@ -167,7 +181,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       choice.value = chosen;
       choice.disabled = colourBy?.name === "difference"; // the difference panel's colours: not a summary
       sortBox.hidden = !summary;
-      const top = Math.max(...thumbs.map((_, p) => value(p)).filter((v) => !Number.isNaN(v)), 0);
+      const values = thumbs.map((_, p) => raw(p)).filter((v) => !Number.isNaN(v)),
+        top = signed ? Math.max(...values.map(Math.abs), 0) : Math.max(...values, 0);
       buttons.forEach((b, p) => {
         const away = !!held && layers > 1 && !held.includes(Math.floor(p / per)); // a layer this exported page does not hold
         b.classList.toggle("aw-head-away", away);
@@ -176,8 +191,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
           shown = summary && !Number.isNaN(v);
         b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : signed ? fmtE(raw(p)) : fmt2(v)) : "";
         b.dataset.value = shown ? String(raw(p)) : "";
-        // the value's colour, as the weights' (0 to the largest of these heads), behind the thumbnail
-        const tint = shown ? color(top > 0 ? v / top : 0) : "";
+        // the value's colour behind the thumbnail: as the weights' (0 to the largest of these heads), or
+        // a signed one's from its neutral 0 (purple: the head raises the next token's log-probability, orange: lowers it)
+        const tint = !shown ? "" : signed ? signedColor(top > 0 ? raw(p) / top : 0) : color(top > 0 ? v / top : 0);
         b.style.background = tint;
         b.style.color = tint && inkOn(tint);
         b.lastChild.hidden = !summary;

@@ -3,9 +3,8 @@
 // (measures.py) for the state in its key: a live page asks again when that is not the state shown,
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
 import { differenceColours, weightColours } from "../colours.js";
-import { el, fill, fmt2, fmt3, short } from "./dom.js";
+import { el, fill, fmt2, fmt3, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
-import { legend } from "./stages.js";
 import { createTokenStrip } from "./tokens.js";
 
 export const LABELS = { norms: "weight × ‖value‖", rollout: "rollout", flow: "flow", difference: "difference" };
@@ -13,7 +12,7 @@ export const LABELS = { norms: "weight × ‖value‖", rollout: "rollout", flow
 /** What each measure is, in a sentence or two under its buttons. */
 const ABOUT = {
   norms:
-    "Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the row's token for that key (f(x) = (x W_V + b_V) W_O). It differs from the weight where a value is short: a large weight on a token whose value is near zero moves nothing.",
+    "Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the row's token for that key (f(x) = (x W_V + b_V) W_O, a model's value through its output projection; your own arrays' value itself). It differs from the weight where a value is short: a large weight on a token whose value is near zero moves nothing.",
   rollout:
     "Rollout up to this layer: at each layer Â = ½ · the heads' mean weights + ½ · I (the residual path), rows renormalised, and Â_l · … · Â_0 says how much of each input token (the columns) reaches each token (the rows) this far up. Each row sums to 1. Move the layer to go further up.",
   flow: "Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows) through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so only for short texts. Move the layer to go further up.",
@@ -30,7 +29,8 @@ function describeKey(key, get) {
   for (const flag of ["causal", "sink"]) if (flag in key && key[flag] !== !!get(flag)) parts.push(`${flag} ${key[flag] ? "on" : "off"}`);
   if ("step" in key && key.step !== get("step")) parts.push(`${key.step} tokens written`);
   if ("sentence_index" in key && key.sentence_index !== get("sentence_index")) parts.push(`text ${key.sentence_index}`);
-  return parts.join(", ");
+  if ("block" in key && key.block !== (get("block") ?? "")) parts.push(`the ${key.block} block`);
+  return parts.join(", ") || "another state of the widget";
 }
 
 /** The entry's key names the state shown (every part of it). */
@@ -61,7 +61,7 @@ function contrasted(view, focus, cols, value) {
 /** createMeasure(parent, {onMeasure(name | ""), onFocus(i)}) -> {node, update(view), destroy()} */
 export function createMeasure(parent, { onMeasure, onFocus }) {
   const choices = el("div", { class: "aw-measure-choices", role: "group", "aria-label": "Beyond one head" });
-  const about = el("p", { class: "aw-caption aw-measure-about" });
+  const about = el("p", { class: "aw-measure-about" });
   const status = el("p", { class: "aw-measure-status", role: "status" });
   const contrast = el("p", { class: "aw-measure-contrast" }); // weight × ‖value‖ against the weight, in the focused row
   const arcs = el("div", { class: "aw-measure-arcs" });
@@ -117,7 +117,8 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
     numbers: () => (at && shown ? { key: shown.key, values: at.values(), row: at.row, state: node.dataset.state } : { state: node.dataset.state || "" }),
     /** view: {measure, offered (names, in order), why ({name: reason} for those it cannot show),
      * entry (the kernel's, or the page's own, for `measure`), live (a kernel computes another),
-     * get (the state), tokens, keys, focus, cross, closed(i, j), pal, maxWidth} */
+     * get (the state), tokens, keys, focus, cross, closed(i, j), weights (the focused row's, for
+     * weight × ‖value‖), sentences, secret (what an exercise hides), pal, maxWidth} */
     update(view) {
       const { measure, offered, why, entry, live, get } = view;
       node.hidden = offered.length === 0;
@@ -143,16 +144,22 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
                 ? `as exported, at ${describeKey(entry.key, get)}: this page has no kernel to compute it again (export it again at the state you want)`
                 : "This page was exported without it: choose it in the notebook and export again.";
       status.hidden = !status.textContent;
-      const draw = !!shown && !error;
+      const { shape, data } = shown ? numbers(shown) : { shape: [0, 0], data: null };
+      const [rows, cols] = shape.slice(-2);
+      // another text's or block's matrix is not drawn under these tokens: the status says which it is
+      const sameText = !!shown && shown.key.sentence_index === get("sentence_index") && shown.key.block === (get("block") ?? "") && rows === view.tokens.length;
+      const draw = sameText && !error && view.secret !== "row"; // (a predict exercise's row: hidden until its reveal)
       grid.node.hidden = legendNode.hidden = arcs.hidden = contrast.hidden = !draw;
-      if (!draw) return;
-      const { shape, data } = numbers(shown);
-      const [rows, cols] = shape.slice(-2),
-        offset = shape.length === 3 ? Math.min(get("layer"), shape[0] - 1) * rows * cols : 0; // rollout at every layer: the one shown
+      node.dataset.drawn = String(draw);
+      if (!draw) {
+        at = null;
+        return;
+      }
+      const offset = shape.length === 3 ? Math.min(get("layer"), shape[0] - 1) * rows * cols : 0; // rollout at every layer: the one shown
       const value = (i, j) => data[offset + i * cols + j];
       const signed = shown.key.measure === "difference";
-      const lo = signed ? -shown.hi : 0,
-        hi = shown.hi || 1;
+      const hi = shown.hi || 1,
+        lo = signed ? -hi : 0;
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
       const focus = Math.min(view.focus, rows - 1);
       at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(data.subarray(offset, offset + rows * cols)), row: null };
@@ -174,7 +181,8 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
         value,
         color,
         text: fmt2,
-        masked: (i, j) => view.closed(i, j) && shown.key.measure !== "difference",
+        // closed as the head shown reads (weight × ‖value‖, difference); across layers only the causal rule closes cells
+        masked: ["rollout", "flow"].includes(shown.key.measure) ? (i, j) => shown.key.causal && j > i : view.closed,
         maxWidth: Math.min(view.maxWidth, 760),
         pal: view.pal,
         ariaLabel: title,

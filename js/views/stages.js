@@ -12,22 +12,8 @@ import { lookupTable, pack } from "../picture.js";
 import { createBlend } from "./blend.js";
 import { createDetail, extent, follow } from "./detail.js";
 import { createDial } from "./dial.js";
-import { el, fill, fmt2, fmt3 } from "./dom.js";
+import { el, fmt2, fmt3, legend } from "./dom.js";
 import { createGrid } from "./grid.js";
-
-/** A colour scale's legend: its title, its ends and the bar between them. */
-export function legend(node, title, color, lo, hi) {
-  const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
-  if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
-  const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);
-  fill(
-    node,
-    el("span", { class: "aw-legend-title" }, title),
-    el("span", {}, fmt2(lo)),
-    el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
-    el("span", {}, fmt2(hi)),
-  );
-}
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
 const CELL_HINT = " Click a cell for its arithmetic.";

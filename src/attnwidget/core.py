@@ -319,25 +319,30 @@ def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
 # --- across layers (Abnar & Zuidema, 2020) ---
 
 
-def _mixed(weights: np.ndarray) -> np.ndarray:
-    """Each layer's Â from layers × heads × n × n weights (rows read): half the heads' mean, half
-    the identity (the residual path), each row renormalised."""
-    n = weights.shape[-1]
-    a = 0.5 * np.asarray(weights, dtype=float).mean(axis=1) + 0.5 * np.eye(n)
-    return a / a.sum(axis=-1, keepdims=True)
+def _mixed(weights) -> np.ndarray:
+    """Each layer's Â, layers × n × n, from its heads' weights (layers × heads × n × n, or one
+    heads × n × n at a time; rows read): half the heads' mean, half the identity (the residual
+    path), each row renormalised. Only one layer's weights are held at a time."""
+    out = []
+    for layer in weights:
+        a = 0.5 * np.asarray(layer, dtype=float).mean(axis=0) + 0.5 * np.eye(np.shape(layer)[-1])
+        out.append(a / a.sum(axis=-1, keepdims=True))
+    return np.array(out)
 
 
-def rollout(weights: np.ndarray) -> np.ndarray:
+def rollout(weights) -> np.ndarray:
     """Attention rollout: layers × n × n, the rollout up to each layer, Â_l · … · Â_0. Row i of
-    layer l says how much of each input token reaches token i there; every row sums to 1."""
-    out, acc = [], np.eye(weights.shape[-1])
-    for a in _mixed(weights):
-        acc = a @ acc
+    layer l says how much of each input token reaches token i there; every row sums to 1.
+    ``weights``: layers × heads × n × n, or each layer's heads × n × n in turn."""
+    a = _mixed(weights)
+    out, acc = [], np.eye(a.shape[-1])
+    for layer in a:
+        acc = layer @ acc
         out.append(acc)
     return np.array(out)
 
 
-def attention_flow(weights: np.ndarray) -> np.ndarray:
+def attention_flow(weights) -> np.ndarray:
     """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the
     last layer through the layered graph whose edge from token j below layer l to token i above
     it has capacity Â_l[i, j]. Exact (a maximum flow for every pair, Dinic's algorithm): about

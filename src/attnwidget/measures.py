@@ -1,5 +1,4 @@
-"""Views beyond one head's weights, computed here and drawn by the page's "across heads and layers"
-panel: what a head's pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and
+"""Views beyond one head's weights, computed here and drawn by the page's panel "Beyond one head": what a head's pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and
 the difference between two texts. Each is a queries × keys matrix for the state in its "key",
 which the page compares with its own state (as it does the overview's): a live page asks again
 when they differ; an exported page says which state it shows.
@@ -12,7 +11,17 @@ import numpy as np
 from . import rules
 from .core import attention_flow, rollout
 
-NAMES = ("norms", "rollout", "flow", "difference")
+NAMES = rules.MEASURES
+# the reasons a widget cannot show a measure, each said once
+ACROSS_CROSS = (
+    "{what} follows a text through its own layers: it is for self-attention, not cross-attention; "
+    "show the encoder's or the decoder's self-attention instead (w.block = 'encoder' or 'decoder')"
+)
+TWO_TEXTS = (
+    "difference needs two texts: make the widget with several, such as "
+    "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
+)
+NO_VALUES = "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: pass values= (one vector per key) to from_attentions"
 FLOW_CELLS = 32 * 32 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores
 SIGNED = ("difference",)  # drawn on a diverging scale: the others are never negative
 
@@ -21,13 +30,12 @@ def available(state: dict, difference: str = "needs two texts of the same number
     """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
     else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
     n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)
-    across = " follows a text through its own layers: it is for self-attention, not cross-attention" if state["cross"] else ""
     too_many = n * n * layers > FLOW_CELLS
     return {
-        "norms": "weight × ‖value‖ needs the values: pass values= to from_attentions" if state["weights_only"] == "weights" else "",
-        "rollout": across and "rollout" + across,
-        "flow": "flow" + across
-        if across
+        "norms": NO_VALUES if state["weights_only"] == "weights" else "",
+        "rollout": ACROSS_CROSS.format(what="rollout") if state["cross"] else "",
+        "flow": ACROSS_CROSS.format(what="flow")
+        if state["cross"]
         else f"flow is exact, a maximum flow for each pair: {n} tokens × {layers} layers is too many for the page (about "
         f"{int((FLOW_CELLS / layers) ** 0.5)} tokens at most); w.flow() computes it in Python, or use rollout"
         if too_many
@@ -49,16 +57,12 @@ def key(widget, name: str, every_layer: bool = False) -> dict:
 
 def matrix(widget, name: str) -> np.ndarray:
     """The measure's queries × keys for the state as it stands (or, for rollout, every layer's)."""
+    up_to = widget.layer if widget.layer_shown else 0
     if name == "rollout":
-        return rollout(_weights_up_to(widget, widget.layer if widget.layer_shown else 0))
+        return rollout(widget._every_layers_weights("rollout", up_to))
     if name == "flow":
-        return attention_flow(_weights_up_to(widget, widget.layer if widget.layer_shown else 0))
-    h = min(widget.head, widget.n_heads - 1)
-    if name == "norms":
-        return widget.norms()[h]
-    if name == "difference":
-        return _difference(widget)[0]
-    raise ValueError(f"measure must be one of {', '.join(NAMES)}, got {name!r}")
+        return attention_flow(widget._every_layers_weights("flow", up_to))
+    return widget.norms()[min(widget.head, widget.n_heads - 1)]  # norms (entry computes the difference)
 
 
 def _difference(widget) -> tuple[np.ndarray, np.ndarray]:
@@ -73,18 +77,6 @@ def _difference(widget) -> tuple[np.ndarray, np.ndarray]:
     return shown, np.array(largest)
 
 
-def _weights_up_to(widget, layer: int) -> np.ndarray:
-    """Every layer's heads' weights up to ``layer``, layers × heads × n × n (the rest not computed)."""
-    if widget.cross:
-        raise ValueError("rollout and flow follow a text through its own layers: they are for self-attention, not cross-attention.")
-    out = []
-    for weights, _ in widget._layers_weights():
-        out.append(weights)
-        if len(out) > layer:
-            break
-    return np.array(out)
-
-
 def entry(widget, name: str, every_layer: bool = False) -> dict:
     """What the page draws for measure ``name``: {matrix (float32, rows × cols, or layers × rows ×
     cols with ``every_layer``: rollout's every layer, for an exported page), lo, hi, key}, or
@@ -94,14 +86,17 @@ def entry(widget, name: str, every_layer: bool = False) -> dict:
         return {"error": why, "key": key(widget, name)}
     every_layer = every_layer and name == "rollout" and widget.layer_shown
     extra: dict = {}
-    if every_layer:
-        m = rollout(_weights_up_to(widget, widget.n_layers - 1))
-    elif name == "difference":  # with which text, and every head's largest difference (the overview's colours)
-        m, largest = _difference(widget)
-        extra = {"other": widget._difference_pair()[1], "largest": [float(v) for v in largest.reshape(-1)]}
-    else:
-        m = matrix(widget, name)
-        m = m[-1] if name == "rollout" else m
+    try:
+        if every_layer:
+            m = rollout(widget._every_layers_weights("rollout"))
+        elif name == "difference":  # with which text, and every head's largest difference (the overview's colours)
+            m, largest = _difference(widget)
+            extra = {"other": widget._difference_pair()[1], "largest": [float(v) for v in largest.reshape(-1)]}
+        else:
+            m = matrix(widget, name)
+            m = m[-1] if name == "rollout" else m
+    except ValueError as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
+        return {"error": str(e), "key": key(widget, name)}
     m = np.ascontiguousarray(m, dtype=np.float32)
     top = float(np.abs(m).max()) if m.size else 0.0
     return {

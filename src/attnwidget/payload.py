@@ -147,6 +147,9 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         state["held_texts"] = held_text
     state["measure_data"] = measures.for_page(widget, _in_base64)  # computed here: the page has no kernel to ask
     kept = widget._effects_kept()
+    if kept is False and widget.summary == "effect":  # shown coloured by them: computed now (a forward pass per layer)
+        widget._run_effects()
+        kept = widget._effects_kept()
     if kept is not None and kept is not False:  # head_effects as computed: the page cannot run the model
         state["head_effects"] = [float(v) for v in kept.ravel()]
     if held is not None:

@@ -103,6 +103,7 @@ READ_ONLY = (
     "mask_of_layer",
     "model_bias",
     "weights_only",
+    "next_token",
     "layer_shown",
     "model_name",
 )
@@ -124,6 +125,10 @@ WEIGHTS_BIAS = (
     "A widget of attention weights alone (from_attentions) carries the weights' logarithms as its bias, each layer its own: "
     "it cannot take another; pass other weights to from_attentions instead."
 )
+NO_EFFECT = (
+    "summary='effect' colours the heads by their effect on the next token (head_effects()), which needs a causal language model's widget: "
+    "from_transformers, from_nnsight or from_transformer_lens of a model with a language-model head (AutoModelForCausalLM, HookedTransformer)."
+)
 GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
@@ -141,6 +146,7 @@ CONSTANTS = {
     "stack": list(STACK),
     "weights_only": WEIGHTS_ONLY,
     "weights_bias": WEIGHTS_BIAS,
+    "no_effect": NO_EFFECT,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
@@ -403,6 +409,8 @@ def settle(state, change, sources=None, *, page=False):
     asked = {n for n in change if not same(s[n], before.get(n))}  # a value as it was is no change (traitlets' rule too)
     if "bias" in asked and s.get("weights_only"):
         raise Refused(WEIGHTS_BIAS)
+    if "summary" in asked and s["summary"] == "effect" and not s.get("next_token"):
+        raise Refused(NO_EFFECT)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
     _bring_in(s, before, asked, sources)

@@ -151,6 +151,8 @@ class AttentionWidget(WholeChanges):
     """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
     model_bias = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias the same in every layer, or none. A layer switch brings its own in as `bias`."""
+    next_token = traitlets.Bool(False, read_only=True).tag(sync=True)
+    """A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next token)."""
     weights_only = traitlets.Unicode("", read_only=True).tag(sync=True)
     """"weights" (or "weights and values") for a widget of attention weights alone (from_attentions): no q and k, so no query/key or scores stage (and no blend without values); "" otherwise."""
     layer_arrays: traitlets.List = traitlets.List(None, allow_none=True, read_only=True).tag(sync=True)
@@ -352,7 +354,7 @@ class AttentionWidget(WholeChanges):
         shown = self.sentence_index if shown is None else shown
         lengths = [len(t.tokens) for t in (self._sources.texts or self._sources.examples)]
         if len(lengths) < 2:
-            raise ValueError("difference needs two texts: make the widget with several, such as from_transformers(model, tokenizer, [text_a, text_b]).")
+            raise ValueError(measures.TWO_TEXTS)
         others = [t for t in (*range(shown + 1, len(lengths)), *range(shown)) if lengths[t] == lengths[shown]]
         if not others:
             raise ValueError(
@@ -617,7 +619,8 @@ class AttentionWidget(WholeChanges):
                 w.set_trait("sentence_index", index)
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
-        w._prompt_lengths = [None if blocks else f.prompt_length or len(f.tokens) for f in each or [found]]  # tokens not the model's own
+        w._prompt_lengths = [None if blocks else getattr(f, "prompt_length", None) or len(f.tokens) for f in each or [found]]  # tokens not the model's own
+        w.set_trait("next_token", w._effects_kept() is not None)  # a causal language model, which head_effects can run again
         try:
             w.summary = summary
         except BaseException:
@@ -688,11 +691,15 @@ class AttentionWidget(WholeChanges):
         closed[:, 0] = False
         return closed
 
-    def _every_layers_weights(self, what: str) -> np.ndarray:
-        """Every layer's heads' weights, layers × heads × n × n, as head_summary computes them."""
+    def _every_layers_weights(self, what: str, up_to: int | None = None):
+        """Each layer's heads' weights in turn (heads × n × n, as head_summary computes them), up to
+        layer ``up_to`` (every layer without it): one layer held at a time."""
         if self.cross:
-            raise ValueError(f"{what} follows a text through its own layers: it is for self-attention, not cross-attention (block='cross').")
-        return np.array([weights for weights, _ in self._layers_weights()])
+            raise ValueError(measures.ACROSS_CROSS.format(what=what))
+        for at, (weights, _) in enumerate(self._layers_weights()):
+            yield weights
+            if up_to is not None and at >= up_to:
+                return
 
     def _layers_weights(self):
         """(weights, allowed) of every layer, weights heads × n × m, in float64 (overview.weights_of)."""
@@ -738,10 +745,7 @@ class AttentionWidget(WholeChanges):
         """The current layer's output projection (integrations.interface.Projection), or None when
         the values are what the heads add."""
         if self.weights_only == "weights":
-            raise ValueError(
-                "norms() needs each key's value vector, and this widget has attention weights alone (from_attentions): "
-                "pass values= (one vector per key) to from_attentions."
-            )
+            raise ValueError(measures.NO_VALUES.replace("weight × ‖value‖", "norms()") + ".")
         found = self._sources.found(self.block) if self.layer_shown else None
         projections = getattr(found, "projections", None)
         if projections is None:
@@ -772,7 +776,7 @@ class AttentionWidget(WholeChanges):
         """Text ``a``'s attention weights minus text ``b``'s, layers × heads × n × n in float64, for
         a widget of several texts of one model (``from_transformers(model, tokenizer, [text_a,
         text_b, ...])``) or several sentences. Each text's every layer is read whole, at the current
-        temperature, causal rule, mask and sink, as head_summary computes weights (each layer's own
+        temperature, causal rule, mask, sink and step (the first ``step`` tokens while writing), as head_summary computes weights (each layer's own
         mask and bias where the model has them; the text shown at the widget's bias, the others at
         their own). The texts must have the same number of tokens (a minimal pair); cell (i, j) is
         then how much more token i of text a reads token j than token i of text b does."""
@@ -793,10 +797,7 @@ class AttentionWidget(WholeChanges):
         """Each layer's difference of the weights of texts a and b, heads × n × n."""
         count = len(self.sentences)
         if count < 2:
-            raise ValueError(
-                "difference needs two texts: make the widget with several, such as "
-                "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
-            )
+            raise ValueError(measures.TWO_TEXTS)
         if not (rules._is_int(a) and rules._is_int(b) and 0 <= a < count and 0 <= b < count and a != b):
             raise ValueError(f"a and b must be two different text indexes from 0 to {count - 1}; got a={a!r}, b={b!r}.")
         na, nb = (len(self._sources.sentence(t)["tokens"]) for t in (a, b))
@@ -811,7 +812,7 @@ class AttentionWidget(WholeChanges):
     def _text_weights(self, t: int):
         """Each layer's weights (heads × n × n, float64) of text (or sentence) t, whole, as head_summary computes them."""
         inputs, found = Inputs(self), self._sources.sentence(t)
-        inputs.rows = inputs.keys = len(found["tokens"])
+        inputs.rows = inputs.keys = min(len(found["tokens"]), self._rows())  # while writing: the tokens written so far
         if self.n_layers:
             bias = self.bias if t == self.sentence_index else found["bias"]
             layers = [self._sources.layer(self.block, i, t) for i in range(self.n_layers)]
@@ -865,17 +866,11 @@ class AttentionWidget(WholeChanges):
         self.head_effects(self._effect_mode)
 
     def _new_summary(self, summary: str, values) -> None:
-        """summary = "effect" is refused without a next token, and an overview without the effects
-        is out of date (the page asks again, and they are computed then); another summary leaves
-        the effects' failure behind."""
+        """summary = "effect" (the rules refuse it without a next token): an overview without the
+        effects is out of date (the page asks again, and they are computed then); another summary
+        leaves the effects' failure behind."""
         overview = values.get("overview") or {}
         if summary == "effect":
-            try:
-                self._rerun()
-            except ValueError as err:
-                raise rules.Refused(
-                    f"summary='effect' colours the heads by their effect on the next token (head_effects()), which this widget cannot give: {err}."
-                ) from None
             shown = overview.get("summaries", {}).get("effect")
             if shown is not None and all(v is None for v in shown):
                 values["overview"] = None

@@ -54,18 +54,20 @@ def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path,
         page.goto(path.as_uri())
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         assert page.locator("select.aw-summary option[value=effect]").evaluate("o => o.hidden")  # none computed: not offered
-        effects = w.head_effects()
+        w.summary = "effect"  # exported coloured by them: computed for the page
         w.to_html(path)
+        assert list(w._effects) == [("zero", len(w.tokens), 0)]
+        effects = w.head_effects()
         page.goto(path.as_uri())
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
         page.locator("select.aw-summary").select_option("effect")
         page.wait_for_function(f"{ROOT}.model.get('summary') === 'effect'")
         page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')")
         heads_show(page, effects)
-        # strongest first: by the size of the effect, whichever way it goes
+        # strongest first: the heads the next token needs most (the most negative) first
         page.locator(".aw-summary-sort").check()
         page.wait_for_function("document.querySelector('.aw-heads-list').dataset.heads === ''")
-        order = [abs(float(c.get_attribute("data-value"))) for c in page.locator(".aw-head").all()]
-        assert order == sorted(order, reverse=True)
+        order = [float(c.get_attribute("data-value")) for c in page.locator(".aw-head").all()]
+        assert order == sorted(order)
     finally:
         page.context.close()

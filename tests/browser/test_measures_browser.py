@@ -26,7 +26,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
     n = 7
     w = model_widget(seed=2, n=n, layers=3, heads=2)
     w.set_state({"layer": 1, "measure": "flow", "focus": 5, "causal": True})
-    flows = attention_flow(np.array(w._every_layers_weights("flow"))[:2])
+    flows = attention_flow(np.array(list(w._every_layers_weights("flow")))[:2])
     path = tmp_path / "measures.html"
     w.to_html(path)
     page = browser.new_context(viewport={"width": 1100, "height": 1400}, bypass_csp=True).new_page()

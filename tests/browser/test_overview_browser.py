@@ -201,10 +201,10 @@ def test_in_jupyterlab_a_layer_on_its_way_from_the_kernel_is_said_and_its_number
 {kernel_model(1)}import time
 m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
 layer = m._sources.layer
-def slow(block, i):  # a kernel slow to bring layer 2 in
+def slow(block, i, *text):  # a kernel slow to bring layer 2 in
     if i == 2 and slow.on:
         time.sleep(1.5)
-    return layer(block, i)
+    return layer(block, i, *text)
 slow.on = False
 m._sources.layer = slow
 m
