@@ -60,7 +60,7 @@ def refusal(rerun: Rerun | None) -> str | None:
     if not callable(head) or head() is None:
         return f"head effects need a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}"
     if getattr(config, "model_type", None) == "bloom":
-        return f"{name} computes attention without transformers' attention interface, where heads are ablated"
+        return f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of the GPT-2 or Llama families (or TransformerLens's HookedTransformer, from_transformer_lens) has head effects"
     return None
 
 
@@ -151,7 +151,8 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
             if not heads or len(set(heads)) > 1:
                 raise NotImplementedError(
                     f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention interface "
-                    f"with {sorted(set(heads))} heads: head effects need one call per layer, with its heads"
+                    f"with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, as decoder-only models "
+                    "such as GPT-2, Llama, Mistral, Qwen and Gemma make"
                 )
             blocks = _blocks(model, plan["modules"])
             best = int(clean.argmax())

@@ -168,7 +168,11 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     return caught
 
 
-_UNREAD = "no module of the model took this attention call's output (heads · d_head wide) as its input"
+_UNREAD = (
+    "no module of the model took this attention call's output (heads · d_head wide) as its input "
+    "(a gate, norm or adapter before the output projection); norms() needs a plain linear output projection: "
+    "merge or remove adapters (PEFT's merge_and_unload) and forward hooks on it"
+)
 
 
 class _Projections:
@@ -253,6 +257,6 @@ class _Projections:
         scale = float(row.norm() * torch.linalg.vector_norm(w, dim=0).max()) + (0.0 if found.bias is None else float(found.bias.abs().max()))
         eps = torch.finfo(dtype).eps * 8 * len(row) ** 0.5 + 2 * (torch.finfo(y.dtype).eps if y.dtype.is_floating_point else 1.0)
         if y.shape[-1] != want.shape[-1] or float((y[0, -1].to(dtype) - want).abs().max()) > eps * scale:
-            call.out = f"{found.name or 'the output projection'} does not give its input @ its weight + its bias: attnwidget cannot read it as a linear map"
+            call.out = f"{found.name or 'the output projection'} does not give its input @ its weight + its bias: attnwidget cannot read it as a linear map (remove forward hooks on it, merge adapters, or load the model unquantised)"
         else:
             call.out = found
