@@ -789,7 +789,7 @@ class AttentionWidget(WholeChanges):
         return out
 
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
-        """The largest |difference(a, b)| of each layer and head over its cells, layers × heads (as
+        """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
         head_summary's numbers are shaped): the heads where the two texts differ most."""
         return np.stack([np.abs(d).max(axis=(1, 2)) for d in self._differences(a, b)])
 
