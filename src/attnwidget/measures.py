@@ -22,7 +22,7 @@ TWO_TEXTS = (
     "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
 )
 NO_VALUES = "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: pass values= (one vector per key) to from_attentions"
-FLOW_CELLS = 32 * 32 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores
+FLOW_CELLS = 28 * 28 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores (benchmarks/views.py)
 SIGNED = ("difference",)  # drawn on a diverging scale: the others are never negative
 
 
