@@ -98,10 +98,10 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
           "button",
           {
             type: "button",
-            class: "aw-measure-choice",
             "data-measure": n,
             "aria-pressed": String(n === measure),
-            disabled: !!why[n],
+            "aria-disabled": why[n] ? "true" : null, // still clickable: the panel then says why not
+            class: why[n] ? "aw-measure-choice aw-measure-unavailable" : "aw-measure-choice",
             title: why[n] || (n === measure ? "click again to close" : ABOUT[n].split(":")[0]),
             onclick: () => onMeasure(n === measure ? "" : n),
           },

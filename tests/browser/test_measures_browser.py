@@ -159,3 +159,18 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(browser, tmp_path):
+    from attnwidget import AttentionWidget
+
+    w = AttentionWidget(["She sat by the river bank", "The cat sat"], measure="difference")
+    w.to_html(tmp_path / "lengths.html")
+    page = browser.new_context(viewport={"width": 900, "height": 900}, bypass_csp=True).new_page()
+    try:
+        page.goto((tmp_path / "lengths.html").as_uri())
+        page.wait_for_selector(".aw-measure[data-state='error']")
+        assert page.locator(".aw-measure-status").inner_text() == w.measures["difference"]
+        assert "needs another text of 6 tokens" in w.measures["difference"] and page.locator(".aw-measure .aw-figure").is_hidden()
+    finally:
+        page.context.close()
