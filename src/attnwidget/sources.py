@@ -68,6 +68,11 @@ def _into_stack(arrays: list) -> np.ndarray:
     return stack
 
 
+def opening_step(found) -> int:
+    """The tokens a model's text opens written: up to its prompt (generate=), else all of them."""
+    return getattr(found, "prompt_length", None) or len(found.tokens)
+
+
 class Sources:
     """The sentences (examples.Example), the model (a ModelAttention), its texts (one
     ModelAttention each, read alone) or the blocks (name → ModelAttention) a widget was made
@@ -85,7 +90,7 @@ class Sources:
         if i not in self._sentences:
             if self.texts:
                 f = self.texts[i]
-                step = f.prompt_length or len(f.tokens)  # written up to its prompt (generate=), else whole
+                step = opening_step(f)
                 self._sentences[i] = dict(tokens=list(f.tokens), key_tokens=None, bias=frozen(f.bias), step=step)
             else:
                 e = self.examples[i]

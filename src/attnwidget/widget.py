@@ -21,7 +21,7 @@ from .integrations import ablation
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
-from .sources import Sources
+from .sources import Sources, opening_step
 from .sync import WholeChanges
 from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, one_head, token_list, visible_text
 
@@ -226,6 +226,7 @@ class AttentionWidget(WholeChanges):
         self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
         self._fresh: set | None = None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
         self._sources = Sources()
+        self._grams: dict = {}  # (block, layer) -> (its values, their per-key Gram matrices): norms() at any temperature
         self._effects: dict = {}  # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
         self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
         own_keys, sentences = None, []
@@ -619,7 +620,7 @@ class AttentionWidget(WholeChanges):
                 w.set_trait("sentence_index", index)
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
-        w._prompt_lengths = [None if blocks else getattr(f, "prompt_length", None) or len(f.tokens) for f in each or [found]]  # tokens not the model's own
+        w._prompt_lengths = [None if blocks else opening_step(f) for f in each or [found]]  # tokens not the model's own
         w.set_trait("next_token", w._effects_kept() is not None)  # a causal language model, which head_effects can run again
         try:
             w.summary = summary
@@ -757,7 +758,7 @@ class AttentionWidget(WholeChanges):
     def _head_grams(self) -> np.ndarray:
         """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept
         per block and layer while its values are the same arrays."""
-        kept = self.__dict__.setdefault("_grams", {})
+        kept = self._grams
         found = kept.get((self.block, self.layer))
         if found is None or found[0] is not self.v:
             projection = self._projection()
