@@ -62,10 +62,12 @@ DOUBLING = ("rollout", "rollout entry", "norms, first call", "norms, again", "di
 
 
 def memory_needed(view: str, n: int) -> float:
-    """Bytes a call holds at its peak, roughly: float64 weights of every layer and head (rollout,
-    difference) or of one layer's heads at a time (the baseline, norms)."""
+    """Bytes a call holds at its peak, roughly: float64 weights of every layer and head (difference),
+    or of one layer's heads at a time (the baseline, norms, rollout: which also holds its n × n of
+    every layer)."""
     every, one = LAYERS * HEADS * n * n * 8, HEADS * n * n * 8
-    return {"rollout": 3 * every, "rollout entry": 3 * every, "difference": 2 * every}.get(view, 4 * one)
+    rollout = 4 * one + 2 * LAYERS * n * n * 8
+    return {"rollout": rollout, "rollout entry": rollout, "difference": 2 * every}.get(view, 4 * one)
 
 
 def source() -> dict:
