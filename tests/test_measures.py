@@ -128,3 +128,10 @@ def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown(
     weights /= weights.sum(axis=-1, keepdims=True)
     given = AttentionWidget.from_attentions(weights, list("abc"), values=rng.normal(size=(2, 3, 4)), measure="norms", head=1)
     np.testing.assert_allclose(matrix(ask(given)), given.norms()[1], rtol=1e-6)
+
+
+def test_an_export_of_a_long_text_computes_only_the_measure_shown():
+    w = model_widget(n=300, layers=2, heads=1)
+    assert w.page_state()["state"]["measure_data"] == {}  # none shown: none computed
+    w.measure = "norms"
+    assert list(w.page_state()["state"]["measure_data"]) == ["norms"]

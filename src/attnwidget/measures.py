@@ -1,5 +1,6 @@
-"""Views beyond one head's weights, computed here and drawn by the page's panel "Beyond one head": what a head's pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and
-the difference between two texts. Each is a queries × keys matrix for the state in its "key",
+"""Views beyond one head's weights, computed here and drawn by the page's panel "Beyond one head":
+what a head's pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and the
+difference between two texts. Each is a queries × keys matrix for the state in its "key",
 which the page compares with its own state (as it does the overview's): a live page asks again
 when they differ; an exported page says which state it shows.
 """
@@ -26,7 +27,7 @@ FLOW_CELLS = 28 * 28 * 12  # tokens² · layers: about a second of flow's maximu
 SIGNED = ("difference",)  # drawn on a diverging scale: the others are never negative
 
 
-def available(state: dict, difference: str = "needs two texts of the same number of tokens") -> dict[str, str]:
+def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:
     """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
     else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
     n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)
@@ -108,20 +109,21 @@ def entry(widget, name: str, every_layer: bool = False) -> dict:
     }
 
 
-PAGE_BYTES = 4e6  # an exported page carries each measure it can show within this (flow: only the one shown)
+PAGE_BYTES = 4e6  # an exported page carries rollout at every layer within this
+OTHERS_CELLS = 256 * 256  # queries × keys: up to this an exported page also carries the measures not shown (each well under a second)
 
 
 def for_page(widget, in_base64) -> dict:
-    """The measures an exported page carries, at the state exported: the one shown, and every
-    other the widget can show that fits PAGE_BYTES (rollout with every layer, so the layer
-    slider goes on working); flow of a long text only when shown, as it takes a while."""
+    """The measures an exported page carries, at the state exported: the one shown, and for a
+    short text every other the widget can show (flow while it takes under a quarter second);
+    rollout with every layer while they fit PAGE_BYTES, so the layer control goes on working."""
     out = {}
-    cells = widget._rows() * widget._keys_read() * 4
+    cells = widget._rows() * widget._keys_read()
     for name in NAMES:
-        slow = name == "flow" and widget._rows() ** 2 * max(1, widget.n_layers) > FLOW_CELLS // 4  # a quarter second or more
-        if name != widget.measure and (slow or widget.measures.get(name) or cells > PAGE_BYTES):
+        slow = name == "flow" and widget._rows() ** 2 * max(1, widget.n_layers) > FLOW_CELLS // 4
+        if name != widget.measure and (slow or widget.measures.get(name) or cells > OTHERS_CELLS):
             continue
-        every = name == "rollout" and cells * max(1, widget.n_layers) <= PAGE_BYTES
+        every = name == "rollout" and cells * 4 * max(1, widget.n_layers) <= PAGE_BYTES
         e = entry(widget, name, every_layer=every)
         out[name] = {**e, "matrix": in_base64(e["matrix"])} if "matrix" in e else e
     return out
