@@ -42,14 +42,22 @@ class Inputs:
     """What the overview is computed from, read from the widget once: a computation running
     in the background is not disturbed by the widget changing meanwhile."""
 
-    def __init__(self, widget):
+    def __init__(self, widget, text: int | None = None):
         self.temperature, self.causal, self.sink, self.cross = widget.temperature, widget.causal, widget.sink, widget.cross
         self.softcap, self.head_of = widget.softcap, widget._head_of
         self.rows, self.keys = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
-        found = [widget._sources.layer(widget.block, i, widget.sentence_index) for i in range(widget.n_layers)] if widget.layer_shown else []
-        # a model's layers (each with its own mask, where the model has masks), or your own arrays
-        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask)), f.get("bias", widget.bias)) for f in found]
-        self.layers = self.layers or [(widget.q, widget.k, widget._reading_mask(), widget.bias)]
+        # another text than the one shown (difference): its own tokens, arrays and bias, at the widget's step
+        t = widget.sentence_index if text is None else text
+        other = widget._sources.sentence(t) if t != widget.sentence_index else None
+        if other is not None:
+            self.rows = self.keys = min(len(other["tokens"]), self.rows)
+        bias = widget.bias if other is None else other.get("bias")
+        found = [widget._sources.layer(widget.block, i, t) for i in range(widget.n_layers)] if widget.layer_shown else []
+        # a model's layers (each with its own mask, where the model has masks), or your own arrays (a sentence's)
+        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask)), f.get("bias", bias)) for f in found]
+        if not self.layers:
+            own = (widget.q, widget.k) if other is None else (other["q"], other["k"])
+            self.layers = [(*own, widget._reading_mask(), widget.bias)]
         self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
         self.key = key(widget)
         self.device = getattr(widget, "_device", None) or "cpu"  # a model's own (a GPU where it ran on one)

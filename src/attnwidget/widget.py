@@ -16,7 +16,7 @@ import numpy as np
 import traitlets
 
 from . import examples, measures, rules
-from .core import Attention, attention_flow, attention_norms, default_scale, head_grams, head_summaries, head_vectors, overflow_message, rollout
+from .core import Attention, attention_flow, attention_norms, head_grams, head_summaries, head_vectors, overflow_message, rollout
 from .integrations import ablation
 from .overview import Background, Inputs, each_layer, weights_of
 from .payload import LAYERED, page_payload
@@ -812,15 +812,7 @@ class AttentionWidget(WholeChanges):
 
     def _text_weights(self, t: int):
         """Each layer's weights (heads × n × n, float64) of text (or sentence) t, whole, as head_summary computes them."""
-        inputs, found = Inputs(self), self._sources.sentence(t)
-        inputs.rows = inputs.keys = min(len(found["tokens"]), self._rows())  # while writing: the tokens written so far
-        if self.n_layers:
-            bias = self.bias if t == self.sentence_index else found["bias"]
-            layers = [self._sources.layer(self.block, i, t) for i in range(self.n_layers)]
-            inputs.layers = [(f["q"], f["k"], self._reading_mask(f.get("mask", self.mask)), f.get("bias", bias)) for f in layers]
-        else:  # built-in sentences: one layer of one head each
-            inputs.layers = [(found["q"], found["k"], self._reading_mask(), self.bias)]
-        inputs.scale = default_scale(inputs.layers[0][0].shape[-1]) if self.scale is None else self.scale  # (sentences of other widths)
+        inputs = Inputs(self, text=t)
         for q, k, allowed, bias in each_layer(inputs):
             yield weights_of(inputs, q, k, allowed, bias)
 
