@@ -78,7 +78,8 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
   let shown = null, // the entry drawn: kept while its successor is computed
     strip = null, // made when first needed: most widgets never show this panel
     names = [],
-    at = null;
+    at = null,
+    drawnFor = null; // what the panel was last drawn from
   const grid = createGrid(node, {
     title: "",
     onPick: (i) => onFocus(i),
@@ -123,11 +124,11 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
       const { measure, offered, why, entry, live, get } = view;
       node.hidden = offered.length === 0;
       if (node.hidden) return;
+      const fresh = current(entry, get);
       buttons(offered, measure, why);
       node.dataset.measure = measure;
       about.hidden = !measure;
       about.textContent = measure ? ABOUT[measure] : "";
-      const fresh = current(entry, get);
       if (entry && !entry.error && (fresh || !live)) shown = entry;
       if (!measure || (shown && shown.key.measure !== measure)) shown = null;
       const error = entry?.error || (measure && why[measure]) || "";
@@ -144,6 +145,25 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
                 ? `as exported, at ${describeKey(entry.key, get)}: this page has no kernel to compute it again (export it again at the state you want)`
                 : "This page was exported without it: choose it in the notebook and export again.";
       status.hidden = !status.textContent;
+      // the matrix and arcs are redrawn only when what they show changes: not at every step of a drag
+      // the kernel has yet to answer
+      const inputs = [
+        measure,
+        shown,
+        error,
+        fresh,
+        view.focus,
+        get("layer"),
+        get("block"),
+        get("sentence_index"),
+        view.tokens,
+        view.secret,
+        JSON.stringify(view.pal),
+        view.maxWidth,
+      ];
+      inputs.push(offered.join(), JSON.stringify(why), fresh && view.weights ? view.weights.join() : "");
+      if (drawnFor && inputs.every((x, i) => x === drawnFor[i])) return;
+      drawnFor = inputs;
       const { shape, data } = shown ? numbers(shown) : { shape: [0, 0], data: null };
       const [rows, cols] = shape.slice(-2);
       // another text's or block's matrix is not drawn under these tokens: the status says which it is
