@@ -135,3 +135,10 @@ def test_an_export_of_a_long_text_computes_only_the_measure_shown():
     assert w.page_state()["state"]["measure_data"] == {}  # none shown: none computed
     w.measure = "norms"
     assert list(w.page_state()["state"]["measure_data"]) == ["norms"]
+
+
+def test_values_too_large_for_the_page_say_so_in_the_panel():
+    rng = np.random.default_rng(2)
+    w = AttentionWidget(tokens=list("abc"), q=rng.normal(size=(3, 2)), k=rng.normal(size=(3, 2)), v=np.full((3, 2), 1e200), measure="norms")
+    with np.errstate(all="raise"):
+        assert "too large to draw" in ask(w)["error"]

@@ -88,17 +88,20 @@ def entry(widget, name: str, every_layer: bool = False) -> dict:
     every_layer = every_layer and name == "rollout" and widget.layer_shown
     extra: dict = {}
     try:
-        if every_layer:
-            m = rollout(widget._every_layers_weights("rollout"))
-        elif name == "difference":  # with which text, and every head's largest difference (the overview's colours)
-            m, largest = _difference(widget)
-            extra = {"other": widget._difference_pair()[1], "largest": [float(v) for v in largest.reshape(-1)]}
-        else:
-            m = matrix(widget, name)
-            m = m[-1] if name == "rollout" else m
+        with np.errstate(all="ignore"):  # numbers past float32 are said below, not warned of
+            if every_layer:
+                m = rollout(widget._every_layers_weights("rollout"))
+            elif name == "difference":  # with which text, and every head's largest difference (the overview's colours)
+                m, largest = _difference(widget)
+                extra = {"other": widget._difference_pair()[1], "largest": [float(v) for v in largest.reshape(-1)]}
+            else:
+                m = matrix(widget, name)
+                m = m[-1] if name == "rollout" else m
+            m = np.ascontiguousarray(m, dtype=np.float32)
     except ValueError as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
         return {"error": str(e), "key": key(widget, name)}
-    m = np.ascontiguousarray(m, dtype=np.float32)
+    if not np.isfinite(m).all():
+        return {"error": f"{name} has numbers too large to draw (past float32's range): scale the values down to see it", "key": key(widget, name)}
     top = float(np.abs(m).max()) if m.size else 0.0
     return {
         **extra,

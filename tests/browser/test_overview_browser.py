@@ -55,6 +55,7 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('layer') === 2")
         q, k, v = found.layers[2]
         np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[3], k[3], v[3], causal=True).weights, atol=1e-12)
+        page.wait_for_selector(".aw-head[aria-pressed=true][data-layer='2'][data-head='3']")  # drawn at the next frame
         assert page.locator(".aw-head[aria-pressed=true]").get_attribute("aria-label") == "layer 2, head 3"
         # the arrow keys: up a layer, left a head
         page.keyboard.press("ArrowUp")
