@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_integrations import gpt2_tokenizer, tf  # (fixtures)
 from test_nnsight import wrapped  # (a fixture)
-from test_weights import Tokens
+from test_weights import Tokens, heads_of
 
 from attnwidget import AttentionWidget
 
@@ -73,17 +73,6 @@ def model(request):
     return request.param, model, widget, hooked_pass(model, request.param)
 
 
-def each_head(w):
-    """The widget's weights of every head of the current layer (w.weights, head by head)."""
-    shown = w.head
-    out = []
-    for h in range(w.n_heads):
-        w.head = h
-        out.append(w.weights)
-    w.head = shown
-    return np.array(out)
-
-
 def direct(alpha, f):
     """‖α^h_ij f_h(x_j)‖ and ‖Σ_h α^h_ij f_h(x_j)‖, written out."""
     per_head = alpha * np.linalg.norm(f, axis=-1)[:, None, : alpha.shape[-1]]
@@ -103,7 +92,7 @@ def test_the_heads_vectors_and_bias_sum_to_the_models_attention_output(model):
         f, b = w._head_outputs()
         assert f.shape == (4, N, 32) and f.dtype == np.float64
         np.testing.assert_allclose(f, rec["f"], atol=1e-5)
-        out = np.einsum("hij,hjd->id", each_head(w), f) + (0 if b is None else b)
+        out = np.einsum("hij,hjd->id", heads_of(w), f) + (0 if b is None else b)
         np.testing.assert_allclose(out, rec["y"], atol=1e-5)  # the projection's own output
         np.testing.assert_allclose(b if b is not None else 0 * rec["b"], rec["b"], atol=1e-7)
 
@@ -117,7 +106,7 @@ def test_norms_are_each_heads_weighted_vector_length_at_the_widgets_weights(mode
     reset(w, layer)
     with w.hold_trait_notifications():
         w.temperature, w.sink, w.mask, w.step = temperature, sink, mask, step
-    alpha = each_head(w)
+    alpha = heads_of(w)
     assert alpha.shape == (4, step, step)
     per_head, combined = direct(alpha, hooked[layer]["f"])
     got = w.norms()
@@ -135,8 +124,8 @@ def test_norms_are_new_arrays_and_a_layer_switch_gives_that_layers(model):
     assert (w.norms() >= 0).all()
     for layer in (1, 0, 1):
         w.layer = layer
-        np.testing.assert_allclose(w.norms(), direct(each_head(w), hooked[layer]["f"])[0], rtol=1e-6, atol=1e-9)
-    assert not np.allclose(w.norms(), direct(each_head(w), hooked[0]["f"])[0])
+        np.testing.assert_allclose(w.norms(), direct(heads_of(w), hooked[layer]["f"])[0], rtol=1e-6, atol=1e-9)
+    assert not np.allclose(w.norms(), direct(heads_of(w), hooked[0]["f"])[0])
 
 
 def test_every_familys_output_projection_is_found_and_its_heads_vectors_sum_to_its_output():
@@ -193,7 +182,7 @@ def test_bert_t5_and_barts_projections_in_every_block(tf, gpt2_tokenizer):
         found = w._sources.found("cross").projections[1]
         assert found.name.endswith(where) and (found.bias is None) == (kind == "t5")
         f, _ = w._head_outputs()
-        np.testing.assert_allclose(w.norms(), each_head(w) * np.linalg.norm(f, axis=-1)[:, None, :], rtol=1e-9)
+        np.testing.assert_allclose(w.norms(), heads_of(w) * np.linalg.norm(f, axis=-1)[:, None, :], rtol=1e-9)
 
 
 def test_bloom(tf, gpt2_tokenizer):
@@ -207,7 +196,7 @@ def test_bloom(tf, gpt2_tokenizer):
         model(**gpt2_tokenizer("I sat on the riverbank.", return_tensors="pt"))
     hook.remove()
     f, b = w._head_outputs()
-    np.testing.assert_allclose(np.einsum("hij,hjd->id", each_head(w), f) + b, seen["y"], atol=1e-5)
+    np.testing.assert_allclose(np.einsum("hij,hjd->id", heads_of(w), f) + b, seen["y"], atol=1e-5)
 
 
 def test_transformer_lens_uses_each_layers_w_o_and_b_o(gpt2_tokenizer):
@@ -220,8 +209,8 @@ def test_transformer_lens_uses_each_layers_w_o_and_b_o(gpt2_tokenizer):
     with torch.no_grad():
         _, cache = model.run_with_cache(text)
     f, b = w._head_outputs()
-    np.testing.assert_allclose(np.einsum("hij,hjd->id", each_head(w), f) + b, cache["blocks.1.hook_attn_out"][0].double().numpy(), atol=1e-5)
-    np.testing.assert_allclose(w.norms(combined=True), np.linalg.norm(np.einsum("hij,hjd->ijd", each_head(w), f), axis=-1), rtol=1e-9)
+    np.testing.assert_allclose(np.einsum("hij,hjd->id", heads_of(w), f) + b, cache["blocks.1.hook_attn_out"][0].double().numpy(), atol=1e-5)
+    np.testing.assert_allclose(w.norms(combined=True), np.linalg.norm(np.einsum("hij,hjd->ijd", heads_of(w), f), axis=-1), rtol=1e-9)
 
 
 def test_nnsight_gives_the_same_norms_as_transformers(wrapped, gpt2_tokenizer):
@@ -239,7 +228,7 @@ def test_your_own_arrays_values_are_the_heads_vectors_each_in_its_own_slot():
     rng = np.random.default_rng(3)
     q, k, v = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 6))
     w = AttentionWidget(tokens=list("abcde"), q=q, k=k, v=v, causal=True, temperature=0.7)
-    alpha = each_head(w)
+    alpha = heads_of(w)
     np.testing.assert_allclose(w.norms(), alpha * np.linalg.norm(v, axis=-1)[:, None, :], rtol=1e-12)
     placed = np.zeros((3, 5, 18))  # f_h(x_j): v^h_j in head h's slot
     for h in range(3):
@@ -260,7 +249,7 @@ def test_a_built_in_sentence_and_cross_attention():
     found = fake_seq2seq()
     w = AttentionWidget._from_model(found, 2, 0, {}, "cross")
     v = found["cross"].layers[2][2]
-    np.testing.assert_allclose(w.norms(), each_head(w) * np.linalg.norm(v, axis=-1)[:, None, :], rtol=1e-12)
+    np.testing.assert_allclose(w.norms(), heads_of(w) * np.linalg.norm(v, axis=-1)[:, None, :], rtol=1e-12)
     assert w.norms(combined=True).shape == (3, 5)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import traitlets
 from test_integrations import gpt2, gpt2_tokenizer, llama_style, tf  # (fixtures)
+from test_weights import each_head
 
 from attnwidget import AttentionWidget
 from attnwidget.integrations import from_transformers
@@ -35,21 +36,6 @@ def own_attentions(model, tokenizer, text):
     return np.stack([a[0].double().numpy() for a in out])
 
 
-def every_weight(w):
-    """Every layer's every head's weights of the text shown, read through the public traits."""
-    layer, head = w.layer, w.head
-    out = []
-    for i in range(w.n_layers):
-        w.layer = i
-        heads = []
-        for h in range(w.n_heads):
-            w.head = h
-            heads.append(w.weights.copy())
-        out.append(heads)
-    w.layer, w.head = layer, head
-    return np.array(out)
-
-
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("texts", [SAME, [SAME[0], LONGER], [SAME[0], LONGER, SAME[1]]], ids=["same-length", "two-lengths", "three"])
 def test_every_texts_every_layer_and_head_is_the_model_on_that_text_alone(models, gpt2_tokenizer, kind, texts):
@@ -60,7 +46,7 @@ def test_every_texts_every_layer_and_head_is_the_model_on_that_text_alone(models
         w.sentence_index = i
         alone = AttentionWidget.from_transformers(model, gpt2_tokenizer, text)
         assert w.tokens == alone.tokens and w.n_layers == alone.n_layers
-        np.testing.assert_allclose(every_weight(w), own_attentions(model, gpt2_tokenizer, text), atol=1e-5, rtol=0, err_msg=f"text {i}")
+        np.testing.assert_allclose(each_head(w), own_attentions(model, gpt2_tokenizer, text), atol=1e-5, rtol=0, err_msg=f"text {i}")
         for name in ("model_q", "model_k", "model_v"):
             np.testing.assert_array_equal(getattr(w, name), getattr(alone, name))
 
@@ -166,7 +152,7 @@ def test_transformer_lens_and_nnsight_take_a_list_the_same_way(gpt2_tokenizer, m
         with torch.no_grad():
             _, cache = model.run_with_cache(text)
         want = np.stack([cache["pattern", layer][0].double().numpy() for layer in range(2)])
-        np.testing.assert_allclose(every_weight(w), want, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(each_head(w), want, atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="cache= is a run of the model on one text"):
         AttentionWidget.from_transformer_lens(model, SAME, cache=cache)
     nnsight = pytest.importorskip("nnsight")

@@ -42,16 +42,25 @@ def gpt2(tf):
     return model, ids, attentions
 
 
+def heads_of(w):
+    """The widget's weights of every head of the current layer (w.weights, head by head), heads × n × m; the head shown is kept."""
+    shown = w.head
+    out = []
+    for head in range(w.n_heads):
+        w.head = head
+        out.append(w.weights)
+    w.head = shown
+    return np.array(out)
+
+
 def each_head(w):
-    """Every layer's every head of the widget's weights, layers × heads × n × m."""
+    """Every layer's every head of the widget's weights, layers × heads × n × m; the layer and head shown are kept."""
+    shown = w.layer
     out = []
     for layer in range(w.n_layers):
         w.layer = layer
-        row = []
-        for head in range(w.n_heads):
-            w.head = head
-            row.append(w.weights)
-        out.append(row)
+        out.append(heads_of(w))
+    w.layer = shown
     return np.array(out)
 
 

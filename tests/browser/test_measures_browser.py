@@ -17,6 +17,16 @@ MEASURE = f"{ROOT}.measure()"
 FRAMES = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 
+def exported(browser, w, path, height=1400, width=1100):
+    """w exported to path and opened: (page, the errors it raised)."""
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    return page, errors
+
+
 def drawn(page, n):
     got = page.evaluate(MEASURE)
     return np.reshape(got["values"], (n, n)), got
@@ -27,13 +37,8 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
     w = model_widget(seed=2, n=n, layers=3, heads=2)
     w.set_state({"layer": 1, "measure": "flow", "focus": 5, "causal": True})
     flows = attention_flow(np.array(list(w._every_layers_weights("flow")))[:2])
-    path = tmp_path / "measures.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1100, "height": 1400}, bypass_csp=True).new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page, errors = exported(browser, w, tmp_path / "measures.html")
     try:
-        page.goto(path.as_uri())
         page.wait_for_selector(".aw-measure[data-state='current']")
         values, got = drawn(page, n)
         np.testing.assert_allclose(values, flows, rtol=1e-6, atol=1e-7)
@@ -127,12 +132,8 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
     n = len(w.tokens)
     want, largest = w.difference(0, 1), w.largest_difference(0, 1)
     path = tmp_path / "texts.html"
-    w.to_html(path)
-    page = browser.new_context(viewport={"width": 1100, "height": 1600}, bypass_csp=True).new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page, errors = exported(browser, w, path, height=1600)
     try:
-        page.goto(path.as_uri())
         page.wait_for_selector(".aw-measure[data-state='current']")
         np.testing.assert_allclose(drawn(page, n)[0], want[1, 1], atol=1e-6)
         # the overview coloured by every head's largest difference
@@ -165,10 +166,8 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
     from attnwidget import AttentionWidget
 
     w = AttentionWidget(["She sat by the river bank", "The cat sat"], measure="difference")
-    w.to_html(tmp_path / "lengths.html")
-    page = browser.new_context(viewport={"width": 900, "height": 900}, bypass_csp=True).new_page()
+    page, _ = exported(browser, w, tmp_path / "lengths.html", height=900, width=900)
     try:
-        page.goto((tmp_path / "lengths.html").as_uri())
         page.wait_for_selector(".aw-measure[data-state='error']")
         assert page.locator(".aw-measure-status").inner_text() == w.measures["difference"]
         assert "needs another text of 6 tokens" in w.measures["difference"] and page.locator(".aw-measure .aw-figure").is_hidden()
