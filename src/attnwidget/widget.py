@@ -702,9 +702,10 @@ class AttentionWidget(WholeChanges):
             if up_to is not None and at >= up_to:
                 return
 
-    def _layers_weights(self):
-        """(weights, allowed) of every layer, weights heads × n × m, in float64 (overview.weights_of)."""
-        inputs = Inputs(self)
+    def _layers_weights(self, text: int | None = None):
+        """(weights, allowed) of every layer, weights heads × n × m, in float64 (overview.weights_of);
+        of another text than the one shown with ``text`` (difference)."""
+        inputs = Inputs(self, text=text)
         for q, k, allowed, bias in each_layer(inputs):
             yield weights_of(inputs, q, k, allowed, bias), allowed
 
@@ -738,9 +739,7 @@ class AttentionWidget(WholeChanges):
 
     def _layer_heads_weights(self) -> np.ndarray:
         """The current layer's heads' weights, heads × n × m, as head_summary computes them."""
-        inputs = Inputs(self)
-        layer = next(itertools.islice(each_layer(inputs), self.layer if self.layer_shown else 0, None))
-        return weights_of(inputs, *layer)
+        return next(itertools.islice(self._layers_weights(), self.layer if self.layer_shown else 0, None))[0]
 
     def _projection(self):
         """The current layer's output projection (integrations.interface.Projection), or None when
@@ -807,14 +806,8 @@ class AttentionWidget(WholeChanges):
                 f"text {a} has {na} tokens and text {b} has {nb}: the difference needs the same number of tokens in both, "
                 "cell by cell (a minimal pair, such as two texts that differ in one word of one token)."
             )
-        for wa, wb in zip(self._text_weights(a), self._text_weights(b)):
+        for (wa, _), (wb, _) in zip(self._layers_weights(a), self._layers_weights(b)):
             yield np.subtract(wa, wb, out=wa)
-
-    def _text_weights(self, t: int):
-        """Each layer's weights (heads × n × n, float64) of text (or sentence) t, whole, as head_summary computes them."""
-        inputs = Inputs(self, text=t)
-        for q, k, allowed, bias in each_layer(inputs):
-            yield weights_of(inputs, q, k, allowed, bias)
 
     def head_effects(self, mode: str = "zero") -> np.ndarray:
         """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
