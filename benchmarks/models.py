@@ -30,11 +30,17 @@ sys.path.insert(0, str(ROOT / "tests" / "browser"))
 RESULTS = ROOT / "benchmarks" / "results"
 
 SHAPES = {
-    "gpt2-small": dict(n=1024, config="GPT2Config(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=512)", model="GPT2Model"),
+    "gpt2-small": dict(
+        n=1024,
+        config="GPT2Config(n_embd=768, n_layer=12, n_head=12, n_positions=1024, vocab_size=512)",
+        model="GPT2Model",
+    ),
     "llama-3-8b": dict(
         n=2048,
-        config="LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, head_dim=128, "
-        "intermediate_size=256, vocab_size=512, max_position_embeddings=2048)",
+        config=(
+            "LlamaConfig(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, "
+            "head_dim=128, intermediate_size=256, vocab_size=512, max_position_embeddings=2048)"
+        ),
         model="LlamaModel",
     ),
 }
@@ -44,7 +50,8 @@ import time, resource, numpy as np, torch, transformers
 from attnwidget import AttentionWidget
 torch.manual_seed(0)
 model = transformers.{model}(transformers.{config}).eval()
-model = model.to("cuda") if torch.cuda.is_available() else model  # where there is a GPU, the model and its overview run on it
+model = model.to("cuda") if torch.cuda.is_available() else model  # where there is a GPU, \
+the model and its overview run on it
 class Tokens:  # n random ids as a text: the shape is what is measured, not a tokenizer
     all_special_tokens = []
     def __call__(self, text, return_tensors=None):
@@ -103,13 +110,21 @@ def measure(name: str, shape: dict, lab, browser) -> dict:
     def counting(**kw):
         context = context_hook(**kw)
         context.on(
-            "page", lambda p: p.on("websocket", lambda ws: ws.on("framereceived", lambda f: received.append(len(f) if isinstance(f, (bytes, str)) else 0)))
+            "page",
+            lambda p: p.on(
+                "websocket",
+                lambda ws: ws.on(
+                    "framereceived", lambda f: received.append(len(f) if isinstance(f, (bytes, str)) else 0)
+                ),
+            ),
         )
         return context
 
     browser.new_context = counting
     try:
-        page, kernel, errors = _open_notebook(lab, browser, notebook, [SETUP.format(**shape), SHOW], viewport=(1280, 1400), timeout=900_000)
+        page, kernel, errors = _open_notebook(
+            lab, browser, notebook, [SETUP.format(**shape), SHOW], viewport=(1280, 1400), timeout=900_000
+        )
     finally:
         browser.new_context = context_hook
     root = "document.querySelector('.aw-root').attnwidget"
@@ -126,8 +141,13 @@ def measure(name: str, shape: dict, lab, browser) -> dict:
         t = page.evaluate(f"(window.awLastQ = {root}.model.get('q'), performance.now())")
         page.locator(f".aw-head[data-layer='{layer}'][data-head='0']").click()
         # the page sets the layer at once; the wait is for the kernel's arrays of it, then their drawing
-        page.wait_for_function(f"{root}.model.get('q') !== window.awLastQ && !document.querySelector('.aw-root').dataset.fetching", timeout=120_000)
-        drawn = page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))")
+        page.wait_for_function(
+            f"{root}.model.get('q') !== window.awLastQ && !document.querySelector('.aw-root').dataset.fetching",
+            timeout=120_000,
+        )
+        drawn = page.evaluate(
+            "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))"
+        )
         switches.append((drawn - t) / 1000)
         time.sleep(0.5)  # the rest of the layer's message, if any
         sent.append(sum(received) - before)
@@ -173,7 +193,9 @@ def main(argv=None):
     from playwright.sync_api import sync_playwright
 
     # --only measures one shape again: the other's numbers stay as last measured
-    report = json.loads((RESULTS / "models.json").read_text()) if args.only and (RESULTS / "models.json").exists() else {}
+    report = (
+        json.loads((RESULTS / "models.json").read_text()) if args.only and (RESULTS / "models.json").exists() else {}
+    )
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         lab = Lab(pathlib.Path(tmp))
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
@@ -217,7 +239,9 @@ def markdown(report: dict) -> str:
     lines = [
         "# Real models at their real size, live in JupyterLab",
         "",
-        "| | " + " | ".join(f"{n} ({report[n]['tokens']} tokens, {report[n].get('device', 'cpu')})" for n in names) + " |",
+        "| | "
+        + " | ".join(f"{n} ({report[n]['tokens']} tokens, {report[n].get('device', 'cpu')})" for n in names)
+        + " |",
     ]
     lines.append("| --- |" + " ---: |" * len(names))
     for label, key, form in rows:

@@ -137,7 +137,9 @@ def wire_benchmarks():
     state, _, buffers = _remove_buffers(w.get_state())
     live = message_bytes(state, buffers)
     # what a notebook saved with widget state stores for this one widget
-    saved = len(json.dumps(embed_data(views=[w], state=dependency_state(w))["manager_state"], separators=(",", ":")).encode())
+    saved = len(
+        json.dumps(embed_data(views=[w], state=dependency_state(w))["manager_state"], separators=(",", ":")).encode()
+    )
     w.comm = RecordingComm()
     w.temperature = 0.5
     ((data, bufs),) = w.comm.sent
@@ -153,7 +155,8 @@ def wire_benchmarks():
 
 TIME_CHANGES = """([name, values]) => {
   const a = document.querySelector('.aw-root').attnwidget, out = [];
-  for (const x of values) { const t0 = performance.now(); a.model.set(name, x); a.redraw(); out.push(performance.now() - t0); }
+  for (const x of values) { const t0 = performance.now(); a.model.set(name, x); a.redraw(); \
+out.push(performance.now() - t0); }
   return out; }"""
 # The baseline in the page: a bare JS softmax over the same n×n scores, nothing drawn.
 TIME_BARE_SOFTMAX = """(count) => {
@@ -178,15 +181,20 @@ TIME_BARE_SOFTMAX = """(count) => {
 # arrived and been drawn (no canvas marked data-pending), two frames later, so the redraw it
 # brings counts too. Between samples the head thumbnails are let finish, so they are not counted.
 FRAMES = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
-DRAWN = """new Promise((done) => { const wait = () => (document.querySelector('[data-pending]') ? requestAnimationFrame(wait)
+DRAWN = """new Promise((done) => { const wait = () => (document.querySelector('[data-pending]') ? \
+requestAnimationFrame(wait)
                                           : requestAnimationFrame(() => requestAnimationFrame(done))); wait(); })"""
 
 
 def task_ms_per_change(page, changes):
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
-    busy = lambda: next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
-    settle = lambda: page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000)
+    busy = lambda: next(
+        m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration"
+    )
+    settle = lambda: page.wait_for_selector(
+        ".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000
+    )
     work, idle = [], []
     for name, value in changes:
         settle()
@@ -208,7 +216,9 @@ def task_ms_per_change(page, changes):
 def first_paint(page):
     """[firstPaint, renderStart] of the page's widget, ms from navigation start."""
     page.wait_for_function("document.querySelector('.aw-root')?.attnwidget?.firstPaint > 0")
-    return page.evaluate("(() => { const a = document.querySelector('.aw-root').attnwidget; return [a.firstPaint, a.renderStart]; })()")
+    return page.evaluate(
+        "(() => { const a = document.querySelector('.aw-root').attnwidget; return [a.firstPaint, a.renderStart]; })()"
+    )
 
 
 # Set up before the page's own script: performance.now() (ms since navigation start) when the
@@ -225,7 +235,8 @@ def drag_long_tasks(page, moves):
     """A real mouse drag along the temperature slider, back and forth; the durations (ms) of the
     long tasks (over 50 ms) a PerformanceObserver saw from the drag's start to 300 ms after it."""
     page.evaluate("""() => { window.longTasks = [];
-        new PerformanceObserver((l) => l.getEntries().forEach((e) => window.longTasks.push(e.duration))).observe({ entryTypes: ['longtask'] }); }""")
+        new PerformanceObserver((l) => l.getEntries().forEach((e) => \
+window.longTasks.push(e.duration))).observe({ entryTypes: ['longtask'] }); }""")
     # head thumbnails done (or none: one head)
     page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=120_000)
     page.evaluate(FRAMES)
@@ -245,7 +256,9 @@ def drag_long_tasks(page, moves):
 def exported(tmp, n, heads, stage="weights", step=None):
     q, k, v = qkv(heads, n, 64, seed=n + heads)
     path = pathlib.Path(tmp) / f"page-{n}-{heads}-{stage}-{step}.html"
-    AttentionWidget(q=q, k=k, v=v, stage=stage, tokens=[f"t{i}" for i in range(n)], step=step).to_html(path, theme="light")
+    AttentionWidget(q=q, k=k, v=v, stage=stage, tokens=[f"t{i}" for i in range(n)], step=step).to_html(
+        path, theme="light"
+    )
     return path
 
 
@@ -255,7 +268,9 @@ def exported_model(tmp, layers, heads, n, d):
 
     rng = np.random.default_rng(layers * heads + n)
     arrays = [tuple(rng.normal(size=(heads, n, d)).astype(np.float32) for _ in range(3)) for _ in range(layers)]
-    found = SimpleNamespace(tokens=[f"t{i}" for i in range(n)], layers=arrays, causal=False, scale=None, model_name="bench")
+    found = SimpleNamespace(
+        tokens=[f"t{i}" for i in range(n)], layers=arrays, causal=False, scale=None, model_name="bench"
+    )
     path = pathlib.Path(tmp) / f"model-{layers}x{heads}-{n}-{d}.html"
     AttentionWidget._from_model(found, 0, 0, {}).to_html(path, theme="light")
     return path
@@ -305,7 +320,9 @@ def page_benchmarks(samples, moves):
             out[f"main-thread work per {what}, n=256, 12 heads (goal ≤ 16 ms)"] = task_ms_per_change(page, changes)
         page.close()
         page = open_page(exported(tmp, 1024, 1))
-        out["main-thread work per temperature step, n=1024 (goal ≤ 16 ms)"] = task_ms_per_change(page, [("temperature", t) for t in temps])
+        out["main-thread work per temperature step, n=1024 (goal ≤ 16 ms)"] = task_ms_per_change(
+            page, [("temperature", t) for t in temps]
+        )
         page.close()
 
         # generation at n=1024 (one head), from step 512 on: a step forward computes one new row and
@@ -314,14 +331,19 @@ def page_benchmarks(samples, moves):
         forward = task_ms_per_change(page, [("step", 512 + i) for i in range(1, samples + 1)])
         whole = task_ms_per_change(page, [("temperature", t) for t in temps])
         forward["ratio"] = forward["median"] / whole["median"]
-        out["main-thread work per generation step, n=512 → 1024 (ratio: against a full recompute at that length)"] = forward
+        out["main-thread work per generation step, n=512 → 1024 (ratio: against a full recompute at that length)"] = (
+            forward
+        )
         out["main-thread work per temperature step while generating, n≈512 (the full recompute)"] = whole
         page.close()
 
         # a real slider drag at n=512 (12 heads), watching for long tasks
         page = open_page(exported(tmp, 512, 12))
         long_tasks = drag_long_tasks(page, moves)
-        out["slider drag, n=512, 12 heads: long tasks over 50 ms"] = {"count": len(long_tasks), "longest_ms": max(long_tasks, default=0)}
+        out["slider drag, n=512, 12 heads: long tasks over 50 ms"] = {
+            "count": len(long_tasks),
+            "longest_ms": max(long_tasks, default=0),
+        }
         page.close()
 
         # first paint: from navigation start to the end of the first complete draw
@@ -374,7 +396,10 @@ def page_benchmarks(samples, moves):
         out["first paint, n=4096, 1 head (ms from navigation start)"] = stats(first)
         page = open_page(path)
         long_tasks = drag_long_tasks(page, moves)
-        out["slider drag, n=4096, 1 head: long tasks over 50 ms"] = {"count": len(long_tasks), "longest_ms": max(long_tasks, default=0)}
+        out["slider drag, n=4096, 1 head: long tasks over 50 ms"] = {
+            "count": len(long_tasks),
+            "longest_ms": max(long_tasks, default=0),
+        }
         page.close()
 
         # memory: the JS heap once everything (12 head thumbnails included) is drawn
@@ -384,7 +409,9 @@ def page_benchmarks(samples, moves):
         cdp.send("HeapProfiler.collectGarbage")
         heap = cdp.send("Runtime.getHeapUsage")
         # typed arrays keep their numbers outside the JS heap proper: count both
-        out["JS heap, n=1024, 12 heads (MB used, with typed-array storage)"] = (heap["usedSize"] + heap.get("backingStorageSize", 0)) / 2**20
+        out["JS heap, n=1024, 12 heads (MB used, with typed-array storage)"] = (
+            heap["usedSize"] + heap.get("backingStorageSize", 0)
+        ) / 2**20
         out["JS heap detail"] = {k: round(v / 2**20, 1) for k, v in heap.items()}
         page.close()
         browser.close()
@@ -392,7 +419,10 @@ def page_benchmarks(samples, moves):
 
 
 def machine():
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
     return {
         "cpus": os.cpu_count(),
         "cpu": cpu,
@@ -433,7 +463,14 @@ GOALS = [
         "main-thread work per focus change, n=256, 12 heads (goal ≤ 16 ms)",
         16,
     ),
-    ("head_256", 1, "head change, n=256 × 12 heads: main-thread work ≤ 16 ms", "page", "main-thread work per head change, n=256, 12 heads (goal ≤ 16 ms)", 16),
+    (
+        "head_256",
+        1,
+        "head change, n=256 × 12 heads: main-thread work ≤ 16 ms",
+        "page",
+        "main-thread work per head change, n=256, 12 heads (goal ≤ 16 ms)",
+        16,
+    ),
     (
         "stage_256",
         1,
@@ -442,8 +479,22 @@ GOALS = [
         "main-thread work per stage change, n=256, 12 heads (goal ≤ 16 ms)",
         16,
     ),
-    ("temperature_1024", 2, "temperature step, n=1024: main-thread work ≤ 16 ms", "page", "main-thread work per temperature step, n=1024 (goal ≤ 16 ms)", 16),
-    ("first_paint_256", 3, "first paint, n=256 × 12 heads: ≤ 300 ms from navigation", "page", "first paint, n=256, 12 heads (ms from navigation start)", 300),
+    (
+        "temperature_1024",
+        2,
+        "temperature step, n=1024: main-thread work ≤ 16 ms",
+        "page",
+        "main-thread work per temperature step, n=1024 (goal ≤ 16 ms)",
+        16,
+    ),
+    (
+        "first_paint_256",
+        3,
+        "first paint, n=256 × 12 heads: ≤ 300 ms from navigation",
+        "page",
+        "first paint, n=256, 12 heads (ms from navigation start)",
+        300,
+    ),
     (
         "all_heads_256",
         3,
@@ -452,9 +503,30 @@ GOALS = [
         "all 12 head thumbnails drawn, n=256 (ms from navigation start)",
         1000,
     ),
-    ("first_paint_4096", 4, "first paint, n=4096, 1 head: ≤ 1.5 s from navigation", "page", "first paint, n=4096, 1 head (ms from navigation start)", 1500),
-    ("drag_4096", 4, "slider drag, n=4096, 1 head (stage weights): no task over 50 ms", "page", "slider drag, n=4096, 1 head: long tasks over 50 ms", None),
-    ("build_512", 5, "build a widget in Python, n=512 × 12 heads: ≤ 50 ms", "python", "build a widget: 12 heads, n=512 d=64", 50),
+    (
+        "first_paint_4096",
+        4,
+        "first paint, n=4096, 1 head: ≤ 1.5 s from navigation",
+        "page",
+        "first paint, n=4096, 1 head (ms from navigation start)",
+        1500,
+    ),
+    (
+        "drag_4096",
+        4,
+        "slider drag, n=4096, 1 head (stage weights): no task over 50 ms",
+        "page",
+        "slider drag, n=4096, 1 head: long tasks over 50 ms",
+        None,
+    ),
+    (
+        "build_512",
+        5,
+        "build a widget in Python, n=512 × 12 heads: ≤ 50 ms",
+        "python",
+        "build a widget: 12 heads, n=512 d=64",
+        50,
+    ),
     (
         "overview_minilm",
         6,
@@ -483,7 +555,9 @@ def goals(results):
         if v is None:
             row.update(median=None, p95=None, n=None, met=None)
         elif limit is None:  # the drag: a count of long tasks
-            row.update(median=None, p95=None, n=None, long_tasks=v["count"], longest_ms=v["longest_ms"], met=v["count"] == 0)
+            row.update(
+                median=None, p95=None, n=None, long_tasks=v["count"], longest_ms=v["longest_ms"], met=v["count"] == 0
+            )
         else:
             row.update(median=v["median"], p95=v["p95"], n=v["n"], met=v["median"] <= limit)
         rows.append(row)
@@ -507,10 +581,17 @@ def goals_table(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer samples")
-    parser.add_argument("--out", default=str(RESULTS / "latest"), help="results path without extension (default: %(default)s)")
+    parser.add_argument(
+        "--out", default=str(RESULTS / "latest"), help="results path without extension (default: %(default)s)"
+    )
     args = parser.parse_args()
     repeat, samples, moves = (10, 10, 30) if args.quick else (40, 30, 60)
-    results = {"machine": machine(), "python": python_benchmarks(repeat), "wire": wire_benchmarks(), "page": page_benchmarks(samples, moves)}
+    results = {
+        "machine": machine(),
+        "python": python_benchmarks(repeat),
+        "wire": wire_benchmarks(),
+        "page": page_benchmarks(samples, moves),
+    }
     results["machine"]["chromium"] = results["page"].pop("chromium")
     results["goals"] = goals(results)
     out = pathlib.Path(args.out)
@@ -524,7 +605,8 @@ def main():
     lines += [
         "## Goals",
         "",
-        'Each goal (benchmarks/README.md) with what this run measured; "met" when the median is within it (the drag: when no task took over 50 ms).',
+        'Each goal (benchmarks/README.md) with what this run measured; "met" when the median is within it (the drag: '
+        "when no task took over 50 ms).",
         "",
     ]
     lines += goals_table(results["goals"]) + [""]

@@ -96,7 +96,9 @@ def write_pages(n: int, folder: pathlib.Path) -> dict:
     tokens, q, k, v, weights = make_data(n)
     paths = {tool: folder / f"{tool}_{n}.html" for tool in TOOLS}
     # attnwidget computes the weights itself in the page, from q, k and v.
-    attnwidget.AttentionWidget(tokens=tokens, q=q, k=k, v=v, stage="weights").to_html(paths["attnwidget"], theme="light")
+    attnwidget.AttentionWidget(tokens=tokens, q=q, k=k, v=v, stage="weights").to_html(
+        paths["attnwidget"], theme="light"
+    )
     # bertviz: a tuple with one tensor per layer, (batch, heads, n, n); 'return' gives an
     # IPython HTML object whose .data is what a notebook would display.
     view = head_view((torch.from_numpy(weights)[None],), tokens, html_action="return")
@@ -127,7 +129,14 @@ def cdn_stand_ins() -> dict:
 
     # npm's requirejs ships only the unminified require.js; cdnjs serves a minified one, so
     # minify it the same way (keeping the licence comment) to send what cdnjs sends, give or take.
-    terser = [str(NODE_MODULES / ".bin" / "terser"), str(NODE_MODULES / "requirejs" / "require.js"), "-c", "-m", "--comments", "/@license/"]
+    terser = [
+        str(NODE_MODULES / ".bin" / "terser"),
+        str(NODE_MODULES / "requirejs" / "require.js"),
+        "-c",
+        "-m",
+        "--comments",
+        "/@license/",
+    ]
     require_min = subprocess.run(terser, capture_output=True, check=True).stdout
 
     # circuitsvis is not on the npm registry reachable here. Its PyPI wheel ships the IIFE
@@ -141,7 +150,9 @@ def cdn_stand_ins() -> dict:
     return {
         f"{cdnjs}/require.js/2.3.6/require.min.js": {
             "body": require_min,
-            "source": f"npm requirejs@{npm_version('requirejs')} require.js, minified by terser@{npm_version('terser')}",
+            "source": (
+                f"npm requirejs@{npm_version('requirejs')} require.js, minified by terser@{npm_version('terser')}"
+            ),
             "note": "same version",
         },
         f"{cdnjs}/d3/5.7.0/d3.min.js": {
@@ -157,7 +168,10 @@ def cdn_stand_ins() -> dict:
         f"https://unpkg.com/circuitsvis@{circuitsvis.__version__}/dist/cdn/esm.js": {
             "body": esm.encode("utf-8"),
             "source": f"PyPI circuitsvis=={circuitsvis.__version__} dist/cdn/iife.js as an ES module",
-            "note": "circuitsvis is not on the npm registry reachable here (404); same version, IIFE build instead of the ESM build",
+            "note": (
+                "circuitsvis is not on the npm registry reachable here (404); same version, IIFE build instead of the "
+                "ESM build"
+            ),
         },
     }
 
@@ -247,7 +261,8 @@ MOMENTS = ("first", "all_heads")
 MARK = "side-by-side paint:"
 WATCH = """(() => {
   const conditions = %s;
-  const left = new Map(Object.entries(conditions).map(([name, ready]) => [name, () => { try { return !!ready(); } catch (e) { return false; } }]));
+  const left = new Map(Object.entries(conditions).map(([name, ready]) => [name, () => { try { return !!ready(); \
+} catch (e) { return false; } }]));
   let seen = [];  // conditions that held at the start of the previous frame
   const tick = () => {
     const now = performance.now();
@@ -269,7 +284,9 @@ def watch_script(tool: str) -> str:
     return WATCH % ("{" + conditions + "}", MARK)
 
 
-def load_once(browser, url: str, tool: str, stand_ins: dict, timeout_s: float, screenshot: pathlib.Path | None, then=None):
+def load_once(
+    browser, url: str, tool: str, stand_ins: dict, timeout_s: float, screenshot: pathlib.Path | None, then=None
+):
     """One cold load in a fresh context: {first, all_heads (ms, None if not by the cap), requests, unserved, errors}.
     then(page), when given, runs on the loaded page (once everything is drawn) before the context
     closes; its answer, or its error, is the result's "then"."""
@@ -383,7 +400,10 @@ def work_per_change(page, steps, settle, budget_s: float) -> dict:
     cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
 
     def busy():
-        return next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration") * 1000
+        return (
+            next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration")
+            * 1000
+        )
 
     work, idle, later = [], [], []
     began = time.monotonic()
@@ -438,7 +458,10 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
         return (lambda: mouse.move(*centre(locator)), lambda: (mouse.down(), mouse.up()))
 
     def hover(locator, start=None):  # the move onto it is the change
-        return ((lambda: mouse.move(*centre(start))) if start is not None else (lambda: None), lambda: mouse.move(*centre(locator)))
+        return (
+            (lambda: mouse.move(*centre(start))) if start is not None else (lambda: None),
+            lambda: mouse.move(*centre(locator)),
+        )
 
     def others(size, first):  # count indices in range(size), none the same as the one before it
         out, last = [], first
@@ -453,7 +476,9 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
     if tool == "attnwidget":
 
         def settle():  # head thumbnails finished, as in run.py
-            page.wait_for_selector(".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=120_000)
+            page.wait_for_selector(
+                ".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=120_000
+            )
 
         if change == "temperature step":
             slider = page.locator(".aw-slider")
@@ -528,10 +553,19 @@ def sizes(requests: list, page_path: pathlib.Path, page_url: str, stand_ins: dic
             continue
         if url == page_url:
             body = page_path.read_bytes()
-            rows.append({"url": "(document)", "bytes": len(body), "gzip_bytes": gzip_size(body), "served_by": "local HTTP server"})
+            rows.append(
+                {
+                    "url": "(document)",
+                    "bytes": len(body),
+                    "gzip_bytes": gzip_size(body),
+                    "served_by": "local HTTP server",
+                }
+            )
         elif url in stand_ins:
             body = stand_ins[url]["body"]
-            rows.append({"url": url, "bytes": len(body), "gzip_bytes": gzip_size(body), "served_by": stand_ins[url]["source"]})
+            rows.append(
+                {"url": url, "bytes": len(body), "gzip_bytes": gzip_size(body), "served_by": stand_ins[url]["source"]}
+            )
         else:
             rows.append({"url": url, "bytes": 0, "gzip_bytes": 0, "served_by": "NOT SERVED"})
     return {
@@ -549,7 +583,11 @@ def p95(values):
 
 def machine() -> dict:
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.processor(),
     )
     nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
@@ -602,7 +640,17 @@ def run(args) -> dict:
                 paths = write_pages(n, folder)
                 print(f"n={n}: pages written in {time.monotonic() - t0:.1f} s", flush=True)
                 cell = {
-                    tool: {"first_ms": [], "all_heads_ms": [], "loads": 0, "timeouts": 0, "wall_s": [], "errors": [], "unserved": [], "sizes": None, "note": ""}
+                    tool: {
+                        "first_ms": [],
+                        "all_heads_ms": [],
+                        "loads": 0,
+                        "timeouts": 0,
+                        "wall_s": [],
+                        "errors": [],
+                        "unserved": [],
+                        "sizes": None,
+                        "note": "",
+                    }
                     for tool in TOOLS
                 }
                 active = list(TOOLS)
@@ -620,7 +668,11 @@ def run(args) -> dict:
                         if c["loads"] >= wanted[tool]:
                             continue
                         url = server.base + paths[tool].name
-                        shot = out.parent / f"side_by_side_{tool}_{n}.png" if n == SCREENSHOT_N and not c["first_ms"] else None
+                        shot = (
+                            out.parent / f"side_by_side_{tool}_{n}.png"
+                            if n == SCREENSHOT_N and not c["first_ms"]
+                            else None
+                        )
                         then = probe(tool, n) if n == args.change_n and changes[tool] is None else None
                         r = load_once(browser, url, tool, stand_ins, args.timeout, shot, then)
                         if then is not None:
@@ -634,7 +686,9 @@ def run(args) -> dict:
                         for name in MOMENTS:
                             if r[name] is not None:
                                 c[f"{name}_ms"].append(round(r[name], 1))
-                        shown = "  ".join(f"{name} {'-' if r[name] is None else f'{r[name]:,.0f} ms'}" for name in MOMENTS)
+                        shown = "  ".join(
+                            f"{name} {'-' if r[name] is None else f'{r[name]:,.0f} ms'}" for name in MOMENTS
+                        )
                         print(f"  {tool:<11} n={n:<4} load {i + 1}: {shown}", flush=True)
                         if r["error"] is not None:
                             # A closed context leaves a renderer stuck in a long script running
@@ -645,12 +699,17 @@ def run(args) -> dict:
                             c["errors"].append(r["error"])
                             wanted[tool] = 0  # one load past the cap is the answer for this cell
                             c["note"] = f"not all painted within the {args.timeout:.0f} s cap"
-                            print(f"  {tool:<11} n={n:<4} load {i + 1}: stopped at the cap ({r['error'][:70]})", flush=True)
+                            print(
+                                f"  {tool:<11} n={n:<4} load {i + 1}: stopped at the cap ({r['error'][:70]})",
+                                flush=True,
+                            )
                             continue
                         for seconds, count in FEWER_SAMPLES:
                             if c["loads"] == 1 and r["wall_s"] >= seconds and wanted[tool] > count:
                                 wanted[tool] = count
-                                c["note"] = f"{count} load{'s' if count > 1 else ''} only: the first took {r['wall_s']:.0f} s"
+                                c["note"] = (
+                                    f"{count} load{'s' if count > 1 else ''} only: the first took {r['wall_s']:.0f} s"
+                                )
                                 break
                 for tool in TOOLS:
                     c = cells[tool][n] = cell[tool]
@@ -671,7 +730,15 @@ def run(args) -> dict:
             if args.change_n not in args.ns:  # one load per tool just for the changes
                 paths = write_pages(args.change_n, folder)
                 for tool in TOOLS:
-                    r = load_once(browser, server.base + paths[tool].name, tool, stand_ins, args.timeout, None, probe(tool, args.change_n))
+                    r = load_once(
+                        browser,
+                        server.base + paths[tool].name,
+                        tool,
+                        stand_ins,
+                        args.timeout,
+                        None,
+                        probe(tool, args.change_n),
+                    )
                     changes[tool] = r["then"]
                     if r["error"] is not None:
                         browser.close()
@@ -697,7 +764,9 @@ def run(args) -> dict:
         },
         "machine": info,
         "paint_conditions": CONDITIONS,
-        "cdn_stand_ins": {url: {"source": s["source"], "note": s["note"], "bytes": len(s["body"])} for url, s in stand_ins.items()},
+        "cdn_stand_ins": {
+            url: {"source": s["source"], "note": s["note"], "bytes": len(s["body"])} for url, s in stand_ins.items()
+        },
         "results": {tool: {str(n): c for n, c in cells[tool].items()} for tool in TOOLS},
         "changes": {"n": args.change_n, "how": HOW, "tools": changes},
         "run_py": run_py_goals(pathlib.Path(args.run_results)),
@@ -724,8 +793,8 @@ def fmt_bytes(v):
 
 def table(report: dict) -> str:
     lines = [
-        "| tool | n | loads | first paint, median ms | p95 | × attnwidget | all heads drawn, median ms | p95 | × attnwidget "
-        "| document | total sent | total gzip |",
+        "| tool | n | loads | first paint, median ms | p95 | × attnwidget "
+        "| all heads drawn, median ms | p95 | × attnwidget | document | total sent | total gzip |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     cap = report["config"]["timeout_s"] * 1000
@@ -733,7 +802,11 @@ def table(report: dict) -> str:
         for tool in TOOLS:
             c = report["results"][tool][str(n)]
             sz = c["sizes"] or {}
-            loads = "skipped" if c["note"].startswith("skipped") else f"{c['loads']}" + (" (1 at the cap)" if c["timeouts"] else "")
+            loads = (
+                "skipped"
+                if c["note"].startswith("skipped")
+                else f"{c['loads']}" + (" (1 at the cap)" if c["timeouts"] else "")
+            )
             row = [tool, str(n), loads]
             for name in MOMENTS:
                 median, ratio = c[f"{name}_median_ms"], c[f"{name}_ratio_to_attnwidget"]
@@ -742,7 +815,11 @@ def table(report: dict) -> str:
                     base = report["results"]["attnwidget"][str(n)][f"{name}_median_ms"]
                     shown = [f"> {cap:,.0f}", "–", f"> {cap / base:.0f}" if base else "–"]
                 row += shown
-            row += [fmt_bytes(sz.get("document_bytes")), fmt_bytes(sz.get("total_bytes")), fmt_bytes(sz.get("total_gzip_bytes"))]
+            row += [
+                fmt_bytes(sz.get("document_bytes")),
+                fmt_bytes(sz.get("total_bytes")),
+                fmt_bytes(sz.get("total_gzip_bytes")),
+            ]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -865,15 +942,18 @@ def markdown(report: dict) -> str:
             "Main-thread work per change (Chrome's task timer, in thread time) and paint times, each as median (p95; "
             "how many). *attnwidget, run.py*: benchmarks/run.py's goal measurements (changes made through the page's "
             "model, first paint at the end of the widget's first draw, all heads at the moment the page marks its "
-            f"thumbnails complete; results file {source}). The other three columns are measured here, alike for each tool: "
-            "changes by real mouse events, paints by the watcher described below.",
+            f"thumbnails complete; results file {source}). The other three columns are measured here, alike for each "
+            "tool: changes by real mouse events, paints by the watcher described below.",
             "",
             moments,
             "",
             "What each change is:",
             "",
         ]
-        out += [f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES) for tool in TOOLS]
+        out += [
+            f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES)
+            for tool in TOOLS
+        ]
         out += [""]
     out += [
         "## How it is measured",
@@ -895,20 +975,20 @@ def markdown(report: dict) -> str:
         "from the cap.",
         '- Sizes: the HTML document plus every script it loads, as bodies (not compressed); "total gzip" is what a '
         "server compressing at gzip level 6 would send. The document is what each tool's Python API returns "
-        "(attnwidget: `to_html`, bertviz: `head_view(..., html_action='return').data`, CircuitsVis: `str(attention_heads(...))`, "
-        "its CDN form).",
+        "(attnwidget: `to_html`, bertviz: `head_view(..., html_action='return').data`, CircuitsVis: "
+        "`str(attention_heads(...))`, its CDN form).",
     ]
     if moments:
         c = report["config"]
         out += [
             "- Main-thread work per change (the goals' table): on each tool's first load at that n, once all is drawn. "
-            "Chrome's task timer (CDP `Performance.getMetrics`, `TaskDuration`, in thread time) is read before the mouse "
-            "event and after the two animation frames that follow it, less the same two frames with no change just "
-            "before (as benchmarks/run.py does; the idle two frames' median comes off the median and the p95). The "
-            "pointer is put on the control (scrolled into view) outside that window, so the window holds only a click "
-            "(button down and up) or, where hovering is the control, the move onto it. attnwidget's head thumbnails "
-            f"are let finish between changes, as in run.py. Each moment gets up to {c['changes']} changes, fewer "
-            f"(at least {c['min_changes']}) when it has taken {c['change_budget_s']:.0f} s.",
+            "Chrome's task timer (CDP `Performance.getMetrics`, `TaskDuration`, in thread time) is read before the "
+            "mouse event and after the two animation frames that follow it, less the same two frames with no change "
+            "just before (as benchmarks/run.py does; the idle two frames' median comes off the median and the p95). "
+            "The pointer is put on the control (scrolled into view) outside that window, so the window holds only a "
+            "click (button down and up) or, where hovering is the control, the move onto it. attnwidget's head "
+            f"thumbnails are let finish between changes, as in run.py. Each moment gets up to {c['changes']} changes, "
+            f"fewer (at least {c['min_changes']}) when it has taken {c['change_budget_s']:.0f} s.",
             later_note(report),
         ]
     out += [""]
@@ -916,7 +996,8 @@ def markdown(report: dict) -> str:
     unserved = sorted({u for tool in TOOLS for c in report["results"][tool].values() for u in c["unserved"]})
     out += ["## Notes", ""] + (notes or [f"- every cell has all its {report['config']['samples']} loads"])
     out += [
-        "- bertviz's document carries the weights twice: head_view.js names its PYTHON_PARAMS marker once more in a comment, and str.replace fills both.",
+        "- bertviz's document carries the weights twice: head_view.js names its PYTHON_PARAMS marker once more in a "
+        "comment, and str.replace fills both.",
         "- CircuitsVis is given `mask_upper_tri=False` (its default greys out the upper triangle, for causal "
         "models); these weights are not causal. The same weights go to bertviz and CircuitsVis (computed by "
         "`attnwidget.attention` per head); attnwidget gets q, k, v and computes them in the page.",
@@ -924,10 +1005,17 @@ def markdown(report: dict) -> str:
     out += [f"- requests that could not be served: {', '.join(unserved) if unserved else 'none'}", ""]
     out += ["## What each tool requested (at any n)", ""]
     for tool in TOOLS:
-        asked = {r["url"]: r["served_by"] for c in report["results"][tool].values() if c["sizes"] for r in c["sizes"]["requests"]}
+        asked = {
+            r["url"]: r["served_by"]
+            for c in report["results"][tool].values()
+            if c["sizes"]
+            for r in c["sizes"]["requests"]
+        }
         out += [f"- {tool}: " + "; ".join(f"{url} ← {by}" for url, by in asked.items())]
     out += ["", "## CDN stand-ins", ""]
-    out += [f"- {url} ← {s['source']} ({fmt_bytes(s['bytes'])}; {s['note']})" for url, s in report["cdn_stand_ins"].items()]
+    out += [
+        f"- {url} ← {s['source']} ({fmt_bytes(s['bytes'])}; {s['note']})" for url, s in report["cdn_stand_ins"].items()
+    ]
     out += [
         "",
         "## Machine",
@@ -955,22 +1043,34 @@ def main(argv=None):
     )
     parser.add_argument("--ns", type=int, nargs="+", help=f"token counts (default: {' '.join(map(str, NS))})")
     parser.add_argument("--samples", type=int, help="loads per tool and n (default: 5)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)"
+    )
     parser.add_argument("--change-n", type=int, help="token count for the main-thread work per change (default: 256)")
     parser.add_argument("--changes", type=int, help="changes per moment and tool (default: 12)")
     parser.add_argument(
-        "--change-budget", type=float, help=f"seconds per moment and tool after which no new change is begun, once it has {MIN_CHANGES} (default: 20)"
+        "--change-budget",
+        type=float,
+        help=f"seconds per moment and tool after which no new change is begun, once it has {MIN_CHANGES} (default: 20)",
     )
     parser.add_argument(
-        "--run-results", default=str(RESULTS / "latest.json"), help="benchmarks/run.py's results, for its goal numbers beside these (default: %(default)s)"
+        "--run-results",
+        default=str(RESULTS / "latest.json"),
+        help="benchmarks/run.py's results, for its goal numbers beside these (default: %(default)s)",
     )
     parser.add_argument("--chromium", default=os.environ.get("ATTNWIDGET_CHROMIUM", "/usr/bin/chromium"))
     parser.add_argument(
-        "--out", default=str(RESULTS / "side_by_side"), help="results path without extension; the screenshots go beside it (default: %(default)s)"
+        "--out",
+        default=str(RESULTS / "side_by_side"),
+        help="results path without extension; the screenshots go beside it (default: %(default)s)",
     )
-    parser.add_argument("--report-only", action="store_true", help="rewrite the .md from the existing .json, measuring nothing")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the .md from the existing .json, measuring nothing"
+    )
     args = parser.parse_args(argv)
-    defaults = QUICK if args.quick else {"ns": list(NS), "samples": 5, "change_n": 256, "changes": 12, "change_budget": 20.0}
+    defaults = (
+        QUICK if args.quick else {"ns": list(NS), "samples": 5, "change_n": 256, "changes": 12, "change_budget": 20.0}
+    )
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -987,7 +1087,10 @@ def main(argv=None):
     print(table(report))
     moments = moments_table(report)
     if moments:
-        print(f"\nThe goals' moments at n = {report['changes']['n']}, {HEADS} heads (run.py's figures beside those measured here):\n")
+        print(
+            f"\nThe goals' moments at n = {report['changes']['n']}, {HEADS} heads (run.py's figures beside those "
+            "measured here):\n"
+        )
         print(moments)
     written = [out.with_suffix(".md")] if args.report_only else [out.with_suffix(".json"), out.with_suffix(".md")]
     print(f"\nwritten: {', '.join(map(str, written))} (the measuring took {report['run_seconds'] / 60:.1f} min)")

@@ -73,7 +73,10 @@ def memory_needed(view: str, n: int) -> float:
 def source() -> dict:
     """The commit measured, and whether src/ differs from it (then no commit's numbers)."""
     git = lambda *args: subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
-    return {"commit": git("rev-parse", "--short", "HEAD") or None, "src_changed": bool(git("status", "--porcelain", "--", "src"))}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or None,
+        "src_changed": bool(git("status", "--porcelain", "--", "src")),
+    }
 
 
 def available_memory() -> float:
@@ -121,7 +124,9 @@ def build_model():
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH, n_positions=POSITIONS, attn_implementation="eager")
+    config = transformers.GPT2Config(
+        n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH, n_positions=POSITIONS, attn_implementation="eager"
+    )
     return transformers.GPT2LMHeadModel(config).eval()
 
 
@@ -157,12 +162,16 @@ class Run:
 
     def __init__(self, quick: bool, budget: float):
         self.quick, self.start = quick, time.perf_counter()
-        self.budget = self.total = budget  # seconds from the start by which no new measurement begins (a part's share of total)
+        self.budget = self.total = (
+            budget  # seconds from the start by which no new measurement begins (a part's share of total)
+        )
         self.waits = 0.0  # seconds spent waiting for a quiet machine, at most WAITS a run
         self.stop_s = 1.0 if quick else 3.0  # a view's sizes stop once its median passes this
         self.retries = 0 if quick else RETRIES  # (a smoke test does not wait for a quiet machine)
         self.baseline: dict[int, dict] = {}
-        self.views: dict[str, dict] = {name: {"what": what, "sizes": {}, "stopped": None} for name, what in VIEWS.items()}
+        self.views: dict[str, dict] = {
+            name: {"what": what, "sizes": {}, "stopped": None} for name, what in VIEWS.items()
+        }
         self.builds: dict[int, float] = {}
 
     def elapsed(self) -> float:
@@ -188,11 +197,15 @@ class Run:
         if name != "baseline" and self.views[name]["stopped"]:
             return self.views[name]["stopped"]
         if memory_needed(name, n) > available_memory() / 2:
-            return f"{n} tokens would need about {memory_needed(name, n) / 1e9:.1f} GB, more than half the memory available"
+            return (
+                f"{n} tokens would need about {memory_needed(name, n) / 1e9:.1f} GB, more than half the memory "
+                "available"
+            )
         guess = self.predicted(name, n)
         if guess is not None and self.elapsed() + guess * (3 if guess > 1 else 6) > self.budget:
             return (
-                f"{n} tokens (about {guess:.0f} s a call) would pass this part's share of the time budget ({self.budget:.0f} s of the run's {self.total:.0f} s)"
+                f"{n} tokens (about {guess:.0f} s a call) would pass this part's share of the time budget "
+                f"({self.budget:.0f} s of the run's {self.total:.0f} s)"
             )
         return None
 
@@ -238,7 +251,12 @@ class Run:
             attempts.append({**self._samples(call, before, *self.samples(r["median"])), "waited_s": waited})
             r = min(attempts, key=lambda a: a["others_cpu"])
         if len(attempts) > 1:
-            r = {**r, "attempts": [{k: a[k] for k in ("median", "p95", "n", "others_cpu", "waited_s") if k in a} for a in attempts]}
+            r = {
+                **r,
+                "attempts": [
+                    {k: a[k] for k in ("median", "p95", "n", "others_cpu", "waited_s") if k in a} for a in attempts
+                ],
+            }
         r["contended"] = r["others_cpu"] > BUSY
         if name == "baseline":
             self.baseline[n] = r
@@ -250,7 +268,9 @@ class Run:
             self.views[name]["stopped"] = f"its median passed {self.stop_s:g} s at {n} tokens"
         again = f" ({len(r['attempts'])} attempts)" if "attempts" in r else ""
         print(
-            f"  {name:18} n={n:5}: median {r['median']:8.3f} s, p95 {r['p95']:8.3f} s ({r['n']} samples), others' CPU {r['others_cpu']:.0%}{again}", flush=True
+            f"  {name:18} n={n:5}: median {r['median']:8.3f} s, p95 {r['p95']:8.3f} s ({r['n']} samples), others' CPU "
+            f"{r['others_cpu']:.0%}{again}",
+            flush=True,
         )
         return r
 
@@ -336,12 +356,22 @@ def within(sizes: dict[int, dict], limit: float = 1.0) -> dict:
     them (log tokens against log seconds) crosses ``limit``."""
     done = sorted(sizes)
     best = max((n for n in done if sizes[n]["median"] <= limit), default=None)
-    past = next((n for n in done if sizes[n]["median"] > limit and not sizes[n]["contended"] and (best is None or n > best)), None)
+    past = next(
+        (n for n in done if sizes[n]["median"] > limit and not sizes[n]["contended"] and (best is None or n > best)),
+        None,
+    )
     estimate = None
     if best is not None and past is not None:
         a, b = sizes[best]["median"], sizes[past]["median"]
-        estimate = float(np.exp(np.log(best) + (np.log(limit) - np.log(a)) * (np.log(past) - np.log(best)) / (np.log(b) - np.log(a))))
-    return {"largest": best, "median": sizes[best]["median"] if best else None, "first_past": past, "estimate": estimate}
+        estimate = float(
+            np.exp(np.log(best) + (np.log(limit) - np.log(a)) * (np.log(past) - np.log(best)) / (np.log(b) - np.log(a)))
+        )
+    return {
+        "largest": best,
+        "median": sizes[best]["median"] if best else None,
+        "first_past": past,
+        "estimate": estimate,
+    }
 
 
 def seconds(v: float | None) -> str:
@@ -364,15 +394,17 @@ def report(run: Run, results: dict) -> list[str]:
         f"Model: {results['model']}. Texts: random words of a word-level tokenizer, one token each. "
         f"Run took {results['seconds']:.0f} s{' (--quick)' if run.quick else ''}.",
         "",
-        "Each view is the Python call the page waits for (benchmarks/views.py says what each is). Baseline: `w.head_summary()` on the same "
-        "widget (every layer's and head's weights and four summaries of them), measured in the same run; × is a view's median over the baseline's. "
-        f"Others' CPU: the share of the machine's CPU time other processes took while the samples ran; past {BUSY:.0%} the samples were taken "
-        f"again once the machine was quieter (up to {run.retries} more times), and the set with the least of it kept (marked *; every set is in the .json). "
-        "† marks a size still contended then: its median is not counted as a text past 1 s.",
+        "Each view is the Python call the page waits for (benchmarks/views.py says what each is). Baseline: "
+        "`w.head_summary()` on the same widget (every layer's and head's weights and four summaries of them), measured "
+        "in the same run; × is a view's median over the baseline's. Others' CPU: the share of the machine's CPU time "
+        f"other processes took while the samples ran; past {BUSY:.0%} the samples were taken again once the machine "
+        f"was quieter (up to {run.retries} more times), and the set with the least of it kept (marked *; every set is "
+        "in the .json). † marks a size still contended then: its median is not counted as a text past 1 s.",
         "",
         "## Largest text handled within 1 s (median)",
         "",
-        "| view | largest text within 1 s | its median | first size past 1 s (its median) | where it crosses 1 s (interpolated) |",
+        "| view | largest text within 1 s | its median | first size past 1 s (its median) | where it crosses 1 s "
+        "(interpolated) |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, v in run.views.items():
@@ -380,13 +412,20 @@ def report(run: Run, results: dict) -> list[str]:
         largest = "none measured" if w["largest"] is None else f"{w['largest']:,} tokens"
         if w["largest"] is not None and w["first_past"] is None:
             larger = any(n > w["largest"] for n in sizes)  # only contended ones
-            largest = f"≥ {largest} ({'larger texts measured only on a busy machine' if larger else 'the largest measured'})"
+            largest = (
+                f"≥ {largest} ({'larger texts measured only on a busy machine' if larger else 'the largest measured'})"
+            )
         past = "–" if w["first_past"] is None else f"{w['first_past']:,} ({seconds(sizes[w['first_past']]['median'])})"
         est = "–" if w["estimate"] is None else f"≈ {w['estimate']:,.0f} tokens"
         lines.append(f"| {v['what']} | {largest} | {seconds(w['median'])} | {past} | {est} |")
     lines += ["", "## Per size", ""]
     for v in run.views.values():
-        lines += [f"### {v['what']}", "", "| tokens | median | p95 | samples | × head_summary() | others' CPU |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"### {v['what']}",
+            "",
+            "| tokens | median | p95 | samples | × head_summary() | others' CPU |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for n, r in sorted(v["sizes"].items()):
             ratio = "–" if r["ratio"] is None else f"×{r['ratio']:.2f}"
             lines.append(f"| {n:,} | {seconds(r['median'])} | {seconds(r['p95'])} | {r['n']} | {ratio} | {busy(r)} |")
@@ -398,14 +437,19 @@ def report(run: Run, results: dict) -> list[str]:
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for n, r in sorted(run.baseline.items()):
-        lines.append(f"| {n:,} | {seconds(r['median'])} | {seconds(r['p95'])} | {r['n']} | {busy(r)} | {seconds(run.builds.get(n))} |")
+        lines.append(
+            f"| {n:,} | {seconds(r['median'])} | {seconds(r['p95'])} | {r['n']} | {busy(r)} | "
+            f"{seconds(run.builds.get(n))} |"
+        )
     return lines + [""]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer samples and smaller texts, under ~2 minutes")
-    parser.add_argument("--out", default=str(RESULTS / "views"), help="results path without extension (default: %(default)s)")
+    parser.add_argument(
+        "--out", default=str(RESULTS / "views"), help="results path without extension (default: %(default)s)"
+    )
     args = parser.parse_args()
     import torch
     import transformers
@@ -413,7 +457,11 @@ def main():
     run = Run(args.quick, budget=90 if args.quick else 480)
     info = machine()
     info.update(torch=torch.__version__, transformers=transformers.__version__, torch_threads=torch.get_num_threads())
-    info.update(attnwidget=source(), memory_available_gb=round(available_memory() / 1e9, 1), load_at_start=[round(x, 2) for x in os.getloadavg()])
+    info.update(
+        attnwidget=source(),
+        memory_available_gb=round(available_memory() / 1e9, 1),
+        load_at_start=[round(x, 2) for x in os.getloadavg()],
+    )
     model = build_model()
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = build_tokenizer(folder)
@@ -430,7 +478,10 @@ def main():
     info["load_at_end"] = [round(x, 2) for x in os.getloadavg()]
     results = {
         "machine": info,
-        "model": f"GPT2LMHeadModel, random weights: {LAYERS} layers × {HEADS} heads, width {WIDTH}, {POSITIONS} positions, eager attention, float32, CPU",
+        "model": (
+            f"GPT2LMHeadModel, random weights: {LAYERS} layers × {HEADS} heads, width {WIDTH}, {POSITIONS} positions, "
+            "eager attention, float32, CPU"
+        ),
         "quick": args.quick,
         "seconds": run.elapsed(),
         "baseline": {"what": "w.head_summary()", "sizes": dict(sorted(run.baseline.items()))},

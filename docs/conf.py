@@ -19,7 +19,9 @@ import attnwidget
 # shown as a page that computes by itself (see attnwidget.export.embed_html).
 os.environ["ATTNWIDGET_STATIC_HTML"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the real-model notebooks load weights from disk only
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # executed outputs: what a cell computed, not a loader's progress
+os.environ.setdefault(
+    "HF_HUB_DISABLE_PROGRESS_BARS", "1"
+)  # executed outputs: what a cell computed, not a loader's progress
 
 project = "attnwidget"
 author = "The attnwidget developers"
@@ -90,7 +92,11 @@ def _copy_bundle(app):
 # network at reading time. KaTeX (an npm dev dependency) does the typesetting, one node run per
 # formula (the site has a handful).
 _KATEX = next(
-    (str(d / "node_modules" / "katex") for d in pathlib.Path(__file__).resolve().parents if (d / "node_modules" / "katex").is_dir()),
+    (
+        str(d / "node_modules" / "katex")
+        for d in pathlib.Path(__file__).resolve().parents
+        if (d / "node_modules" / "katex").is_dir()
+    ),
     None,
 )
 _TYPESET = """
@@ -103,7 +109,9 @@ process.stdout.write(katex.renderToString(tex, { output: "mathml", displayMode: 
 def _mathml(tex, display):
     if _KATEX is None:
         raise RuntimeError("the docs typeset their maths with KaTeX: run `npm ci` first")
-    done = subprocess.run(["node", "-e", _TYPESET, _KATEX], input=json.dumps([tex, display]), capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", "-e", _TYPESET, _KATEX], input=json.dumps([tex, display]), capture_output=True, text=True, check=True
+    )
     return done.stdout
 
 

@@ -200,9 +200,13 @@ def check(x, show=False):
     for dtype in (np.float32, np.float64):  # float64 last: that table is printed
         q, k, v = (a.astype(dtype).astype(np.float64) for a in unpack(x))
         f, req = figures(scores(q, k), v), requirements(scores(q, k), v)
-        rows = [(n, f[n], f"~ {t}", abs(f[n] - t) <= TOL[n] and round(float(f[n]), dec) == t) for n, (t, dec, _) in TARGETS.items()]
+        rows = [
+            (n, f[n], f"~ {t}", abs(f[n] - t) <= TOL[n] and round(float(f[n]), dec) == t)
+            for n, (t, dec, _) in TARGETS.items()
+        ]
         rows += [
-            (n, val, f">= {lo}" if hi == np.inf else f"<= {hi}", lo - 1e-6 <= val <= hi + 1e-6) for n, (val, lo, hi) in req.items()
+            (n, val, f">= {lo}" if hi == np.inf else f"<= {hi}", lo - 1e-6 <= val <= hi + 1e-6)
+            for n, (val, lo, hi) in req.items()
         ]  # 1e-6: float fuzz on the 0.01 grid
         ok &= all(hit for *_, hit in rows)
     if show:

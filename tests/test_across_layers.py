@@ -73,7 +73,9 @@ def test_minilms_rollout_is_the_formula_on_its_own_output_attentions(minilm):
     model, tokenizer = minilm
     w = AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank")
     with torch.no_grad():
-        attentions = model(**tokenizer("I sat on the river bank", return_tensors="pt"), output_attentions=True).attentions
+        attentions = model(
+            **tokenizer("I sat on the river bank", return_tensors="pt"), output_attentions=True
+        ).attentions
     want, acc = [], np.eye(len(w.tokens))
     for a in attentions:
         acc = mixed(a[0].double().numpy()) @ acc

@@ -17,7 +17,13 @@ def softmax(s, t):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 7), heads=st.integers(1, 3), per_head=st.booleans(), temperature=st.floats(0.1, 4), seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 7),
+    heads=st.integers(1, 3),
+    per_head=st.booleans(),
+    temperature=st.floats(0.1, 4),
+    seed=st.integers(0, 2**16),
+)
 def test_scores_are_scale_qk_plus_bias(n, heads, per_head, temperature, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(heads, n, 4)) for _ in range(3))
@@ -55,7 +61,13 @@ def test_set_vectors_takes_a_bias_with_the_new_tokens():
     w = AttentionWidget()
     rng = np.random.default_rng(2)
     bias = rng.normal(size=(3, 3))
-    w.set_vectors(tokens=["a", "b", "c"], q=rng.normal(size=(3, 2)), k=rng.normal(size=(3, 2)), v=rng.normal(size=(3, 2)), bias=bias)
+    w.set_vectors(
+        tokens=["a", "b", "c"],
+        q=rng.normal(size=(3, 2)),
+        k=rng.normal(size=(3, 2)),
+        v=rng.normal(size=(3, 2)),
+        bias=bias,
+    )
     np.testing.assert_array_equal(w.bias, bias)
     with pytest.raises(traitlets.TraitError, match="agree on the number of tokens"):
         w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)), bias=np.zeros((3, 3)))

@@ -20,7 +20,12 @@ def embedded_state(path):
 
 def test_export_a_sentence(tmp_path):
     out = tmp_path / "lab.html"
-    assert main(["export", "I put my money in the bank", "--focus", "bank", "--stage", "blend", "--causal", "-o", str(out)]) == 0
+    assert (
+        main(
+            ["export", "I put my money in the bank", "--focus", "bank", "--stage", "blend", "--causal", "-o", str(out)]
+        )
+        == 0
+    )
     state = embedded_state(out)
     assert state["tokens"] == ["I", "put", "my", "money", "in", "the", "bank"]
     assert (state["focus"], state["stage"], state["causal"]) == (6, "blend", True)
@@ -66,7 +71,9 @@ def test_an_output_that_cannot_be_written_is_refused_first(tmp_path, capsys, mon
     (tmp_path / "folder").mkdir()
     (tmp_path / "a-file").write_text("kept")
     before = sorted(tmp_path.rglob("*"))
-    monkeypatch.setattr("attnwidget.__main__.AttentionWidget", lambda *a, **k: pytest.fail("built the widget before checking -o"))
+    monkeypatch.setattr(
+        "attnwidget.__main__.AttentionWidget", lambda *a, **k: pytest.fail("built the widget before checking -o")
+    )
     with pytest.raises(SystemExit) as exit_:
         main(["export", "a b", "-o", os.path.join(tmp_path, output)])
     err = capsys.readouterr().err
@@ -85,7 +92,11 @@ def test_a_read_only_folder_is_refused(tmp_path, capsys):
 
 def test_runs_as_a_module(tmp_path):
     out = tmp_path / "m.html"
-    done = subprocess.run([sys.executable, "-m", "attnwidget", "export", "--preset", "lab", "-o", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwidget", "export", "--preset", "lab", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0 and out.stat().st_size > 10_000
 
 
@@ -116,7 +127,9 @@ def test_a_missing_optional_dependency_is_a_message_not_a_traceback(tmp_path, ca
     with pytest.raises(SystemExit) as exit_:
         main(["export", "a b", "-o", str(tmp_path / "x.png")])
     err = capsys.readouterr().err
-    assert exit_.value.code == 1 and "Traceback" not in err and 'pip install "attnwidget[images]"' in err.splitlines()[-1]
+    assert (
+        exit_.value.code == 1 and "Traceback" not in err and 'pip install "attnwidget[images]"' in err.splitlines()[-1]
+    )
     assert not (tmp_path / "x.png").exists()
 
 
@@ -131,12 +144,38 @@ def test_export_a_models_page_with_the_layers_asked(tmp_path, minilm_path, monke
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "model.html"
-    assert main(["export", "The river bank", "--model", str(minilm_path), "--layer", "2", "--head", "3", "--layers", "0,4-5", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "The river bank",
+                "--model",
+                str(minilm_path),
+                "--layer",
+                "2",
+                "--head",
+                "3",
+                "--layers",
+                "0,4-5",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     state = embedded_state(out)
-    assert (state["layer"], state["head"], state["held_layers"]) == (2, 3, [0, 2, 4, 5])  # those asked and the one shown
+    assert (state["layer"], state["head"], state["held_layers"]) == (
+        2,
+        3,
+        [0, 2, 4, 5],
+    )  # those asked and the one shown
     assert state["tokens"] == ["[CLS]", "the", "river", "bank", "[SEP]"] and state["overview"]["layers"] == 6
-    raw = re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', out.read_text(), re.S).group(1)
-    assert set(json.loads(raw)["arrays"]) == {"layer:0", "layer:2", "layer:4", "layer:5"} and not set(LAYERED) & set(state)
+    raw = re.search(
+        r'<script type="application/json" id="attnwidget-state">(.*?)</script>', out.read_text(), re.S
+    ).group(1)
+    assert set(json.loads(raw)["arrays"]) == {"layer:0", "layer:2", "layer:4", "layer:5"} and not set(LAYERED) & set(
+        state
+    )
     main(["export", "The river bank", "--model", str(minilm_path), "--max-mb", "0.05", "-o", str(out)])
     assert len(embedded_state(out)["held_layers"]) < 6  # under the budget: some layers
 

@@ -22,7 +22,9 @@ def cross_widget(n=3, m=5, d=4, heads=None, seed=0, **kwargs):
     rng = np.random.default_rng(seed)
     shape = (lambda rows: (heads, rows, d)) if heads else (lambda rows: (rows, d))
     q, k, v = rng.normal(size=shape(n)), rng.normal(size=shape(m)), rng.normal(size=shape(m))
-    return AttentionWidget(tokens=[f"t{i}" for i in range(n)], key_tokens=[f"s{j}" for j in range(m)], q=q, k=k, v=v, **kwargs)
+    return AttentionWidget(
+        tokens=[f"t{i}" for i in range(n)], key_tokens=[f"s{j}" for j in range(m)], q=q, k=k, v=v, **kwargs
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -115,7 +117,9 @@ def fake_seq2seq(src=5, tgt=3, heads=2, d=4, layers=(2, 3, 3), seed=0):
         return ModelAttention(architecture="fake", layers=arrays, scale=None, model_name="fake-seq2seq", **kw)
 
     return {
-        "encoder": block(src, src, layers[0], tokens=source, key_tokens=None, causal=False, bias=rng.normal(size=(heads, src, src))),
+        "encoder": block(
+            src, src, layers[0], tokens=source, key_tokens=None, causal=False, bias=rng.normal(size=(heads, src, src))
+        ),
         "decoder": block(tgt, tgt, layers[1], tokens=target, key_tokens=None, causal=True, bias=None),
         "cross": block(tgt, src, layers[2], tokens=target, key_tokens=source, causal=False, bias=None),
     }
@@ -129,7 +133,13 @@ def expected(found, layer, head):
 def test_a_models_blocks_switch_in_python_and_from_the_page():
     blocks = fake_seq2seq()
     w = AttentionWidget._from_model(blocks, 1, 1, {}, "cross")
-    assert (w.block, w.tokens, w.key_tokens, w.causal, w.n_layers) == ("cross", blocks["cross"].tokens, blocks["cross"].key_tokens, False, 3)
+    assert (w.block, w.tokens, w.key_tokens, w.causal, w.n_layers) == (
+        "cross",
+        blocks["cross"].tokens,
+        blocks["cross"].key_tokens,
+        False,
+        3,
+    )
     np.testing.assert_allclose(w.weights, expected(blocks["cross"], 1, 1))
     w.focus, w.cell = 2, (2, 4)
     w.set_state({"block": "encoder"})  # the page's switch: its tokens, bias and causal rule come with it
@@ -158,9 +168,14 @@ def test_a_block_switch_sends_the_layer_shown_alone_and_exported_pages_carry_eve
     w.block = "cross"
     ((data, buffers),) = w.comm.sent
     # the page gets the layer it shows; every layer of every block stays in the kernel
-    assert {"q", "k", "v", "key_tokens", "block"} <= set(data["state"]) and not {"model_q", "model_k", "model_v"} & set(data["state"])
+    assert {"q", "k", "v", "key_tokens", "block"} <= set(data["state"]) and not {"model_q", "model_k", "model_v"} & set(
+        data["state"]
+    )
     heads = len(w.q)
-    assert sum(b.nbytes for b in buffers) == (sum(a.nbytes for a in blocks["cross"].layers[0]) + w.value_basis.nbytes) // heads  # one head's
+    assert (
+        sum(b.nbytes for b in buffers)
+        == (sum(a.nbytes for a in blocks["cross"].layers[0]) + w.value_basis.nbytes) // heads
+    )  # one head's
     w.comm.sent.clear()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
@@ -169,7 +184,11 @@ def test_a_block_switch_sends_the_layer_shown_alone_and_exported_pages_carry_eve
     sources = w.page_state()["sources"]
     assert set(sources["blocks"]) == {"encoder", "decoder", "cross"}
     cross, decoder = sources["blocks"]["cross"], sources["blocks"]["decoder"]
-    assert cross["key_tokens"] == blocks["cross"].key_tokens and cross["n_layers"] == 3 and decoder["model_k"]["shape"] == [6, 3, 4]
+    assert (
+        cross["key_tokens"] == blocks["cross"].key_tokens
+        and cross["n_layers"] == 3
+        and decoder["model_k"]["shape"] == [6, 3, 4]
+    )
     # the block shown (cross) has its arrays in the state, once
     assert "model_k" not in cross and w.page_state()["state"]["model_k"]["shape"] == [6, 5, 4]
 
@@ -220,7 +239,9 @@ def test_an_encoder_decoder_page_exports_whichever_block_is_shown(shown, tmp_pat
 
     w = AttentionWidget._from_model(fake_seq2seq(), 0, 0, {}, shown)
     payload = w.page_state()
-    assert payload["arrays"] == {} and json.loads(json.dumps(payload)) == payload  # plain JSON, the layers in their blocks
+    assert (
+        payload["arrays"] == {} and json.loads(json.dumps(payload)) == payload
+    )  # plain JSON, the layers in their blocks
     assert "<html" in w.to_html(tmp_path / "page.html").lower()
     with pytest.raises(ValueError, match="layers= is not offered for an encoder–decoder model yet"):
         w.to_html(layers=[0])

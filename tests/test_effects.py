@@ -19,7 +19,16 @@ def models(tf, tokenizer):
     return {
         "gpt2": lambda: gpt2(tf, tokenizer, **WIDE),
         # grouped-query attention: 4 query heads share 2 keys and values
-        "llama": lambda: random_model(tf, "LlamaForCausalLM", "LlamaConfig", len(tokenizer), intermediate_size=128, num_key_value_heads=2, **TINY, **WIDE),
+        "llama": lambda: random_model(
+            tf,
+            "LlamaForCausalLM",
+            "LlamaConfig",
+            len(tokenizer),
+            intermediate_size=128,
+            num_key_value_heads=2,
+            **TINY,
+            **WIDE,
+        ),
     }
 
 
@@ -81,7 +90,8 @@ def test_the_layers_before_the_one_ablated_run_once_for_every_copy(tf, gpt2_toke
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
     rows = {0: 0, 1: 0}  # copies of the text each layer's block gave out
     handles = [
-        layer.register_forward_hook(lambda module, args, out, i=i: rows.__setitem__(i, rows[i] + _batch(out))) for i, layer in enumerate(model.model.layers)
+        layer.register_forward_hook(lambda module, args, out, i=i: rows.__setitem__(i, rows[i] + _batch(out)))
+        for i, layer in enumerate(model.model.layers)
     ]
     try:
         w.head_effects()
@@ -115,7 +125,15 @@ def test_a_model_loaded_for_sdpa_is_ablated_as_its_eager_self(tf, gpt2_tokenizer
     import torch
 
     torch.manual_seed(0)
-    config = tf.GPT2Config(vocab_size=len(gpt2_tokenizer), n_embd=64, n_layer=2, n_head=4, n_positions=64, attn_implementation="sdpa", **WIDE)
+    config = tf.GPT2Config(
+        vocab_size=len(gpt2_tokenizer),
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        attn_implementation="sdpa",
+        **WIDE,
+    )
     model = tf.GPT2LMHeadModel(config).eval()
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
     np.testing.assert_allclose(w.head_effects(), by_hand(model, ids_of(gpt2_tokenizer), "zero"), atol=1e-5, rtol=0)
@@ -132,14 +150,18 @@ def test_while_writing_the_effects_are_on_the_next_token_after_the_step_shown(tf
     np.testing.assert_allclose(w.head_effects(), by_hand(model, written[: w.step], "zero"), atol=1e-5, rtol=0)
     w.step = w.prompt_length + 1  # a step below the end: the first step tokens, and the token after them
     assert w.step < len(w.tokens)
-    np.testing.assert_allclose(w.head_effects(mode="mean"), by_hand(model, written[: w.step], "mean"), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        w.head_effects(mode="mean"), by_hand(model, written[: w.step], "mean"), atol=1e-5, rtol=0
+    )
 
 
 def _written(model, ids, k):
     import torch
 
     with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=k, do_sample=False, num_beams=1, pad_token_id=model.config.eos_token_id)
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=k, do_sample=False, num_beams=1, pad_token_id=model.config.eos_token_id
+        )
     return out[0, len(ids) :].tolist()
 
 
@@ -181,11 +203,22 @@ def test_what_cannot_be_ablated_is_refused(tf, gpt2_tokenizer):
     with pytest.raises(ValueError, match="language-model head"):
         AttentionWidget.from_transformers(body, gpt2_tokenizer, TEXT).head_effects()
     t5 = random_model(
-        tf, "T5ForConditionalGeneration", "T5Config", len(gpt2_tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4, decoder_start_token_id=0
+        tf,
+        "T5ForConditionalGeneration",
+        "T5Config",
+        len(gpt2_tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=1,
+        num_heads=4,
+        decoder_start_token_id=0,
     )
     with pytest.raises(ValueError, match="encoder–decoder"):
         AttentionWidget.from_transformers(t5, gpt2_tokenizer, TEXT, target="the river").head_effects()
-    bloom = random_model(tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)  # read by hand
+    bloom = random_model(
+        tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4
+    )  # read by hand
     with pytest.raises(ValueError, match="without transformers' attention interface"):
         AttentionWidget.from_transformers(bloom, gpt2_tokenizer, TEXT).head_effects()
     w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXT)
@@ -246,10 +279,14 @@ def test_the_overview_of_a_language_models_widget_offers_the_effect_and_shows_it
     w.summary = "effect"  # asked: the overview is out of date until it carries them
     assert w.overview is None
     _on_page_message(w, {"kind": "overview"}, [])  # the model's passes, on the kernel's thread
-    np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12
+    )
     w.temperature = 2.0  # a new overview at another temperature: the effects kept
     _on_page_message(w, {"kind": "overview"}, [])
-    np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12
+    )
     means = w.head_effects(mode="mean")  # the mode last asked for: the overview of the other is out of date
     assert w.overview is None
     _on_page_message(w, {"kind": "overview"}, [])
@@ -273,7 +310,9 @@ def test_a_widget_with_no_next_token_has_no_effect_summary(tf, gpt2_tokenizer):
     w.summary = "self"  # the others as before
 
 
-def test_a_language_models_widget_can_start_coloured_by_the_effect_and_is_not_run_until_the_page_asks(tf, gpt2_tokenizer):
+def test_a_language_models_widget_can_start_coloured_by_the_effect_and_is_not_run_until_the_page_asks(
+    tf, gpt2_tokenizer
+):
     model = models(tf, gpt2_tokenizer)["gpt2"]()
     passes = []
     handle = model.register_forward_pre_hook(lambda module, args: passes.append(1))

@@ -38,7 +38,9 @@ def test_the_real_row_scores_one_and_a_disjoint_guess_zero():
     assert w.score == pytest.approx(w.weights[5, 0], abs=1e-12)
 
 
-@pytest.mark.parametrize("change", [{"focus": 4}, {"temperature": 0.5}, {"causal": True}, {"stage": None}, {"sentence_index": 1}])
+@pytest.mark.parametrize(
+    "change", [{"focus": 4}, {"temperature": 0.5}, {"causal": True}, {"stage": None}, {"sentence_index": 1}]
+)
 def test_changing_the_row_starts_a_new_guess(change):
     w = AttentionWidget(["She sat by the river bank", "I sat on the river bank"], exercise="predict", focus=5)
     w.guess = [0.1, 0.1, 0.1, 0.1, 0.5, 0.1]
@@ -87,7 +89,9 @@ def test_a_reveal_needs_an_exercise_and_a_guess():
         AttentionWidget().revealed = True
     with pytest.raises(traitlets.TraitError, match="belongs to the predict exercise"):
         AttentionWidget().guess = [1, 0, 0, 0, 0, 0]
-    with pytest.raises(traitlets.TraitError, match="'exercise' must be one of 'predict', 'temperature', or '' for none"):
+    with pytest.raises(
+        traitlets.TraitError, match="'exercise' must be one of 'predict', 'temperature', or '' for none"
+    ):
         AttentionWidget(exercise="guess")
 
 
@@ -117,7 +121,10 @@ def test_leaving_the_exercise_clears_the_guess():
     assert (w.guess, w.revealed, w.score) == (None, False, None)
 
 
-@pytest.mark.parametrize("change", [{"step": 3, "revealed": True}, {"exercise": "temperature", "revealed": True}, {"focus": 2, "revealed": True}])
+@pytest.mark.parametrize(
+    "change",
+    [{"step": 3, "revealed": True}, {"exercise": "temperature", "revealed": True}, {"focus": 2, "revealed": True}],
+)
 def test_a_reveal_sent_with_a_new_row_does_not_keep_the_old_guess(change):
     w = lab()
     w.guess = [0, 0, 0, 0, 1, 0]
@@ -127,7 +134,9 @@ def test_a_reveal_sent_with_a_new_row_does_not_keep_the_old_guess(change):
 
 def test_a_reveal_sent_with_the_sliders_last_value_reveals_that_value():
     w = AttentionWidget(exercise="temperature", goal=2, focus=5)
-    w.set_state({"temperature": 0.56, "revealed": True})  # the page sends both in one message when Reveal follows a drag
+    w.set_state(
+        {"temperature": 0.56, "revealed": True}
+    )  # the page sends both in one message when Reveal follows a drag
     assert w.revealed and w.temperature == 0.56
     assert w.score == pytest.approx(max(0, 1 - abs(w.effective_tokens[5] - 2) / 2))
 

@@ -25,7 +25,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def embedded_state(text):
-    return json.loads(re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', text, re.S).group(1))["state"]
+    return json.loads(
+        re.search(r'<script type="application/json" id="attnwidget-state">(.*?)</script>', text, re.S).group(1)
+    )["state"]
 
 
 @pytest.fixture
@@ -42,7 +44,10 @@ def no_browser(monkeypatch):
 @pytest.fixture
 def fake_pictures(monkeypatch):
     """Pictures without a browser: _snapshot answers what `made` holds for each kind."""
-    made = {"svg": '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>', "png": "data:image/png;base64," + base64.b64encode(PNG + b"rest").decode()}
+    made = {
+        "svg": '<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>',
+        "png": "data:image/png;base64," + base64.b64encode(PNG + b"rest").decode(),
+    }
     monkeypatch.setattr(export, "_snapshot", lambda widget, kind, scale: made[kind])
     return made
 
@@ -100,7 +105,11 @@ def test_a_write_completes_and_keeps_no_temporary_file(tmp_path, fake_pictures, 
 @pytest.mark.parametrize(
     "kind, answer, error",
     [
-        ("svg", '<svg xmlns="http://www.w3.org/2000/svg"><text>\ud83d</text></svg>', UnicodeError),  # a lone surrogate from the page
+        (
+            "svg",
+            '<svg xmlns="http://www.w3.org/2000/svg"><text>\ud83d</text></svg>',
+            UnicodeError,
+        ),  # a lone surrogate from the page
         ("png", "data:,", ValueError),  # what a canvas too large for Chromium gives
         ("png", "data:image/png;base64,QUJD", ValueError),  # not a PNG
     ],
@@ -129,7 +138,11 @@ any_text = st.text(st.characters(exclude_categories=()), max_size=12)
 
 
 @settings(max_examples=60, deadline=None)
-@given(tokens=st.lists(any_text, min_size=1, max_size=4), axes=st.lists(any_text, min_size=2, max_size=2), title=st.none() | any_text)
+@given(
+    tokens=st.lists(any_text, min_size=1, max_size=4),
+    axes=st.lists(any_text, min_size=2, max_size=2),
+    title=st.none() | any_text,
+)
 def test_to_html_writes_any_text_the_traits_accept(tokens, axes, title):
     n = len(tokens)
     w = AttentionWidget(tokens=tokens, q=np.eye(n), k=np.eye(n), v=np.ones((n, 2)), value_axes=axes)
@@ -144,12 +157,18 @@ def test_to_html_writes_any_text_the_traits_accept(tokens, axes, title):
     assert text == returned
     assert not RAW.search(text)
     state = embedded_state(text)
-    assert state["tokens"] == [visible_text(t) for t in tokens] and state["value_axes"] == [visible_text(a) for a in axes]
+    assert state["tokens"] == [visible_text(t) for t in tokens] and state["value_axes"] == [
+        visible_text(a) for a in axes
+    ]
 
 
 def test_control_characters_from_the_command_line_become_visible_in_a_page(tmp_path):
     out = tmp_path / "lab.html"
-    subprocess.run([sys.executable, "-m", "attnwidget", "export", "bank\x1b river \x9b\x07", "-o", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "attnwidget", "export", "bank\x1b river \x9b\x07", "-o", str(out)],
+        check=True,
+        capture_output=True,
+    )
     text = out.read_bytes().decode("utf-8")
     assert not RAW.search(text)
     assert embedded_state(text)["tokens"] == ["bank", "␛", "river", "\ufffd", "␇"]
@@ -157,7 +176,11 @@ def test_control_characters_from_the_command_line_become_visible_in_a_page(tmp_p
 
 def test_undecodable_bytes_from_the_command_line_become_visible_in_a_page(tmp_path):
     out = tmp_path / "lab.html"
-    done = subprocess.run([sys.executable, "-m", "attnwidget", "export", os.fsdecode(b"bank \xff"), "-o", str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwidget", "export", os.fsdecode(b"bank \xff"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert embedded_state(out.read_bytes().decode("utf-8"))["tokens"] == ["bank", "\ufffd"]
 
@@ -168,7 +191,12 @@ def test_a_models_page_holds_every_layer_under_its_budget_and_else_the_nearest_o
 
     rng = np.random.default_rng(0)
     layers = [tuple(rng.normal(size=(2, 6, 4)).astype(np.float32) for _ in range(3)) for _ in range(6)]
-    w = AttentionWidget._from_model(ModelAttention(tokens=list("abcdef"), layers=layers, causal=True, scale=None, architecture="f", model_name="f"), 3, 0, {})
+    w = AttentionWidget._from_model(
+        ModelAttention(tokens=list("abcdef"), layers=layers, causal=True, scale=None, architecture="f", model_name="f"),
+        3,
+        0,
+        {},
+    )
     each = 3 * 2 * 6 * 4 * 4 * 4 / 3  # one layer's q, k, v in float32, as base64
     overview = 6 * 2 * 6 * 6 * 4 / 3  # every head's thumbnail, carried when some layers are left out
     assert held_layers(w) is None and "held_layers" not in w.page_state()["state"]  # small: every layer

@@ -19,7 +19,9 @@ def models(tf, tokenizer):
     return {
         "gpt2": lambda: gpt2(tf, tokenizer),
         "llama": lambda: llama_style(tf, tokenizer, "Llama", 2),  # grouped-query attention
-        "bloom": lambda: random_model(tf, "BloomForCausalLM", "BloomConfig", len(tokenizer), hidden_size=64, n_layer=2, n_head=4),
+        "bloom": lambda: random_model(
+            tf, "BloomForCausalLM", "BloomConfig", len(tokenizer), hidden_size=64, n_layer=2, n_head=4
+        ),
     }
 
 
@@ -56,7 +58,11 @@ def test_every_step_is_the_models_own_attention_on_that_prefix(tf, gpt2_tokenize
                 w.head = head
                 assert w.weights.shape == (s, s)
                 np.testing.assert_allclose(
-                    w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, rtol=0, err_msg=f"step {s} layer {layer} head {head}"
+                    w.weights,
+                    reference[layer][0, head].double().numpy(),
+                    atol=1e-5,
+                    rtol=0,
+                    err_msg=f"step {s} layer {layer} head {head}",
                 )
 
 
@@ -79,26 +85,51 @@ def test_writing_stops_at_the_end_of_text_token_as_generate_does(tf, gpt2_tokeni
 
 def test_a_model_without_a_language_model_head_is_refused(tf, gpt2_tokenizer):
     base = gpt2(tf, gpt2_tokenizer).transformer
-    bert = random_model(tf, "BertModel", "BertConfig", len(gpt2_tokenizer), intermediate_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
+    bert = random_model(
+        tf,
+        "BertModel",
+        "BertConfig",
+        len(gpt2_tokenizer),
+        intermediate_size=128,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+    )
     for model in (base, bert):
-        with pytest.raises(ValueError, match=rf"generate= needs a model with a language-model head, such as GPT2LMHeadModel .*; got {type(model).__name__}"):
+        with pytest.raises(
+            ValueError,
+            match=(
+                r"generate= needs a model with a language-model head, such as GPT2LMHeadModel .*; "
+                rf"got {type(model).__name__}"
+            ),
+        ):
             attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, generate=2)
 
 
 def test_a_model_that_does_not_write_one_token_at_a_time_is_refused(tf, gpt2_tokenizer):
     sizes = dict(intermediate_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
-    masked = random_model(tf, "BertForMaskedLM", "BertConfig", len(gpt2_tokenizer), **sizes)  # fills blanks, reading both ways
+    masked = random_model(
+        tf, "BertForMaskedLM", "BertConfig", len(gpt2_tokenizer), **sizes
+    )  # fills blanks, reading both ways
     # a head that could write, on a model that reads both ways: refused once its mask is seen
     both_ways = random_model(tf, "BertLMHeadModel", "BertConfig", len(gpt2_tokenizer), is_decoder=False, **sizes)
     for model in (masked, both_ways):
         name = type(model).__name__
-        with pytest.raises(NotImplementedError, match=rf"generate= needs a decoder-only model .*gpt2 or llama.*; got {name} \(model_type 'bert'\)"):
+        with pytest.raises(
+            NotImplementedError,
+            match=rf"generate= needs a decoder-only model .*gpt2 or llama.*; got {name} \(model_type 'bert'\)",
+        ):
             from_transformers(model, gpt2_tokenizer, TEXT, generate=2)
 
 
 @pytest.mark.parametrize(
     "k, error, message",
-    [(-1, ValueError, "0 or more"), (2.0, TypeError, "a whole number"), ("2", TypeError, "a whole number"), (True, TypeError, "a whole number")],
+    [
+        (-1, ValueError, "0 or more"),
+        (2.0, TypeError, "a whole number"),
+        ("2", TypeError, "a whole number"),
+        (True, TypeError, "a whole number"),
+    ],
 )
 def test_generate_must_be_a_whole_number_of_tokens(tf, gpt2_tokenizer, k, error, message):
     with pytest.raises(error, match=rf"generate must be {message}.*got {re.escape(repr(k))}"):
@@ -112,6 +143,9 @@ def test_prompt_and_tokens_to_write_past_the_positions_read_are_refused(tf, gpt2
     assert len(from_transformers(model, gpt2_tokenizer, text, generate=2).tokens) == 64
     with pytest.raises(
         ValueError,
-        match=rf"is 62 tokens long and generate=3 adds as many but .* reads at most 64 positions \(config.{attribute}\); shorten the text or generate fewer",
+        match=(
+            rf"is 62 tokens long and generate=3 adds as many but .* reads at most 64 positions \(config.{attribute}\); "
+            r"shorten the text or generate fewer"
+        ),
     ):
         from_transformers(model, gpt2_tokenizer, text, generate=3)

@@ -76,7 +76,9 @@ def random_model(tf, cls, config_cls, vocab_size, **config):
     import torch
 
     torch.manual_seed(0)
-    return getattr(tf, cls)(getattr(tf, config_cls)(vocab_size=vocab_size, attn_implementation="eager", **config)).eval()
+    return getattr(tf, cls)(
+        getattr(tf, config_cls)(vocab_size=vocab_size, attn_implementation="eager", **config)
+    ).eval()
 
 
 def gpt2(tf, tokenizer, **config):
@@ -96,7 +98,15 @@ def gpt2(tf, tokenizer, **config):
 
 
 def llama_style(tf, tokenizer, name, kv_heads):
-    return random_model(tf, f"{name}ForCausalLM", f"{name}Config", len(tokenizer), intermediate_size=128, num_key_value_heads=kv_heads, **TINY)
+    return random_model(
+        tf,
+        f"{name}ForCausalLM",
+        f"{name}Config",
+        len(tokenizer),
+        intermediate_size=128,
+        num_key_value_heads=kv_heads,
+        **TINY,
+    )
 
 
 # --- the check ----------------------------------------------------------------------
@@ -122,8 +132,12 @@ def assert_matches_model(model, tokenizer, text=TEXT) -> ModelAttention:
         mask = None if ma.masks is None else ma.masks[layer]
         for h in range(heads):
             bias = None if ma.bias is None else ma.bias[h] if ma.bias.ndim == 3 else ma.bias
-            w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias, mask=mask, softcap=ma.softcap).weights
-            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0, err_msg=f"layer {layer} head {h}")
+            w = attnwidget.attention(
+                q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias, mask=mask, softcap=ma.softcap
+            ).weights
+            np.testing.assert_allclose(
+                w, reference[layer][0, h].double().numpy(), atol=1e-5, rtol=0, err_msg=f"layer {layer} head {h}"
+            )
     return ma
 
 
@@ -146,16 +160,24 @@ def test_gpt2(tf, gpt2_tokenizer):
 
 
 def test_bloom_with_its_alibi_bias(tf, gpt2_tokenizer):
-    model = random_model(tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)
+    model = random_model(
+        tf, "BloomForCausalLM", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4
+    )
     ma = assert_matches_model(model, gpt2_tokenizer, "I sat on the riverbank.\n x")
     assert ma.architecture == "bloom" and ma.causal is True and ma.bias.shape == (4, len(ma.tokens), len(ma.tokens))
     # ALiBi: each head adds its slope times the key's position, the same in every row
     slopes = ma.bias[:, 0, 1]
-    np.testing.assert_allclose(ma.bias, np.broadcast_to(slopes[:, None, None] * np.arange(len(ma.tokens)), ma.bias.shape), rtol=1e-6)
+    np.testing.assert_allclose(
+        ma.bias, np.broadcast_to(slopes[:, None, None] * np.arange(len(ma.tokens)), ma.bias.shape), rtol=1e-6
+    )
     assert len(set(np.round(slopes, 6))) == 4  # a different rate for every head
-    w = attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, "I sat on the riverbank.\n x", layer=1, head=2)
+    w = attnwidget.AttentionWidget.from_transformers(
+        model, gpt2_tokenizer, "I sat on the riverbank.\n x", layer=1, head=2
+    )
     with __import__("torch").no_grad():
-        reference = model(**gpt2_tokenizer("I sat on the riverbank.\n x", return_tensors="pt"), output_attentions=True).attentions
+        reference = model(
+            **gpt2_tokenizer("I sat on the riverbank.\n x", return_tensors="pt"), output_attentions=True
+        ).attentions
     np.testing.assert_allclose(w.weights, reference[1][0, 2].double().numpy(), atol=1e-5)
     w.layer = 0  # every layer has the same bias
     np.testing.assert_allclose(w.weights, reference[0][0, 2].double().numpy(), atol=1e-5)
@@ -187,8 +209,12 @@ def test_t5_encoder_with_its_relative_position_bias(tf, gpt2_tokenizer, cls):
     for layer, (q, k, v) in enumerate(ma.layers):
         for h in range(4):
             w = attnwidget.attention(q[h], k[h], v[h], scale=ma.scale, bias=ma.bias[h]).weights
-            np.testing.assert_allclose(w, reference[layer][0, h].double().numpy(), atol=1e-5, err_msg=f"layer {layer} head {h}")
-    w = attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, text, layer=1, head=3)  # the widget adds it too
+            np.testing.assert_allclose(
+                w, reference[layer][0, h].double().numpy(), atol=1e-5, err_msg=f"layer {layer} head {h}"
+            )
+    w = attnwidget.AttentionWidget.from_transformers(
+        model, gpt2_tokenizer, text, layer=1, head=3
+    )  # the widget adds it too
     np.testing.assert_allclose(w.weights, reference[1][0, 3].double().numpy(), atol=1e-5)
     # the bias depends on distance alone: the same along each diagonal
     n = len(ma.tokens)
@@ -223,9 +249,18 @@ def test_llama_base_model(tf, gpt2_tokenizer):
 
 
 def test_roberta_and_distilbert(tf, gpt2_tokenizer, minilm):
-    roberta = random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2, intermediate_size=128, **{**TINY, "max_position_embeddings": 80})
+    roberta = random_model(
+        tf,
+        "RobertaModel",
+        "RobertaConfig",
+        len(gpt2_tokenizer) + 2,
+        intermediate_size=128,
+        **{**TINY, "max_position_embeddings": 80},
+    )
     assert assert_matches_model(roberta, gpt2_tokenizer).architecture == "roberta"
-    distil = random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64, hidden_dim=128, n_layers=2, n_heads=4)
+    distil = random_model(
+        tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64, hidden_dim=128, n_layers=2, n_heads=4
+    )
     assert assert_matches_model(distil, minilm[1]).architecture == "distilbert"
 
 
@@ -248,8 +283,13 @@ def test_unsupported_models_are_named(tf, gpt2_tokenizer):
     import torch
 
     # MPT computes attention its own way, not through transformers' attention interface
-    mpt = random_model(tf, "MptModel", "MptConfig", len(gpt2_tokenizer), d_model=64, n_heads=4, n_layers=2, max_seq_len=64)
-    with pytest.raises(NotImplementedError, match=r"cannot read attention from MptModel \(model_type 'mpt'\).*without transformers' attention interface"):
+    mpt = random_model(
+        tf, "MptModel", "MptConfig", len(gpt2_tokenizer), d_model=64, n_heads=4, n_layers=2, max_seq_len=64
+    )
+    with pytest.raises(
+        NotImplementedError,
+        match=r"cannot read attention from MptModel \(model_type 'mpt'\).*without transformers' attention interface",
+    ):
         from_transformers(mpt, gpt2_tokenizer, TEXT)
     with pytest.raises(NotImplementedError, match=r"Linear.*supported"):
         from_transformers(torch.nn.Linear(2, 2), gpt2_tokenizer, TEXT)
@@ -278,13 +318,30 @@ def position_limited(tf, gpt2_tokenizer, minilm):
         "bert": (minilm[0], minilm[1], 512, "max_position_embeddings"),
         # RoBERTa numbers positions from pad_token_id + 1, so 80 embeddings hold 78 tokens
         "roberta": (
-            random_model(tf, "RobertaModel", "RobertaConfig", len(gpt2_tokenizer) + 2, intermediate_size=128, **{**TINY, "max_position_embeddings": 80}),
+            random_model(
+                tf,
+                "RobertaModel",
+                "RobertaConfig",
+                len(gpt2_tokenizer) + 2,
+                intermediate_size=128,
+                **{**TINY, "max_position_embeddings": 80},
+            ),
             gpt2_tokenizer,
             78,
             "max_position_embeddings",
         ),
         "distilbert": (
-            random_model(tf, "DistilBertModel", "DistilBertConfig", len(minilm[1]), dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=16),
+            random_model(
+                tf,
+                "DistilBertModel",
+                "DistilBertConfig",
+                len(minilm[1]),
+                dim=64,
+                hidden_dim=128,
+                n_layers=2,
+                n_heads=4,
+                max_position_embeddings=16,
+            ),
             minilm[1],
             16,
             "max_position_embeddings",
@@ -332,11 +389,27 @@ def hooked(tl, tokenizer, kind, **config):
     """A tiny random HookedTransformer of one of three kinds; ``config`` overrides."""
     extra = {
         "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
-        "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16, n_key_value_heads=2),
+        "rotary-gqa": dict(
+            normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=16, n_key_value_heads=2
+        ),
         "bidirectional": dict(normalization_type="LN", attention_dir="bidirectional"),
     }[kind]
     cfg = tl.HookedTransformerConfig(
-        **{**dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64, d_vocab=len(tokenizer), act_fn="gelu", seed=0), **extra, **config}
+        **{
+            **dict(
+                n_layers=2,
+                d_model=64,
+                d_head=16,
+                n_heads=4,
+                d_mlp=128,
+                n_ctx=64,
+                d_vocab=len(tokenizer),
+                act_fn="gelu",
+                seed=0,
+            ),
+            **extra,
+            **config,
+        }
     )
     with warnings.catch_warnings():  # 3.x announces HookedTransformer's removal in 4.0
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -386,7 +459,9 @@ def test_a_transformer_lens_cache_is_read_without_running_the_model_again(gpt2_t
         _, patterns = model.run_with_cache(text, names_filter=lambda name: name.endswith("hook_pattern"))
     with pytest.raises(ValueError, match="the cache is of 1 text.s. of 3 tokens, but the text is one of 7 tokens"):
         from_transformer_lens(model, text, other)
-    with pytest.raises(ValueError, match=r"the cache has no blocks.0.attn.hook_(rot_)?q .* run_with_cache with no names_filter"):
+    with pytest.raises(
+        ValueError, match=r"the cache has no blocks.0.attn.hook_(rot_)?q .* run_with_cache with no names_filter"
+    ):
         from_transformer_lens(model, text, patterns)
 
 
@@ -427,14 +502,22 @@ def test_readable_gpt2_pieces_from_the_tokenizer(tf, gpt2_tokenizer):
 @pytest.mark.parametrize(
     "pieces, kwargs, expected",
     [
-        (["[CLS]", "the", "river", "##bank", "##s", "[SEP]"], dict(special=["[CLS]", "[SEP]"]), ["[CLS]", "the", "river", "·bank", "·s", "[SEP]"]),
+        (
+            ["[CLS]", "the", "river", "##bank", "##s", "[SEP]"],
+            dict(special=["[CLS]", "[SEP]"]),
+            ["[CLS]", "the", "river", "·bank", "·s", "[SEP]"],
+        ),
         (
             ["<|endoftext|>", "I", "Ġsat", "Ġriver", "bank", "Ċ", "ĊĊ", "Ġ", "ĠĠ", "x", "Ã©"],
             dict(special=["<|endoftext|>"]),
             ["<|endoftext|>", "I", "sat", "river", "·bank", "⏎", "⏎⏎", "␣", "␣", "x", "·é"],
         ),
         (["ĠcafÃ©", "Ġ"], {}, ["café", "␣"]),  # byte-level pieces are UTF-8 bytes
-        (["<s>", "▁I", "▁sat", "▁river", "bank", "<0x0A>", "é"], dict(special=["<s>"]), ["<s>", "I", "sat", "river", "·bank", "⏎", "é"]),
+        (
+            ["<s>", "▁I", "▁sat", "▁river", "bank", "<0x0A>", "é"],
+            dict(special=["<s>"]),
+            ["<s>", "I", "sat", "river", "·bank", "⏎", "é"],
+        ),
         (
             ["<|endoftext|>", "I", " sat", " river", "bank", "\t"],
             dict(scheme="text", special=["<|endoftext|>"]),
@@ -497,4 +580,6 @@ def test_head_summary_covers_every_layer_and_head_as_the_model_attends(tf, gpt2_
     for layer, attentions in enumerate(reference):
         for h in range(attentions.shape[1]):
             for name, value in by_hand(attentions[0, h].double().numpy(), np.tri(n, dtype=bool)).items():
-                np.testing.assert_allclose(got[name][layer, h], value, atol=1e-5, err_msg=f"{name}, layer {layer}, head {h}")
+                np.testing.assert_allclose(
+                    got[name][layer, h], value, atol=1e-5, err_msg=f"{name}, layer {layer}, head {h}"
+                )

@@ -10,14 +10,29 @@ from attnwidget.integrations.interface import capture
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-BASE = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64)
+BASE = dict(
+    vocab_size=64,
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+)
 N = 9  # tokens: longer than every sliding window below
 FAMILIES = {
     "llama": dict(num_key_value_heads=2),
     "mistral": dict(num_key_value_heads=2, sliding_window=5),
     "gemma": dict(num_key_value_heads=1, head_dim=8),
-    "gemma2": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, attn_logit_softcapping=5.0, query_pre_attn_scalar=8),
-    "gemma3_text": dict(num_key_value_heads=2, head_dim=8, sliding_window=5, query_pre_attn_scalar=8, layer_types=["sliding_attention", "full_attention"]),
+    "gemma2": dict(
+        num_key_value_heads=2, head_dim=8, sliding_window=5, attn_logit_softcapping=5.0, query_pre_attn_scalar=8
+    ),
+    "gemma3_text": dict(
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=5,
+        query_pre_attn_scalar=8,
+        layer_types=["sliding_attention", "full_attention"],
+    ),
     "phi": dict(),
     "phi3": dict(num_key_value_heads=2, pad_token_id=0),
     "gpt_neox": dict(),
@@ -82,7 +97,9 @@ def test_a_model_that_computes_attention_its_own_way_is_refused_by_name():
         def forward(self, input_ids):
             return input_ids.float().softmax(-1)
 
-    with pytest.raises(NotImplementedError, match=r"cannot read attention from Handmade .*without transformers' attention interface"):
+    with pytest.raises(
+        NotImplementedError, match=r"cannot read attention from Handmade .*without transformers' attention interface"
+    ):
         capture(Handmade(), input_ids=torch.ones(1, 3))
     # and the interface is left as it was
     assert "eager" not in transformers.AttentionInterface._global_mapping
@@ -125,10 +142,19 @@ def test_the_widget_shows_every_layer_and_head_as_the_model_computes_it(family, 
         windowed.append(w.mask is not None)
         for head in range(w.n_heads):
             w.head = head
-            np.testing.assert_allclose(w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, rtol=0, err_msg=f"layer {layer} head {head}")
+            np.testing.assert_allclose(
+                w.weights,
+                reference[layer][0, head].double().numpy(),
+                atol=1e-5,
+                rtol=0,
+                err_msg=f"layer {layer} head {head}",
+            )
     # the overview's summaries: each layer at its own mask
     want = [
-        [np.mean(np.exp(-np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1)), 0), axis=-1))) for r in reference[layer][0].double().numpy()]
+        [
+            np.mean(np.exp(-np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1)), 0), axis=-1)))
+            for r in reference[layer][0].double().numpy()
+        ]
         for layer in range(w.n_layers)
     ]
     np.testing.assert_allclose(w.head_summary()["effective_tokens"], want, atol=1e-5)
@@ -172,7 +198,12 @@ def test_writing_past_a_sliding_window_is_the_models_own_attention_at_every_step
             w.layer = layer
             for head in range(w.n_heads):
                 w.head = head
-                np.testing.assert_allclose(w.weights, reference[layer][0, head].double().numpy(), atol=1e-5, err_msg=f"step {s} layer {layer} head {head}")
+                np.testing.assert_allclose(
+                    w.weights,
+                    reference[layer][0, head].double().numpy(),
+                    atol=1e-5,
+                    err_msg=f"step {s} layer {layer} head {head}",
+                )
 
 
 def test_a_models_arrays_are_kept_once_in_its_own_precision(tokenizer):

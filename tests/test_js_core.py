@@ -25,7 +25,13 @@ def run_js(cases):
         "});\n"
         "process.stdout.write(JSON.stringify(out));\n"
     )
-    done = subprocess.run(["node", "--input-type=module", "-e", script], input=json.dumps(cases), capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 

@@ -13,7 +13,14 @@ from attnwidget.integrations.common import ModelAttention
 def fake_model(n_layers=3, heads=2, n=5, d=6, seed=0):
     rng = np.random.default_rng(seed)
     layers = [tuple(rng.normal(size=(heads, n, d)) for _ in range(3)) for _ in range(n_layers)]
-    return ModelAttention(architecture="fake", tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, model_name="fake")
+    return ModelAttention(
+        architecture="fake",
+        tokens=[f"t{i}" for i in range(n)],
+        layers=layers,
+        causal=True,
+        scale=None,
+        model_name="fake",
+    )
 
 
 def test_layers_switch_in_python_and_from_the_page():
@@ -73,7 +80,9 @@ def test_a_models_layers_stay_in_the_kernel_and_a_switch_sends_the_head_shown_al
     w.comm = RecordingComm()
     w.layer = 2
     ((data, buffers),) = w.comm.sent
-    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"} and data["state"]["layer_arrays"] == ["", 2, 1]
+    assert set(data["state"]) == {"layer", "q", "k", "v", "value_basis", "layer_arrays"} and data["state"][
+        "layer_arrays"
+    ] == ["", 2, 1]
     # that layer's head shown, once: the page asks for another head when it shows one
     assert sum(b.nbytes for b in buffers) == (sum(a.nbytes for a in found.layers[2]) + w.value_basis.nbytes) // 2
     views = {path[0]: b for path, b in zip(data["buffer_paths"], buffers)}
@@ -101,7 +110,11 @@ def test_a_models_layers_stay_in_the_kernel_and_a_switch_sends_the_head_shown_al
     assert any("q" in data["state"] for data, _ in w.comm.sent)
     # exported pages carry every layer once: the model's source is only its tokens (rows and columns)
     payload = w.page_state()
-    assert payload["version"] == 1 and set(payload["sources"]["model"]) == {"tokens", "key_tokens"} and "q" not in payload["state"]
+    assert (
+        payload["version"] == 1
+        and set(payload["sources"]["model"]) == {"tokens", "key_tokens"}
+        and "q" not in payload["state"]
+    )
     assert payload["state"]["model_q"]["shape"] == [6, 5, 6]
 
 
@@ -125,7 +138,9 @@ def test_summaries_and_a_bias_follow_your_own_arrays_on_a_model_widget():
     found = fake_model(n_layers=3, heads=2, n=5, d=6)
     w = AttentionWidget._from_model(found, 0, 0, {})
     rng = np.random.default_rng(1)
-    w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3)))
+    w.set_vectors(
+        tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3))
+    )
     assert w.head_summary()["self"].shape == (1, 2)  # your arrays: one row, not the model's layers
     w.bias = np.zeros((2, 2, 2))
     w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 3)), k=rng.normal(size=(2, 3)), v=rng.normal(size=(2, 3)))
@@ -156,7 +171,11 @@ def test_a_refused_block_switch_leaves_the_layers_views_of_the_stacks():
 
 def test_a_models_widget_sends_no_whole_layer_even_while_it_is_made(monkeypatch):
     sent = []
-    monkeypatch.setattr(AttentionWidget, "_send", lambda self, msg, buffers=None: sent.append(sum(memoryview(b).nbytes for b in buffers or [])))
+    monkeypatch.setattr(
+        AttentionWidget,
+        "_send",
+        lambda self, msg, buffers=None: sent.append(sum(memoryview(b).nbytes for b in buffers or [])),
+    )
     found = fake_model(n_layers=3, heads=4, n=50, d=6)
     w = AttentionWidget._from_model(found, 1, 2, {})
     head = sum(getattr(w, n)[2].nbytes for n in ("q", "k", "v", "value_basis"))
@@ -185,11 +204,19 @@ def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arra
     w = AttentionWidget._from_model(found, 0, 0, {})
     assert w.layer_arrays == ["", 0, 0]
     w.comm = RecordingComm()
-    _on_page_message(w, {"kind": "holding", "layers": [["", 0, 0], ["", 2, 0], ["", 2, 1], "junk", ["", "x", 0], ["", 1], [1, 1, 1]]}, [])
+    _on_page_message(
+        w,
+        {"kind": "holding", "layers": [["", 0, 0], ["", 2, 0], ["", 2, 1], "junk", ["", "x", 0], ["", 1], [1, 1, 1]]},
+        [],
+    )
     assert w._page_holds == {("", 0, 0), ("", 2, 0), ("", 2, 1)}  # what cannot be read is left out
     w.layer = 2  # kept by the page: its name, no arrays
     ((data, buffers),) = w.comm.sent
-    assert data["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k", "v", "value_basis"} & set(data["state"]) and not buffers
+    assert (
+        data["state"]["layer_arrays"] == ["", 2, 0]
+        and not {"q", "k", "v", "value_basis"} & set(data["state"])
+        and not buffers
+    )
     np.testing.assert_array_equal(w.q, found.layers[2][0])  # Python's own are that layer's all the same
     w.comm.sent.clear()
     w.head = 1  # kept too

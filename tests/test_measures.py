@@ -61,7 +61,9 @@ def test_a_change_of_the_state_leaves_the_measure_for_another_key_and_the_page_a
     w.measure = "rollout"
     first = ask(w)
     w.layer = 2
-    assert w.measure_data is None or w.measure_data["rollout"]["key"]["layer"] == 0  # the page sees it is not for layer 2, and asks
+    assert (
+        w.measure_data is None or w.measure_data["rollout"]["key"]["layer"] == 0
+    )  # the page sees it is not for layer 2, and asks
     second = ask(w)
     assert second["key"]["layer"] == 2
     np.testing.assert_allclose(matrix(second), w.rollout()[2], rtol=1e-6)
@@ -72,7 +74,9 @@ def test_a_change_of_the_state_leaves_the_measure_for_another_key_and_the_page_a
 
 def test_your_own_arrays_changed_leave_no_stale_measure():
     rng = np.random.default_rng(0)
-    w = AttentionWidget(tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
+    w = AttentionWidget(
+        tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2))
+    )
     w.measure = "rollout"
     ask(w)
     w.q = rng.normal(size=(2, 4, 3))
@@ -82,7 +86,13 @@ def test_your_own_arrays_changed_leave_no_stale_measure():
 
 def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
     rng = np.random.default_rng(1)
-    cross = AttentionWidget(tokens=list("ab"), key_tokens=list("xyz"), q=rng.normal(size=(2, 3)), k=rng.normal(size=(3, 3)), v=rng.normal(size=(3, 2)))
+    cross = AttentionWidget(
+        tokens=list("ab"),
+        key_tokens=list("xyz"),
+        q=rng.normal(size=(2, 3)),
+        k=rng.normal(size=(3, 3)),
+        v=rng.normal(size=(3, 2)),
+    )
     assert "cross-attention" in cross.measures["rollout"] and "cross-attention" in cross.measures["flow"]
     cross.measure = "rollout"
     assert "cross-attention" in ask(cross)["error"]
@@ -112,7 +122,9 @@ def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
     got = np.frombuffer(base64.b64decode(every["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
     np.testing.assert_allclose(got, w.rollout(), rtol=1e-6)
     flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(5, 5)
-    np.testing.assert_allclose(flow, attention_flow(np.array(list(w._every_layers_weights("flow")))[:2]), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        flow, attention_flow(np.array(list(w._every_layers_weights("flow")))[:2]), rtol=1e-6, atol=1e-7
+    )
 
 
 def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown():
@@ -126,7 +138,9 @@ def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown(
     rng = np.random.default_rng(0)
     weights = rng.random((2, 3, 3))
     weights /= weights.sum(axis=-1, keepdims=True)
-    given = AttentionWidget.from_attentions(weights, list("abc"), values=rng.normal(size=(2, 3, 4)), measure="norms", head=1)
+    given = AttentionWidget.from_attentions(
+        weights, list("abc"), values=rng.normal(size=(2, 3, 4)), measure="norms", head=1
+    )
     np.testing.assert_allclose(matrix(ask(given)), given.norms()[1], rtol=1e-6)
 
 
@@ -139,6 +153,12 @@ def test_an_export_of_a_long_text_computes_only_the_measure_shown():
 
 def test_values_too_large_for_the_page_say_so_in_the_panel():
     rng = np.random.default_rng(2)
-    w = AttentionWidget(tokens=list("abc"), q=rng.normal(size=(3, 2)), k=rng.normal(size=(3, 2)), v=np.full((3, 2), 1e200), measure="norms")
+    w = AttentionWidget(
+        tokens=list("abc"),
+        q=rng.normal(size=(3, 2)),
+        k=rng.normal(size=(3, 2)),
+        v=np.full((3, 2), 1e200),
+        measure="norms",
+    )
     with np.errstate(all="raise"):
         assert "too large to draw" in ask(w)["error"]

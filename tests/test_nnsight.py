@@ -16,7 +16,9 @@ def wrapped(tf, gpt2_tokenizer):
     import torch
 
     torch.manual_seed(0)
-    model = tf.GPT2LMHeadModel(tf.GPT2Config(n_embd=32, n_layer=3, n_head=4, n_positions=64, vocab_size=len(gpt2_tokenizer))).eval()
+    model = tf.GPT2LMHeadModel(
+        tf.GPT2Config(n_embd=32, n_layer=3, n_head=4, n_positions=64, vocab_size=len(gpt2_tokenizer))
+    ).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (LanguageModel's successor is announced)
         return nnsight.LanguageModel(model, tokenizer=gpt2_tokenizer), model

@@ -22,10 +22,18 @@ N = len(IDS)
 def tiny(family):
     torch.manual_seed(0)
     if family == "gpt2":
-        config = transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=64, bos_token_id=0, eos_token_id=0)
+        config = transformers.GPT2Config(
+            n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=64, bos_token_id=0, eos_token_id=0
+        )
     else:  # grouped-query attention: 2 key/value heads for 4 query heads
         config = transformers.LlamaConfig(
-            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
         )
     return transformers.AutoModel.from_config(config).eval()
 
@@ -99,7 +107,9 @@ def test_the_heads_vectors_and_bias_sum_to_the_models_attention_output(model):
 
 @settings(max_examples=25, deadline=None)
 @given(st.floats(0.1, 5), st.booleans(), st.integers(1, N), st.integers(0, 1), st.integers(0, 2**31))
-def test_norms_are_each_heads_weighted_vector_length_at_the_widgets_weights(model, temperature, sink, step, layer, seed):
+def test_norms_are_each_heads_weighted_vector_length_at_the_widgets_weights(
+    model, temperature, sink, step, layer, seed
+):
     family, _, w, hooked = model
     rng = np.random.default_rng(seed)
     mask = rng.random((N, N)) < 0.7 if seed % 2 else None
@@ -136,7 +146,13 @@ def test_every_familys_output_projection_is_found_and_its_heads_vectors_sum_to_i
 
     from attnwidget.integrations.interface import capture
 
-    named = {"gpt2": "attn.c_proj", "phi": "self_attn.dense", "gpt_neox": "attention.dense", "opt": "self_attn.out_proj", "gptj": "attn.out_proj"}
+    named = {
+        "gpt2": "attn.c_proj",
+        "phi": "self_attn.dense",
+        "gpt_neox": "attention.dense",
+        "opt": "self_attn.out_proj",
+        "gptj": "attn.out_proj",
+    }
     named |= {"albert": "attention.dense", "modernbert": "attn.Wo"}
     for family in FAMILIES:
         model = tiny_family(family)
@@ -162,11 +178,14 @@ def test_every_familys_output_projection_is_found_and_its_heads_vectors_sum_to_i
 
 
 def test_bert_t5_and_barts_projections_in_every_block(tf, gpt2_tokenizer):
-    """BERT's sits outside its self-attention module (output.dense); T5's has no bias; cross-attention's keys are the source's."""
+    """BERT's sits outside its self-attention module (output.dense); T5's has no bias; cross-attention's
+    keys are the source's."""
     from test_seq2seq import seq2seq
 
     bert = transformers.BertModel(
-        transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+        transformers.BertConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64
+        )
     ).eval()
     w = AttentionWidget.from_transformers(bert, Tokens(IDS[:5]), "five")
     for layer in range(2):
@@ -174,11 +193,18 @@ def test_bert_t5_and_barts_projections_in_every_block(tf, gpt2_tokenizer):
         module = bert.encoder.layer[layer].attention.output.dense
         f, b = w._head_outputs()
         np.testing.assert_allclose(b, module.bias.detach().numpy(), rtol=1e-7)
-        np.testing.assert_allclose(f[1], w.v[1].astype(float) @ module.weight.detach().double().numpy().T[8:16], atol=1e-6)
+        np.testing.assert_allclose(
+            f[1], w.v[1].astype(float) @ module.weight.detach().double().numpy().T[8:16], atol=1e-6
+        )
     for kind, where in (("t5", "EncDecAttention.o"), ("bart", "encoder_attn.out_proj")):
         model = seq2seq(tf, gpt2_tokenizer, kind)
-        w = AttentionWidget.from_transformers(model, gpt2_tokenizer, "I sat on the riverbank.", target="I sat", block="cross", layer=1)
-        assert w.norms().shape == (w.n_heads, len(w.tokens), len(w.key_tokens)) and w.norms(combined=True).shape == (len(w.tokens), len(w.key_tokens))
+        w = AttentionWidget.from_transformers(
+            model, gpt2_tokenizer, "I sat on the riverbank.", target="I sat", block="cross", layer=1
+        )
+        assert w.norms().shape == (w.n_heads, len(w.tokens), len(w.key_tokens)) and w.norms(combined=True).shape == (
+            len(w.tokens),
+            len(w.key_tokens),
+        )
         found = w._sources.found("cross").projections[1]
         assert found.name.endswith(where) and (found.bias is None) == (kind == "t5")
         f, _ = w._head_outputs()
@@ -209,14 +235,21 @@ def test_transformer_lens_uses_each_layers_w_o_and_b_o(gpt2_tokenizer):
     with torch.no_grad():
         _, cache = model.run_with_cache(text)
     f, b = w._head_outputs()
-    np.testing.assert_allclose(np.einsum("hij,hjd->id", heads_of(w), f) + b, cache["blocks.1.hook_attn_out"][0].double().numpy(), atol=1e-5)
-    np.testing.assert_allclose(w.norms(combined=True), np.linalg.norm(np.einsum("hij,hjd->ijd", heads_of(w), f), axis=-1), rtol=1e-9)
+    np.testing.assert_allclose(
+        np.einsum("hij,hjd->id", heads_of(w), f) + b, cache["blocks.1.hook_attn_out"][0].double().numpy(), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        w.norms(combined=True), np.linalg.norm(np.einsum("hij,hjd->ijd", heads_of(w), f), axis=-1), rtol=1e-9
+    )
 
 
 def test_nnsight_gives_the_same_norms_as_transformers(wrapped, gpt2_tokenizer):
     lm, model = wrapped
     text = "I sat on the riverbank."
-    w, want = AttentionWidget.from_nnsight(lm, text, layer=2), AttentionWidget.from_transformers(model, gpt2_tokenizer, text, layer=2)
+    w, want = (
+        AttentionWidget.from_nnsight(lm, text, layer=2),
+        AttentionWidget.from_transformers(model, gpt2_tokenizer, text, layer=2),
+    )
     np.testing.assert_allclose(w.norms(), want.norms(), rtol=1e-6)
     np.testing.assert_allclose(w.norms(combined=True), want.norms(combined=True), rtol=1e-6)
 
@@ -234,7 +267,9 @@ def test_your_own_arrays_values_are_the_heads_vectors_each_in_its_own_slot():
     for h in range(3):
         placed[h, :, 6 * h : 6 * (h + 1)] = v[h]
     np.testing.assert_allclose(w.norms(combined=True), direct(alpha, placed)[1], rtol=1e-12)
-    np.testing.assert_allclose(w.norms(combined=True), np.sqrt((alpha**2 * (v**2).sum(-1)[:, None, :]).sum(0)), rtol=1e-12)
+    np.testing.assert_allclose(
+        w.norms(combined=True), np.sqrt((alpha**2 * (v**2).sum(-1)[:, None, :]).sum(0)), rtol=1e-12
+    )
     w.set_vectors(v=2 * v)  # new values: new norms
     np.testing.assert_allclose(w.norms(), 2 * alpha * np.linalg.norm(v, axis=-1)[:, None, :], rtol=1e-12)
 
@@ -283,7 +318,9 @@ def test_a_layer_whose_output_projection_cannot_be_read_refuses_and_the_rest_wor
     first.o_proj = torch.nn.Sequential(Gate(), first.o_proj)
     model.layers[1].self_attn.o_proj.__class__ = Other
     w = AttentionWidget.from_transformers(model, Tokens(IDS), "eight tokens")
-    with pytest.raises(ValueError, match="layer 0's output projection, which attnwidget could not read: no module of the model took"):
+    with pytest.raises(
+        ValueError, match="layer 0's output projection, which attnwidget could not read: no module of the model took"
+    ):
         w.norms()
     w.layer = 1
     with pytest.raises(ValueError, match="layer 1's .* goes to a Other, not a linear map"):

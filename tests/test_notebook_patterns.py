@@ -40,7 +40,9 @@ def rebuild(state):
     if state["sentences"]:
         w = AttentionWidget(state["sentences"], sentence_index=state["sentence_index"], **kwargs)
     else:
-        w = AttentionWidget(tokens=state["tokens"], q=state["q"], k=state["k"], v=state["v"], x=state["x"], mask=state["mask"], **kwargs)
+        w = AttentionWidget(
+            tokens=state["tokens"], q=state["q"], k=state["k"], v=state["v"], x=state["x"], mask=state["mask"], **kwargs
+        )
     np.testing.assert_array_equal(w.weights, state["weights"])  # it is the same widget
     return w
 
@@ -97,7 +99,10 @@ def test_lab_budget_and_asymmetry(lab):
 def test_lab_blend_columns_and_sense_resolved(lab):
     text = plain(lab.markdown).lower()
     assert "multiply down each column of the two aligned grids" in text and "sum across" in text
-    assert "how far the blend moved from the average of all the values, as a fraction of the furthest a single token could have moved it" in text
+    assert (
+        "how far the blend moved from the average of all the values, as a fraction of the furthest a single token "
+        "could have moved it" in text
+    )
     blend = lab.widgets["blend"]
     assert blend["stage"] == "blend" and blend["focus"] == BANK and blend["temperature"] == 1.0
     v, out = blend["v"], blend["output"][BANK]
@@ -132,7 +137,10 @@ def test_lab_cold_blend_copies_rivers_value(lab):
 
 def test_lab_take_away(lab):
     text = plain(lab.markdown)
-    assert "enough concentration to resolve something, enough spread to still be reading a sentence rather than a single word" in text
+    assert (
+        "enough concentration to resolve something, enough spread to still be reading a sentence "
+        "rather than a single word" in text
+    )
 
 
 # --- 02: Attention, Visually ---------------------------------------------------------
@@ -258,7 +266,9 @@ def test_real_model_river_head_reads_the_previous_word():
 def test_real_model_finds_the_head_it_discusses_with_the_summaries():
     real = executed(REAL)
     best = real.widgets["best_river"]
-    assert f"reads the previous token most: layer {best['layer']}, head {best['head']}" in real.printed_by("head_summary()")
+    assert f"reads the previous token most: layer {best['layer']}, head {best['head']}" in real.printed_by(
+        "head_summary()"
+    )
     assert real.widgets["river"]["summary"] == "previous"  # the overview, coloured by it
     assert "`w.head_summary()`" in real.markdown  # said in the text, not only run
 
@@ -269,7 +279,9 @@ def test_real_model_across_layers_says_what_rollout_and_norms_print():
     assert real.widgets["layers"]["measure"] == "rollout" and real.widgets["moves"]["measure"] == "norms"
     reached = re.search(r"rollout, what reaches bank at the last layer: (.*)", out).group(1).split(", ")
     first, second = (r.rsplit(" ", 1) for r in reached[:2])
-    assert {first[0], second[0]} == {"[CLS]", "[SEP]"} and float(first[1]) + float(second[1]) > 0.5  # "most of what reaches it"
+    assert {first[0], second[0]} == {"[CLS]", "[SEP]"} and float(first[1]) + float(
+        second[1]
+    ) > 0.5  # "most of what reaches it"
     own = [float(x) for x in re.search(r"bank's own share, layer by layer: +(.*)", out).group(1).split()]
     assert own == sorted(own, reverse=True) and len(own) == 6  # "layer by layer, bank keeps less of itself"
     rows = re.findall(r"^ +(\d) +(\d+)% +(\d+)%$", real.printed_by("moves.norms()"), flags=re.M)
@@ -283,7 +295,9 @@ def test_real_model_across_layers_says_what_rollout_and_norms_print():
 def test_real_model_two_texts_say_what_their_difference_prints():
     real = executed(REAL)
     pair = real.widgets["pair"]
-    assert pair["sentences"] == ["I sat on the river bank", "I sat in the money bank"] and pair["measure"] == "difference"
+    assert (
+        pair["sentences"] == ["I sat on the river bank", "I sat in the money bank"] and pair["measure"] == "difference"
+    )
     out = real.printed_by("largest_difference")
     layer, head = (int(x) for x in re.search(r"layer (\d+), head (\d+)", out).groups())
     assert (pair["layer"], pair["head"]) == (layer, head)
@@ -303,12 +317,16 @@ def practice():
 def test_practice_exercises_start_unanswered_on_the_rows_they_name(practice):
     shown = {name: practice.widgets[name] for name in ("budget", "dial", "senses", "writer", "needed")}
     budget, dial, senses, writer, needed = shown.values()
-    assert budget["exercise"] == "predict" and budget["tokens"][budget["focus"]] == "bank" and budget["stage"] == "weights"
+    assert (
+        budget["exercise"] == "predict" and budget["tokens"][budget["focus"]] == "bank" and budget["stage"] == "weights"
+    )
     assert budget["guess"] is None and not budget["revealed"] and budget["score"] is None
     assert dial["exercise"] == "temperature" and dial["goal"] == 2 and dial["tokens"][dial["focus"]] == "bank"
     assert senses["causal"] and senses["tokens"][senses["focus"]] == "bank"
     assert writer["step"] == 1 and writer["weights"].shape == (1, 1)
-    assert needed["tokens"][needed["focus"]] == "the" and needed["stage"] == "weights"  # the row that writes the next word
+    assert (
+        needed["tokens"][needed["focus"]] == "the" and needed["stage"] == "weights"
+    )  # the row that writes the next word
     assert [s["model_id"] for s in practice.shown] == [s["model_id"] for s in shown.values()]  # shown, in this order
 
 
@@ -317,7 +335,9 @@ def test_practice_text_matches_the_numbers(practice):
     dial = rebuild(practice.widgets["dial"])
     assert "from 1 (one token takes everything) to 6 (an even split)" in text and len(dial.tokens) == 6
     t = float(re.search(r"T ≈ ([\d.]+) gives 2.000 effective tokens", practice.all_printed).group(1))
-    assert AttentionWidget("She sat by the river bank", temperature=t).effective_tokens[BANK] == pytest.approx(2, abs=5e-3)
+    assert AttentionWidget("She sat by the river bank", temperature=t).effective_tokens[BANK] == pytest.approx(
+        2, abs=5e-3
+    )
     assert "The words after bank get 0% of its budget" in practice.all_printed
     demo = practice.widgets["demo"]  # the teacher's example: all on river scores river's real weight
     assert demo["score"] == pytest.approx(demo["weights"][BANK, RIVER])
@@ -326,7 +346,11 @@ def test_practice_text_matches_the_numbers(practice):
 
 def test_practice_asks_the_cache_question_before_the_widget_answers_it(practice):
     cells = practice.nb.cells
-    asked = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "why do the earlier rows never change" in c.source)
+    asked = next(
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "markdown" and "why do the earlier rows never change" in c.source
+    )
     shown = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "writer = AttentionWidget" in c.source)
     assert asked < shown, "the writer widget prints the answer: the question comes first"
     intro = plain(cells[0].source)
@@ -357,7 +381,9 @@ def test_what_the_text_says_of_tints_holds_in_both_themes(name):
     # one of them says both
     for sentence in re.split(r"(?<=[.;])\s", plain(executed(name).markdown)):
         if re.search(r"\b(darker|lighter|paler|brighter)\b", sentence):
-            assert re.search(r"\bdark (page|theme|one)\b", sentence) and re.search(r"\blight (page|theme|one)\b", sentence), sentence
+            assert re.search(r"\bdark (page|theme|one)\b", sentence) and re.search(
+                r"\blight (page|theme|one)\b", sentence
+            ), sentence
 
 
 def test_lab_says_the_cold_end_as_the_numbers_are(lab):
@@ -377,7 +403,8 @@ def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says
     needed = practice.widgets["needed"]
     assert needed["summary"] == "effect"  # the reveal coloured the overview
     rows = [(int(layer), int(head), float(money), float(effect)) for layer, head, money, effect in re.findall(
-        r"^ +(\d) +(\d) +(\d\.\d\d) +([+-]\d\.\d+)$", practice.printed_by("needed.head_effects()"), flags=re.M)]  # fmt: skip
+        r"^ +(\d) +(\d) +(\d\.\d\d) +([+-]\d\.\d+)$", practice.printed_by("needed.head_effects()"), flags=re.M,
+    )]  # fmt: skip
     assert len(rows) == 8
     best = min(rows, key=lambda r: r[3])
     reading = [r for r in rows if r[2] >= 0.5]  # "two heads read money from the with most of their budget"
@@ -385,4 +412,7 @@ def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says
     other = next(r for r in reading if r is not best)
     assert abs(other[3]) * 5 < abs(best[3])  # "only one of them is needed"
     said = practice.printed_by("print(check_head(needed))")
-    assert said.startswith("You chose layer 1, head 3") and f"The head it needs most is layer {best[0]}, head {best[1]}" in said
+    assert (
+        said.startswith("You chose layer 1, head 3")
+        and f"The head it needs most is layer {best[0]}, head {best[1]}" in said
+    )

@@ -55,7 +55,8 @@ for _name, _w in list(globals().items()):
             mask=_array(_w.mask), temperature=_w.temperature, causal=_w.causal, scale=_w.scale,
             focus=_w.focus, stage=_w.stage, head=_w.head, cell=_w.cell, residual=_w.residual,
             sentences=list(_w.sentences), sentence_index=_w.sentence_index,
-            layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary, measure=_w.measure,
+            layer=_w.layer, n_layers=_w.n_layers, n_heads=_w.n_heads, sink=_w.sink, summary=_w.summary, \
+measure=_w.measure,
             scores=_refused(lambda: _w.scores), weights=_array(_w.weights), output=_refused(lambda: _w.output),
             residual_output=_array(_w.residual_output), effective_tokens=_array(_w.effective_tokens),
             sense_resolved=_refused(lambda: _w.sense_resolved), output_spread=_refused(lambda: _w.output_spread),
@@ -79,7 +80,11 @@ class Executed:
         return [c for c in self.nb.cells if c.cell_type == "code"]
 
     def printed(self, cell) -> str:
-        return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        return "".join(
+            o.get("text", "")
+            for o in cell.get("outputs", [])
+            if o.get("output_type") == "stream" and o.get("name") == "stdout"
+        )
 
     def printed_by(self, fragment: str) -> str:
         """What the code cells whose source contains ``fragment`` printed."""
@@ -95,7 +100,12 @@ class Executed:
     def shown(self) -> list:
         """The widgets the notebook shows, in order: their states (a widget shown twice, twice)."""
         by_id = {s["model_id"]: s for s in self.widgets.values()}
-        ids = [o["data"][WIDGET_VIEW]["model_id"] for c in self.code_cells for o in c.get("outputs", []) if WIDGET_VIEW in o.get("data", {})]
+        ids = [
+            o["data"][WIDGET_VIEW]["model_id"]
+            for c in self.code_cells
+            for o in c.get("outputs", [])
+            if WIDGET_VIEW in o.get("data", {})
+        ]
         return [by_id[i] for i in ids if i in by_id]
 
     @property
@@ -120,7 +130,9 @@ def executed(name: str) -> Executed:
     with tempfile.TemporaryDirectory() as tmp:
         dump = pathlib.Path(tmp) / "widgets.pickle"
         nb.cells.append(nbformat.v4.new_code_cell(PROBE.replace("{path!r}", repr(str(dump)))))
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
         nb.cells.pop()  # the probe is not the notebook's
         with open(dump, "rb") as f:
             widgets = pickle.load(f)

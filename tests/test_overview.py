@@ -50,11 +50,16 @@ def test_the_kernels_thumbnails_are_the_pages():
     script = (
         f'import {{ thumbnail }} from "{(ROOT / "js" / "thumbs.js").as_uri()}";\n'
         'import { readFileSync } from "node:fs";\n'
-        "const out = JSON.parse(readFileSync(0, 'utf8')).map((w) => Array.from(thumbnail(Float64Array.from(w.flat()), w.length).data));\n"
+        "const out = JSON.parse(readFileSync(0, 'utf8')).map((w) => "
+        "Array.from(thumbnail(Float64Array.from(w.flat()), w.length).data));\n"
         "process.stdout.write(JSON.stringify(out));\n"
     )
     done = subprocess.run(
-        ["node", "--input-type=module", "-e", script], input=json.dumps([c.tolist() for c in cases]), capture_output=True, text=True, check=True
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps([c.tolist() for c in cases]),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     for w, page in zip(cases, json.loads(done.stdout)):
         np.testing.assert_allclose(np.ravel(thumbnail(w[None])[0]), page, rtol=1e-12)
@@ -66,7 +71,9 @@ def test_the_overview_carries_head_summarys_numbers_and_each_heads_picture():
     assert (o["layers"], o["heads"], o["width"], o["height"]) == (3, 2, 7, 7) and not o["averaged"]
     want = w.head_summary()
     for name, values in o["summaries"].items():
-        np.testing.assert_array_equal(np.array(values, dtype=float).reshape(3, 2), want[name])  # NaN (sink: "first") as None
+        np.testing.assert_array_equal(
+            np.array(values, dtype=float).reshape(3, 2), want[name]
+        )  # NaN (sink: "first") as None
     assert o["summaries"]["first"] == [None] * 6
     thumbs = np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).reshape(o["thumbs"]["shape"])
     w.set_state({"layer": 2})
@@ -93,7 +100,9 @@ def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
     assert w.overview is None and w.comm.sent[-1][0]["state"]["overview"] is None  # the page is told it is out of date
     _on_page_message(w, {"kind": "overview"}, [])
     assert w.overview["key"]["temperature"] == 2.0
-    np.testing.assert_array_equal(np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 2), w.head_summary()["effective_tokens"])
+    np.testing.assert_array_equal(
+        np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 2), w.head_summary()["effective_tokens"]
+    )
     # a widget of your own arrays draws its heads in the page: nothing to ask of the kernel
     own = AttentionWidget("She sat by the river bank")
     _on_page_message(own, {"kind": "overview"}, [])
@@ -112,13 +121,24 @@ def test_a_large_layers_overview_is_torchs_float32_within_a_millionth_of_numpys(
     layers = [tuple(rng.normal(size=(heads, n, 16)).astype(np.float32) for _ in range(3)) for _ in range(2)]
     window = np.subtract.outer(np.arange(n), np.arange(n)) < 100
     found = ModelAttention(
-        tokens=[f"t{i}" for i in range(n)], layers=layers, causal=True, scale=None, architecture="fake", model_name="fake", softcap=3.0, masks=[window, None]
+        tokens=[f"t{i}" for i in range(n)],
+        layers=layers,
+        causal=True,
+        scale=None,
+        architecture="fake",
+        model_name="fake",
+        softcap=3.0,
+        masks=[window, None],
     )
     w = AttentionWidget._from_model(found, 0, 0, {"temperature": 0.7})
     o, want = compute(w), w.head_summary()
     for name in want:
         np.testing.assert_allclose(np.array(o["summaries"][name], dtype=float).reshape(2, heads), want[name], rtol=1e-5)
-    thumbs = np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).reshape(o["thumbs"]["shape"]) / 255 * np.array(o["top"])[:, None, None]
+    thumbs = (
+        np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).reshape(o["thumbs"]["shape"])
+        / 255
+        * np.array(o["top"])[:, None, None]
+    )
     w.set_state({"layer": 1})
     w.head = 3
     picture = thumbnail(w.weights[None])[0]
@@ -141,7 +161,11 @@ def test_a_large_models_overview_is_computed_on_a_thread_and_handed_over_when_th
     w._overview.thread.join()
     _on_page_message(w, {"kind": "overview"}, [])
     assert w.overview["key"]["temperature"] == 0.5
-    np.testing.assert_allclose(np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 4), w.head_summary()["effective_tokens"], rtol=1e-12)
+    np.testing.assert_allclose(
+        np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 4),
+        w.head_summary()["effective_tokens"],
+        rtol=1e-12,
+    )
 
 
 def test_a_layer_switch_keeps_the_overview_of_a_model_whose_layers_have_masks():
@@ -151,7 +175,15 @@ def test_a_layer_switch_keeps_the_overview_of_a_model_whose_layers_have_masks():
     n = 6
     window = np.subtract.outer(np.arange(n), np.arange(n)) < 3
     layers = [tuple(rng.normal(size=(2, n, 4)) for _ in range(3)) for _ in range(3)]
-    found = ModelAttention(tokens=list("abcdef"), layers=layers, causal=True, scale=None, architecture="f", model_name="f", masks=[window, window, None])
+    found = ModelAttention(
+        tokens=list("abcdef"),
+        layers=layers,
+        causal=True,
+        scale=None,
+        architecture="f",
+        model_name="f",
+        masks=[window, window, None],
+    )
     w = AttentionWidget._from_model(found, 0, 0, {})
     _on_page_message(w, {"kind": "overview"}, [])
     before = w.overview
@@ -215,7 +247,9 @@ def test_shown_a_models_widget_has_its_overview_or_begins_it_and_a_very_large_on
     st.integers(1, 5000),
     st.integers(0, 2**31),
 )
-def test_the_fast_overview_equals_numpys_whatever_the_chunks(n, heads, causal, mask, biased, softcap, temperature, chunk, seed):
+def test_the_fast_overview_equals_numpys_whatever_the_chunks(
+    n, heads, causal, mask, biased, softcap, temperature, chunk, seed
+):
     """torch's float32 path, in chunks of rows that skip keys no row of theirs may read, against
     the float64 numpy one: summaries within 1e-5, thumbnails within one step of 255."""
     pytest.importorskip("torch")
@@ -224,7 +258,11 @@ def test_the_fast_overview_equals_numpys_whatever_the_chunks(n, heads, causal, m
     rng = np.random.default_rng(seed)
     layers = [tuple((3 * rng.normal(size=(heads, n, 8))).astype(np.float32) for _ in range(3)) for _ in range(2)]
     gap = np.subtract.outer(np.arange(n), np.arange(n))
-    masks = {"none": None, "window": [np.abs(gap) < 5, None], "holes": [rng.random((n, n)) < 0.6, rng.random((n, n)) < 0.1]}[mask]
+    masks = {
+        "none": None,
+        "window": [np.abs(gap) < 5, None],
+        "holes": [rng.random((n, n)) < 0.6, rng.random((n, n)) < 0.1],
+    }[mask]
     bias = None if biased == "none" else rng.normal(size=(heads, n, n))
     if biased == "extreme":  # float32's lowest, as traits suggest for a cell read as little as can be
         bias[rng.random((heads, n, n)) < 0.3] = np.finfo(np.float32).min
@@ -247,7 +285,13 @@ def test_the_fast_overview_equals_numpys_whatever_the_chunks(n, heads, causal, m
         patch.setattr(overview, "CHUNK", chunk)
         fast = compute(w)
     for name, want in exact["summaries"].items():
-        np.testing.assert_allclose(np.array(fast["summaries"][name], dtype=float), np.array(want, dtype=float), rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            np.array(fast["summaries"][name], dtype=float),
+            np.array(want, dtype=float),
+            rtol=1e-5,
+            atol=1e-6,
+            err_msg=name,
+        )
     np.testing.assert_allclose(fast["top"], exact["top"], rtol=1e-5, atol=1e-7)
     picture = [np.frombuffer(o["thumbs"]["view"], dtype=np.uint8).astype(int) for o in (fast, exact)]
     assert np.abs(picture[0] - picture[1]).max() <= 1
@@ -263,4 +307,6 @@ def test_a_models_overview_is_computed_on_the_device_it_ran_on():
     w._device = "cuda"
     gpu = compute(w)
     for name, want in cpu["summaries"].items():
-        np.testing.assert_allclose(np.array(gpu["summaries"][name], dtype=float), np.array(want, dtype=float), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            np.array(gpu["summaries"][name], dtype=float), np.array(want, dtype=float), rtol=1e-5, atol=1e-6
+        )

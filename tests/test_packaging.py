@@ -12,10 +12,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_wheel_contains_the_bundle_and_data(tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("attnwidget-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for path in ("attnwidget/static/widget.js", "attnwidget/static/widget.css", "attnwidget/data/lab.json", "attnwidget/widget.py"):
+    for path in (
+        "attnwidget/static/widget.js",
+        "attnwidget/static/widget.css",
+        "attnwidget/data/lab.json",
+        "attnwidget/widget.py",
+    ):
         assert path in names, f"{path} missing from {wheel.name}"
     bundle = zipfile.ZipFile(wheel).read("attnwidget/static/widget.js")
     assert b"render" in bundle and len(bundle) > 10_000

@@ -33,7 +33,11 @@ def test_reading_a_model_says_each_layer_then_clears(shown, tokenizer):
 
     from_transformers(model_for("llama", tokenizer), tokenizer, TEXT)
     (handle,) = shown
-    assert handle.said == ["reading LlamaModel's attention: layer 1 of 2", "reading LlamaModel's attention: layer 2 of 2", ""]
+    assert handle.said == [
+        "reading LlamaModel's attention: layer 1 of 2",
+        "reading LlamaModel's attention: layer 2 of 2",
+        "",
+    ]
 
 
 def test_short_work_and_scripts_say_nothing(monkeypatch):

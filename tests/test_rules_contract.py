@@ -24,7 +24,13 @@ CASES = int(os.environ.get("ATTNWIDGET_FUZZ", "2000"))
 @pytest.fixture(scope="module")
 def js():
     """One node process for every case: a JSON line in, a JSON line out."""
-    proc = subprocess.Popen(["node", str(ROOT / "tests" / "contract" / "harness.mjs")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        ["node", str(ROOT / "tests" / "contract" / "harness.mjs")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
 
     def ask(case):
         proc.stdin.write(json.dumps(case) + "\n")
@@ -61,7 +67,12 @@ class Arrays:
 
     def wire(self, v):
         if isinstance(v, np.ndarray):
-            return {"$a": self.ids[id(v)], "shape": list(v.shape), "dtype": "uint8" if v.dtype == np.uint8 else "float64", "data": v.reshape(-1).tolist()}
+            return {
+                "$a": self.ids[id(v)],
+                "shape": list(v.shape),
+                "dtype": "uint8" if v.dtype == np.uint8 else "float64",
+                "data": v.reshape(-1).tolist(),
+            }
         if isinstance(v, float) and not np.isfinite(v):
             return {"$f": "nan" if np.isnan(v) else ("inf" if v > 0 else "-inf")}
         if isinstance(v, (list, tuple)):
@@ -160,18 +171,33 @@ def cases(draw):
         for i in range(count):
             t = draw(texts(draw(st.integers(1, 5)))) if i else state["tokens"]
             sq, sk, sv = qkv(len(t), len(t), ())
-            sources["sentences"].append(dict(tokens=t, q=sq, k=sk, v=sv, x=draw(st.sampled_from([None, A.new((len(t), dv))])), value_basis=basis_for(sv)))
+            sources["sentences"].append(
+                dict(
+                    tokens=t,
+                    q=sq,
+                    k=sk,
+                    v=sv,
+                    x=draw(st.sampled_from([None, A.new((len(t), dv))])),
+                    value_basis=basis_for(sv),
+                )
+            )
         state["sentences"] = [" ".join(e["tokens"]) for e in sources["sentences"]]
         first = sources["sentences"][0]
         state.update(q=first["q"], k=first["k"], v=first["v"], x=first["x"], value_basis=first["value_basis"])
 
     def model_stack(name, layers, bn, bm, toks, keys, hh):
         """A model's (or block's, or text's) every layer: its stacked arrays and each layer's views of them."""
-        arrays = {f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"}
+        arrays = {
+            f"model_{c}": A.new((layers * hh, bn if c == "q" else bm, dv if c == "v" else d), rng=rng) for c in "qkv"
+        }
         arrays["model_basis"] = A.new((layers * hh, dv, 2)) if dv > 2 else None
         # layers with masks of their own (a sliding window, local attention), sometimes
         count = draw(st.sampled_from([0, 0, 1, 2]))
-        arrays["model_masks"] = A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)]) if count else None
+        arrays["model_masks"] = (
+            A.new((count, bn, bm), dtype="uint8", data=[draw(st.booleans()) for _ in range(count * bn * bm)])
+            if count
+            else None
+        )
         arrays["mask_of_layer"] = [draw(st.integers(-1, count - 1)) for _ in range(layers)] if count else []
         # a bias per layer (attention weights alone: their logarithms), sometimes
         biased = draw(st.integers(0, 3)) == 0
@@ -184,7 +210,15 @@ def cases(draw):
                 k=arrays["model_k"][i * hh : (i + 1) * hh],
                 v=arrays["model_v"][i * hh : (i + 1) * hh],
                 value_basis=None if arrays["model_basis"] is None else arrays["model_basis"][i * hh : (i + 1) * hh],
-                **({"mask": None if arrays["mask_of_layer"][i] < 0 else arrays["model_masks"][arrays["mask_of_layer"][i]]} if count else {}),
+                **(
+                    {
+                        "mask": None
+                        if arrays["mask_of_layer"][i] < 0
+                        else arrays["model_masks"][arrays["mask_of_layer"][i]]
+                    }
+                    if count
+                    else {}
+                ),
                 **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
             )
             for i in range(layers)
@@ -213,14 +247,24 @@ def cases(draw):
             tn = n if t == shown else draw(st.integers(1, 5))
             toks = draw(texts(tn))
             arrays, each = model_stack(f"text{t}", layers, tn, tn, toks, None, hh)
-            own_bias = A.new((hh, tn, tn), rng=rng) if draw(st.integers(0, 3)) == 0 else None  # a position bias (T5's, ALiBi)
-            step = draw(st.sampled_from([tn, tn, draw(st.integers(1, tn))]))  # generate=: it opens at its prompt's length
-            sources["sentences"].append(dict(tokens=toks, key_tokens=None, bias=own_bias, step=step, n_layers=layers, **arrays))
+            own_bias = (
+                A.new((hh, tn, tn), rng=rng) if draw(st.integers(0, 3)) == 0 else None
+            )  # a position bias (T5's, ALiBi)
+            step = draw(
+                st.sampled_from([tn, tn, draw(st.integers(1, tn))])
+            )  # generate=: it opens at its prompt's length
+            sources["sentences"].append(
+                dict(tokens=toks, key_tokens=None, bias=own_bias, step=step, n_layers=layers, **arrays)
+            )
             sources["texts"].append(each)
             if t == shown:
                 show_layer(arrays, each, toks, None, layers)
                 state["bias"] = state["bias"] if state["bias"] is not None else own_bias
-        state.update(sentences=[" ".join(e["tokens"]) for e in sources["sentences"]], sentence_index=shown, key_tokens=state["tokens"])
+        state.update(
+            sentences=[" ".join(e["tokens"]) for e in sources["sentences"]],
+            sentence_index=shown,
+            key_tokens=state["tokens"],
+        )
     if kind in ("model", "blocks"):
         start = draw(st.sampled_from(block_names or [""]))  # the block shown at first
         for block in block_names or [""]:
@@ -302,15 +346,22 @@ JUNK = st.one_of(
 @st.composite
 def changes(draw, state, A, rng, page):
     n, m = len(state["tokens"]), len(state["key_tokens"])
-    # a page may send anything; Python's own code sets the read-only traits with values of their kind (key_tokens: set_vectors)
+    # a page may send anything; Python's own code sets the read-only traits with values of their kind
+    # (key_tokens: set_vectors)
     names = list(rules.WRITABLE) + (["key_tokens", "n_layers", "layer_shown", "nonsense"] if page else ["key_tokens"])
     out = {}
-    if state.get("sentences") and state.get("n_layers") and draw(st.integers(0, 1)) == 0:  # a model's text switch, often
+    if (
+        state.get("sentences") and state.get("n_layers") and draw(st.integers(0, 1)) == 0
+    ):  # a model's text switch, often
         names = ["sentence_index", *draw(st.lists(st.sampled_from(names), max_size=1))]
-    elif state.get("n_layers") and draw(st.integers(0, 2)) == 0:  # a model's layer switch, often: what it brings in is the most varied
+    elif (
+        state.get("n_layers") and draw(st.integers(0, 2)) == 0
+    ):  # a model's layer switch, often: what it brings in is the most varied
         names = ["layer", *draw(st.lists(st.sampled_from(names), max_size=1))]
     else:
-        names = draw(st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True))
+        names = draw(
+            st.lists(st.sampled_from(names), min_size=1, max_size=draw(st.sampled_from([1, 1, 2, 3])), unique=True)
+        )
     for name in dict.fromkeys(names):
         if draw(st.integers(0, 14)) == 0:
             out[name] = draw(JUNK)
@@ -347,19 +398,26 @@ def changes(draw, state, A, rng, page):
             reads = rules.keys_read(state)
             out[name] = draw(
                 st.one_of(
-                    st.none(), st.just(even), st.just([1.0 / reads] * reads), st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), min_size=1, max_size=6)
+                    st.none(),
+                    st.just(even),
+                    st.just([1.0 / reads] * reads),
+                    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, -0.5]), min_size=1, max_size=6),
                 )
             )
         elif name in ("tokens", "key_tokens", "value_axes"):
             out[name] = draw(
-                st.one_of(texts(rows if name != "value_axes" else 2), st.just([1, "a"])) if name != "key_tokens" else st.one_of(st.none(), texts(rows))
+                st.one_of(texts(rows if name != "value_axes" else 2), st.just([1, "a"]))
+                if name != "key_tokens"
+                else st.one_of(st.none(), texts(rows))
             )
         elif name in ("q", "k", "v"):
             width = dict(q=state["q"].shape[-1], k=state["k"].shape[-1], v=state["v"].shape[-1])[name]
             width = draw(st.sampled_from([width, width, width, width + 1]))
             count = rows if name == "q" or not state["cross"] else draw(st.sampled_from([m, m + 1]))
             hh = draw(st.sampled_from([heads, heads, heads, (), (3,)]))
-            shape = draw(st.sampled_from([(*hh, count, width)] * 6 + [(width,), (1, 1, count, width)]))  # now and then 1-D or 4-D
+            shape = draw(
+                st.sampled_from([(*hh, count, width)] * 6 + [(width,), (1, 1, count, width)])
+            )  # now and then 1-D or 4-D
             out[name] = A.new(shape, rng=rng)
         elif name == "x":
             out[name] = draw(st.sampled_from([None, "new"]))
@@ -378,7 +436,9 @@ def changes(draw, state, A, rng, page):
         else:
             out[name] = draw(JUNK)
     if "sentence_index" in out and state.get("n_layers") and state.get("sentences") and draw(st.booleans()):
-        out["sentence_index"] = draw(st.integers(0, len(state["sentences"]) - 1))  # a model's other text: what it brings in is varied too
+        out["sentence_index"] = draw(
+            st.integers(0, len(state["sentences"]) - 1)
+        )  # a model's other text: what it brings in is varied too
     return out
 
 
@@ -407,7 +467,15 @@ def test_python_and_js_settle_every_case_alike(js, case):
     A, state, change, sources, page = case
     assert rules.validate(state, {}, PySources(sources, A)) is None, "the generator made a state the rules refuse"
     mine = python_side(A, state, change, sources, page)
-    theirs = js({"state": A.wire(state), "change": A.wire(change), "sources": A.wire(sources), "page": page, "fields": list(rules.FIELDS)})
+    theirs = js(
+        {
+            "state": A.wire(state),
+            "change": A.wire(change),
+            "sources": A.wire(sources),
+            "page": page,
+            "fields": list(rules.FIELDS),
+        }
+    )
     assert "error" not in theirs, theirs.get("error")
     event("refused" if "refused" in mine else "accepted")
     if "refused" in mine or "refused" in theirs:
@@ -420,13 +488,18 @@ def test_python_and_js_settle_every_case_alike(js, case):
 def test_a_rule_changed_on_one_side_fails_the_contract(js):
     """The contract has teeth: the JS twin with one follow-up removed disagrees on cases it generates."""
     source = (ROOT / "js" / "rules.js").read_text(encoding="utf-8")
-    broken = source.replace("s.cell = null;\n  }\n  // (a block", "}\n  // (a block")  # a new sentence no longer drops the cell
+    broken = source.replace(
+        "s.cell = null;\n  }\n  // (a block", "}\n  // (a block"
+    )  # a new sentence no longer drops the cell
     assert broken != source
     folder = ROOT / "tests" / "contract"
     patched = folder / "rules_broken.js"
     harness = folder / "harness_broken.mjs"
     patched.write_text(broken, encoding="utf-8")
-    harness.write_text((folder / "harness.mjs").read_text(encoding="utf-8").replace("../../js/rules.js", "./rules_broken.js"), encoding="utf-8")
+    harness.write_text(
+        (folder / "harness.mjs").read_text(encoding="utf-8").replace("../../js/rules.js", "./rules_broken.js"),
+        encoding="utf-8",
+    )
     try:
         A = Arrays()
         state = {n: None for n in rules.FIELDS}
@@ -434,14 +507,23 @@ def test_a_rule_changed_on_one_side_fails_the_contract(js):
         sentence = dict(tokens=["a", "b"], q=q, k=q, v=q, x=None, value_basis=None)
         other = dict(tokens=["c", "d"], q=A.new((2, 2)), k=A.new((2, 2)), v=A.new((2, 2)), x=None, value_basis=None)
         state.update(
-            tokens=["a", "b"], key_tokens=["a", "b"], cross=False, q=q, k=q, v=q, temperature=1.0, causal=False, sink=False, stage="weights",
-            summary="", sentences=["a b", "c d"], sentence_index=0, value_axes=["x", "y"], layer=0, n_layers=0, layer_shown=False,
-            model_name="", blocks=[], block="", exercise="", revealed=False, goal=2.0, residual=False, scores_hint=False, step=2, focus=1, head=0, cell=(1, 0),
+            tokens=["a", "b"], key_tokens=["a", "b"], cross=False, q=q, k=q, v=q, temperature=1.0, causal=False,
+            sink=False, stage="weights", summary="", sentences=["a b", "c d"], sentence_index=0, value_axes=["x", "y"],
+            layer=0, n_layers=0, layer_shown=False, model_name="", blocks=[], block="", exercise="", revealed=False,
+            goal=2.0, residual=False, scores_hint=False, step=2, focus=1, head=0, cell=(1, 0),
         )  # fmt: skip
         state["_constants"] = rules.CONSTANTS
         sources = {"sentences": [sentence, other], "blocks": {}, "layers": {}}
-        wire = {"state": A.wire(state), "change": {"sentence_index": 1}, "sources": A.wire(sources), "page": True, "fields": list(rules.FIELDS)}
-        proc = subprocess.run(["node", str(harness)], input=json.dumps(wire) + "\n", capture_output=True, text=True, check=True)
+        wire = {
+            "state": A.wire(state),
+            "change": {"sentence_index": 1},
+            "sources": A.wire(sources),
+            "page": True,
+            "fields": list(rules.FIELDS),
+        }
+        proc = subprocess.run(
+            ["node", str(harness)], input=json.dumps(wire) + "\n", capture_output=True, text=True, check=True
+        )
         assert json.loads(proc.stdout)["state"]["cell"] == [1, 0]  # the broken twin keeps the cell
         assert python_side(A, state, {"sentence_index": 1}, sources, True)["state"]["cell"] is None
         assert js(wire)["state"]["cell"] is None

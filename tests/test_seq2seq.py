@@ -25,7 +25,12 @@ BART_SIZES = dict(
     max_position_embeddings=64,
 )
 CONFIG = {"bart": "BartConfig", "mbart": "MBartConfig", "marian": "MarianConfig", "t5": "T5Config"}
-MODEL = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration", "marian": "MarianMTModel", "t5": "T5ForConditionalGeneration"}
+MODEL = {
+    "bart": "BartForConditionalGeneration",
+    "mbart": "MBartForConditionalGeneration",
+    "marian": "MarianMTModel",
+    "t5": "T5ForConditionalGeneration",
+}
 
 
 def seq2seq(tf, tokenizer, kind, cls=None, **config):
@@ -34,7 +39,17 @@ def seq2seq(tf, tokenizer, kind, cls=None, **config):
     last = len(tokenizer) - 1
     ids = dict(pad_token_id=0, bos_token_id=last, eos_token_id=last, decoder_start_token_id=last)
     sizes = (
-        dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4, relative_attention_num_buckets=8) if kind == "t5" else BART_SIZES
+        dict(
+            d_model=64,
+            d_kv=16,
+            d_ff=128,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+        )
+        if kind == "t5"
+        else BART_SIZES
     )
     return random_model(tf, cls or MODEL[kind], CONFIG[kind], len(tokenizer), **{**ids, **sizes, **config})
 
@@ -51,7 +66,12 @@ def assert_matches_model(model, tokenizer, text=TEXT, target=TARGET) -> dict[str
     src = tokenizer(text, return_tensors="pt")
     dec = torch.tensor([decoder_ids(model, tokenizer, target)])
     with torch.no_grad():
-        out = model(input_ids=src["input_ids"], attention_mask=src["attention_mask"], decoder_input_ids=dec, output_attentions=True)
+        out = model(
+            input_ids=src["input_ids"],
+            attention_mask=src["attention_mask"],
+            decoder_input_ids=dec,
+            output_attentions=True,
+        )
     reference = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
     assert set(result) == set(reference)
     n_s, n_t = src["input_ids"].shape[1], dec.shape[1]
@@ -69,7 +89,13 @@ def assert_matches_model(model, tokenizer, text=TEXT, target=TARGET) -> dict[str
             for h in range(heads):
                 bias = None if ma.bias is None else ma.bias[h]
                 w = attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale, bias=bias).weights
-                np.testing.assert_allclose(w, reference[block][layer][0, h].double().numpy(), atol=1e-5, rtol=0, err_msg=f"{block} layer {layer} head {h}")
+                np.testing.assert_allclose(
+                    w,
+                    reference[block][layer][0, h].double().numpy(),
+                    atol=1e-5,
+                    rtol=0,
+                    err_msg=f"{block} layer {layer} head {h}",
+                )
     # nothing of the reading is left on the model
     assert not any(m._forward_hooks for m in model.modules() if isinstance(m, torch.nn.Linear))
     from transformers import AttentionInterface
@@ -127,7 +153,11 @@ def test_the_widget_shows_every_block_layer_and_head_as_the_model_computes_it(tf
             for head in range(4):
                 w.head = head
                 np.testing.assert_allclose(
-                    w.weights, reference[block][layer][0, head].double().numpy(), atol=1e-5, rtol=0, err_msg=f"{block} layer {layer} head {head}"
+                    w.weights,
+                    reference[block][layer][0, head].double().numpy(),
+                    atol=1e-5,
+                    rtol=0,
+                    err_msg=f"{block} layer {layer} head {head}",
                 )
     summary = w.head_summary()  # the decoder's: a self-attention, with a previous token
     assert summary["previous"].shape == (2, 4) and not np.isnan(summary["previous"]).any()
@@ -195,8 +225,12 @@ def test_text_or_target_without_tokens_is_refused(tf, gpt2_tokenizer):
 def test_target_longer_than_the_decoder_reads_is_refused(tf, gpt2_tokenizer):
     model = seq2seq(tf, gpt2_tokenizer, "bart")
     # the decoder reads the start token too: 63 target tokens fill its 64 positions
-    assert len(from_transformers(model, gpt2_tokenizer, TEXT, target=text_of(gpt2_tokenizer, 63))["decoder"].tokens) == 64
-    with pytest.raises(ValueError, match=r"is 65 tokens long but .* reads at most 64 positions \(config.max_position_embeddings\)"):
+    assert (
+        len(from_transformers(model, gpt2_tokenizer, TEXT, target=text_of(gpt2_tokenizer, 63))["decoder"].tokens) == 64
+    )
+    with pytest.raises(
+        ValueError, match=r"is 65 tokens long but .* reads at most 64 positions \(config.max_position_embeddings\)"
+    ):
         from_transformers(model, gpt2_tokenizer, TEXT, target=text_of(gpt2_tokenizer, 64))
     with pytest.raises(ValueError, match=r"is 65 tokens long"):
         from_transformers(model, gpt2_tokenizer, text_of(gpt2_tokenizer, 65), target=TARGET)
@@ -204,7 +238,9 @@ def test_target_longer_than_the_decoder_reads_is_refused(tf, gpt2_tokenizer):
 
 def test_start_token_outside_the_decoder_vocabulary_is_refused(tf, gpt2_tokenizer):
     model = seq2seq(tf, gpt2_tokenizer, "marian", decoder_start_token_id=len(gpt2_tokenizer))
-    with pytest.raises(ValueError, match=rf"token id {len(gpt2_tokenizer)} is outside the model's vocabulary .*decoder_vocab_size"):
+    with pytest.raises(
+        ValueError, match=rf"token id {len(gpt2_tokenizer)} is outside the model's vocabulary .*decoder_vocab_size"
+    ):
         from_transformers(model, gpt2_tokenizer, TEXT, target=TARGET)
 
 

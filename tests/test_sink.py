@@ -10,12 +10,20 @@ from attnwidget import AttentionWidget
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 8), causal=st.booleans(), masked=st.booleans(), temperature=st.floats(0.05, 5), seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 8),
+    causal=st.booleans(),
+    masked=st.booleans(),
+    temperature=st.floats(0.05, 5),
+    seed=st.integers(0, 2**16),
+)
 def test_the_rest_of_each_row_renormalised(n, causal, masked, temperature, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(n, 3)) for _ in range(3))
     mask = rng.random((n, n)) < 0.8 if masked else None
-    w = AttentionWidget(q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], temperature=temperature, causal=causal, mask=mask, sink=True)
+    w = AttentionWidget(
+        q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], temperature=temperature, causal=causal, mask=mask, sink=True
+    )
     real = attnwidget.attention(q, k, v, temperature=temperature, causal=causal, mask=mask).weights
     assert (w.weights[:, 0] == 0).all()
     for i in range(n):

@@ -11,7 +11,14 @@ from attnwidget import AttentionWidget, attention
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 6), st.integers(1, 5), st.floats(0.1, 50), st.sampled_from([None, 0.7]), st.booleans(), st.integers(0, 2**31))
+@given(
+    st.integers(1, 6),
+    st.integers(1, 5),
+    st.floats(0.1, 50),
+    st.sampled_from([None, 0.7]),
+    st.booleans(),
+    st.integers(0, 2**31),
+)
 def test_capped_scores_are_the_formula_and_weights_their_softmax(n, d, c, scale, with_bias, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(scale=4, size=(n, d)) for _ in range(3))
@@ -24,7 +31,9 @@ def test_capped_scores_are_the_formula_and_weights_their_softmax(n, d, c, scale,
     e = np.where(np.tri(n, dtype=bool), np.exp(want - want.max(axis=1, keepdims=True)), 0)
     np.testing.assert_allclose(a.weights, e / e.sum(axis=1, keepdims=True), atol=1e-12)
     cell = a.cell(n - 1, 0)
-    assert cell["softcap"] == c and cell["capped"] == pytest.approx(c * np.tanh(cell["scale"] * cell["dot"] / c), rel=1e-12)
+    assert cell["softcap"] == c and cell["capped"] == pytest.approx(
+        c * np.tanh(cell["scale"] * cell["dot"] / c), rel=1e-12
+    )
     assert cell["score"] == pytest.approx(cell["capped"] + cell["bias"], rel=1e-12, abs=1e-12)
 
 

@@ -23,7 +23,9 @@ def test_each_step_is_the_prefixs_own_attention_and_earlier_rows_never_change(n,
         np.testing.assert_allclose(w.weights, prefix.weights, atol=1e-12)
         np.testing.assert_allclose(w.output, prefix.output, atol=1e-12)
         assert w.focus == s - 1 and (w.causal or s == n == 1)
-        if before is not None:  # the cache: rows written before are as they were (to rounding: a bigger product sums in another order)
+        if (
+            before is not None
+        ):  # the cache: rows written before are as they were (to rounding: a bigger product sums in another order)
             np.testing.assert_allclose(w.weights[: s - 1, : s - 1], before, rtol=0, atol=1e-15)
         before = w.weights.copy()
     s = data.draw(st.integers(1, n))
@@ -36,7 +38,9 @@ def test_each_step_is_the_prefixs_own_attention_and_earlier_rows_never_change(n,
 def test_tokens_not_written_yet_cannot_be_focused_or_picked():
     w = AttentionWidget(step=3)
     assert (w.focus, w.causal, w.weights.shape) == (2, True, (3, 3))
-    with pytest.raises(traitlets.TraitError, match="'focus' must be a token index written so far \\(step 3 of 6: advance step"):
+    with pytest.raises(
+        traitlets.TraitError, match="'focus' must be a token index written so far \\(step 3 of 6: advance step"
+    ):
         w.focus = 4
     with pytest.raises(traitlets.TraitError, match="'cell' must be .* from 0 to 2"):
         w.cell = (2, 4)
@@ -68,14 +72,22 @@ def test_stepping_the_focus_and_a_cell_in_one_change_keeps_them():
 
 def test_cross_attention_is_written_whole():
     rng = np.random.default_rng(0)
-    w = AttentionWidget(tokens=["a", "b"], key_tokens=["x", "y", "z"], q=rng.normal(size=(2, 3)), k=rng.normal(size=(3, 3)), v=rng.normal(size=(3, 2)))
+    w = AttentionWidget(
+        tokens=["a", "b"],
+        key_tokens=["x", "y", "z"],
+        q=rng.normal(size=(2, 3)),
+        k=rng.normal(size=(3, 3)),
+        v=rng.normal(size=(3, 2)),
+    )
     assert w.step == 2
     with pytest.raises(traitlets.TraitError, match="is for self-attention"):
         w.step = 1
 
 
 def test_a_new_sentence_keeps_the_focus_among_the_tokens_written():
-    w = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], step=4, focus=3)  # "the"
+    w = AttentionWidget(
+        ["I sat on the river bank and read", "I put my money in the bank and left"], step=4, focus=3
+    )  # "the"
     w.sentence_index = 1  # "the" is token 5 there, not written yet at step 4
     assert (w.step, w.focus, w.weights.shape) == (4, 3, (4, 4))
     with pytest.raises(traitlets.TraitError, match="'focus' must be a token index written so far"):
@@ -108,7 +120,13 @@ def test_what_is_asked_with_step_is_refused_when_it_cannot_be():
     assert AttentionWidget(step=3, focus=1).focus == 1 and AttentionWidget(step=3).causal
 
 
-@pytest.mark.parametrize("step, says", [(True, "'step' must be an integer, got True"), (0, "'step' must be the number of tokens written so far, from 1 to 6")])
+@pytest.mark.parametrize(
+    "step, says",
+    [
+        (True, "'step' must be an integer, got True"),
+        (0, "'step' must be the number of tokens written so far, from 1 to 6"),
+    ],
+)
 def test_a_step_that_is_not_a_count_of_tokens_is_refused_as_the_step(step, says):
     for kwargs in ({}, {"focus": 2}):  # never blamed on the focus
         with pytest.raises(traitlets.TraitError, match=says):

@@ -22,12 +22,21 @@ def by_hand(w, allowed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(1, 9), heads=st.integers(1, 3), causal=st.booleans(), masked=st.booleans(), temperature=st.floats(0.05, 5), seed=st.integers(0, 2**16))
+@given(
+    n=st.integers(1, 9),
+    heads=st.integers(1, 3),
+    causal=st.booleans(),
+    masked=st.booleans(),
+    temperature=st.floats(0.05, 5),
+    seed=st.integers(0, 2**16),
+)
 def test_each_summary_is_the_mean_over_the_rows_where_it_exists(n, heads, causal, masked, temperature, seed):
     rng = np.random.default_rng(seed)
     q, k, v = (rng.normal(size=(heads, n, 4)) for _ in range(3))
     mask = rng.random((n, n)) < 0.7 if masked else None
-    w = AttentionWidget(q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], temperature=temperature, causal=causal, mask=mask)
+    w = AttentionWidget(
+        q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], temperature=temperature, causal=causal, mask=mask
+    )
     got = w.head_summary()
     assert set(got) == {"first", "self", "previous", "effective_tokens"}
     allowed = np.ones((n, n), bool) if mask is None else mask.copy()

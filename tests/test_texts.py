@@ -37,7 +37,9 @@ def own_attentions(model, tokenizer, text):
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-@pytest.mark.parametrize("texts", [SAME, [SAME[0], LONGER], [SAME[0], LONGER, SAME[1]]], ids=["same-length", "two-lengths", "three"])
+@pytest.mark.parametrize(
+    "texts", [SAME, [SAME[0], LONGER], [SAME[0], LONGER, SAME[1]]], ids=["same-length", "two-lengths", "three"]
+)
 def test_every_texts_every_layer_and_head_is_the_model_on_that_text_alone(models, gpt2_tokenizer, kind, texts):
     model = models[kind]
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, texts, stage="weights")
@@ -46,13 +48,17 @@ def test_every_texts_every_layer_and_head_is_the_model_on_that_text_alone(models
         w.sentence_index = i
         alone = AttentionWidget.from_transformers(model, gpt2_tokenizer, text)
         assert w.tokens == alone.tokens and w.n_layers == alone.n_layers
-        np.testing.assert_allclose(each_head(w), own_attentions(model, gpt2_tokenizer, text), atol=1e-5, rtol=0, err_msg=f"text {i}")
+        np.testing.assert_allclose(
+            each_head(w), own_attentions(model, gpt2_tokenizer, text), atol=1e-5, rtol=0, err_msg=f"text {i}"
+        )
         for name in ("model_q", "model_k", "model_v"):
             np.testing.assert_array_equal(getattr(w, name), getattr(alone, name))
 
 
 def test_a_text_switch_keeps_layer_head_temperature_and_stage_and_comes_back_to_the_same_arrays(models, gpt2_tokenizer):
-    w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], layer=1, head=2, stage="scores", temperature=0.5)
+    w = AttentionWidget.from_transformers(
+        models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], layer=1, head=2, stage="scores", temperature=0.5
+    )
     first = {n: getattr(w, n) for n in ("tokens", "q", "k", "v", "model_q")}
     seen = []
     w.observe(lambda change: seen.append(change["new"]), names="sentence_index")
@@ -80,7 +86,9 @@ def test_generate_with_texts_writes_each_text_on_from_its_own_prompt(models, gpt
     for i, text in enumerate(texts):
         w.sentence_index = i
         alone = AttentionWidget.from_transformers(model, gpt2_tokenizer, text, generate=3)
-        assert w.tokens == alone.tokens and w.prompt_length == alone.prompt_length == len(gpt2_tokenizer(text)["input_ids"])
+        assert w.tokens == alone.tokens and w.prompt_length == alone.prompt_length == len(
+            gpt2_tokenizer(text)["input_ids"]
+        )
         assert w.step == alone.step == w.prompt_length and w.causal  # each text opens at its own prompt's length
         np.testing.assert_array_equal(w.model_q, alone.model_q)
     w.step = len(w.tokens)
@@ -99,7 +107,8 @@ def test_difference_is_text_a_minus_text_b_as_the_model_computes_them(models, gp
     np.testing.assert_allclose(w.largest_difference(0, 2), np.abs(a - b).max(axis=(2, 3)), atol=1e-5, rtol=0)
     np.testing.assert_allclose(w.difference(2, 0), -d, atol=0, rtol=0)
 
-    # at another temperature and with the sink: each row re-tempered, its first column closed (independently: from the model's weights)
+    # at another temperature and with the sink: each row re-tempered, its first column closed
+    # (independently: from the model's weights)
     def tempered(p, t):
         with np.errstate(divide="ignore"):
             e = np.where(p > 0, np.exp(np.log(p) / t), 0.0)
@@ -115,7 +124,9 @@ def test_difference_is_text_a_minus_text_b_as_the_model_computes_them(models, gp
 def test_difference_refuses_texts_of_other_lengths_one_text_and_indexes_out_of_range(models, gpt2_tokenizer):
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER])
     n0, n1 = (len(gpt2_tokenizer(t)["input_ids"]) for t in (SAME[0], LONGER))
-    with pytest.raises(ValueError, match=rf"text 0 has {n0} tokens and text 1 has {n1}: the difference needs the same number of tokens"):
+    with pytest.raises(
+        ValueError, match=rf"text 0 has {n0} tokens and text 1 has {n1}: the difference needs the same number of tokens"
+    ):
         w.difference(0, 1)
     for a, b in ((0, 2), (-1, 0), (1, 1)):
         with pytest.raises(ValueError, match=r"a and b must be two different text indexes from 0 to 1"):
@@ -135,7 +146,17 @@ def test_lists_that_are_refused_say_why(models, gpt2_tokenizer, tf):
         AttentionWidget.from_transformers(model, gpt2_tokenizer, SAME, sentence_index=2)
     from test_integrations import random_model
 
-    t5 = random_model(tf, "T5ForConditionalGeneration", "T5Config", len(gpt2_tokenizer), d_model=32, d_ff=64, d_kv=8, num_layers=1, num_heads=2)
+    t5 = random_model(
+        tf,
+        "T5ForConditionalGeneration",
+        "T5Config",
+        len(gpt2_tokenizer),
+        d_model=32,
+        d_ff=64,
+        d_kv=8,
+        num_layers=1,
+        num_heads=2,
+    )
     with pytest.raises(ValueError, match="one text and one target"):
         AttentionWidget.from_transformers(t5, gpt2_tokenizer, SAME, target="the bank")
 
@@ -250,7 +271,13 @@ console.log(JSON.stringify(out));
 
 def run_page(payload, changes):
     script = PAGE % (ROOT.as_posix(), ROOT.as_posix(), json.dumps(changes))
-    done = subprocess.run(["node", "--input-type=module", "-e", script], input=json.dumps(payload), capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -270,7 +297,8 @@ def test_an_exported_page_over_its_budget_holds_the_text_shown_and_refuses_the_o
     out = run_page(payload, [{"sentence_index": 0}, {"layer": 1}])
     assert out[0]["refused"] == (
         "This page holds text 1 of 3 ('the river bank sat on I sat'): the others were left out to keep it small. "
-        "Export it with a larger max_mb= (and no layers=) to have every text, or switch to text 0 in the notebook (w.sentence_index = 0) and export it again."
+        "Export it with a larger max_mb= (and no layers=) to have every text, or switch to text 0 in the notebook "
+        "(w.sentence_index = 0) and export it again."
     )
     assert out[1]["tokens"] == w.tokens and out[1]["layer"] == 1
 
@@ -279,13 +307,19 @@ def test_an_exported_page_of_some_layers_holds_the_text_shown_alone(models, gpt2
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, SAME)
     payload = w.page_state(layers=[0])
     assert payload["sources"]["sentences"][1] is None and payload["state"]["held_layers"] == [0]
-    assert run_page(payload, [{"sentence_index": 1}])[0]["refused"].startswith("This page holds text 0 of 2 ('I sat on the river bank')")
+    assert run_page(payload, [{"sentence_index": 1}])[0]["refused"].startswith(
+        "This page holds text 0 of 2 ('I sat on the river bank')"
+    )
 
 
 def test_the_page_switches_texts_and_a_crafted_switch_changes_nothing(models, gpt2_tokenizer):
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], LONGER], layer=1)
     w.set_state({"sentence_index": 1})  # the page's button
-    assert w.sentence_index == 1 and w.layer == 1 and w.tokens == AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, LONGER).tokens
+    assert (
+        w.sentence_index == 1
+        and w.layer == 1
+        and w.tokens == AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, LONGER).tokens
+    )
     before = {n: getattr(w, n) for n in ("tokens", "q", "model_q", "sentence_index")}
     w.set_state({"sentence_index": 9})
     w.set_state({"sentences": ["a"]})
@@ -296,14 +330,20 @@ def test_the_pages_difference_is_the_text_shown_minus_the_next_of_as_many_tokens
     from test_measures import ask, matrix
 
     model = models["gpt2"]
-    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, [SAME[0], LONGER, SAME[1]], layer=1, head=1, measure="difference")
+    w = AttentionWidget.from_transformers(
+        model, gpt2_tokenizer, [SAME[0], LONGER, SAME[1]], layer=1, head=1, measure="difference"
+    )
     a, b = (own_attentions(model, gpt2_tokenizer, t) for t in SAME)
     got = ask(w)
     assert (
-        got["other"] == 2 and got["key"]["sentence_index"] == 0 and (got["lo"], got["hi"]) == (-got["hi"], pytest.approx(np.abs(a - b)[1, 1].max(), abs=1e-5))
+        got["other"] == 2
+        and got["key"]["sentence_index"] == 0
+        and (got["lo"], got["hi"]) == (-got["hi"], pytest.approx(np.abs(a - b)[1, 1].max(), abs=1e-5))
     )
     np.testing.assert_allclose(matrix(got), (a - b)[1, 1], atol=1e-5)
-    np.testing.assert_allclose(got["largest"], np.abs(a - b).max(axis=(2, 3)).reshape(-1), atol=1e-5)  # the overview's colours
+    np.testing.assert_allclose(
+        got["largest"], np.abs(a - b).max(axis=(2, 3)).reshape(-1), atol=1e-5
+    )  # the overview's colours
     w.sentence_index = 2
     np.testing.assert_allclose(matrix(ask(w)), (b - a)[1, 1], atol=1e-5)
     w.sentence_index = 1

@@ -223,7 +223,11 @@ def plausible(draw, w):
     n, heads = len(w.tokens), w.n_heads
     rows = draw(st.sampled_from([n, n, n - 1 if n > 1 else n, n + 1]))
     widths = {"q": w.q.shape[-1], "k": w.k.shape[-1], "v": w.v.shape[-1], "x": w.v.shape[-1]}
-    name = draw(st.sampled_from(["q", "k", "v", "x", "focus", "cell", "head", "layer", "sentence_index", "temperature", "tokens"]))
+    name = draw(
+        st.sampled_from(
+            ["q", "k", "v", "x", "focus", "cell", "head", "layer", "sentence_index", "temperature", "tokens"]
+        )
+    )
     if name in widths:
         shape = (rows, widths[name]) if name == "x" or heads == 1 else (heads, rows, widths[name])
         scale = draw(st.sampled_from([1.0, 1e-30, 1e30, 1e160]))
@@ -250,23 +254,35 @@ def test_fuzzed_page_messages_leave_the_widget_consistent(data):
         w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=4, d=3), 0, 1, {})
     else:
         rng = np.random.default_rng(0)
-        w = AttentionWidget(q=rng.normal(size=(3, 5, 4)), k=rng.normal(size=(3, 5, 4)), v=rng.normal(size=(3, 5, 3)), x=None, head=2)
+        w = AttentionWidget(
+            q=rng.normal(size=(3, 5, 4)), k=rng.normal(size=(3, 5, 4)), v=rng.normal(size=(3, 5, 3)), x=None, head=2
+        )
     w.comm = RecordingComm()
     for _ in range(data.draw(st.integers(1, 4))):
-        msg = dict(data.draw(st.lists(st.one_of(plausible(w), st.tuples(st.sampled_from(names), junk_values)), min_size=1, max_size=5)))
+        msg = dict(
+            data.draw(
+                st.lists(
+                    st.one_of(plausible(w), st.tuples(st.sampled_from(names), junk_values)), min_size=1, max_size=5
+                )
+            )
+        )
         before = snapshot(w)
         w.comm.sent.clear()
         w.set_state(msg)  # never raises
         check_invariants(w)
         if not same(snapshot(w), before):  # applied: every key sent was a writable trait and holds its new value
-            assert all(k in w.keys and not k.startswith("_") and not w.traits()[k].read_only and k != "layout" for k in msg)
+            assert all(
+                k in w.keys and not k.startswith("_") and not w.traits()[k].read_only and k != "layout" for k in msg
+            )
 
 
 def test_a_message_through_the_comm_with_buffers_is_applied():
     w = AttentionWidget()
     q = np.asarray(w.q) * 2
     state, paths, buffers = _remove_buffers({"q": array_msg(q, "float64"), "focus": 3})
-    w._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": paths}}, "buffers": buffers})
+    w._handle_msg(
+        {"content": {"data": {"method": "update", "state": state, "buffer_paths": paths}}, "buffers": buffers}
+    )
     assert w.focus == 3 and np.array_equal(w.q, q)
 
 
@@ -284,7 +300,9 @@ def test_a_raising_observer_cannot_leave_derived_state_stale():
     w.observe(raising, names="tokens")
     rng = np.random.default_rng(0)
     with pytest.raises(RuntimeError, match="user's observer"):
-        w.set_vectors(tokens=["a", "b", "c"], q=rng.normal(size=(3, 4)), k=rng.normal(size=(3, 4)), v=rng.normal(size=(3, 5)))
+        w.set_vectors(
+            tokens=["a", "b", "c"], q=rng.normal(size=(3, 4)), k=rng.normal(size=(3, 4)), v=rng.normal(size=(3, 5))
+        )
     assert w.x is None and w.residual is False
     np.testing.assert_allclose(np.abs(w.value_basis), np.abs(principal_axes(w.v)))
     check_invariants(w)
@@ -325,7 +343,9 @@ def test_switching_layer_after_other_vectors_restores_the_models_tokens():
     found = fake_model(n_layers=3, heads=2, n=5, d=4)
     w = AttentionWidget._from_model(found, 0, 0, {})
     rng = np.random.default_rng(0)
-    w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3)))
+    w.set_vectors(
+        tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3))
+    )
     w.set_state({"layer": 2})
     assert w.layer == 2 and w.tokens == found.tokens
     q, k, v = found.layers[2]
@@ -342,7 +362,10 @@ def test_a_mask_closes_cells_and_goes_when_the_tokens_change():
         with pytest.raises(traitlets.TraitError, match="mask"):
             w.mask = bad
     state, paths, buffers = _remove_buffers(w.get_state())
-    assert state["mask"]["dtype"] == "uint8" and bytes(buffers[paths.index(["mask", "view"])]) == (~np.eye(6, dtype=bool)).astype(np.uint8).tobytes()
+    assert (
+        state["mask"]["dtype"] == "uint8"
+        and bytes(buffers[paths.index(["mask", "view"])]) == (~np.eye(6, dtype=bool)).astype(np.uint8).tobytes()
+    )
     w.set_vectors(tokens=["a", "b"], q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)))
     assert w.mask is None
     check_invariants(w)
@@ -402,7 +425,10 @@ def test_memory_stays_flat_when_long_widgets_are_made_and_closed():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: AttentionWidget(tokens="abc", q=np.ones((3, 2)), k=np.ones((3, 2)), v=np.ones((3, 2))), "one string per token"),
+        (
+            lambda: AttentionWidget(tokens="abc", q=np.ones((3, 2)), k=np.ones((3, 2)), v=np.ones((3, 2))),
+            "one string per token",
+        ),
         (lambda: AttentionWidget({"a river bank": 1, "a money bank": 2}), "a sentence"),
         (lambda: AttentionWidget(123), "a sentence"),
         (lambda: AttentionWidget(["a river bank", 7]), "a sentence"),
@@ -431,7 +457,9 @@ def test_a_mask_that_is_not_boolean_is_refused(mask):
 def test_a_mask_of_zeros_and_ones_is_taken_as_booleans():
     mask = np.tri(3)  # floats, exactly 0 and 1
     a = attention(np.ones((3, 2)), np.ones((3, 2)), np.eye(3)[:, :2], mask=mask)
-    np.testing.assert_allclose(a.weights, attention(np.ones((3, 2)), np.ones((3, 2)), np.eye(3)[:, :2], causal=True).weights)
+    np.testing.assert_allclose(
+        a.weights, attention(np.ones((3, 2)), np.ones((3, 2)), np.eye(3)[:, :2], causal=True).weights
+    )
 
 
 @given(st.floats(1e100, 1e300), st.integers(0, 5))
@@ -454,7 +482,9 @@ def test_extreme_but_accepted_inputs_give_finite_numbers_everywhere():
     with pytest.raises(traitlets.TraitError, match="at most 1e\\+300"):
         AttentionWidget(tokens=["a", "b"], q=np.ones((2, 1)), k=np.ones((2, 1)), v=[[1.7e308, 0.0], [0.0, 1.0]])
     # one cell's arithmetic when score / T overflows: shifted, never inf - inf
-    w = AttentionWidget(tokens=["a", "b"], q=[[1e150], [1.0]], k=[[1e149], [1.0]], v=np.eye(2), scale=1.0, temperature=1e-300)
+    w = AttentionWidget(
+        tokens=["a", "b"], q=[[1e150], [1.0]], k=[[1e149], [1.0]], v=np.eye(2), scale=1.0, temperature=1e-300
+    )
     w.cell = (0, 0)
     steps = w.cell_arithmetic
     assert steps["exp"] == 1.0 and steps["row_sum"] == 1.0 and steps["weight"] == 1.0

@@ -43,7 +43,8 @@ def gpt2(tf):
 
 
 def heads_of(w):
-    """The widget's weights of every head of the current layer (w.weights, head by head), heads × n × m; the head shown is kept."""
+    """The widget's weights of every head of the current layer (w.weights, head by head), heads × n × m;
+    the head shown is kept."""
     shown = w.head
     out = []
     for head in range(w.n_heads):
@@ -70,10 +71,17 @@ def test_hugging_faces_attentions_are_shown_as_given_in_every_layer_and_head(gpt
     w = AttentionWidget.from_attentions(attentions, tokens)
     want = np.stack([a[0].numpy() for a in attentions])
     np.testing.assert_allclose(each_head(w), want, atol=1e-6)
-    assert (w.n_layers, w.n_heads, w.causal, w.weights_only) == (3, 4, True, "weights")  # a causal pattern: the causal rule
+    assert (w.n_layers, w.n_heads, w.causal, w.weights_only) == (
+        3,
+        4,
+        True,
+        "weights",
+    )  # a causal pattern: the causal rule
     # the same weights as one array of each shape, numpy or torch
     np.testing.assert_allclose(each_head(AttentionWidget.from_attentions(want, tokens)), want, atol=1e-6)
-    np.testing.assert_allclose(AttentionWidget.from_attentions(attentions[1][0], tokens, head=2).weights, want[1, 2], atol=1e-6)
+    np.testing.assert_allclose(
+        AttentionWidget.from_attentions(attentions[1][0], tokens, head=2).weights, want[1, 2], atol=1e-6
+    )
     np.testing.assert_allclose(AttentionWidget.from_attentions(want[2, 3], tokens).weights, want[2, 3], atol=1e-6)
     summaries = w.head_summary()  # the overview's numbers, from the weights alone
     assert summaries["first"].shape == (3, 4) and np.all(np.isfinite(summaries["effective_tokens"]))
@@ -100,7 +108,9 @@ def test_a_temperature_retempers_the_weights_as_the_scores_would(gpt2, temperatu
     from_scores = AttentionWidget.from_transformers(model, Tokens(ids), "text", temperature=temperature)
     from_weights = AttentionWidget.from_attentions(attentions, [f"t{i}" for i in ids], temperature=temperature)
     np.testing.assert_allclose(each_head(from_weights), each_head(from_scores), atol=1e-5)
-    np.testing.assert_allclose(from_weights.head_summary()["effective_tokens"], from_scores.head_summary()["effective_tokens"], rtol=1e-4)
+    np.testing.assert_allclose(
+        from_weights.head_summary()["effective_tokens"], from_scores.head_summary()["effective_tokens"], rtol=1e-4
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -127,7 +137,9 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
         with pytest.raises(traitlets.TraitError, match="attention weights alone"):
             w.stage = stage
     assert w.stage == "weights"  # kept
-    with pytest.raises(ValueError, match="no queries or keys, so no scores. Read the model with from_transformers, or pass q=, k=, v="):
+    with pytest.raises(
+        ValueError, match="no queries or keys, so no scores. Read the model with from_transformers, or pass q=, k=, v="
+    ):
         _ = w.scores
     with pytest.raises(ValueError, match="pass values="):
         _ = w.output
@@ -148,7 +160,8 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
         (np.where(np.eye(3) > 0, np.inf, 0.0), "the weights hold inf"),
         (
             np.ones((3, 3)),
-            "row 0 of head 0 (layer 0) sums to 3: each row of weights sums to 1 (within 0.0001), or is all 0; pass the weights after the softmax",
+            "row 0 of head 0 (layer 0) sums to 3: each row of weights sums to 1 (within 0.0001), or is all 0; "
+            "pass the weights after the softmax",
         ),
         (np.eye(4), "the weights are 4 queries × 4 keys, but there are 3 tokens"),
         ((np.ones((2, 1, 3, 3)) / 3,), "layer 0 holds a batch of 2 texts"),
@@ -157,9 +170,13 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
         ({"blocks.0.hook_resid_pre": np.eye(3)}, "this cache has no attention patterns"),
         (
             (None, None),
-            'the attentions hold None: the model ran with an attention kernel that gives no weights (SDPA, flash); load it with attn_implementation="eager"',
+            "the attentions hold None: the model ran with an attention kernel that gives no weights (SDPA, flash); "
+            'load it with attn_implementation="eager"',
         ),
-        (np.stack([np.eye(3), np.eye(3) * [1, 0, 1]]), "row 1 of head 1 (layer 0) is all 0, but other heads read in that row"),
+        (
+            np.stack([np.eye(3), np.eye(3) * [1, 0, 1]]),
+            "row 1 of head 1 (layer 0) is all 0, but other heads read in that row",
+        ),
     ],
 )
 def test_bad_weights_are_refused_with_what_was_wrong(weights, message):
@@ -184,11 +201,17 @@ def test_half_precision_a_whole_output_and_a_cache_without_its_batch_are_taken(g
     tokens = [f"t{i}" for i in ids]
     half = tuple(a.to(torch.bfloat16) for a in attentions)  # rows sum to 1 within bfloat16's rounding, not 1e-4
     assert float((half[0].float().sum(-1) - 1).abs().max()) > 1e-4
-    np.testing.assert_allclose(AttentionWidget.from_attentions(half, tokens).weights, attentions[0][0, 0].numpy(), atol=2e-2)
+    np.testing.assert_allclose(
+        AttentionWidget.from_attentions(half, tokens).weights, attentions[0][0, 0].numpy(), atol=2e-2
+    )
     whole = {"last_hidden_state": None, "attentions": attentions}  # the model's whole output, as a mapping
-    np.testing.assert_allclose(AttentionWidget.from_attentions(whole, tokens).weights, attentions[0][0, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        AttentionWidget.from_attentions(whole, tokens).weights, attentions[0][0, 0].numpy(), atol=1e-6
+    )
     cache = {f"blocks.{i}.attn.hook_pattern": a[0] for i, a in enumerate(attentions)}  # remove_batch_dim=True
-    np.testing.assert_allclose(AttentionWidget.from_attentions(cache, tokens, layer=2).weights, attentions[2][0, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        AttentionWidget.from_attentions(cache, tokens, layer=2).weights, attentions[2][0, 0].numpy(), atol=1e-6
+    )
 
 
 def test_a_row_of_zeros_is_allowed_and_cross_attention_takes_key_tokens():

@@ -21,7 +21,9 @@ def test_defaults():
 
 def test_custom_arrays_and_derived_properties_follow_the_traits():
     q, k, v = qkv()
-    w = AttentionWidget(tokens=list("abcd"), q=q, k=k, v=v, temperature=0.5, focus=2, stage="weights", causal=True, scale=2.0)
+    w = AttentionWidget(
+        tokens=list("abcd"), q=q, k=k, v=v, temperature=0.5, focus=2, stage="weights", causal=True, scale=2.0
+    )
     ref = attention(q, k, v, temperature=0.5, causal=True, scale=2.0)
     np.testing.assert_allclose(w.weights, ref.weights)
     np.testing.assert_allclose(w.output, ref.output)

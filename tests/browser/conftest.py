@@ -69,7 +69,11 @@ class Server:
 # What differs between the two Jupyter front ends: window.jupyterapp (to run cells by command,
 # not by keyboard focus) and their own update checks.
 APPS = {
-    "jupyterlab": ["--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+    "jupyterlab": [
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ],
     "notebook": ["--JupyterNotebookApp.expose_app_in_browser=True"],
 }
 
@@ -122,7 +126,10 @@ class Lab:
 
     def write_notebook(self, name: str, cells: list[str]) -> str:
         nb = {
-            "cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for c in cells],
+            "cells": [
+                {"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+                for c in cells
+            ],
             "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
             "nbformat": 4,
             "nbformat_minor": 5,
@@ -243,7 +250,9 @@ def open_notebook(lab, browser):
     return lambda name, cells, **kw: _open_notebook(lab, browser, name, cells, **kw)
 
 
-def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280, 1600), color_scheme="light", timeout=60_000):
+def _open_notebook(
+    lab, browser, name: str, cells: list[str], *, viewport=(1280, 1600), color_scheme="light", timeout=60_000
+):
     lab.write_notebook(name, cells)
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, color_scheme=color_scheme)
     page = context.new_page()
@@ -254,7 +263,9 @@ def _open_notebook(lab, browser, name: str, cells: list[str], *, viewport=(1280,
     page.goto(lab.url(f"/lab/tree/{name}") + "&reset")  # a fresh workspace: no tabs left open by earlier tests
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
     kernel = lab.kernel_for(name)
-    page.wait_for_function("window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000)
+    page.wait_for_function(
+        "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000
+    )
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_selector(".aw-root", timeout=timeout)  # (a benchmark's large model takes minutes to read)
     return page, kernel, errors

@@ -11,7 +11,8 @@ pytestmark = pytest.mark.browser
 
 RIVER = "I sat on the river bank and read"
 MONEY = "I put my money in the bank and left"
-GRID = """() => [...document.querySelectorAll('.aw-blend-table tr')].map((r) => [...r.children].map((c) => c.textContent))"""
+GRID = """() => [...document.querySelectorAll('.aw-blend-table tr')].map((r) => [...r.children].map((c) => \
+c.textContent))"""
 
 
 def opened(browser, w, path, width):
@@ -89,10 +90,13 @@ def test_a_nine_token_blend_keeps_its_numbers_at_700_px(browser, tmp_path, theme
 
 PLOT = """() => {
   const plot = document.querySelector('.aw-plot'), r0 = plot.getBoundingClientRect();
-  const box = (e) => { const b = e.getBoundingClientRect(); return [b.left - r0.left, b.top - r0.top, b.right - r0.left, b.bottom - r0.top]; };
+  const box = (e) => { const b = e.getBoundingClientRect(); \
+return [b.left - r0.left, b.top - r0.top, b.right - r0.left, b.bottom - r0.top]; };
   const centre = (e) => { const b = box(e); return [(b[0] + b[2]) / 2, (b[1] + b[3]) / 2]; };
-  const labels = [...plot.querySelectorAll('text.aw-value-label, text.aw-mean-label, text.aw-output-label')].map((t) => ({ text: t.textContent, cls: t.getAttribute('class'), box: box(t) }));
-  const axes = [...plot.querySelectorAll('line.aw-axis')].map((l) => ['x1', 'y1', 'x2', 'y2'].map((a) => +l.getAttribute(a)));
+  const labels = [...plot.querySelectorAll('text.aw-value-label, text.aw-mean-label, \
+text.aw-output-label')].map((t) => ({ text: t.textContent, cls: t.getAttribute('class'), box: box(t) }));
+  const axes = [...plot.querySelectorAll('line.aw-axis')].map((l) => \
+['x1', 'y1', 'x2', 'y2'].map((a) => +l.getAttribute(a)));
   const mean = centre(plot.querySelector('.aw-mean')), dots = [...plot.querySelectorAll('circle.aw-value')].map(centre);
   const leaders = plot.querySelectorAll('line.aw-leader').length;
   return { labels, axes, mean, dots, leaders };
@@ -123,9 +127,15 @@ def test_the_value_plot_labels_read_as_labels(browser, tmp_path, make):
             for x1, y1, x2, y2 in p["axes"]:
                 b = lab["box"]
                 if x1 == x2:
-                    assert not (b[0] < x1 < b[2] and b[1] < max(y1, y2) and b[3] > min(y1, y2)), (lab, "crosses the y axis")
+                    assert not (b[0] < x1 < b[2] and b[1] < max(y1, y2) and b[3] > min(y1, y2)), (
+                        lab,
+                        "crosses the y axis",
+                    )
                 else:
-                    assert not (b[1] < y1 < b[3] and b[0] < max(x1, x2) and b[2] > min(x1, x2)), (lab, "crosses the x axis")
+                    assert not (b[1] < y1 < b[3] and b[0] < max(x1, x2) and b[2] > min(x1, x2)), (
+                        lab,
+                        "crosses the x axis",
+                    )
         # two labels on one line are far enough apart not to read as one phrase
         for i, a in enumerate(boxes):
             for b in boxes[i + 1 :]:
@@ -134,13 +144,21 @@ def test_the_value_plot_labels_read_as_labels(browser, tmp_path, make):
         # "mean" sits nearer its own mark than any value's dot
         for lab in p["labels"]:
             if "aw-mean-label" in lab["cls"]:
-                assert distance(p["mean"], lab["box"]) < min(distance(d, lab["box"]) for d in p["dots"]), (lab, p["mean"])
+                assert distance(p["mean"], lab["box"]) < min(distance(d, lab["box"]) for d in p["dots"]), (
+                    lab,
+                    p["mean"],
+                )
     finally:
         page.context.close()
 
 
 def test_the_legend_and_caption_say_what_the_plot_draws(browser, tmp_path):
-    page = opened(browser, AttentionWidget([RIVER, MONEY], causal=True, focus=5, stage="blend", residual=True), tmp_path / "mix.html", 1200)
+    page = opened(
+        browser,
+        AttentionWidget([RIVER, MONEY], causal=True, focus=5, stage="blend", residual=True),
+        tmp_path / "mix.html",
+        1200,
+    )
     try:
         legend = page.locator(".aw-plot-legend, .aw-legend-list, .aw-blend ul").first.inner_text()
         assert "bank's value to its output" in legend, legend  # the dashed line

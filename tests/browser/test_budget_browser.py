@@ -17,7 +17,14 @@ LAYERS, HEADS, N = 5, 2, 12
 def model():
     rng = np.random.default_rng(6)
     layers = [tuple(rng.normal(size=(HEADS, N, 8)).astype(np.float32) for _ in range(3)) for _ in range(LAYERS)]
-    return ModelAttention(tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, architecture="fake", model_name="fake")
+    return ModelAttention(
+        tokens=[f"t{i}" for i in range(N)],
+        layers=layers,
+        causal=True,
+        scale=None,
+        architecture="fake",
+        model_name="fake",
+    )
 
 
 def test_a_page_holding_some_layers_says_so_and_switches_between_them(browser, tmp_path):
@@ -39,13 +46,19 @@ def test_a_page_holding_some_layers_says_so_and_switches_between_them(browser, t
             page.locator(f".aw-head[data-layer='{layer}'][data-head='1']").click()
             page.wait_for_function(f"{ROOT}.model.get('layer') === {layer} && {ROOT}.model.get('head') === 1")
             w.layer, w.head = layer, 1
-            np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12)
+            np.testing.assert_allclose(
+                np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12
+            )
         page.locator(".aw-head[data-layer='3'][data-head='0']").click()  # not held
         page.locator(".aw-notice", has_text="This page holds layers 0, 2, 4 of 5: layer 3 was left out").wait_for()
         assert page.evaluate(f"{ROOT}.model.get('layer')") == 0
         page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")  # the stages follow; the overview cannot
         w.temperature = 0.5
-        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12)
-        page.locator(".aw-heads-caption", has_text="as exported, at T = 1.00").wait_for(state="attached")  # at the redraw
+        np.testing.assert_allclose(
+            np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (N, N)), w.weights, atol=1e-12
+        )
+        page.locator(".aw-heads-caption", has_text="as exported, at T = 1.00").wait_for(
+            state="attached"
+        )  # at the redraw
     finally:
         page.context.close()

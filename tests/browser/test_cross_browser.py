@@ -36,12 +36,21 @@ def test_the_page_computes_cross_attention_as_python_does(browser, tmp_path, n, 
     rng = np.random.default_rng(n + m)
     q, k, v = rng.normal(size=(2, n, 4)), rng.normal(size=(2, m, 4)), rng.normal(size=(2, m, 4))
     w = AttentionWidget(
-        tokens=[f"t{i}" for i in range(n)], key_tokens=[f"s{j}" for j in range(m)], q=q, k=k, v=v, head=1, stage="weights", focus=2, temperature=0.7
+        tokens=[f"t{i}" for i in range(n)],
+        key_tokens=[f"s{j}" for j in range(m)],
+        q=q,
+        k=k,
+        v=v,
+        head=1,
+        stage="weights",
+        focus=2,
+        temperature=0.7,
     )
     page = open_page(browser, w, tmp_path / f"cross-{n}-{m}.html")
     try:
         page.wait_for_function(
-            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
+            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); "
+            "return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
         )
         got = numbers(page, n, m)
         for name in ("scores", "weights", "output"):
@@ -81,7 +90,10 @@ def test_an_exported_encoder_decoder_page_switches_blocks_and_layers_by_itself(b
     page = open_page(browser, w, tmp_path / "blocks.html")
     reference = AttentionWidget._from_model(blocks, 1, 1, {}, "cross")  # Python, following the page's clicks
     try:
-        assert page.locator(".aw-block").count() == 3 and page.locator(".aw-block[aria-pressed=true]").inner_text() == "cross-attention"
+        assert (
+            page.locator(".aw-block").count() == 3
+            and page.locator(".aw-block[aria-pressed=true]").inner_text() == "cross-attention"
+        )
         for block, layer in (("encoder", 1), ("decoder", 1), ("decoder", 2), ("cross", 0)):
             if block != reference.block:
                 page.locator(f".aw-block[data-block={block}]").click()
@@ -90,7 +102,9 @@ def test_an_exported_encoder_decoder_page_switches_blocks_and_layers_by_itself(b
             reference.block, reference.layer = block, layer
             page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
             n, m = len(reference.tokens), len(reference.key_tokens)
-            np.testing.assert_allclose(numbers(page, n, m)["weights"], reference.weights, rtol=0, atol=1e-12, err_msg=f"{block} {layer}")
+            np.testing.assert_allclose(
+                numbers(page, n, m)["weights"], reference.weights, rtol=0, atol=1e-12, err_msg=f"{block} {layer}"
+            )
             assert page.locator(".aw-key-token").count() == (m if block == "cross" else 0)
             assert page.locator(".aw-heads .aw-head").count() == 2 * reference.n_layers  # the block's own overview
         assert page.evaluate(f"{ROOT}.model.get('causal')") is False
@@ -138,7 +152,11 @@ def test_a_translation_models_page_shows_the_models_own_attentions(browser, tmp_
     model = seq2seq(tf, gpt2_tokenizer, kind)
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, target=TARGET, stage="weights", layer=1, head=2)
     with torch.no_grad():
-        out = model(**gpt2_tokenizer(TEXT, return_tensors="pt"), decoder_input_ids=torch.tensor([decoder_ids(model, gpt2_tokenizer)]), output_attentions=True)
+        out = model(
+            **gpt2_tokenizer(TEXT, return_tensors="pt"),
+            decoder_input_ids=torch.tensor([decoder_ids(model, gpt2_tokenizer)]),
+            output_attentions=True,
+        )
     reference = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
     page = open_page(browser, w, tmp_path / f"{kind}.html")
     try:

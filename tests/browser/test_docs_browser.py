@@ -20,7 +20,13 @@ PAGES = ["index", "getting-started", "computes", "courses", "hosts", "guarantees
 def site(server_process):
     if not (SITE / "index.html").exists():
         pytest.fail("the documentation site is not built: run `make docs` (make test does)")
-    server = server_process("site", lambda port: [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"], SITE, dict(os.environ), "/index.html")
+    server = server_process(
+        "site",
+        lambda port: [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        SITE,
+        dict(os.environ),
+        "/index.html",
+    )
     yield f"http://127.0.0.1:{server.port}"
     server.stop()
 
@@ -76,7 +82,9 @@ def test_every_notebook_page_shows_its_maths_typeset_and_no_progress_noise(brows
             assert maths.count() >= 3, "the lab's QKᵀ/√d, exp(H) and A·V"
         assert all(m.bounding_box() and m.bounding_box()["width"] > 0 for m in maths.all())
         # the widget's captions read as text, not centred by the site's theme
-        aligned = page.evaluate("() => [...document.querySelectorAll('.aw-root figcaption')].map((f) => getComputedStyle(f).textAlign)")
+        aligned = page.evaluate(
+            "() => [...document.querySelectorAll('.aw-root figcaption')].map((f) => getComputedStyle(f).textAlign)"
+        )
         assert set(aligned) <= {"left", "start"}, (name, set(aligned))
         # executed outputs carry what the notebook computed, not a download's or a loader's progress
         assert not re.search(r"Loading|[0-9]+%\|", " ".join(page.locator(".cell_output").all_inner_texts())), name
@@ -91,14 +99,19 @@ def test_the_lab_page_slider_and_clicks_work(browser, site):
         page.wait_for_function("document.querySelector('.attnwidget-static .aw-root')?.attnwidget?.firstPaint > 0")
         root = page.locator(".attnwidget-static .aw-root").first
         root.scroll_into_view_if_needed()
-        weights = lambda: page.evaluate("document.querySelector('.attnwidget-static .aw-root').attnwidget.numbers().weights")
+        weights = lambda: page.evaluate(
+            "document.querySelector('.attnwidget-static .aw-root').attnwidget.numbers().weights"
+        )
         root.locator(".aw-stage[data-stage=weights]").click()
         before = weights()
         slider = root.locator(".aw-slider")
         slider.focus()
         for _ in range(5):
             page.keyboard.press("ArrowRight")
-        page.wait_for_function("(t) => !document.querySelector('.attnwidget-static .aw-temp-value').textContent.includes(t)", arg="T = 1.00")
+        page.wait_for_function(
+            "(t) => !document.querySelector('.attnwidget-static .aw-temp-value').textContent.includes(t)",
+            arg="T = 1.00",
+        )
         assert weights() != before  # the page computed the new temperature itself
         root.locator(".aw-token", has_text="river").click()
         expect(root.locator(".aw-token[aria-pressed=true] .aw-token-text")).to_have_text("river")
@@ -136,9 +149,14 @@ def test_the_site_follows_the_readers_theme_switch_without_losing_state(browser,
         root = page.locator(".attnwidget-static .aw-root").first
         root.locator(".aw-token", has_text="river").click()
         expect(root.locator(".aw-token[aria-pressed=true] .aw-token-text")).to_have_text("river")
-        page.evaluate("document.documentElement.dataset.theme = document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark'")
+        page.evaluate(
+            "document.documentElement.dataset.theme = "
+            "document.documentElement.dataset.theme === 'dark' ? 'light' : 'dark'"
+        )
         want = page.evaluate("document.documentElement.dataset.theme === 'dark'")
-        page.wait_for_function("(d) => document.querySelector('.attnwidget-static .aw-root').classList.contains('aw-dark') === d", arg=want)
+        page.wait_for_function(
+            "(d) => document.querySelector('.attnwidget-static .aw-root').classList.contains('aw-dark') === d", arg=want
+        )
         expect(root.locator(".aw-token[aria-pressed=true] .aw-token-text")).to_have_text("river")  # the focus is kept
     finally:
         page.context.close()

@@ -29,7 +29,8 @@ import transformers
 from attnwidget import AttentionWidget
 from test_integrations import gpt2
 tokenizer = transformers.AutoTokenizer.from_pretrained({gpt2_tokenizer.name_or_path!r})
-w = AttentionWidget.from_transformers(gpt2(transformers, tokenizer, initializer_range=0.25), tokenizer, {TEXT!r}, stage="weights")
+w = AttentionWidget.from_transformers(gpt2(transformers, tokenizer, initializer_range=0.25), tokenizer, {TEXT!r}, \
+stage="weights")
 w
 """
     page, kernel, errors = open_notebook("effects.ipynb", [setup])
@@ -46,14 +47,18 @@ w
 
 
 def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path, tf, gpt2_tokenizer):
-    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer, initializer_range=0.25), gpt2_tokenizer, TEXT, stage="weights")
+    w = AttentionWidget.from_transformers(
+        gpt2(tf, gpt2_tokenizer, initializer_range=0.25), gpt2_tokenizer, TEXT, stage="weights"
+    )
     path = tmp_path / "effects.html"
     w.to_html(path)
     page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
     try:
         page.goto(path.as_uri())
         page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
-        assert page.locator("select.aw-summary option[value=effect]").evaluate("o => o.hidden")  # none computed: not offered
+        assert page.locator("select.aw-summary option[value=effect]").evaluate(
+            "o => o.hidden"
+        )  # none computed: not offered
         w.summary = "effect"  # exported coloured by them: computed for the page
         w.to_html(path)
         assert list(w._effects) == [("zero", len(w.tokens), 0)]

@@ -77,7 +77,12 @@ def test_what_the_page_says_of_a_cell_and_a_row_is_pythons_number(browser, tmp_p
         canvas = weights_canvas(page)
         d = canvas.evaluate("(c) => ({...c.dataset})")
         i, j = 400, 123
-        canvas.hover(position={"x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]), "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"])})
+        canvas.hover(
+            position={
+                "x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]),
+                "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"]),
+            }
+        )
         tip = page.locator(".aw-tip:visible").inner_text()
         assert f"w{i} reads w{j}" in tip
         assert f"weight {w.weights[i, j]:.3f}" in tip
@@ -126,7 +131,8 @@ def test_a_change_undone_before_its_picture_arrives_never_shows_that_picture(bro
             first = weights_canvas(page).evaluate(PIXELS)
             pending, shown = page.evaluate(
                 """async (hash) => {
-                const model = document.querySelector('.aw-root').attnwidget.model, canvas = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid');
+                const model = document.querySelector('.aw-root').attnwidget.model, \
+canvas = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid');
                 const hashOf = new Function('c', `return (${hash})(c)`);
                 const frame = () => new Promise((done) => requestAnimationFrame(done));
                 model.set('causal', true);
@@ -178,7 +184,11 @@ def test_labels_are_drawn_only_where_they_cannot_overlap(browser, tmp_path, widt
             for stage in ("weights", "blend"):
                 path = tmp_path / f"labels-{n}-{stage}.html"
                 AttentionWidget(
-                    q=rng.normal(size=(n, 3)), k=rng.normal(size=(n, 3)), v=rng.normal(size=(n, 2)), stage=stage, tokens=[f"token{i}" for i in range(n)]
+                    q=rng.normal(size=(n, 3)),
+                    k=rng.normal(size=(n, 3)),
+                    v=rng.normal(size=(n, 2)),
+                    stage=stage,
+                    tokens=[f"token{i}" for i in range(n)],
                 ).to_html(path)
                 page.goto(path.as_uri())
                 d = page.locator(".aw-panel:visible canvas.aw-grid").first.evaluate("(c) => ({...c.dataset})")

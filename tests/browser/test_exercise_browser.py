@@ -53,7 +53,11 @@ def real_percentages(page):
 @pytest.fixture(scope="module")
 def live(open_notebook):
     page, kernel, errors = open_notebook(
-        "exercise.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget(exercise='predict', focus=5, stage='weights')\nw"]
+        "exercise.ipynb",
+        [
+            "from attnwidget import AttentionWidget\n"
+            "w = AttentionWidget(exercise='predict', focus=5, stage='weights')\nw"
+        ],
     )
     page.wait_for_selector(".aw-exercise:not([hidden])")
     yield page, kernel, errors
@@ -111,7 +115,9 @@ def test_a_bad_guess_from_the_page_is_refused_and_resynced(live):
     page.wait_for_function(f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])")
     # a crafted guess that spends half the budget
     page.evaluate(f"(() => {{ const m = {MODEL}; m.set('guess', [0.5, 0, 0, 0, 0, 0]); m.save_changes(); }})()")
-    page.wait_for_function(f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])", timeout=10_000)
+    page.wait_for_function(
+        f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])", timeout=10_000
+    )
     assert kernel.eval("w.guess") == [0.1, 0.1, 0.1, 0.1, 0.3, 0.3]
     assert [page.locator(".aw-ex-input").nth(j).input_value() for j in range(6)] == ["10", "10", "10", "10", "30", "30"]
 
@@ -138,7 +144,10 @@ def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browse
     page.click(".aw-stage[data-stage=blend]")
     page.wait_for_selector(".aw-root[data-stage=blend]")
     assert_row_hidden(page)
-    assert page.locator(".aw-blend:visible, .aw-panel:not([hidden]) svg").count() == 0 and page.locator(".aw-exercise").is_visible()
+    assert (
+        page.locator(".aw-blend:visible, .aw-panel:not([hidden]) svg").count() == 0
+        and page.locator(".aw-exercise").is_visible()
+    )
     page.click(".aw-stage[data-stage=weights]")
     page.click(".aw-ex-reveal")
     page.wait_for_selector(".aw-ex-result[data-score]")
@@ -183,7 +192,11 @@ def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser,
     assert f"effective tokens reached: {reached:.2f} (goal 2)" in result.inner_text()
     # which way to go next, and why, said in the page
     advice = (
-        "lower T: a colder row concentrates its budget" if reached > 2.1 else "raise T: a warmer row spreads its budget" if reached < 1.9 else "on the goal"
+        "lower T: a colder row concentrates its budget"
+        if reached > 2.1
+        else "raise T: a warmer row spreads its budget"
+        if reached < 1.9
+        else "on the goal"
     )
     assert advice in result.inner_text(), result.inner_text()
     score = max(0.0, 1 - abs(reached - 2) / 2)
@@ -204,7 +217,10 @@ def test_exported_temperature_page_reveals_the_effective_tokens_reached(browser,
 def test_live_temperature_reveal_sent_with_the_sliders_last_value(open_notebook):
     page, kernel, errors = open_notebook(
         "temperature-exercise.ipynb",
-        ["from attnwidget import AttentionWidget\nt = AttentionWidget(exercise='temperature', goal=2, focus=5, stage='weights')\nt"],
+        [
+            "from attnwidget import AttentionWidget\n"
+            "t = AttentionWidget(exercise='temperature', goal=2, focus=5, stage='weights')\nt"
+        ],
     )
     try:
         page.wait_for_selector(".aw-exercise:not([hidden])")
@@ -216,7 +232,9 @@ def test_live_temperature_reveal_sent_with_the_sliders_last_value(open_notebook)
         page.wait_for_selector(".aw-ex-result[data-score]")
         page.wait_for_timeout(300)  # Python's answer, had it put the reveal back
         assert page.evaluate(f"{MODEL}.get('revealed')") is True
-        assert float(page.locator(".aw-ex-result").get_attribute("data-score")) == pytest.approx(kernel.eval("t.score"), abs=1e-6)
+        assert float(page.locator(".aw-ex-result").get_attribute("data-score")) == pytest.approx(
+            kernel.eval("t.score"), abs=1e-6
+        )
         assert not errors
     finally:
         kernel.close()
@@ -251,10 +269,15 @@ def test_the_temperature_feedback_says_which_way_to_move(browser, tmp_path, temp
 
 @pytest.mark.parametrize("hint", [False, True])
 def test_before_the_reveal_the_scores_are_a_hint_only_when_the_teacher_gives_it(browser, tmp_path, hint):
-    w = AttentionWidget("I sat on the river bank", exercise="predict", focus=5, stage="scores", scores_hint=hint)  # 2-D: a query dial
+    w = AttentionWidget(
+        "I sat on the river bank", exercise="predict", focus=5, stage="scores", scores_hint=hint
+    )  # 2-D: a query dial
     page, problems = exported(browser, tmp_path, w, f"hint-{hint}.html")
     page.wait_for_selector(".aw-root[data-stage=scores]")
-    visible = "() => [...document.querySelectorAll('.aw-panel:not([hidden]) canvas.aw-grid')].filter((c) => c.getClientRects().length).length"
+    visible = (
+        "() => [...document.querySelectorAll('.aw-panel:not([hidden]) canvas.aw-grid')].filter((c) => "
+        "c.getClientRects().length).length"
+    )
     readout = page.locator(".aw-readout").inner_text()
     if hint:
         assert page.evaluate(visible) > 0 and "bank scores" in readout, readout

@@ -52,7 +52,9 @@ def test_exported_page_is_live_with_no_network(browser, tmp_path, artifacts):
     for _ in range(40):
         page.keyboard.press("ArrowLeft")
     page.wait_for_function("!document.querySelector('.aw-readout').textContent.includes('0.556')")
-    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # the last key's redraw
+    page.evaluate(
+        "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    )  # the last key's redraw
     t = page_numbers(page)["temperature"]
     assert root.locator(".aw-temp-value").inner_text() == f"T = {t:.2f}" and t < 1
     expected = attention(w.q, w.k, w.v, temperature=t).weights[5, 4]
@@ -68,7 +70,9 @@ def test_exported_page_is_live_with_no_network(browser, tmp_path, artifacts):
 
 
 def test_sentence_switching_in_an_exported_page(browser, tmp_path):
-    w = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="blend")
+    w = AttentionWidget(
+        ["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="blend"
+    )
     path = tmp_path / "two.html"
     w.to_html(path)
     page, problems = open_page(browser, path)
@@ -92,7 +96,12 @@ def test_keyboard_only(browser, tmp_path, artifacts):
     names = []
     for _ in range(12):
         page.keyboard.press("Tab")
-        names.append(page.evaluate("(() => { const e = document.activeElement; return e.getAttribute('aria-label') || e.textContent.trim(); })()"))
+        names.append(
+            page.evaluate(
+                "(() => { const e = document.activeElement; return e.getAttribute('aria-label') || "
+                "e.textContent.trim(); })()"
+            )
+        )
     assert "Previous stage" in names or "Next stage" in names
     assert "Temperature" in names
     # the stepper from the keyboard

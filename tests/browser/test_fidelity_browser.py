@@ -85,7 +85,9 @@ def test_the_token_strip_percentages_add_up_to_100(browser, tmp_path, sentence):
     model = "document.querySelector('.aw-root').attnwidget"
     for t in (0.1, 0.2, 0.5, 1.0, 2.0, 5.0):
         for focus in range(len(w.tokens)):
-            page.evaluate(f"{model}.model.set('temperature', {t}); {model}.model.set('focus', {focus}); {model}.redraw()")
+            page.evaluate(
+                f"{model}.model.set('temperature', {t}); {model}.model.set('focus', {focus}); {model}.redraw()"
+            )
             shown = [int(re.sub(r"\D", "", s)) for s in page.locator(".aw-token-weight").all_inner_texts()]
             assert sum(shown) == 100, (t, focus, shown)
             w.temperature, w.focus = t, focus
@@ -97,9 +99,11 @@ def test_the_token_strip_percentages_add_up_to_100(browser, tmp_path, sentence):
 # painted background, composited over the page), as WCAG contrast ratios. Canvas cell text has its
 # own rule (ink by the cell's colour); disabled buttons are exempt, as WCAG exempts them.
 CONTRAST = """() => {
-  const parse = (c) => { const m = c.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const parse = (c) => { const m = c.match(/[\\d.]+/g).map(Number); \
+return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
   const over = ([r, g, b, a], [R, G, B]) => [r * a + R * (1 - a), g * a + G * (1 - a), b * a + B * (1 - a)];
-  const lum = (c) => { const [r, g, b] = c.map((x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+  const lum = (c) => { const [r, g, b] = c.map((x) => { x /= 255; \
+return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
   const behind = (el) => {
     const layers = [];
@@ -139,7 +143,12 @@ def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
 
     widgets = {
         "lab": AttentionWidget(focus=5),
-        "visually": AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, residual=True, causal=True),
+        "visually": AttentionWidget(
+            ["I sat on the river bank and read", "I put my money in the bank and left"],
+            focus=5,
+            residual=True,
+            causal=True,
+        ),
         "dial": query_dial(),
     }
     problems = []
@@ -152,8 +161,9 @@ def test_every_text_meets_wcag_aa_contrast(browser, tmp_path, theme, artifacts):
         for stage in ["tokens", "qk", "scores", "weights", "blend"]:
             for t in (0.1, 1.0, 5.0):
                 page.evaluate(
-                    f"(() => {{ const a = document.querySelector('.aw-root').attnwidget; a.model.set('stage', '{stage}'); "
-                    f"a.model.set('temperature', {t}); a.model.set('cell', [0, 0]); a.redraw(); }})()"
+                    "(() => { const a = document.querySelector('.aw-root').attnwidget; "
+                    f"a.model.set('stage', '{stage}'); a.model.set('temperature', {t}); a.model.set('cell', [0, 0]); "
+                    "a.redraw(); })()"
                 )
                 problems += [f"{name} {stage} T={t}: {p}" for p in page.evaluate(CONTRAST)]
         page.locator(".aw-root").screenshot(path=str(artifacts / f"contrast-{name}-{theme}.png"))
@@ -165,7 +175,11 @@ def lab_colour(rgb):
     """CIELAB of an sRGB colour (D65), for colour differences as people see them."""
     c = np.array(rgb[:3]) / 255
     c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ c / [0.9505, 1.0, 1.089]
+    xyz = (
+        np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]])
+        @ c
+        / [0.9505, 1.0, 1.089]
+    )
     f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
     return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
 
@@ -203,20 +217,30 @@ def test_small_positive_and_negative_scores_look_different(browser, tmp_path, th
 
 def test_the_captions_and_chips_say_what_is_drawn(browser, tmp_path):
     words = "I sat on the river bank and read".split()
-    page = open_page(browser, AttentionWidget(" ".join(words), causal=True, focus=5, stage="tokens"), tmp_path, "causal.html")
+    page = open_page(
+        browser, AttentionWidget(" ".join(words), causal=True, focus=5, stage="tokens"), tmp_path, "causal.html"
+    )
     try:
         root = page.locator(".aw-root")
-        go = lambda stage: page.evaluate("s => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: s}); a.redraw(); }", stage)
+        go = lambda stage: page.evaluate(
+            "s => { const a = document.querySelector('.aw-root').attnwidget; "
+            "a.model.propose({stage: s}); a.redraw(); }",
+            stage,
+        )
         # the tokens stage under the causal rule: the caption says so, and the matrix marks the closed cells
         caption = root.locator(".aw-caption").inner_text()
         assert "Every token reads every other" not in caption and "causal" in caption, caption
         grid = ".aw-panel:not([hidden]) canvas.aw-grid"
-        pixel = """([sel, i, j]) => { const c = [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length)[0], d = c.dataset;
+        pixel = """([sel, i, j]) => { const c = [...document.querySelectorAll(sel)].filter((e) => \
+e.getClientRects().length)[0], d = c.dataset;
             const r = c.width / c.getBoundingClientRect().width;
-            return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * r), Math.round((+d.top + i * +d.cellHeight + 3) * r), 1, 1).data); }"""
+            return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * r), \
+Math.round((+d.top + i * +d.cellHeight + 3) * r), 1, 1).data); }"""
         closed_tokens, open_tokens = page.evaluate(pixel, [grid, 0, 7]), page.evaluate(pixel, [grid, 7, 0])
         go("weights")
-        assert closed_tokens == page.evaluate(pixel, [grid, 0, 7]) != open_tokens  # hatched as the weights stage hatches it
+        assert (
+            closed_tokens == page.evaluate(pixel, [grid, 0, 7]) != open_tokens
+        )  # hatched as the weights stage hatches it
         # the chips of tokens the row may not read get nothing, as the article says, and say why
         chips = root.locator(".aw-token").all()
         for j in (6, 7):
@@ -235,7 +259,9 @@ def test_the_captions_and_chips_say_what_is_drawn(browser, tmp_path):
     finally:
         page.context.close()
     # the temperature exercise keeps the effective tokens hidden: so does the caption
-    page = open_page(browser, AttentionWidget(exercise="temperature", goal=2, focus=5, stage="weights"), tmp_path, "temp.html")
+    page = open_page(
+        browser, AttentionWidget(exercise="temperature", goal=2, focus=5, stage="weights"), tmp_path, "temp.html"
+    )
     try:
         assert "Effective tokens" not in page.locator(".aw-caption").inner_text()
     finally:

@@ -25,7 +25,9 @@ def work(page):
 
 def wait_for_tokens(page, count):
     page.wait_for_function(f"document.querySelectorAll('.aw-root .aw-token-text').length === {count}")
-    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # the redraw after it
+    page.evaluate(
+        "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+    )  # the redraw after it
 
 
 def prefix_weights(w, s):
@@ -35,7 +37,10 @@ def prefix_weights(w, s):
 
 @pytest.fixture(scope="module")
 def gen_nb(open_notebook):
-    setup = 'from attnwidget import AttentionWidget\nw = AttentionWidget("She sat by the river bank", step=2, stage="weights")\nw'
+    setup = (
+        "from attnwidget import AttentionWidget\n"
+        'w = AttentionWidget("She sat by the river bank", step=2, stage="weights")\nw'
+    )
     page, kernel, errors = open_notebook("generation.ipynb", [setup])
     yield page, kernel, errors
     kernel.close()
@@ -102,17 +107,25 @@ def test_stepping_works_in_an_exported_page_with_no_kernel(browser, tmp_path, ar
     for s in range(2, 7):
         root.locator(".aw-gen-next").click()
         wait_for_tokens(page, s)
-        assert page.evaluate("document.querySelector('.aw-token').dataset.mark") == "first", "the strip keeps the tokens written"
-        state = page.evaluate(f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)")
+        assert page.evaluate("document.querySelector('.aw-token').dataset.mark") == "first", (
+            "the strip keeps the tokens written"
+        )
+        state = page.evaluate(
+            f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)"
+        )
         assert state == [s, s - 1, True]
         got = np.array(numbers(page)["weights"])
         assert np.abs(got - prefix_weights(w, s).ravel()).max() <= 1e-6, f"step {s}"
         assert work(page) == {"scores": 1, "weights": 1, "output": 1}, f"step {s}: one new row"
         if s == 4:
             root.screenshot(path=str(artifacts / "generation-export.png"))
-            # writing is causal: the checkbox waits, and a page change that turns it off is refused, as Python refuses it
+            # writing is causal: the checkbox waits, and a page change that turns it off is refused,
+            # as Python refuses it
             assert root.locator(".aw-causal").is_disabled()
-            said = page.evaluate(f"(() => {{ try {{ {ROOT}.attnwidget.model.set('causal', false); }} catch (e) {{ return e.message; }} }})()")
+            said = page.evaluate(
+                f"(() => {{ try {{ {ROOT}.attnwidget.model.set('causal', false); }} "
+                "catch (e) { return e.message; } })()"
+            )
             assert said == GENERATION_IS_CAUSAL  # Python's answer, word for word
             assert page.evaluate(f"{ROOT}.attnwidget.model.get('causal')") is True
     # the last token written: nothing left to write, and its step still shown with the cache
@@ -133,7 +146,9 @@ def test_an_exported_page_without_the_causal_rule_offers_to_write_token_by_token
     assert root.locator(".aw-gen-steps").is_hidden()
     root.locator(".aw-gen-write").click()
     wait_for_tokens(page, 1)
-    assert page.evaluate(f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)") == [1, 0, True]
+    assert page.evaluate(
+        f"(({{model: m}}) => [m.get('step'), m.get('focus'), m.get('causal')])({ROOT}.attnwidget)"
+    ) == [1, 0, True]
     assert root.locator(".aw-causal").is_checked() and root.locator(".aw-gen-steps").is_visible()
     assert not problems, problems
     page.context.close()
@@ -143,7 +158,13 @@ def test_an_exported_page_without_the_causal_rule_offers_to_write_token_by_token
 def test_a_new_sentence_in_an_exported_page_keeps_pythons_step(browser, tmp_path, step, focus):
     # Python's rule: a text being written stays at its step; one written in full stays so; the
     # focus stays among the tokens written (at step 4 "the" is focused, and is token 5 of the next)
-    w = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], step=step, focus=focus, causal=True, stage="weights")
+    w = AttentionWidget(
+        ["I sat on the river bank and read", "I put my money in the bank and left"],
+        step=step,
+        focus=focus,
+        causal=True,
+        stage="weights",
+    )
     path = tmp_path / "two.html"
     w.to_html(path)
     page, problems = open_page(browser, path)
@@ -151,7 +172,10 @@ def test_a_new_sentence_in_an_exported_page_keeps_pythons_step(browser, tmp_path
     page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('sentence_index') === 1")
     w.sentence_index = 1  # Python's answer to the same click
     wait_for_tokens(page, len(w.weights))
-    assert page.evaluate(f"[{ROOT}.attnwidget.model.get('step'), {ROOT}.attnwidget.model.get('focus')]") == [w.step, w.focus]
+    assert page.evaluate(f"[{ROOT}.attnwidget.model.get('step'), {ROOT}.attnwidget.model.get('focus')]") == [
+        w.step,
+        w.focus,
+    ]
     assert np.abs(np.array(numbers(page)["weights"]) - w.weights.ravel()).max() <= 1e-6
     assert not problems, problems
     page.context.close()
@@ -159,9 +183,11 @@ def test_a_new_sentence_in_an_exported_page_keeps_pythons_step(browser, tmp_path
 
 PIXEL = """([sel, i, j]) => {
   const c = [...document.querySelectorAll(sel)].filter((e) => e.getClientRects().length)[0], d = c.dataset;
-  const dpr = c.width / c.getBoundingClientRect().width, x = (+d.left + (j + 0.5) * +d.cellWidth) * dpr, y = (+d.top + (i + 0.5) * +d.cellHeight) * dpr;
+  const dpr = c.width / c.getBoundingClientRect().width, x = (+d.left + (j + 0.5) * +d.cellWidth) * dpr, \
+y = (+d.top + (i + 0.5) * +d.cellHeight) * dpr;
   // a cell's colour away from its number: a few pixels in from its corner
-  return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * dpr), Math.round((+d.top + i * +d.cellHeight + 3) * dpr), 1, 1).data);
+  return Array.from(c.getContext('2d').getImageData(Math.round((+d.left + j * +d.cellWidth + 3) * dpr), \
+Math.round((+d.top + i * +d.cellHeight + 3) * dpr), 1, 1).data);
 }"""
 
 
@@ -219,7 +245,8 @@ import numpy as np
 from attnwidget import AttentionWidget
 from attnwidget.integrations.common import ModelAttention
 rng = np.random.default_rng(3)
-found = ModelAttention(tokens=["She", "sat", "by", "the", "river", "bank"], causal=True, scale=None, architecture="fake", model_name="fake",
+found = ModelAttention(tokens=["She", "sat", "by", "the", "river", "bank"], causal=True, scale=None, \
+architecture="fake", model_name="fake",
                        layers=[tuple(rng.normal(size=(2, 6, 4)) for _ in range(3)) for _ in range(3)], prompt_length=3)
 g = AttentionWidget._from_model(found, 1, 0, {"step": 3, "stage": "qk"})
 g
@@ -230,7 +257,9 @@ g
         page.locator(".aw-gen-next").click()
         assert kernel.wait_for("g.step", lambda s: s == 4) == 4
         wait_for_tokens(page, 4)
-        np.testing.assert_allclose(np.reshape(numbers(page)["scores"], (4, 4)), np.array(kernel.eval("g.scores")), atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(numbers(page)["scores"], (4, 4)), np.array(kernel.eval("g.scores")), atol=1e-12
+        )
         assert errors == []
     finally:
         kernel.close()

@@ -58,7 +58,9 @@ def test_notebook7_shows_widget_and_click_reaches_python(notebook7, browser, art
         page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
         # the page is Notebook 7's own front end, not JupyterLab's
         assert page.evaluate("window.jupyterapp.name") == "Jupyter Notebook"
-        page.wait_for_function("window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000)
+        page.wait_for_function(
+            "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=60_000
+        )
         kernel = notebook7.kernel_for("hosts.ipynb")
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_selector(".aw-root", timeout=60_000)

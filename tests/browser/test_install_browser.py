@@ -13,7 +13,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_the_wheel_installs_into_a_clean_venv_with_no_node_and_draws(browser, tmp_path):
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path / "dist"), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "dist").glob("attnwidget-*.whl")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # no system site packages
@@ -21,7 +25,12 @@ def test_the_wheel_installs_into_a_clean_venv_with_no_node_and_draws(browser, tm
     bare.mkdir()
     (bare / "python").symlink_to(venv / "bin" / "python")
     env = {"PATH": str(bare), "HOME": str(tmp_path), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], env=env, capture_output=True, text=True)
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert install.returncode == 0, install.stderr[-2000:]
     page = tmp_path / "lab.html"
     script = (
@@ -32,7 +41,9 @@ def test_the_wheel_installs_into_a_clean_venv_with_no_node_and_draws(browser, tm
         "assert 'application/vnd.jupyter.widget-view+json' in data\n"
         f"w.to_html({str(page)!r})\n"
     )
-    shown = subprocess.run([str(venv / "bin" / "python"), "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    shown = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
     assert shown.returncode == 0, shown.stderr[-2000:]
     view = browser.new_page()
     try:

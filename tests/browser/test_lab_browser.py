@@ -11,7 +11,9 @@ STAGES = ["tokens", "qk", "scores", "weights", "blend"]
 
 @pytest.fixture(scope="module")
 def lab_nb(open_notebook):
-    page, kernel, errors = open_notebook("lab.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"])
+    page, kernel, errors = open_notebook(
+        "lab.ipynb", ["from attnwidget import AttentionWidget\nw = AttentionWidget()\nw"]
+    )
     yield page, kernel, errors
     kernel.close()
     page.context.close()
@@ -39,7 +41,9 @@ def test_each_stage_renders_and_reaches_python(lab_nb, artifacts):
     for stage in STAGES:
         page.click(f".aw-stage[data-stage={stage}]")
         page.wait_for_selector(f".aw-root[data-stage={stage}]")
-        page.wait_for_function(f"document.querySelector('.aw-stage[data-stage={stage}]').getAttribute('aria-pressed') === 'true'")
+        page.wait_for_function(
+            f"document.querySelector('.aw-stage[data-stage={stage}]').getAttribute('aria-pressed') === 'true'"
+        )
         assert kernel.wait_for("w.stage", lambda s, stage=stage: s == stage) == stage
         canvases = painted_pixels(page, ".aw-root .aw-grid")
         assert canvases and all(n > 1000 for n in canvases), f"{stage}: a matrix should be drawn, got {canvases}"
@@ -102,7 +106,9 @@ def luminance(css_color: str) -> float:
 def test_follows_jupyterlab_dark_theme(lab_nb, artifacts):
     page, kernel, _ = lab_nb
     kernel.run("w.stage = 'blend'; w.focus = 5; w.temperature = 1.0")
-    colours = "() => { const s = getComputedStyle(document.querySelector('.aw-root')); return [s.backgroundColor, s.color]; }"
+    colours = (
+        "() => { const s = getComputedStyle(document.querySelector('.aw-root')); return [s.backgroundColor, s.color]; }"
+    )
     bg, fg = page.evaluate(colours)
     assert luminance(bg) > 0.8 and luminance(fg) < 0.3
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
@@ -111,7 +117,10 @@ def test_follows_jupyterlab_dark_theme(lab_nb, artifacts):
     bg, fg = page.evaluate(colours)
     assert luminance(bg) < 0.25 and luminance(fg) > 0.7, (bg, fg)
     # the arcs are laid out again once the theme has settled (it hides the notebook for a moment)
-    page.wait_for_function("[...document.querySelectorAll('.aw-arc')].length > 0 && !document.querySelector('.aw-arc').getAttribute('d').startsWith('M 0 ')")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.aw-arc')].length > 0 && "
+        "!document.querySelector('.aw-arc').getAttribute('d').startsWith('M 0 ')"
+    )
     page.locator(".aw-root").screenshot(path=str(artifacts / "lab-blend-dark.png"))
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     page.wait_for_selector("body[data-jp-theme-light=true]", state="attached")

@@ -17,12 +17,21 @@ LAYERS, HEADS, N, WINDOW = 4, 3, 40, 6
 
 def windowed_model(seed=0):
     rng = np.random.default_rng(seed)
-    layers = [tuple(rng.normal(scale=2, size=(HEADS, N, 8)).astype(np.float32) for _ in range(3)) for _ in range(LAYERS)]
+    layers = [
+        tuple(rng.normal(scale=2, size=(HEADS, N, 8)).astype(np.float32) for _ in range(3)) for _ in range(LAYERS)
+    ]
     i, j = np.indices((N, N))
     window = (i - j < WINDOW) | (j > i)  # what the causal rule leaves: the last WINDOW tokens
     masks = [window if layer % 2 == 0 else None for layer in range(LAYERS)]  # local, global, local, global
     return ModelAttention(
-        tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, architecture="gemma2", model_name="windowed", softcap=4.0, masks=masks
+        tokens=[f"t{i}" for i in range(N)],
+        layers=layers,
+        causal=True,
+        scale=None,
+        architecture="gemma2",
+        model_name="windowed",
+        softcap=4.0,
+        masks=masks,
     )
 
 
@@ -51,10 +60,15 @@ def test_each_layer_is_read_at_its_own_mask_in_the_page_and_its_overview(browser
                     assert weights[N - 1, : N - WINDOW].max() == 0 and weights[N - 1, N - WINDOW :].min() > 0
             page.wait_for_function("document.querySelector('.aw-heads').dataset.complete === 'true'")
             page.evaluate(f"{ROOT}.model.set('summary', 'effective_tokens')")
-            page.wait_for_function(f"[...document.querySelectorAll('.aw-head[data-value]')].length === {LAYERS * HEADS}")
+            page.wait_for_function(
+                f"[...document.querySelectorAll('.aw-head[data-value]')].length === {LAYERS * HEADS}"
+            )
             for cell in page.locator(".aw-head").all():
                 layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
-                assert abs(float(cell.get_attribute("data-value")) - want["effective_tokens"][layer, head]) < 1e-12, (layer, head)
+                assert abs(float(cell.get_attribute("data-value")) - want["effective_tokens"][layer, head]) < 1e-12, (
+                    layer,
+                    head,
+                )
         # the local layers' summaries differ from the global ones': the masks are not all one
         assert abs(want["effective_tokens"][0].mean() - want["effective_tokens"][1].mean()) > 0.1
     finally:

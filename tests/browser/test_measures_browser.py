@@ -66,7 +66,10 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
         page.wait_for_function(f"{ROOT}.measure().key?.measure === 'norms'")
         w.layer = 1
         np.testing.assert_allclose(drawn(page, n)[0], w.norms()[0], rtol=1e-6)
-        assert "a large weight on a token whose value is near zero moves nothing" in page.locator(".aw-measure-about").inner_text()
+        assert (
+            "a large weight on a token whose value is near zero moves nothing"
+            in page.locator(".aw-measure-about").inner_text()
+        )
         heaviest, moving = w.tokens[int(w.weights[5].argmax())], w.tokens[int(w.norms()[0, 5].argmax())]
         said = page.locator(".aw-measure-contrast").inner_text()
         assert said.startswith(f"{w.tokens[5]} puts its largest weight on {heaviest} ({w.weights[5].max():.3f})")
@@ -128,7 +131,9 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
 
     from attnwidget import AttentionWidget
 
-    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, SAME, layer=1, head=1, stage="weights", measure="difference")
+    w = AttentionWidget.from_transformers(
+        gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, SAME, layer=1, head=1, stage="weights", measure="difference"
+    )
     n = len(w.tokens)
     want, largest = w.difference(0, 1), w.largest_difference(0, 1)
     path = tmp_path / "texts.html"
@@ -141,13 +146,18 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
         for cell in page.locator(".aw-head").all():
             layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
             assert float(cell.get_attribute("data-value")) == pytest.approx(largest[layer, head], abs=1e-9)
-        assert "coloured by the largest difference from the other text" in page.locator(".aw-heads-caption").inner_text().lower()
+        assert (
+            "coloured by the largest difference from the other text"
+            in page.locator(".aw-heads-caption").inner_text().lower()
+        )
         # a button per text: the other text's weights, as Python has them; the difference says it is text 1's
         page.locator(".aw-sentence").nth(1).click()
         page.wait_for_function(f"{ROOT}.model.get('sentence_index') === 1")
         page.evaluate(FRAMES)
         w.sentence_index = 1
-        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, atol=1e-12
+        )
         assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
         assert "as exported, at text 0" in page.locator(".aw-measure-status").inner_text()
         assert page.locator(".aw-sentence.aw-sentence-away").count() == 0  # this page holds both texts
@@ -156,7 +166,11 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
         page.goto(path.as_uri())
         page.wait_for_selector(".aw-sentence")
         away = page.locator(".aw-sentence.aw-sentence-away")
-        assert away.count() == 1 and away.get_attribute("data-index") == "0" and "not in this page" in away.get_attribute("title")
+        assert (
+            away.count() == 1
+            and away.get_attribute("data-index") == "0"
+            and "not in this page" in away.get_attribute("title")
+        )
         assert errors == []
     finally:
         page.context.close()
@@ -170,6 +184,9 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
     try:
         page.wait_for_selector(".aw-measure[data-state='error']")
         assert page.locator(".aw-measure-status").inner_text() == w.measures["difference"]
-        assert "needs another text of 6 tokens" in w.measures["difference"] and page.locator(".aw-measure .aw-figure").is_hidden()
+        assert (
+            "needs another text of 6 tokens" in w.measures["difference"]
+            and page.locator(".aw-measure .aw-figure").is_hidden()
+        )
     finally:
         page.context.close()

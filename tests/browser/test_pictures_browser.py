@@ -30,7 +30,13 @@ def hostile_widget():
     n = len(TOKENS)
     rng = np.random.default_rng(0)
     return AttentionWidget(
-        tokens=TOKENS, q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)), value_axes=AXES, stage="blend", focus=n - 1
+        tokens=TOKENS,
+        q=rng.normal(size=(n, 4)),
+        k=rng.normal(size=(n, 4)),
+        v=rng.normal(size=(n, 2)),
+        value_axes=AXES,
+        stage="blend",
+        focus=n - 1,
     )
 
 
@@ -84,7 +90,19 @@ def test_pictures_from_the_command_line_of_hostile_text(tmp_path):
     for kind in ("svg", "png"):
         out = tmp_path / f"lab.{kind}"
         subprocess.run(
-            [sys.executable, "-m", "attnwidget", "export", sentence, "--stage", "blend", "--focus", "5", "-o", str(out)],
+            [
+                sys.executable,
+                "-m",
+                "attnwidget",
+                "export",
+                sentence,
+                "--stage",
+                "blend",
+                "--focus",
+                "5",
+                "-o",
+                str(out),
+            ],
             check=True,
             capture_output=True,
             timeout=120,
@@ -111,7 +129,9 @@ def test_picture_buttons_of_an_exported_page_with_hostile_text(browser, tmp_path
     size = check_svg(saved["svg"].read_bytes())
     same_size(check_png(saved["png"].read_bytes()), size, 2)
     # a PNG larger than a canvas can hold is refused in words, not given as an empty file
-    message = page.evaluate("document.querySelector('.aw-root').attnwidget.snapshot('png', 64).then(() => '', (e) => e.message)")
+    message = page.evaluate(
+        "document.querySelector('.aw-root').attnwidget.snapshot('png', 64).then(() => '', (e) => e.message)"
+    )
     assert "too large" in message and "smaller scale" in message, message
     assert not problems, problems
     page.context.close()

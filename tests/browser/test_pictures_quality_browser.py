@@ -16,12 +16,14 @@ pytestmark = pytest.mark.browser
 TWO_SENTENCES = ["I sat on the river bank and read", "I put my money in the bank and left"]
 
 # Every <text> of the visible value plot and dial, as page boxes, with the box of its <svg>.
-LABELS = """() => [...document.querySelectorAll('.aw-panel:not([hidden]) svg.aw-plot, .aw-panel:not([hidden]) svg.aw-dial')]
+LABELS = """() => [...document.querySelectorAll('.aw-panel:not([hidden]) svg.aw-plot, \
+.aw-panel:not([hidden]) svg.aw-dial')]
   .filter((s) => s.getBoundingClientRect().width > 0)
   .map((s) => {
     const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
     return { plot: s.getAttribute('class'), edge: box(s),
-             labels: [...s.querySelectorAll('text')].filter((t) => t.textContent.trim()).map((t) => ({ text: t.textContent, box: box(t) })) };
+             labels: [...s.querySelectorAll('text')].filter((t) => t.textContent.trim()).map((t) => ({ text: \
+t.textContent, box: box(t) })) };
   })"""
 
 
@@ -39,7 +41,8 @@ def set_query(page, focus, vec):
     page.evaluate(
         """([focus, vec]) => { const a = document.querySelector('.aw-root').attnwidget, q = a.model.get('q');
         const n = q.shape[0], data = new Float64Array(2 * n);
-        for (let i = 0; i < 2 * n; i++) data[i] = q.dtype === 'float64' ? q.view.getFloat64(8 * i, true) : q.view.getFloat32(4 * i, true);
+        for (let i = 0; i < 2 * n; i++) data[i] = \
+q.dtype === 'float64' ? q.view.getFloat64(8 * i, true) : q.view.getFloat32(4 * i, true);
         data.set(vec, 2 * focus);
         a.model.set('q', { shape: [n, 2], dtype: 'float64', view: new DataView(data.buffer) }); a.redraw(); }""",
         [focus, list(vec)],
@@ -62,7 +65,9 @@ def label_problems(page, where):
         for i, a in enumerate(p["labels"]):
             x0, y0, x1, y1 = a["box"]
             if x0 < e[0] - 0.5 or y0 < e[1] - 0.5 or x1 > e[2] + 0.5 or y1 > e[3] + 0.5:
-                problems.append(f"{where} {p['plot']}: {a['text']!r} crosses the edge ({x0:.0f},{y0:.0f},{x1:.0f},{y1:.0f} in {e})")
+                problems.append(
+                    f"{where} {p['plot']}: {a['text']!r} crosses the edge ({x0:.0f},{y0:.0f},{x1:.0f},{y1:.0f} in {e})"
+                )
             for b in p["labels"][i + 1 :]:
                 w = min(x1, b["box"][2]) - max(x0, b["box"][0])
                 h = min(y1, b["box"][3]) - max(y0, b["box"][1])
@@ -79,7 +84,9 @@ def exported(browser, tmp_path, w, name, theme="light", width=1100):
     errors = []
     page.on("pageerror", lambda e: errors.append(f"error: {e}"))
     page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
-    page.route("**/*", lambda r: r.continue_() if r.request.url == path.as_uri() else (errors.append(r.request.url), r.abort()))
+    page.route(
+        "**/*", lambda r: r.continue_() if r.request.url == path.as_uri() else (errors.append(r.request.url), r.abort())
+    )
     page.goto(path.as_uri())
     page.wait_for_selector(".aw-root")
     return page, errors
@@ -91,7 +98,9 @@ def test_lab_value_plot_labels_at_every_temperature_and_focus(browser, tmp_path)
     for t in (0.1, 0.2, 0.5, 1, 2, 5):
         for focus in range(6):
             set_state(page, temperature=t, focus=focus)
-            problems += label_problems(page, f"T={t} focus={focus}") + missing_value_names(page, f"T={t} focus={focus}", 6)
+            problems += label_problems(page, f"T={t} focus={focus}") + missing_value_names(
+                page, f"T={t} focus={focus}", 6
+            )
     assert not problems, "\n".join(problems)
     assert not errors, errors
     page.context.close()
@@ -172,8 +181,10 @@ def test_value_plot_labels_for_other_values(browser, tmp_path, shape):
 
 def test_value_plot_has_numbers_on_both_axes_and_a_legend(browser, tmp_path):
     page, errors = exported(browser, tmp_path, AttentionWidget(stage="blend", focus=5), "axes")
-    ticks = page.evaluate("""() => ['x', 'y'].map((a) => [...document.querySelectorAll(`.aw-plot .aw-tick-${a}`)].map((t) => {
-        const r = t.getBoundingClientRect(); return [Number(t.textContent.replace('−', '-')), (r.left + r.right) / 2, (r.top + r.bottom) / 2, r.right]; }))""")
+    ticks = page.evaluate("""() => ['x', 'y'].map((a) => \
+[...document.querySelectorAll(`.aw-plot .aw-tick-${a}`)].map((t) => {
+        const r = t.getBoundingClientRect(); return [Number(t.textContent.replace('−', '-')), \
+(r.left + r.right) / 2, (r.top + r.bottom) / 2, r.right]; }))""")
     xs, ys = (np.array(t) for t in ticks)
     assert len(xs) >= 3 and len(ys) >= 3, ticks
     # numbers along each axis: one unit is the same length across and up, and up is up
@@ -184,7 +195,8 @@ def test_value_plot_has_numbers_on_both_axes_and_a_legend(browser, tmp_path):
 
     def legend():
         return page.evaluate("""() => [...document.querySelectorAll('.aw-plot-legend li')].map((li) => ({
-            text: li.textContent.trim(), marks: [...li.querySelectorAll('svg *')].map((m) => m.getAttribute('class')).filter(Boolean) }))""")
+            text: li.textContent.trim(), marks: [...li.querySelectorAll('svg *')].map((m) => \
+m.getAttribute('class')).filter(Boolean) }))""")
 
     items = legend()
     named = {m: i["text"] for i in items for m in i["marks"]}
@@ -193,7 +205,12 @@ def test_value_plot_has_numbers_on_both_axes_and_a_legend(browser, tmp_path):
     assert "output" in named.get("aw-output", "") and "other" in named["aw-output"], items
     assert "bank" in named.get("aw-output aw-focus-output", ""), items
     # every kind of mark in the plot is in the legend
-    kinds = set(page.evaluate("() => [...document.querySelectorAll('.aw-plot circle, .aw-plot path, .aw-plot rect')].map((m) => m.getAttribute('class'))"))
+    kinds = set(
+        page.evaluate(
+            "() => [...document.querySelectorAll('.aw-plot circle, .aw-plot path, .aw-plot rect')].map((m) => "
+            "m.getAttribute('class'))"
+        )
+    )
     assert kinds - {"aw-hull"} <= set(named), (kinds, named)
     # with the residual, the word's own numbers and where the mix takes it are named too
     w = AttentionWidget(TWO_SENTENCES, focus=5, stage="blend", residual=True)
@@ -208,7 +225,8 @@ def test_value_plot_has_numbers_on_both_axes_and_a_legend(browser, tmp_path):
 def dial_table(page):
     return page.evaluate("""() => ({
         head: [...document.querySelectorAll('.aw-dial-table thead th')].map((t) => t.textContent),
-        rows: [...document.querySelectorAll('.aw-dial-table tbody tr')].map((r) => [...r.children].map((c) => c.textContent)),
+        rows: [...document.querySelectorAll('.aw-dial-table tbody tr')].map((r) => [...r.children].map((c) => \
+c.textContent)),
         note: document.querySelector('.aw-dial-note')?.textContent || '' })""")
 
 
@@ -233,11 +251,17 @@ def test_dial_table_reads_as_the_article(browser, tmp_path):
     assert "Score" not in t["note"] and "the article's Score" not in t["head"], t
     # the same word for the same number in the scores stage's cell arithmetic
     page.evaluate(
-        "m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'scores', cell: [3, 0], focus: 3}); a.redraw(); }", None
+        "m => { const a = document.querySelector('.aw-root').attnwidget; "
+        "a.model.propose({stage: 'scores', cell: [3, 0], focus: 3}); a.redraw(); }",
+        None,
     )
     cell = page.locator(".aw-cell").inner_text()
     assert ") · k(" in cell and "= score" in cell and "2.970" in cell and "Score" not in cell, cell
-    page.evaluate("m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'qk', cell: null}); a.redraw(); }", None)
+    page.evaluate(
+        "m => { const a = document.querySelector('.aw-root').attnwidget; a.model.propose({stage: 'qk', cell: null}); "
+        "a.redraw(); }",
+        None,
+    )
 
     # drag the tip: every column follows the new query
     k = np.asarray(w.k)
@@ -249,7 +273,8 @@ def test_dial_table_reads_as_the_article(browser, tmp_path):
         page.mouse.move(box["x"] + target[0] * box["width"], box["y"] + target[1] * box["height"], steps=5)
         page.mouse.up()
         q = page.evaluate("""() => { const q = document.querySelector('.aw-root').attnwidget.model.get('q');
-            return [0, 1].map((c) => q.dtype === 'float64' ? q.view.getFloat64(8 * (6 + c), true) : q.view.getFloat32(4 * (6 + c), true)); }""")
+            return [0, 1].map((c) => \
+q.dtype === 'float64' ? q.view.getFloat64(8 * (6 + c), true) : q.view.getFloat32(4 * (6 + c), true)); }""")
         t = dial_table(page)
         dots = k[:3] @ np.array(q)
         # to 2 decimals (the page holds the vectors as float32: a hair's leeway at a rounding tie)
@@ -288,7 +313,9 @@ def test_pictures_at_two_widths(browser, tmp_path, artifacts, theme, width):
         for t in (0.1, 1, 5) if name == "lab" else (w.temperature,):
             set_state(page, temperature=t)
             problems += label_problems(page, f"{name} {theme} {width}px T={t}")
-            page.locator(view).screenshot(path=str(artifacts / f"quality-{name}-{theme}-{width}{f'-T{t}' if name == 'lab' else ''}.png"))
+            page.locator(view).screenshot(
+                path=str(artifacts / f"quality-{name}-{theme}-{width}{f'-T{t}' if name == 'lab' else ''}.png")
+            )
         assert not errors, errors
         page.context.close()
     assert not problems, "\n".join(problems)

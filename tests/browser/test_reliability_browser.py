@@ -20,7 +20,8 @@ HOSTILE_SETUP = f"""
 import numpy as np
 from attnwidget import AttentionWidget
 rng = np.random.default_rng(0)
-bad = AttentionWidget(tokens={HOSTILE!r}, q=rng.normal(size=(8, 2)), k=rng.normal(size=(8, 2)), v=rng.normal(size=(8, 2)), x=rng.normal(size=(8, 2)), residual=True, cell=(0, 1))
+bad = AttentionWidget(tokens={HOSTILE!r}, q=rng.normal(size=(8, 2)), k=rng.normal(size=(8, 2)), \
+v=rng.normal(size=(8, 2)), x=rng.normal(size=(8, 2)), residual=True, cell=(0, 1))
 bad
 """
 STAGES = ["tokens", "qk", "scores", "weights", "blend"]
@@ -144,7 +145,8 @@ def test_closing_a_widget_removes_its_views_and_listeners(two):
 
 def test_reopened_notebook_shows_the_saved_widget(open_notebook, lab, browser):
     page, kernel, errors = open_notebook(
-        "saved.ipynb", ["from attnwidget import AttentionWidget\nAttentionWidget('I sat on the river bank', stage='scores', focus=5)"]
+        "saved.ipynb",
+        ["from attnwidget import AttentionWidget\nAttentionWidget('I sat on the river bank', stage='scores', focus=5)"],
     )
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty")
@@ -164,13 +166,19 @@ def test_reopened_notebook_shows_the_saved_widget(open_notebook, lab, browser):
 
 
 def test_kernel_restart_then_rerun(open_notebook, lab):
-    page, kernel, errors = open_notebook("restart.ipynb", ["from attnwidget import AttentionWidget\nr = AttentionWidget('I sat on the river bank')\nr"])
+    page, kernel, errors = open_notebook(
+        "restart.ipynb", ["from attnwidget import AttentionWidget\nr = AttentionWidget('I sat on the river bank')\nr"]
+    )
     try:
         kernel.close()
         page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
-        page.wait_for_function("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'", timeout=60_000)
+        page.wait_for_function(
+            "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'", timeout=60_000
+        )
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function("document.querySelectorAll('.aw-root').length === 1 && document.querySelector('.aw-token')")
+        page.wait_for_function(
+            "document.querySelectorAll('.aw-root').length === 1 && document.querySelector('.aw-token')"
+        )
         kernel = lab.kernel_for("restart.ipynb")
         page.locator(".aw-token[data-index='4']").click()
         assert kernel.wait_for("r.focus", lambda f: f == 4) == 4

@@ -23,7 +23,8 @@ ROOT = "document.querySelector('.aw-root')"
 HOOK = f"""() => {{
   const m = {ROOT}.attnwidget.model, propose = m.propose;
   window.awLog = [];
-  m.propose = (change) => {{ const refused = propose(change); window.awLog.push({{ change, refused }}); return refused; }};
+  m.propose = (change) => {{ const refused = propose(change); window.awLog.push({{ change, refused }}); \
+return refused; }};
 }}"""
 FIELDS = [n for n in rules.FIELDS if n not in rules.ARRAYS]
 STATE = f"(names) => Object.fromEntries(names.map((n) => [n, {ROOT}.attnwidget.model.get(n) ?? null]))"
@@ -58,18 +59,32 @@ def kinds():
     mask = np.ones((5, 5), dtype=bool)
     mask[:, 2] = False
     return {
-        "sentences": lambda: AttentionWidget(["She sat by the river bank", "I put my money in the bank and left"], stage="weights"),
-        "sentences with a bias": lambda: AttentionWidget(
-            ["She sat by the river bank", "I sat"], bias=-0.3 * np.abs(np.subtract.outer(range(6), range(6))), stage="scores"
+        "sentences": lambda: AttentionWidget(
+            ["She sat by the river bank", "I put my money in the bank and left"], stage="weights"
         ),
-        "heads, bias and mask": lambda: AttentionWidget(q=q, k=k, v=v, bias=rng_arrays(3, (3, 5, 5))[0], mask=mask, stage="scores", head=1),
+        "sentences with a bias": lambda: AttentionWidget(
+            ["She sat by the river bank", "I sat"],
+            bias=-0.3 * np.abs(np.subtract.outer(range(6), range(6))),
+            stage="scores",
+        ),
+        "heads, bias and mask": lambda: AttentionWidget(
+            q=q, k=k, v=v, bias=rng_arrays(3, (3, 5, 5))[0], mask=mask, stage="scores", head=1
+        ),
         "predict": lambda: AttentionWidget(exercise="predict", focus=5, stage="weights"),
         "temperature exercise": lambda: AttentionWidget(exercise="temperature", goal=2.0, stage="weights"),
         "writing": lambda: AttentionWidget("I sat on the river bank", step=2, stage="weights"),
-        "cross-attention": lambda: AttentionWidget(tokens=["x", "y", "z"], key_tokens=list("abcde"), q=cq, k=ck, v=cv, stage="weights"),
-        "a model's layers": lambda: AttentionWidget._from_model(fake_model(n_layers=3, heads=2, n=5, d=4), 1, 0, {"stage": "weights"}),
-        "an encoder–decoder model": lambda: AttentionWidget._from_model(fake_seq2seq(), 0, 0, {"stage": "weights"}, "cross"),
-        "sink and causal": lambda: AttentionWidget("I sat on the river bank and read", causal=True, sink=True, stage="blend"),
+        "cross-attention": lambda: AttentionWidget(
+            tokens=["x", "y", "z"], key_tokens=list("abcde"), q=cq, k=ck, v=cv, stage="weights"
+        ),
+        "a model's layers": lambda: AttentionWidget._from_model(
+            fake_model(n_layers=3, heads=2, n=5, d=4), 1, 0, {"stage": "weights"}
+        ),
+        "an encoder–decoder model": lambda: AttentionWidget._from_model(
+            fake_seq2seq(), 0, 0, {"stage": "weights"}, "cross"
+        ),
+        "sink and causal": lambda: AttentionWidget(
+            "I sat on the river bank and read", causal=True, sink=True, stage="blend"
+        ),
     }
 
 
@@ -140,12 +155,22 @@ def act(page, data, problems):
         loc.press(data.draw(st.sampled_from(["ArrowLeft", "ArrowRight", "Home", "End", "PageUp"]), label="key"))
     elif how == "cell":
         box = loc.bounding_box()
-        loc.click(position={"x": data.draw(st.floats(0.05, 0.95)) * box["width"], "y": data.draw(st.floats(0.05, 0.95)) * box["height"]})
+        loc.click(
+            position={
+                "x": data.draw(st.floats(0.05, 0.95)) * box["width"],
+                "y": data.draw(st.floats(0.05, 0.95)) * box["height"],
+            }
+        )
     return f"{how} {selector}[{i}]"
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-@settings(max_examples=max(3, int(os.environ.get("ATTNWIDGET_FUZZ", "0")) // 200), deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@settings(
+    max_examples=max(3, int(os.environ.get("ATTNWIDGET_FUZZ", "0")) // 200),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+)
 @given(data=st.data())
 def test_a_random_session_in_an_exported_page_is_pythons_step_for_step(pages, kind, data):
     page, problems = pages(kind)
@@ -158,12 +183,19 @@ def test_a_random_session_in_an_exported_page_is_pythons_step_for_step(pages, ki
         page.evaluate(f"{ROOT}.attnwidget.redraw()")
         for entry in page.evaluate("window.awLog.splice(0)"):
             said = apply_in_python(w, entry["change"])
-            assert said == entry["refused"], f"step {step} ({did}): {json.dumps(entry['change'])}: Python said {said!r}, the page {entry['refused']!r}"
+            assert said == entry["refused"], (
+                f"step {step} ({did}): {json.dumps(entry['change'])}: Python said {said!r}, "
+                f"the page {entry['refused']!r}"
+            )
         got = page.evaluate(STATE, FIELDS)
         want = python_state(w)
         diff = {n: (got[n], want[n]) for n in FIELDS if got[n] != want[n]}
         assert not diff, f"step {step} ({did}): page vs Python {diff}"
         numbers = page.evaluate(f"{ROOT}.attnwidget.numbers()")
-        np.testing.assert_allclose(np.reshape(numbers["weights"], w.weights.shape), w.weights, atol=1e-6, err_msg=f"step {step} ({did})")
-        np.testing.assert_allclose(np.reshape(numbers["scores"], w.scores.shape), w.scores, atol=1e-6 * max(1, np.abs(w.scores).max()))
+        np.testing.assert_allclose(
+            np.reshape(numbers["weights"], w.weights.shape), w.weights, atol=1e-6, err_msg=f"step {step} ({did})"
+        )
+        np.testing.assert_allclose(
+            np.reshape(numbers["scores"], w.scores.shape), w.scores, atol=1e-6 * max(1, np.abs(w.scores).max())
+        )
     assert not [p for p in problems if not p.startswith("console")], problems

@@ -26,7 +26,9 @@ def test_an_exported_page_renormalises_without_the_first_token_and_says_so(brows
     )
     path = tmp_path / "sink.html"
     w.to_html(path)
-    page = browser.new_context(viewport={"width": 1000, "height": 900}, bypass_csp=True).new_page()  # lets the probes below run
+    page = browser.new_context(
+        viewport={"width": 1000, "height": 900}, bypass_csp=True
+    ).new_page()  # lets the probes below run
     try:
         page.goto(path.as_uri())
         root = page.locator(".aw-root")

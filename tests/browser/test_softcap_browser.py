@@ -16,7 +16,9 @@ ROOT = "document.querySelector('.aw-root').attnwidget"
 def test_the_page_caps_the_scores_as_python_does(browser, tmp_path, n):
     rng = np.random.default_rng(5)
     q, k, v = (rng.normal(scale=3, size=(2, n, 4)) for _ in range(3))
-    w = AttentionWidget(q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], softcap=2.5, head=1, stage="scores", focus=3, cell=(3, 1))
+    w = AttentionWidget(
+        q=q, k=k, v=v, tokens=[f"t{i}" for i in range(n)], softcap=2.5, head=1, stage="scores", focus=3, cell=(3, 1)
+    )
     assert np.abs(w.scores).max() <= 2.5 and np.abs(w.attention.scale * q[1] @ k[1].T).max() > 2.5  # the cap bites
     path = tmp_path / f"softcap-{n}.html"
     w.to_html(path)
@@ -36,9 +38,12 @@ def test_the_page_caps_the_scores_as_python_does(browser, tmp_path, n):
         w.temperature = 0.5
         page.evaluate(f"{ROOT}.model.set('stage', 'weights')")
         page.wait_for_function(
-            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
+            "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); "
+            "return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
         )
-        np.testing.assert_allclose(np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, rtol=0, atol=1e-12
+        )
         if n >= 512:  # the worker capped the scores too: its picture is the one the page paints itself
             from test_engine_browser import PIXELS
 
@@ -47,7 +52,10 @@ def test_the_page_caps_the_scores_as_python_does(browser, tmp_path, n):
             here.goto(path.as_uri())
             here.evaluate(f"{ROOT}.model.set('temperature', 0.5)")
             here.evaluate(f"{ROOT}.model.set('stage', 'weights')")
-            here.wait_for_function("(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); return c && c.dataset.left; })()")
+            here.wait_for_function(
+                "(() => { const c = document.querySelector('.aw-panel:not([hidden]) canvas.aw-grid'); "
+                "return c && c.dataset.left; })()"
+            )
             canvas = ".aw-panel:not([hidden]) canvas.aw-grid"
             assert page.locator(canvas).first.evaluate(PIXELS) == here.locator(canvas).first.evaluate(PIXELS)
             here.context.close()

@@ -25,7 +25,21 @@ ET.register_namespace("", NS)
 RSVG = shutil.which("rsvg-convert") or "/usr/bin/rsvg-convert"
 CHROME = ["Next ›", "‹ Back", "PNG", "SVG", "Temperature", "Query · Key", "strongest first"]
 # What a picture of the lab may hold: shapes, text and what they need; no HTML, no script.
-TAGS = {"svg", "defs", "g", "rect", "text", "path", "line", "circle", "clipPath", "linearGradient", "stop", "marker", "image"}
+TAGS = {
+    "svg",
+    "defs",
+    "g",
+    "rect",
+    "text",
+    "path",
+    "line",
+    "circle",
+    "clipPath",
+    "linearGradient",
+    "stop",
+    "marker",
+    "image",
+}
 # librsvg against Chromium: fonts are hinted and smoothed a little differently, so pixels at the
 # edges of letters differ; blocks of 8 × 8 pixels hide that, and not a missing matrix or panel.
 MEAN_DIFF, BLOCK_DIFF = 2.0, 32.0
@@ -53,7 +67,11 @@ def matrix(root, name):
 
 def cells(group):
     """The filled rects of a matrix, as (y, x, fill), in reading order."""
-    return sorted((float(r.get("y")), float(r.get("x")), r.get("fill")) for r in group.iter(f"{{{NS}}}rect") if r.get("fill") not in (None, "none"))
+    return sorted(
+        (float(r.get("y")), float(r.get("x")), r.get("fill"))
+        for r in group.iter(f"{{{NS}}}rect")
+        if r.get("fill") not in (None, "none")
+    )
 
 
 def background(root):
@@ -78,10 +96,12 @@ def check_vector(data: bytes, n: int):
 def page_cell_colours(page):
     """The weights matrix's colour in each cell, read off the page's canvas (clear of its number)."""
     return page.evaluate("""() => {
-        const c = [...document.querySelectorAll('canvas.aw-grid')].find((c) => (c.getAttribute('aria-label') || '').startsWith('weights') && c.offsetParent);
+        const c = [...document.querySelectorAll('canvas.aw-grid')].find((c) => (c.getAttribute('aria-label') || \
+'').startsWith('weights') && c.offsetParent);
         const d = c.dataset, k = devicePixelRatio, ctx = c.getContext('2d'), out = [];
         for (let i = 0; i < 6; i++) for (let j = 0; j < 6; j++) {
-            const p = ctx.getImageData(Math.round((+d.left + j * d.cellWidth + 4) * k), Math.round((+d.top + i * d.cellHeight + 4) * k), 1, 1).data;
+            const p = ctx.getImageData(Math.round((+d.left + j * d.cellWidth + 4) * k), \
+Math.round((+d.top + i * d.cellHeight + 4) * k), 1, 1).data;
             out.push('#' + [p[0], p[1], p[2]].map((v) => v.toString(16).padStart(2, '0')).join(''));
         }
         return out; }""")
@@ -103,7 +123,8 @@ def pixels(page, png_or_svg: bytes, kind: str):
         const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
         const ctx = c.getContext('2d'); ctx.drawImage(img, 0, 0);
         const d = ctx.getImageData(0, 0, c.width, c.height).data;
-        let s = ''; for (let i = 0; i < d.length; i += 0x8000) s += String.fromCharCode.apply(null, d.subarray(i, i + 0x8000));
+        let s = ''; \
+for (let i = 0; i < d.length; i += 0x8000) s += String.fromCharCode.apply(null, d.subarray(i, i + 0x8000));
         return [c.width, c.height, btoa(s)]; }""",
         [f"data:{mime};base64,{base64.b64encode(png_or_svg).decode()}"],
     )
@@ -112,7 +133,12 @@ def pixels(page, png_or_svg: bytes, kind: str):
 
 def rsvg(svg: bytes, tmp_path, name="out") -> bytes:
     (tmp_path / f"{name}.svg").write_bytes(svg)
-    subprocess.run([RSVG, "-o", str(tmp_path / f"{name}.png"), str(tmp_path / f"{name}.svg")], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [RSVG, "-o", str(tmp_path / f"{name}.png"), str(tmp_path / f"{name}.svg")],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return (tmp_path / f"{name}.png").read_bytes()
 
 
@@ -228,10 +254,15 @@ def test_save_pdf_and_the_command_line(tmp_path):
     assert data.startswith(b"%PDF-")
     assert len(re.findall(rb"/Type\s*/Page\b(?!s)", data)) == 1
     box = [float(x) for x in re.search(rb"/MediaBox\s*\[\s*([-\d.\s]+)\]", data).group(1).split()]
-    assert np.allclose([box[2] - box[0], box[3] - box[1]], [s * 0.75 for s in svg_size], atol=1)  # CSS px at 96 per inch, in points
+    assert np.allclose(
+        [box[2] - box[0], box[3] - box[1]], [s * 0.75 for s in svg_size], atol=1
+    )  # CSS px at 96 per inch, in points
     for out, extra in (("cli.pdf", []), ("cli.svg", ["--theme", "dark"])):
         subprocess.run(
-            [sys.executable, "-m", "attnwidget", "export", "--preset", "lab", *extra, "-o", str(tmp_path / out)], check=True, capture_output=True, timeout=120
+            [sys.executable, "-m", "attnwidget", "export", "--preset", "lab", *extra, "-o", str(tmp_path / out)],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
     assert (tmp_path / "cli.pdf").read_bytes().startswith(b"%PDF-")
     assert sum(background(ET.parse(tmp_path / "cli.svg").getroot())) < 150  # --theme dark, for pictures too
@@ -243,7 +274,14 @@ HOSTILE = ["<script>alert(1)</script>", "a&b", 'say "hi"', "x\x07y", "]]>", "<!-
 def test_hostile_token_text_stays_text(tmp_path):
     n = len(HOSTILE)
     rng = np.random.default_rng(1)
-    w = AttentionWidget(tokens=HOSTILE, q=rng.normal(size=(n, 3)), k=rng.normal(size=(n, 3)), v=rng.normal(size=(n, 2)), stage="weights", focus=n - 1)
+    w = AttentionWidget(
+        tokens=HOSTILE,
+        q=rng.normal(size=(n, 3)),
+        k=rng.normal(size=(n, 3)),
+        v=rng.normal(size=(n, 2)),
+        stage="weights",
+        focus=n - 1,
+    )
     w.save_svg(tmp_path / "hostile.svg")
     data = (tmp_path / "hostile.svg").read_bytes()
     root = check_vector(data, n)

@@ -21,9 +21,12 @@ STAGES = ["tokens", "qk", "scores", "weights", "blend"]
 LOAD = """(state) => {
   const root = document.querySelector('.aw-root'), model = root.attnwidget.model;
   const decode = (v) => (v && typeof v.base64 === 'string')
-    ? { shape: v.shape, dtype: v.dtype, view: new DataView(Uint8Array.from(atob(v.base64), (c) => c.charCodeAt(0)).buffer) } : v;
-  const writable = model.get('_constants').writable;  // a whole change, settled by the page's rules as Python settles it
-  const refused = model.propose(Object.fromEntries(Object.entries(state).filter(([k]) => writable.includes(k)).map(([k, v]) => [k, decode(v)])));
+    ? { shape: v.shape, dtype: v.dtype, view: new DataView(Uint8Array.from(atob(v.base64), \
+(c) => c.charCodeAt(0)).buffer) } : v;
+  const writable = model.get('_constants').writable;  \
+// a whole change, settled by the page's rules as Python settles it
+  const refused = model.propose(Object.fromEntries(Object.entries(state).filter(([k]) => \
+writable.includes(k)).map(([k, v]) => [k, decode(v)])));
   if (refused) throw new Error(refused);
   root.attnwidget.redraw();
   return root.attnwidget.numbers();
@@ -62,17 +65,26 @@ def agrees(got, w):
 
 @st.composite
 def states(draw):
-    heads, n, dk, dv = draw(st.integers(1, 3)), draw(st.integers(1, 7)), draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    heads, n, dk, dv = (
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 7)),
+        draw(st.integers(1, 5)),
+        draw(st.integers(1, 3)),
+    )
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     eq = draw(st.integers(-40, 160))
     ek = draw(st.integers(-40, min(160, 270 - eq)))  # beyond that the scores overflow, and the widget refuses them
-    q, k, v = (rng.normal(size=(heads, n, d)) * 10.0**e for d, e in ((dk, eq), (dk, ek), (dv, draw(st.integers(-40, 160)))))
+    q, k, v = (
+        rng.normal(size=(heads, n, d)) * 10.0**e for d, e in ((dk, eq), (dk, ek), (dv, draw(st.integers(-40, 160))))
+    )
     if n > 1 and draw(st.booleans()):  # a near-tie: two keys that differ in the ninth digit
         k[:, 1] = k[:, 0] * (1 + 1e-9)
     if draw(st.booleans()):  # float32 numbers, as a real model's are (they travel as float32)
         with np.errstate(over="ignore"):
             q, k, v = (a.astype(np.float32).astype(float) for a in (q, k, v))
-    temperature = draw(st.one_of(st.sampled_from([5e-324, 1e-300, 1e-12, 1e-6, 0.1, 1.0, 5.0, 1e6, 1e300]), st.floats(1e-3, 1e3)))
+    temperature = draw(
+        st.one_of(st.sampled_from([5e-324, 1e-300, 1e-12, 1e-6, 0.1, 1.0, 5.0, 1e6, 1e300]), st.floats(1e-3, 1e3))
+    )
     scale = draw(st.one_of(st.none(), st.sampled_from([0.0, 1e-10, -0.5, 3.0, 1e10]), st.floats(-10, 10)))
     mask = rng.random((n, n)) < 0.7 if draw(st.booleans()) else None  # rows that may read nothing, too
     try:
@@ -109,7 +121,9 @@ def test_ordinary_states_are_exact(page):
     model = rng.normal(size=(3, 40, 16)).astype(np.float32)  # a real model's float32 numbers
     for w in [AttentionWidget(temperature=t) for t in (0.1, 1.0, 5.0)] + [
         AttentionWidget(q=model, k=model[::-1], v=model, causal=True, temperature=0.1),
-        AttentionWidget(q=rng.normal(size=(12, 8)), k=rng.normal(size=(12, 8)), v=rng.normal(size=(12, 5)), temperature=0.1),
+        AttentionWidget(
+            q=rng.normal(size=(12, 8)), k=rng.normal(size=(12, 8)), v=rng.normal(size=(12, 5)), temperature=0.1
+        ),
     ]:
         got = load(page, w)
         assert got["exact"] and agrees(got, w)
@@ -125,7 +139,12 @@ def test_the_cases_float32_got_wrong_now_agree(page):
     # a very small temperature (1/T overflowed to NaN), and vectors beyond float32's range
     for w in [
         AttentionWidget(temperature=1e-300),
-        AttentionWidget(tokens=["a", "b", "c"], q=np.full((3, 2), 1e39), k=[[1e-39, 0], [0, 3e-39], [-2e-39, 1e-39]], v=np.eye(3)[:, :2]),
+        AttentionWidget(
+            tokens=["a", "b", "c"],
+            q=np.full((3, 2), 1e39),
+            k=[[1e-39, 0], [0, 3e-39], [-2e-39, 1e-39]],
+            v=np.eye(3)[:, :2],
+        ),
     ]:
         got = load(page, w)
         assert got["exact"] and agrees(got, w)
@@ -134,11 +153,17 @@ def test_the_cases_float32_got_wrong_now_agree(page):
 
 def test_the_page_says_when_rounding_could_change_its_numbers(page, artifacts):
     k = np.array([[1.0, 0.0], [np.nextafter(1.0, 2.0), 0.0], [0.0, 1.0]])  # a tie to the last digit
-    w = AttentionWidget(tokens=["x", "y", "z"], q=np.full((3, 2), 1e8), k=k, v=np.eye(3)[:, :2], temperature=1e-12, stage="weights")
+    w = AttentionWidget(
+        tokens=["x", "y", "z"], q=np.full((3, 2), 1e8), k=k, v=np.eye(3)[:, :2], temperature=1e-12, stage="weights"
+    )
     got = load(page, w)
     assert not got["exact"]
     notice = page.locator(".aw-notice")
-    assert notice.is_visible() and "too sensitive to rounding" in notice.inner_text() and "T = 1e-12" in notice.inner_text()
+    assert (
+        notice.is_visible()
+        and "too sensitive to rounding" in notice.inner_text()
+        and "T = 1e-12" in notice.inner_text()
+    )
     page.locator(".aw-root").screenshot(path=str(artifacts / "rounding-notice.png"))
     # a temperature the rounding cannot reach: exact again, and the notice goes
     w.temperature = 1.0
@@ -156,7 +181,9 @@ def test_a_models_layer_after_other_vectors_in_an_exported_page(browser, tmp_pat
     )
     w = AttentionWidget._from_model(found, 0, 0, {"stage": "weights"})
     rng = np.random.default_rng(0)
-    w.set_vectors(tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3)))
+    w.set_vectors(
+        tokens=["a", "b"], q=rng.normal(size=(2, 2, 3)), k=rng.normal(size=(2, 2, 3)), v=rng.normal(size=(2, 2, 3))
+    )
     path = tmp_path / "layers.html"
     w.to_html(path)
     ctx = browser.new_context(bypass_csp=True)  # lets the test's own wait_for_function run
@@ -218,12 +245,15 @@ def test_the_hatching_follows_causal_and_the_mask_on_long_inputs(browser, tmp_pa
     n = 300  # one pixel per cell, from a kept image
     mask = np.ones((n, n), dtype=bool)
     mask[:, 0] = False  # a padding column: cells are closed before causal is switched on
-    w = AttentionWidget(q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)), stage="scores", mask=mask)
+    w = AttentionWidget(
+        q=rng.normal(size=(n, 4)), k=rng.normal(size=(n, 4)), v=rng.normal(size=(n, 2)), stage="scores", mask=mask
+    )
     path = tmp_path / "hatch.html"
     w.to_html(path)
     page = browser.new_context(bypass_csp=True, device_scale_factor=1).new_page()
     page.goto(path.as_uri())
-    pixel = """() => { const c = [...document.querySelectorAll('canvas.aw-grid')].find((e) => e.getClientRects().length);
+    pixel = """() => { const c = [...document.querySelectorAll('canvas.aw-grid')].find((e) => \
+e.getClientRects().length);
       const d = c.dataset, x = +d.left + (280 + 0.5) * +d.cellWidth, y = +d.top + (2 + 0.5) * +d.cellHeight;
       return Array.from(c.getContext('2d').getImageData(Math.floor(x), Math.floor(y), 1, 1).data); }"""
     open_cell = page.evaluate(pixel)  # row 2 reading column 280

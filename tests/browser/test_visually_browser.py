@@ -10,12 +10,14 @@ SETUP = """
 import numpy as np
 from attnwidget import AttentionWidget
 from attnwidget.presets import query_dial
-s = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="weights")
+s = AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], \
+focus=5, stage="weights")
 display(s)
 d = query_dial()
 display(d)
 rng = np.random.default_rng(0)
-h = AttentionWidget(tokens="a b c d e".split(), q=rng.normal(size=(4, 5, 3)), k=rng.normal(size=(4, 5, 3)), v=rng.normal(size=(4, 5, 2)), stage="weights")
+h = AttentionWidget(tokens="a b c d e".split(), q=rng.normal(size=(4, 5, 3)), k=rng.normal(size=(4, 5, 3)), \
+v=rng.normal(size=(4, 5, 2)), stage="weights")
 display(h)
 """
 
@@ -32,7 +34,10 @@ def nb(open_notebook):
 
 def test_sentence_switcher(nb, artifacts):
     page, kernel, errors, s, _, _ = nb
-    assert s.locator(".aw-sentence").all_inner_texts() == ["I sat on the river bank and read", "I put my money in the bank and left"]
+    assert s.locator(".aw-sentence").all_inner_texts() == [
+        "I sat on the river bank and read",
+        "I put my money in the bank and left",
+    ]
     s.locator(".aw-sentence[data-index='1']").click()
     s.locator(".aw-token-text", has_text="money").wait_for()
     assert kernel.wait_for("s.sentence_index", lambda i: i == 1) == 1
@@ -48,13 +53,17 @@ def test_sentence_switcher(nb, artifacts):
 def test_causal_toggle(nb, artifacts):
     page, kernel, errors, s, _, _ = nb
     s.locator(".aw-causal").check()
-    page.wait_for_function("document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent === '0%'")
+    page.wait_for_function(
+        "document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent === '0%'"
+    )
     assert kernel.wait_for("s.causal", bool) is True
     assert kernel.eval("s.weights[5, 6:].sum()") == 0
     assert s.locator(".aw-token[data-index='6'] .aw-token-weight").inner_text() == "0%"
     s.screenshot(path=str(artifacts / "visually-causal.png"))
     s.locator(".aw-causal").uncheck()
-    page.wait_for_function("document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent !== '0%'")
+    page.wait_for_function(
+        "document.querySelector('.aw-root .aw-token[data-index=\"6\"] .aw-token-weight').textContent !== '0%'"
+    )
     assert kernel.wait_for("s.causal", lambda c: not c) is False
 
 
@@ -80,7 +89,8 @@ def test_dragging_the_query_arrow_changes_q_in_the_kernel(nb, artifacts):
     page.mouse.move(x0 + 1.2 * (tip_x - x0), y0 + 1.2 * (tip_y - y0), steps=10)
     page.mouse.up()
     page.wait_for_function(
-        "[...document.querySelectorAll('.aw-root')][1].querySelector('.aw-dial-table tbody tr:nth-child(2) .aw-dial-weight').textContent !== '18%'"
+        "[...document.querySelectorAll('.aw-root')][1].querySelector('.aw-dial-table tbody tr:nth-child(2) "
+        ".aw-dial-weight').textContent !== '18%'"
     )
     after = kernel.wait_for("d.q[3]", lambda q: q != before)
     assert after != before
@@ -101,7 +111,10 @@ def test_clicking_a_cell_shows_its_arithmetic(nb, artifacts):
     page.mouse.click(box["x"] + 2, box["y"] + 2)  # the corner holds no cell
     assert kernel.wait_for("s.cell is None", bool)
     i, j = 5, 4  # bank reads river
-    page.mouse.click(box["x"] + float(at["left"]) + (j + 0.5) * float(at["cellWidth"]), box["y"] + float(at["top"]) + (i + 0.5) * float(at["cellHeight"]))
+    page.mouse.click(
+        box["x"] + float(at["left"]) + (j + 0.5) * float(at["cellWidth"]),
+        box["y"] + float(at["top"]) + (i + 0.5) * float(at["cellHeight"]),
+    )
     page.wait_for_function("document.querySelector('.aw-root .aw-cell:not([hidden])')")
     assert kernel.wait_for("list(s.cell or [])", lambda c: c == [5, 4]) == [5, 4] and kernel.eval("s.focus") == 5
     panel = s.locator(".aw-cell")

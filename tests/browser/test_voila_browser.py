@@ -49,7 +49,10 @@ w
 
 def _notebook(path: pathlib.Path, cells: list[str]):
     nb = {
-        "cells": [{"cell_type": "code", "id": f"cell{i}", "metadata": {}, "source": c, "outputs": [], "execution_count": None} for i, c in enumerate(cells)],
+        "cells": [
+            {"cell_type": "code", "id": f"cell{i}", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+            for i, c in enumerate(cells)
+        ],
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
         "nbformat": 4,
         "nbformat_minor": 5,
@@ -112,7 +115,10 @@ def _open(browser, voila):
     page = browser.new_context(viewport={"width": 1280, "height": 1000}).new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not any(n in m.text for n in HOST_NOISE) else None)
+    page.on(
+        "console",
+        lambda m: errors.append(m.text) if m.type == "error" and not any(n in m.text for n in HOST_NOISE) else None,
+    )
     page.goto(voila.url)
     page.wait_for_selector(".aw-root", timeout=30_000)
     return page, errors
@@ -128,7 +134,9 @@ def test_voila_draws_the_widget_with_pythons_numbers(voila, browser):
     try:
         assert page.locator(".aw-token-text").all_inner_texts() == TOKENS
         numbers = page.evaluate(NUMBERS)
-        np.testing.assert_allclose(np.reshape(numbers["weights"], (6, 6)), AttentionWidget().weights, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            np.reshape(numbers["weights"], (6, 6)), AttentionWidget().weights, rtol=0, atol=1e-12
+        )
         assert page.locator(".aw-temp-value").inner_text() == "T = 1.00"
         assert errors == []
     finally:
@@ -147,7 +155,11 @@ def test_voila_click_reaches_the_kernel_and_a_kernel_change_comes_back(voila, br
 
         # the kernel's answer: it set the temperature, and the page shows it and computes with it
         _wait_for_change(log, "temperature", KERNEL_TEMPERATURE)
-        page.wait_for_function("t => document.querySelector('.aw-temp-value')?.textContent === t", arg=f"T = {KERNEL_TEMPERATURE:.2f}", timeout=15_000)
+        page.wait_for_function(
+            "t => document.querySelector('.aw-temp-value')?.textContent === t",
+            arg=f"T = {KERNEL_TEMPERATURE:.2f}",
+            timeout=15_000,
+        )
         numbers = page.evaluate(NUMBERS)
         assert numbers["temperature"] == KERNEL_TEMPERATURE
         expected = AttentionWidget(temperature=KERNEL_TEMPERATURE).weights

@@ -33,7 +33,12 @@ def window(note):
 
 def click_cell(canvas, i, j):
     d = canvas.evaluate("(c) => ({...c.dataset})")
-    canvas.click(position={"x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]), "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"])})
+    canvas.click(
+        position={
+            "x": float(d["left"]) + (j + 0.5) * float(d["cellWidth"]),
+            "y": float(d["top"]) + (i + 0.5) * float(d["cellHeight"]),
+        }
+    )
 
 
 def exported(browser, tmp_path, seed, viewport, **kwargs):
@@ -73,7 +78,8 @@ def test_the_detail_window_moves_and_a_click_picks_its_cell_in_python(open_noteb
         page.mouse.wheel(0, -200)  # Ctrl + wheel zooms in
         page.keyboard.up("Control")
         page.wait_for_function(
-            "(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && !e.textContent.includes(was))",
+            "(was) => [...document.querySelectorAll('.aw-detail-note')].some((e) => e.offsetParent && "
+            "!e.textContent.includes(was))",
             arg=f"columns {c0 + 2}–{c0 + size + 1} ",
         )
         assert window(note)[1] < size
@@ -96,13 +102,16 @@ def test_the_window_follows_a_click_on_the_overview(browser, tmp_path):
     click_cell(overview, 250, 40)  # far from the window
     page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('cell')?.[0] === 250")
     # the window follows on the redraw after the change: wait for it
-    page.wait_for_function("""() => { const m = /rows (\\d+)–(\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent);
+    page.wait_for_function("""() => { \
+const m = /rows (\\d+)–(\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent);
                                       return m && m[1] <= 250 && 250 <= m[2]; }""")
     r0, size, c0 = window(note)
     assert r0 <= 250 < r0 + size and c0 <= 40 < c0 + size
     # hovering a detail cell tells its row, column and value
     click_cell(canvas, 0, 0)
-    canvas.hover(position={"x": float(canvas.get_attribute("data-left")) + 5, "y": float(canvas.get_attribute("data-top")) + 5})
+    canvas.hover(
+        position={"x": float(canvas.get_attribute("data-left")) + 5, "y": float(canvas.get_attribute("data-top")) + 5}
+    )
     tip = root.locator(".aw-panel:visible .aw-tip:visible")
     assert f"{w.tokens[r0]} reads {w.tokens[c0]}" in tip.inner_text()
     assert f"score {w.scores[r0, c0]:.3f}".replace("-", "−") in tip.inner_text().replace("-", "−")
@@ -127,7 +136,10 @@ def test_the_token_strip_follows_the_window(browser, tmp_path):
     canvas.focus()
     for _ in range(12):
         page.keyboard.press("Shift+ArrowRight")  # half a window at a time, far to the right
-    page.wait_for_function("() => /columns (\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent)[1] > 60")
+    page.wait_for_function(
+        "() => /columns (\\d+)/.exec(document.querySelector('.aw-panel:not([hidden]) .aw-detail-note').textContent)[1] "
+        "> 60"
+    )
     r0, size, c0 = window(note)
     first = root.locator(f".aw-token[data-index='{c0}']").bounding_box()
     strip = root.locator(".aw-strip").bounding_box()
@@ -165,7 +177,9 @@ def test_the_window_is_moved_only_when_asked(browser, tmp_path):
     page.evaluate(redrawn)
     r0, size, c0 = window(note)
     d = canvas.evaluate("(c) => ({...c.dataset})")
-    canvas.click(position={"x": float(d["left"]) - 8, "y": float(d["top"]) + 2.5 * float(d["cellHeight"])})  # a row label
+    canvas.click(
+        position={"x": float(d["left"]) - 8, "y": float(d["top"]) + 2.5 * float(d["cellHeight"])}
+    )  # a row label
     page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('focus') === 2")
     page.evaluate(redrawn)
     assert window(note) == (r0, size, c0)
