@@ -1,9 +1,12 @@
 // The app core: draws one attention computation in five stages from a model's state, and turns
 // what the reader does into proposed changes. Both adapters mount it: the live widget
 // (widget.js, changes go to Python) and the exported page (standalone.js, changes settle here).
-// The page computes scores and weights itself (attention.js), so a drag needs no round trip.
+// The page computes scores and weights itself (attention.js), so a drag needs no round trip; what
+// only the kernel computes (the overview, the measures) comes through one request path (requests.js).
 import { signedColours, weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
+import { createFetching } from "./fetching.js";
+import { createRequests, current, held } from "./requests.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
@@ -11,7 +14,7 @@ import { el, fill, fmt2, palette, watchLayout } from "./views/dom.js";
 import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
-import { createMeasure, current } from "./views/measure.js";
+import { createMeasure } from "./views/measure.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { captionOf, createStages } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
@@ -29,31 +32,14 @@ export function mount(host, model, { propose, flush }) {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
   const save = (name, value) => said(propose({ [name]: value }));
-  // another head of a live model comes from the kernel, unless the page keeps it: said while it
-  // travels, until the kernel's arrays name it (layer_arrays: block, layer, head)
-  let fetching = null; // {block, layer, head, label}
-  const toHead = (change) => {
-    const refused = propose(change);
-    said(refused);
-    const want = { block: get("block") || "", layer: get("layer"), head: Math.min(get("head"), store.all("q").heads - 1) };
-    if (!refused && model.holds && get("layer_shown") && !model.holds(want.block, want.layer, want.head)) {
-      const layerChanged = "layer" in change || "block" in change;
-      fetching = { ...want, label: layerChanged ? `layer ${want.layer}` : `head ${want.head}` };
-      schedule();
-    }
-  };
-  const named = (a) => a && fetching && (a[0] || "") === fetching.block && a[1] === fetching.layer && a[2] === fetching.head;
-  const arrived = () => {
-    if (named(get("layer_arrays"))) fetching = null;
-  };
-  const refusedHead = () => {
-    if (fetching && (get("layer") !== fetching.layer || get("head") !== fetching.head)) fetching = null; // the kernel put the page back
-  };
+  const fetching = createFetching(model, store, { propose, said, schedule: () => schedule() });
+  const toHead = fetching.toHead;
+  const live = !!model.holds; // a kernel computes what the page asks for
+  const requests = live ? createRequests(model, get) : null;
 
   // --- views ---
   const onFocus = (i) => save("focus", i);
-  const onPickCell = (i, j) => (j == null ? onFocus(i) : propose({ focus: i, cell: [i, j] }));
-  const constants = get("_constants"); // AttentionWidget's stages and temperature range
+  const constants = get("_constants"); // AttentionWidget's stages, temperature range and computed views
   const controls = createControls(root, {
     stages: constants.stages,
     blockNames: constants.blocks,
@@ -80,6 +66,7 @@ export function mount(host, model, { propose, flush }) {
     onPick: (l, h) => (get("layer_shown") && l !== get("layer") ? toHead({ layer: l, head: h }) : toHead({ head: h })),
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
+    signed: Object.keys(constants.views).filter((n) => constants.views[n].signed),
   });
   const strip = createTokenStrip(root, { onFocus });
   const generation = createGeneration(root); // the K and V cache while generating
@@ -89,7 +76,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(caption, body);
   const cellView = createCell(root, { onClose: () => save("cell", null) });
   root.append(readout);
-  const measure = createMeasure(root, { onMeasure: (m) => save("measure", m), onFocus });
+  const measure = createMeasure(root, { onMeasure: (m) => save("measure", m), onFocus, views: constants.views });
   // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
   const exercise = createExercise(body, {
     onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
@@ -97,74 +84,14 @@ export function mount(host, model, { propose, flush }) {
   });
   const stages = createStages(body, {
     onFocus,
-    onPickCell,
+    onPickCell: (i, j) => (j == null ? onFocus(i) : propose({ focus: i, cell: [i, j] })),
     onQuery: (vec) => propose({ q: store.withQuery(vec) }, { later: true }), // the query being turned: drawn at once, sent on release
     onQueryEnd: () => flush(),
     onResidual: (b) => save("residual", b),
     onWindow: () => schedule(),
   });
-
-  // The numbers of the head shown and the settings they depend on, as the stages take them.
-  const numbers = () => ({
-    temperature: get("temperature"),
-    causal: get("causal"),
-    cross: store.cross(),
-    residual: !!get("residual"),
-    axes: get("value_axes") || [],
-    scaleSet: get("scale") != null,
-    turnable: store.q().cols === 2 && !get("layer_shown"), // the dial turns your own 2-D queries, not a model's
-    q: store.q(),
-    k: store.k(),
-    v: store.v(),
-    x: store.x(),
-    basis: store.basis(),
-    bias: store.bias(),
-    mask: store.mask(),
-    scale: store.scale(),
-    softcap: store.softcap(),
-    scores: store.scores,
-    weights: store.weights,
-    weightRow: store.weightRow,
-    topWeight: store.topWeight,
-    scoreRange: store.scoreRange,
-    output: store.output,
-    spread: store.spread,
-    closed: store.closed,
-    closedWhy: store.closedWhy,
-    cellArithmetic: store.cellArithmetic,
-  });
-
-  // A model's every layer at a glance is computed in the kernel, which holds every layer: asked
-  // for once the state it is for has settled (not at each step of a drag), until it comes.
-  let askTimer = 0,
-    asked = false,
-    opened = true; // the first ask goes at once: no drag to wait for
-  const answered = () => {
-    asked = false;
-  };
-  // A measure beyond one head is computed in the kernel too: asked for once the state has settled.
-  let measureTimer = 0;
-  const askMeasure = () => {
-    clearTimeout(measureTimer);
-    measureTimer = setTimeout(() => model.send({ kind: "measure" }), 150);
-  };
-  model.on("change:overview", answered);
-  model.on("change:layer_arrays", arrived);
-  model.on("change:layer", refusedHead);
-  model.on("change:head", refusedHead);
-  function askOverview() {
-    clearTimeout(askTimer);
-    askTimer = setTimeout(
-      () => {
-        if (get("overview") || !store.kernelOverview()) return;
-        model.send({ kind: "overview" });
-        askOverview(); // and again in a while: a large model's is computed on a thread, handed over when asked
-      },
-      asked ? 300 : opened ? 0 : 150,
-    );
-    asked = true;
-    opened = false;
-  }
+  const parts = { root, model, store, get, constants, live, requests, fetching, notice };
+  Object.assign(parts, { controls, heads, strip, generation, caption, body, readout, cellView, measure, exercise, stages });
 
   // --- drawing, batched to one frame ---
   let frame = 0,
@@ -172,201 +99,12 @@ export function mount(host, model, { propose, flush }) {
   const schedule = () => {
     if (!frame) frame = requestAnimationFrame(draw);
   };
-
   function draw() {
     frame = 0;
     if (stages.starting()) return; // the worker's start comes first (below)
-    const pal = palette(root);
-    const tokens = get("tokens"),
-      keys = store.keys(),
-      n = tokens.length,
-      stage = get("stage");
-    const focus = Math.min(get("focus"), n - 1),
-      cell = get("cell");
-    root.dataset.stage = stage;
-    root.dataset.fetching = fetching === null ? "" : fetching.label; // the numbers below are the last head's until it comes
-    const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
-    // the K and V cache while generating (from the query/key stage on); the grids mark the rows it keeps
-    const written = generation.update({
-      written: store.written(),
-      cross: store.cross(),
-      k: store.k,
-      v: store.v,
-      top: store.wholeTop, // one colour scale for the whole text: a cached number keeps its colour
-      all: model.get("tokens"),
-      causal: get("causal"),
-      stage,
-      tokens,
-      pal,
-      maxWidth,
-    });
-    root.dataset.written = written; // for scripts and tests
-    controls.update({
-      stage,
-      temperature: get("temperature"),
-      causal: get("causal"),
-      sink: !!get("sink"),
-      sentenceList: get("sentences") || [],
-      sentenceIndex: get("sentence_index"),
-      heldTexts: get("held_texts") || null,
-      layers: get("n_layers") || 0,
-      layer: get("layer") || 0,
-      held: get("held_layers") || null,
-      modelName: get("model_name") || "",
-      block: get("block") || "",
-      generation: { step: model.get("step") || model.get("tokens").length, n: model.get("tokens").length, tokens: model.get("tokens"), cross: store.cross() },
-      absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
-    });
-    const shown = numbers();
-    stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
-    const showWeights = stage === "weights" || stage === "blend";
-    const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
-      row = Array.from(rowKey);
-    // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
-    const [ex, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
-    const secret = exercise.update({
-      stage,
-      tokens,
-      keys,
-      focus,
-      ...(ex ? { row: rowKey, why: keys.map((_, j) => store.closedWhy(focus, j)) } : {}),
-      cross: store.cross(),
-      exercise: ex,
-      guess,
-      revealed,
-      goal,
-    });
-    const showRow = showWeights && secret !== "row"; // in the token strip
-    const hint = secret !== "row" || !!get("scores_hint"); // before a predict reveal, the scores rank the row: the teacher's choice
-
-    caption.textContent = captionOf({
-      stage,
-      cross: store.cross(),
-      causal: get("causal"),
-      masked: !!store.mask(),
-      secret,
-      hint,
-      bias: !!store.bias(),
-      softcap: store.softcap(),
-      residual: !!get("residual") && !!store.x(),
-      sink: !!get("sink"),
-      first: keys[0],
-      given: !!get("weights_only"),
-    });
-    const warning = roundingWarning(store.agreement(), get("temperature"));
-    notice.hidden = !warning;
-    notice.textContent = warning || "";
-    // what the stages draw: the state shown, and the numbers of the head shown (computed only if drawn)
-    const view = {
-      stage,
-      tokens,
-      keys,
-      focus,
-      cell,
-      row: showWeights || stage === "qk" ? row : null,
-      pal,
-      maxWidth,
-      secret,
-      hint,
-      written,
-      ...shown,
-    };
-    fill(readout, describeRow(view));
-
-    const layers = get("layer_shown") ? get("n_layers") : 1,
-      held = get("held_layers") || null;
-    heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
-    if (!heads.node.hidden)
-      heads.update({
-        work: store.thumbnails(),
-        layers,
-        layer: get("layer"),
-        head: get("head"),
-        color: weightColours(pal),
-        signedColor: signedColours(pal, 1), // a signed summary's (the effect on the next token)
-        width: maxWidth,
-        summary: get("summary") || "",
-        // an exported page has no kernel to compute another overview: it says which one it shows
-        loading: get("overview")?.error
-          ? `the overview could not be computed (${get("overview").error})`
-          : fetching !== null
-            ? `loading ${fetching.label}…`
-            : !store.overviewDue()
-              ? ""
-              : held
-                ? `as exported, at T = ${fmt2(get("overview").key.temperature)}`
-                : "updating…",
-        held,
-        colourBy: differenceSummary() || effectSummary(),
-        offered: get("head_effects") ? ["effect"] : [],
-      });
-    if (!get("overview") && store.kernelOverview()) askOverview();
-    drawMeasure(tokens, keys, focus, pal, maxWidth, secret);
-    cellView.update(
-      cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
-        ? {
-            a: store.cellArithmetic(...cell),
-            why: store.closedWhy(...cell),
-            biased: !!store.bias(),
-            given: get("weights_only") || "",
-            reader: tokens[cell[0]],
-            read: keys[cell[1]],
-          }
-        : null,
-    );
-    stages.update(view);
     // A theme switch hides the notebook for a moment: try the arcs again on the next frames.
-    const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-    const closed = (j) => store.closed(focus, j);
-    if (strip.update({ tokens, keys: cross, focus, row: showRow ? row : null, rowKey, closed, pal, span: cross ? null : stages.span() })) layoutRetries = 0;
+    if (drawAll(parts)) layoutRetries = 0;
     else if (layoutRetries++ < 60) schedule();
-    // the first draw with every picture in it (a long input's weights come from a worker)
-    if (!root.attnwidget.firstPaint && !stages.pending()) root.attnwidget.firstPaint = performance.now();
-  }
-
-  // The difference panel colours the overview by each head's largest difference from the other
-  // text, while that is the state shown (a new one is on its way, or not in an exported page).
-  const differenceSummary = () => {
-    const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
-    return d?.largest && current(d, get) ? { name: "difference", label: "the largest difference from the other text", values: d.largest } : null;
-  };
-
-  // An exported page colours the heads by the effects computed before it was exported.
-  const effectSummary = () =>
-    get("summary") === "effect" && get("head_effects") ? { name: "effect", label: "effect on the next token", values: get("head_effects") } : null;
-
-  // The panel beyond one head: a live page offers what the kernel can compute (and says why not);
-  // an exported page, what it carries.
-  function drawMeasure(tokens, keys, focus, pal, maxWidth, secret) {
-    const live = !!model.holds,
-      data = get("measure_data") || {},
-      shown = get("measure") || "";
-    const why = live ? get("measures") || {} : {};
-    const many = (get("sentences") || []).length > 1 || (get("n_layers") || 0) > 0 || store.all("q").heads > 1 || !!shown;
-    const offered = live
-      ? many
-        ? constants.measures.filter((n) => n !== "difference" || (get("sentences") || []).length > 1)
-        : []
-      : constants.measures.filter((n) => n in data || n === shown);
-    measure.update({
-      measure: shown,
-      offered,
-      why,
-      entry: data[shown] || null,
-      live,
-      get,
-      tokens,
-      keys,
-      focus,
-      weights: shown === "norms" ? Array.from(store.weightRow(focus)) : null, // the head's own row, for the contrast
-      sentences: get("sentences") || [],
-      secret,
-      cross: store.cross(),
-      closed: store.closed,
-      pal,
-      maxWidth,
-    });
-    if (live && shown && !why[shown] && !current(data[shown], get)) askMeasure();
   }
 
   // For scripts and tests: the numbers the page draws (its own computation) and pictures of it.
@@ -404,20 +142,211 @@ export function mount(host, model, { propose, flush }) {
   // A long input's worker is asked before the first draw, which waits until it runs (it says so,
   // or fails, through onWindow): a worker cannot start while this thread computes the page's
   // own numbers. One that says nothing holds the page up for a second at most.
-  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root), ...numbers() });
+  stages.start({ stage: get("stage"), tokens: get("tokens"), keys: store.keys(), pal: palette(root), ...store.numbers() });
   draw();
 
   return () => {
     cancelAnimationFrame(frame);
-    clearTimeout(askTimer);
-    clearTimeout(measureTimer);
+    requests?.destroy();
     model.off("change", schedule);
-    model.off("change:overview", answered);
-    model.off("change:layer_arrays", arrived);
-    model.off("change:layer", refusedHead);
-    model.off("change:head", refusedHead);
     unwatch();
-    for (const v of [controls, heads, strip, stages, cellView, exercise, generation, measure]) v.destroy();
+    for (const v of [fetching, controls, heads, strip, stages, cellView, exercise, generation, measure]) v.destroy();
     root.remove();
   };
+}
+
+/** Draws every part from the state as it stands; false when the token strip could not be laid out yet. */
+function drawAll(p) {
+  const { root, model, store, get, constants } = p;
+  const pal = palette(root);
+  const tokens = get("tokens"),
+    keys = store.keys(),
+    stage = get("stage");
+  const focus = Math.min(get("focus"), tokens.length - 1),
+    cell = get("cell");
+  root.dataset.stage = stage;
+  root.dataset.fetching = p.fetching.label(); // the numbers below are the last head's until it comes
+  const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
+  // the K and V cache while generating (from the query/key stage on); the grids mark the rows it keeps
+  const written = p.generation.update({
+    written: store.written(),
+    cross: store.cross(),
+    k: store.k,
+    v: store.v,
+    top: store.wholeTop, // one colour scale for the whole text: a cached number keeps its colour
+    all: model.get("tokens"),
+    causal: get("causal"),
+    stage,
+    tokens,
+    pal,
+    maxWidth,
+  });
+  root.dataset.written = written; // for scripts and tests
+  p.controls.update(controlsView(model, store, constants, stage));
+  const shown = store.numbers();
+  p.stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
+  const showWeights = stage === "weights" || stage === "blend";
+  const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
+    row = Array.from(rowKey);
+  // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
+  const [ex, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
+  const secret = p.exercise.update({
+    stage,
+    tokens,
+    keys,
+    focus,
+    ...(ex ? { row: rowKey, why: keys.map((_, j) => store.closedWhy(focus, j)) } : {}),
+    cross: store.cross(),
+    exercise: ex,
+    guess,
+    revealed,
+    goal,
+  });
+  const hint = secret !== "row" || !!get("scores_hint"); // before a predict reveal, the scores rank the row: the teacher's choice
+  p.caption.textContent = captionOf({
+    stage,
+    cross: store.cross(),
+    causal: get("causal"),
+    masked: !!store.mask(),
+    secret,
+    hint,
+    bias: !!store.bias(),
+    softcap: store.softcap(),
+    residual: !!get("residual") && !!store.x(),
+    sink: !!get("sink"),
+    first: keys[0],
+    given: !!get("weights_only"),
+  });
+  const warning = roundingWarning(store.agreement(), get("temperature"));
+  p.notice.hidden = !warning;
+  p.notice.textContent = warning || "";
+  // what the stages draw: the state shown, and the numbers of the head shown (computed only if drawn)
+  const row0 = showWeights || stage === "qk" ? row : null;
+  const view = { stage, tokens, keys, focus, cell, row: row0, pal, maxWidth, secret, hint, written, ...shown };
+  fill(p.readout, describeRow(view));
+  drawHeads(p, pal, maxWidth, secret);
+  drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret);
+  p.cellView.update(
+    cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
+      ? {
+          a: store.cellArithmetic(...cell),
+          why: store.closedWhy(...cell),
+          biased: !!store.bias(),
+          given: get("weights_only") || "",
+          reader: tokens[cell[0]],
+          read: keys[cell[1]],
+        }
+      : null,
+  );
+  p.stages.update(view);
+  const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
+  const closed = (j) => store.closed(focus, j);
+  const stripRow = showWeights && secret !== "row" ? row : null;
+  const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span() });
+  // the first draw with every picture in it (a long input's weights come from a worker)
+  if (!root.attnwidget.firstPaint && !p.stages.pending()) root.attnwidget.firstPaint = performance.now();
+  return laidOut;
+}
+
+/** The controls' view of the state. */
+function controlsView(model, store, constants, stage) {
+  const get = store.get,
+    all = model.get("tokens");
+  return {
+    stage,
+    temperature: get("temperature"),
+    causal: get("causal"),
+    sink: !!get("sink"),
+    sentenceList: get("sentences") || [],
+    sentenceIndex: get("sentence_index"),
+    heldTexts: get("held_texts") || null,
+    layers: get("n_layers") || 0,
+    layer: get("layer") || 0,
+    held: get("held_layers") || null,
+    modelName: get("model_name") || "",
+    block: get("block") || "",
+    generation: { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross() },
+    absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
+  };
+}
+
+/** Every head at a glance: a model's overview comes from the kernel (asked for until current). */
+function drawHeads(p, pal, maxWidth, secret) {
+  const { store, get, heads } = p;
+  const layers = get("layer_shown") ? get("n_layers") : 1,
+    held = get("held_layers") || null;
+  heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
+  if (!heads.node.hidden) {
+    const overview = get("overview");
+    const loading = overview?.error
+      ? `the overview could not be computed (${overview.error})`
+      : p.fetching.label()
+        ? `loading ${p.fetching.label()}…`
+        : !store.overviewDue()
+          ? ""
+          : held // an exported page has no kernel to compute another overview: it says which one it shows
+            ? `as exported, at T = ${fmt2(overview.key.temperature)}`
+            : "updating…";
+    heads.update({
+      work: store.thumbnails(),
+      layers,
+      layer: get("layer"),
+      head: get("head"),
+      color: weightColours(pal),
+      signedColor: signedColours(pal, 1), // a signed summary's (the effect on the next token)
+      width: maxWidth,
+      summary: get("summary") || "",
+      loading,
+      held,
+      colourBy: differenceSummary(get) || effectSummary(get),
+      offered: get("head_effects") ? ["effect"] : [],
+    });
+  }
+  if (p.requests && store.kernelOverview()) p.requests.want("overview");
+}
+
+// The difference panel colours the overview by each head's largest difference from the other
+// text, while that is the state shown (a new one is on its way, or not in an exported page).
+const differenceSummary = (get) => {
+  const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
+  const label = "the largest difference from the other text"; // (a largest |difference|: not signed)
+  return d?.largest && current(d, get) ? { name: "difference", label, values: d.largest, signed: false } : null;
+};
+
+// An exported page colours the heads by the effects computed before it was exported.
+const effectSummary = (get) =>
+  get("summary") === "effect" && get("head_effects")
+    ? { name: "effect", label: "effect on the next token", values: get("head_effects"), signed: get("_constants").views.effect.signed }
+    : null;
+
+/** The panel beyond one head: a live page offers what the kernel can compute (and says why not);
+ * an exported page, what it carries. */
+function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
+  const { store, get, constants, live } = p;
+  const data = get("measure_data") || {},
+    shown = get("measure") || "";
+  const why = live ? get("measures") || {} : {};
+  const names = Object.keys(constants.views).filter((n) => constants.views[n].held_in === "measure_data");
+  const texts = (get("sentences") || []).length;
+  const many = texts > 1 || (get("n_layers") || 0) > 0 || store.all("q").heads > 1 || !!shown;
+  const offered = live ? (many ? names.filter((n) => n !== "difference" || texts > 1) : []) : names.filter((n) => n in data || n === shown);
+  p.measure.update({
+    measure: shown,
+    offered,
+    why,
+    entry: data[shown] || null,
+    live,
+    get,
+    tokens,
+    keys,
+    focus,
+    weights: shown === "norms" ? Array.from(store.weightRow(focus)) : null, // the head's own row, for the contrast
+    sentences: get("sentences") || [],
+    secret,
+    cross: store.cross(),
+    closed: store.closed,
+    pal,
+    maxWidth,
+  });
+  if (live && shown && !why[shown] && !current(held(get, shown, constants.views[shown]), get)) p.requests.want(shown);
 }

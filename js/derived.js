@@ -2,6 +2,7 @@
 // identity of its inputs (the rule widget.py uses for `attention`): a changed input makes a new
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
+import { current as isCurrent } from "./requests.js";
 
 /** fn, remembered for the last arguments it was called with (compared by identity). */
 export function memo(fn) {
@@ -341,14 +342,7 @@ export function createStore(get) {
     kernelOverview: () => !!get("layer_shown") && !s.model("q"),
     modelHeads: () => (get("n_layers") || 1) * array("q").heads,
     /** The kernel's overview is not the one for the state shown (it is being computed, or asked for). */
-    overviewDue: () => {
-      const o = get("overview");
-      return (
-        s.kernelOverview() &&
-        !o?.error &&
-        (!o || ["temperature", "causal", "sink", "step", "block"].some((k) => o.key[k] !== (get(k) ?? (k === "block" ? "" : null))))
-      );
-    },
+    overviewDue: () => s.kernelOverview() && !get("overview")?.error && !isCurrent(get("overview"), get),
     /** Each layer's own mask (n × m, with the sink), while a model whose layers have masks is shown; else null. */
     layerMasks: () => (get("layer_shown") ? layerMasksOf(decoded("model_masks"), get("mask_of_layer"), array("q").rows, array("k").rows, !!get("sink")) : null),
     /** q as a synced array, with the focused token's query in the current head set to `vec`
@@ -360,6 +354,35 @@ export function createStore(get) {
       data.set(vec, (h * all.rows + get("focus")) * all.cols);
       return A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
     },
+    /** The numbers of the head shown and the settings they depend on, as the stages take them. */
+    numbers: () => ({
+      temperature: get("temperature"),
+      causal: get("causal"),
+      cross: s.cross(),
+      residual: !!get("residual"),
+      axes: get("value_axes") || [],
+      scaleSet: get("scale") != null,
+      turnable: s.q().cols === 2 && !get("layer_shown"), // the dial turns your own 2-D queries, not a model's
+      q: s.q(),
+      k: s.k(),
+      v: s.v(),
+      x: s.x(),
+      basis: s.basis(),
+      bias: s.bias(),
+      mask: s.mask(),
+      scale: s.scale(),
+      softcap: s.softcap(),
+      scores: s.scores,
+      weights: s.weights,
+      weightRow: s.weightRow,
+      topWeight: s.topWeight,
+      scoreRange: s.scoreRange,
+      output: s.output,
+      spread: s.spread,
+      closed: s.closed,
+      closedWhy: s.closedWhy,
+      cellArithmetic: s.cellArithmetic,
+    }),
     /** The arithmetic of the weight of cell (i, j), step by step. */
     cellArithmetic: (i, j) =>
       A.cellArithmetic(s.q(), s.k(), s.v(), s.scores(), s.weightRow(i), {

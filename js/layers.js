@@ -1,26 +1,26 @@
-// A live model's heads, kept in the page once fetched (while they fit in KEEP bytes): the kernel
-// sends the head shown of a layer, a switch back to one draws it at once, and the kernel, told
-// which heads the page keeps, does not send them again. The kernel says whose arrays it sent
-// (layer_arrays: block, layer, head); every view of a widget on the page shares its model, so
-// they share this too.
+// A live model's heads, kept by one view of the widget once fetched (while they fit in KEEP
+// bytes): the kernel sends the head shown of a layer, a switch back to one draws it at once, and
+// the kernel, told which heads each view keeps (by the view's name), does not send a head every
+// view keeps again. The kernel says whose arrays it sent (layer_arrays: block, layer, head). The
+// keeper lives and dies with its view: its listeners go, and the kernel forgets it, at cleanup.
 const KEEP = 512 * 2 ** 20;
 const LAYERED = ["q", "k", "v", "value_basis"];
 // attention weights alone: each head's bias (the weights' logarithms) is the head's own too
 const layered = (model) => (model.get("weights_only") ? [...LAYERED, "bias"] : LAYERED);
-const kept = new WeakMap();
 
-/** The widget model as the app reads it: a layer the page keeps is served from here. */
-export function withLayers(model) {
-  if (!kept.has(model)) kept.set(model, keep(model));
-  return kept.get(model);
-}
-
-function keep(model) {
+/** createLayers(model, view) -> the widget model as one view reads it (a layer it keeps is served
+ * from here), with holds(block, layer, head) and destroy(); `view` names this view to the kernel. */
+export function createLayers(model, view) {
   const held = new Map(); // "block|layer|head" -> that head's q, k, v and value axes, the least recently shown first
   const name = (block, layer, head) => `${block || ""}|${layer}|${head}`;
   const shownName = () => name(model.get("block"), model.get("layer"), model.get("head"));
   const size = (entry) => Object.values(entry).reduce((sum, a) => sum + (a?.view?.byteLength || 0), 0);
-  const tell = () => model.send({ kind: "holding", layers: [...held.keys()].map((k) => k.split("|").map((p, i) => (i ? Number(p) : p))) });
+  const tell = (layers) => {
+    try {
+      model.send({ kind: "holding", view, layers });
+    } catch {} // (a widget closed in the kernel has no one to tell)
+  };
+  const named = () => [...held.keys()].map((k) => k.split("|").map((p, i) => (i ? Number(p) : p)));
   // the kernel's arrays arrive with the name of their layer (layer_arrays, set in the same message)
   function record() {
     const whose = model.get("layer_arrays");
@@ -37,25 +37,37 @@ function keep(model) {
       held.delete(k);
       total -= size(e);
     }
-    tell();
+    tell(named());
   }
-  model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
   // another text of a model: the heads kept are the last text's, under the same names
-  model.on("change:sentence_index", () => {
+  const newText = () => {
     held.clear();
     record();
-  });
-  model.on("change:bias", () => model.get("weights_only") && record()); // weights alone: every layer's q is the same zeros
-  record(); // the layer shown at first; and the kernel forgets what an earlier page kept
+  };
+  const newBias = () => model.get("weights_only") && record(); // weights alone: every layer's q is the same zeros
+  model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
+  model.on("change:sentence_index", newText);
+  model.on("change:bias", newBias);
+  // the layer shown at first (the kernel forgets what an earlier page kept); a view of no model's
+  // layer says it keeps nothing, so that no head is left out of a message for it
+  if (model.get("layer_arrays")) record();
+  else tell([]);
   const shown = () => held.get(shownName());
   return {
     get: (n) => (layered(model).includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
-    /** Whether the page keeps this head's arrays (a switch to it needs nothing from the kernel). */
+    /** Whether this view keeps this head's arrays (a switch to it needs nothing from the kernel). */
     holds: (block, layer, head) => held.has(name(block, layer, head)),
     set: (...a) => model.set(...a),
     save_changes: () => model.save_changes(),
     send: (...a) => model.send(...a),
     on: (...a) => model.on(...a),
     off: (...a) => model.off(...a),
+    destroy() {
+      model.off("change:q", record);
+      model.off("change:sentence_index", newText);
+      model.off("change:bias", newBias);
+      held.clear();
+      tell(null);
+    },
   };
 }

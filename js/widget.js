@@ -3,7 +3,7 @@
 // settles it again (the same, by the rules' contract) and user code sees it.
 import "./widget.css";
 import { mount } from "./app.js";
-import { withLayers } from "./layers.js";
+import { createLayers } from "./layers.js";
 import { Refused, same, settleChecked } from "./rules.js";
 import { createSender } from "./send.js";
 import { standalone } from "./standalone.js";
@@ -11,8 +11,11 @@ import { standalone } from "./standalone.js";
 // What only the kernel can bring in: another sentence's, layer's or block's arrays.
 const KERNEL = ["sentence_index", "layer", "block"];
 
+let views = 0; // each view's name to the kernel: which heads it keeps (layers.js)
+
 function render({ model: widget, el }) {
-  const model = withLayers(widget); // a layer the page keeps is read from there
+  // the heads this view keeps, read from there; they live and die with the view
+  const model = createLayers(widget, `${Date.now().toString(36)}-${++views}`);
   const C = model.get("_constants");
   const sender = createSender(model);
   // the state as the rules see it (a model's other layers stay in the kernel: only the layer shown is here)
@@ -38,6 +41,7 @@ function render({ model: widget, el }) {
   return () => {
     sender.destroy();
     cleanup();
+    model.destroy();
   };
 }
 

@@ -274,34 +274,34 @@ def test_the_overview_of_a_language_models_widget_offers_the_effect_and_shows_it
     model = models(tf, gpt2_tokenizer)["gpt2"]()
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
     w.comm = RecordingComm()
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["summaries"]["effect"] == [None] * 8  # offered, not computed: no forward passes at display
     w.summary = "effect"  # asked: the overview is out of date until it carries them
     assert w.overview is None
-    _on_page_message(w, {"kind": "overview"}, [])  # the model's passes, on the kernel's thread
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])  # the model's passes, on the kernel's thread
     np.testing.assert_allclose(
         np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12
     )
     w.temperature = 2.0  # a new overview at another temperature: the effects kept
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     np.testing.assert_allclose(
         np.array(w.overview["summaries"]["effect"]), w.head_effects().ravel(), rtol=0, atol=1e-12
     )
     means = w.head_effects(mode="mean")  # the mode last asked for: the overview of the other is out of date
     assert w.overview is None
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     np.testing.assert_allclose(np.array(w.overview["summaries"]["effect"]), means.ravel(), rtol=0, atol=1e-12)
     # computed by hand first (in another mode): the overview carries them at once, in that mode
     other = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
     means = other.head_effects(mode="mean")
-    _on_page_message(other, {"kind": "overview"}, [])
+    _on_page_message(other, {"kind": "compute", "view": "overview"}, [])
     np.testing.assert_allclose(np.array(other.overview["summaries"]["effect"]), means.ravel(), rtol=0, atol=1e-12)
 
 
 def test_a_widget_with_no_next_token_has_no_effect_summary(tf, gpt2_tokenizer):
     bert = random_model(tf, "BertModel", "BertConfig", len(gpt2_tokenizer), intermediate_size=128, **TINY)
     w = AttentionWidget.from_transformers(bert, gpt2_tokenizer, TEXT)
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert "effect" not in w.overview["summaries"]
     for widget in (w, AttentionWidget()):
         with pytest.raises(traitlets.TraitError, match="next token"):
@@ -321,7 +321,7 @@ def test_a_language_models_widget_can_start_coloured_by_the_effect_and_is_not_ru
         read = len(passes)
         w._repr_mimebundle_()  # shown: the overview waits for the page
         assert w.summary == "effect" and w.overview is None and len(passes) == read
-        _on_page_message(w, {"kind": "overview"}, [])
+        _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
         assert len(passes) > read and None not in w.overview["summaries"]["effect"]
     finally:
         handle.remove()
@@ -336,11 +336,11 @@ def test_effects_that_fail_are_said_once_in_the_overview(tf, gpt2_tokenizer, mon
         raise MemoryError("no room")
 
     monkeypatch.setattr(ablation, "effects", fail)
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["error"] == "head effects: MemoryError: no room"
     w.summary = "self"  # another summary: the overview without the effects
     assert w.overview is None
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["summaries"]["effect"] == [None] * 8
 
 

@@ -209,7 +209,7 @@ def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arra
         {"kind": "holding", "layers": [["", 0, 0], ["", 2, 0], ["", 2, 1], "junk", ["", "x", 0], ["", 1], [1, 1, 1]]},
         [],
     )
-    assert w._page_holds == {("", 0, 0), ("", 2, 0), ("", 2, 1)}  # what cannot be read is left out
+    assert w._page_holds == {"": {("", 0, 0), ("", 2, 0), ("", 2, 1)}}  # what cannot be read is left out
     w.layer = 2  # kept by the page: its name, no arrays
     ((data, buffers),) = w.comm.sent
     assert (
@@ -231,3 +231,23 @@ def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arra
     assert {"q", "k", "v"} <= set(w.comm.sent[0][0]["state"])
     w.q = w.q * 2  # your own arrays: no layer's
     assert w.layer_arrays is None
+
+
+def test_a_head_is_sent_unless_every_view_of_the_widget_keeps_it():
+    """Two views of one widget keep heads of their own (each says which, by its own name): a head
+    is left out of a message only when every view keeps it, and a closed view's say is dropped."""
+    from test_widget import RecordingComm
+
+    from attnwidget.widget import _on_page_message
+
+    w = AttentionWidget._from_model(fake_model(n_layers=4, heads=2, n=5, d=6), 0, 0, {})
+    w.comm = RecordingComm()
+    _on_page_message(w, {"kind": "holding", "view": "a", "layers": [["", 0, 0], ["", 2, 0]]}, [])
+    _on_page_message(w, {"kind": "holding", "view": "b", "layers": [["", 0, 0]]}, [])
+    w.layer = 2  # view b has not got it: sent
+    assert {"q", "k", "v"} <= set(w.comm.sent[-1][0]["state"])
+    _on_page_message(w, {"kind": "holding", "view": "b", "layers": None}, [])  # view b closed
+    w.comm.sent.clear()
+    w.layer = 0
+    w.layer = 2  # kept by the only view left: its name alone
+    assert w.comm.sent[-1][0]["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k"} & set(w.comm.sent[-1][0]["state"])

@@ -16,7 +16,7 @@ from attnwidget.widget import _on_page_message
 
 def ask(w):
     """The page asks for the measure shown, as its message does; returns what it is sent."""
-    _on_page_message(w, {"kind": "measure"}, [])
+    _on_page_message(w, {"kind": "compute", "view": w.measure}, [])
     return w.measure_data[w.measure]
 
 
@@ -36,7 +36,7 @@ def matrix(entry):
 def test_rollout_and_flow_sent_to_the_page_are_pythons_up_to_the_layer_shown(layer, temperature, causal, sink, seed):
     w = model_widget(seed=seed, n=5, layers=3, heads=2)
     w.set_state({"layer": layer, "temperature": temperature, "causal": causal, "sink": sink})
-    every = np.array(list(w._every_layers_weights("rollout")))
+    every = np.array(list(w._inputs().across("rollout")))
     w.measure = "rollout"
     got = ask(w)
     np.testing.assert_allclose(matrix(got), w.rollout()[layer], rtol=1e-6, atol=1e-7)
@@ -49,6 +49,8 @@ def test_rollout_and_flow_sent_to_the_page_are_pythons_up_to_the_layer_shown(lay
         "block": "",
         "sentence_index": 0,
         "layer": layer,
+        "scale": None,
+        "softcap": None,
     }
     w.measure = "flow"
     np.testing.assert_allclose(matrix(ask(w)), attention_flow(every[: layer + 1]), rtol=1e-6, atol=1e-7)
@@ -81,7 +83,7 @@ def test_your_own_arrays_changed_leave_no_stale_measure():
     ask(w)
     w.q = rng.normal(size=(2, 4, 3))
     assert w.measure_data is None  # its key cannot tell: new arrays, the same settings
-    np.testing.assert_allclose(matrix(ask(w)), rollout(w._every_layers_weights("rollout"))[0], rtol=1e-6)
+    np.testing.assert_allclose(matrix(ask(w)), rollout(w._inputs().across("rollout"))[0], rtol=1e-6)
 
 
 def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
@@ -123,7 +125,7 @@ def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
     np.testing.assert_allclose(got, w.rollout(), rtol=1e-6)
     flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(5, 5)
     np.testing.assert_allclose(
-        flow, attention_flow(np.array(list(w._every_layers_weights("flow")))[:2]), rtol=1e-6, atol=1e-7
+        flow, attention_flow(np.array(list(w._inputs().across("flow")))[:2]), rtol=1e-6, atol=1e-7
     )
 
 

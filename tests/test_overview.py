@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 from test_layers import fake_model
 
 from attnwidget import AttentionWidget, overview
-from attnwidget.overview import SIZE, Inputs, thumbnail
+from attnwidget.overview import SIZE, thumbnail
 from attnwidget.widget import _on_page_message
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def compute(widget):
-    return overview.compute(Inputs(widget))
+    return overview.compute(widget._inputs())
 
 
 def block_means(w):
@@ -80,7 +80,8 @@ def test_the_overview_carries_head_summarys_numbers_and_each_heads_picture():
     w.head = 1
     picture = block_means(w.weights)
     np.testing.assert_allclose(thumbs[2 * 2 + 1] / 255 * o["top"][5], picture, atol=picture.max() / 510 + 1e-12)
-    assert o["key"] == {"temperature": 0.6, "causal": True, "sink": True, "step": 7, "block": ""}
+    want_key = {"temperature": 0.6, "causal": True, "sink": True, "step": 7, "block": ""}
+    assert o["key"] == {**want_key, "scale": w.scale, "softcap": None, "sentence_index": 0}
 
 
 def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
@@ -89,7 +90,7 @@ def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
     w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=5, d=4), 0, 0, {})
     assert w.overview is None  # nothing computed until a page asks
     w.comm = RecordingComm()
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     ((data, buffers),) = w.comm.sent
     assert set(data["state"]) == {"overview"} and len(buffers) == 1  # the thumbnails: one binary buffer
     assert w.overview["key"]["temperature"] == 1.0
@@ -98,14 +99,14 @@ def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():
     assert w.overview is not None
     w.set_state({"temperature": 2.0})
     assert w.overview is None and w.comm.sent[-1][0]["state"]["overview"] is None  # the page is told it is out of date
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["key"]["temperature"] == 2.0
     np.testing.assert_array_equal(
         np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 2), w.head_summary()["effective_tokens"]
     )
     # a widget of your own arrays draws its heads in the page: nothing to ask of the kernel
     own = AttentionWidget("She sat by the river bank")
-    _on_page_message(own, {"kind": "overview"}, [])
+    _on_page_message(own, {"kind": "compute", "view": "overview"}, [])
     _on_page_message(own, {"kind": "nonsense"}, [])
     assert own.overview is None
 
@@ -150,16 +151,16 @@ def test_a_large_models_overview_is_computed_on_a_thread_and_handed_over_when_th
 
     w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
     w.comm = RecordingComm()
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview is None and w._overview.thread.is_alive()  # the kernel answers other messages meanwhile
     w.set_state({"head": 2})  # (one such message)
     assert w.head == 2
     w._overview.thread.join()
     w.set_state({"temperature": 0.5})  # the inputs changed while it ran: that result is stale
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview is None  # not handed over; computed again for T = 0.5
     w._overview.thread.join()
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["key"]["temperature"] == 0.5
     np.testing.assert_allclose(
         np.array(w.overview["summaries"]["effective_tokens"]).reshape(2, 4),
@@ -185,7 +186,7 @@ def test_a_layer_switch_keeps_the_overview_of_a_model_whose_layers_have_masks():
         masks=[window, window, None],
     )
     w = AttentionWidget._from_model(found, 0, 0, {})
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     before = w.overview
     for layer in (1, 2, 0):  # each layer brings its own mask: not an input of the overview
         w.set_state({"layer": layer})
@@ -209,9 +210,9 @@ def test_an_overview_that_fails_on_its_thread_is_said_once(monkeypatch):
 
     w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
     monkeypatch.setattr(overview, "compute", fails)
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     w._overview.thread.join()
-    _on_page_message(w, {"kind": "overview"}, [])
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w.overview["error"] == "MemoryError: no room for the weights"  # the page stops asking and says so
 
 
@@ -227,7 +228,7 @@ def test_shown_a_models_widget_has_its_overview_or_begins_it_and_a_very_large_on
     huge = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=512, d=4), 0, 0, {})
     huge._repr_mimebundle_()
     assert huge.overview is None and huge._overview.thread is None  # the page's first picture has the cores
-    _on_page_message(huge, {"kind": "overview"}, [])
+    _on_page_message(huge, {"kind": "compute", "view": "overview"}, [])
     assert huge._overview.thread is not None  # asked (after that picture): begun
     huge._overview.thread.join()
     own = AttentionWidget("She sat by the river bank")
@@ -300,7 +301,7 @@ def test_the_fast_overview_equals_numpys_whatever_the_chunks(
 def test_a_models_overview_is_computed_on_the_device_it_ran_on():
     torch = pytest.importorskip("torch")
     w = AttentionWidget._from_model(fake_model(n_layers=2, heads=4, n=600, d=8), 0, 0, {})
-    assert Inputs(w).device == "cpu"  # a model of arrays: here
+    assert w._inputs().device == "cpu"  # a model of arrays: here
     if not torch.cuda.is_available():
         pytest.skip("no GPU on this machine: the overview on one is checked where there is one")
     cpu = compute(w)

@@ -234,12 +234,12 @@ def test_a_live_page_is_sent_the_other_texts_arrays_though_it_keeps_a_head_of_th
     every = {("", layer, head) for layer in range(2) for head in range(4)}
     sent, to_send = [], w._to_send
     w._to_send = lambda names: sent.append(to_send(names)) or sent[-1]
-    w._page_holds = set(every)
+    w._page_holds = {"": set(every)}
     w.layer = 1
     assert not {"q", "k", "v"} & sent[-1]  # a head the page keeps: not sent again
     w.sentence_index = 1
     assert {"q", "k", "v"} <= sent[-1]
-    w._page_holds = set(every)  # (the page tells again what it keeps, this text's head among the other's)
+    w._page_holds = {"": set(every)}  # (the page tells again what it keeps, this text's head among the other's)
     w.layer = 0
     assert {"q", "k", "v"} <= sent[-1]
     w.layer = 1

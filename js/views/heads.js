@@ -22,10 +22,11 @@ const SUMMARIES = [
   ["effective_tokens", "effective tokens"],
   ["effect", "effect on the next token"], // a causal language model's (head_effects): offered when its overview has it
 ];
-// signed: how much a head changes the next token's log-probability, either way; ranked and tinted by size
-const SIGNED = new Set(["effect"]);
 
-export function createHeads(parent, { onPick, onProgress, onSummary }) {
+/** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
+ * log-probability), ranked and tinted by size (Python's views.py says which). */
+export function createHeads(parent, { onPick, onProgress, onSummary, signed: signedNames = [] }) {
+  const SIGNED = new Set(signedNames);
   const title = el("span", {});
   const choice = el(
     "select",
@@ -106,7 +107,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
   return {
     node,
     /** A head still being computed keeps its old picture. */
-    /** colourBy: {name, label, values (one per thumbnail)}, colours the heads in place of the summary: the
+    /** colourBy: {name, label, values (one per thumbnail), signed}, colours the heads in place of the summary: the
      * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail has them. */
     update({
       work,
@@ -141,7 +142,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary }) {
       // a summary: each head's value, and (strongest first) the heads in its order
       const raw = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? (thumbs[p].summary[summary] ?? NaN) : NaN);
       // a signed summary ranks its most negative first (the heads the next token needs most)
-      const signed = SIGNED.has(summary) || SIGNED.has(colourBy?.name),
+      const signed = colourBy ? !!colourBy.signed : SIGNED.has(summary),
         value = signed ? (p) => -raw(p) : raw;
       for (const o of choice.options) if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
       // ranked once every head has its value; while new values are computed the last ranking stays

@@ -3,6 +3,7 @@
 // (measures.py) for the state in its key: a live page asks again when that is not the state shown,
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
 import { differenceColours, weightColours } from "../colours.js";
+import { current } from "../requests.js";
 import { el, fill, fmt2, fmt3, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 import { createTokenStrip } from "./tokens.js";
@@ -33,10 +34,6 @@ function describeKey(key, get) {
   return parts.join(", ") || "another state of the widget";
 }
 
-/** The entry's key names the state shown (every part of it). */
-export const current = (entry, get) =>
-  !!entry && Object.entries(entry.key).every(([k, v]) => (k === "measure" ? v === get("measure") : v === (get(k) ?? (k === "block" ? "" : null))));
-
 const decoded = new WeakMap(); // an entry's matrix as numbers, once
 function numbers(entry) {
   if (!decoded.has(entry)) {
@@ -58,8 +55,9 @@ function contrasted(view, focus, cols, value) {
     : `${first}, but ${A}'s value is short: what moves ${reader} most is ${B} (weight × ‖value‖ ${fmt3(value(focus, b))}).`;
 }
 
-/** createMeasure(parent, {onMeasure(name | ""), onFocus(i)}) -> {node, update(view), destroy()} */
-export function createMeasure(parent, { onMeasure, onFocus }) {
+/** createMeasure(parent, {onMeasure(name | ""), onFocus(i), views}) -> {node, update(view), destroy()};
+ * views: Python's declaration of each view (views.py): whether it is signed. */
+export function createMeasure(parent, { onMeasure, onFocus, views }) {
   const choices = el("div", { class: "aw-measure-choices", role: "group", "aria-label": "Beyond one head" });
   const about = el("p", { class: "aw-measure-about" });
   const status = el("p", { class: "aw-measure-status", role: "status" });
@@ -177,7 +175,7 @@ export function createMeasure(parent, { onMeasure, onFocus }) {
       }
       const offset = shape.length === 3 ? Math.min(get("layer"), shape[0] - 1) * rows * cols : 0; // rollout at every layer: the one shown
       const value = (i, j) => data[offset + i * cols + j];
-      const signed = shown.key.measure === "difference";
+      const signed = !!views[shown.key.measure]?.signed;
       const hi = shown.hi || 1,
         lo = signed ? -hi : 0;
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);

@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .core import _softmax_rows, allowed_cells, default_scale, head_summaries, scores_of, summaries_of_rows
+from .core import head_summaries, summaries_of_rows
+from .inputs import Inputs
+from .views import VIEWS
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
 
@@ -38,59 +40,6 @@ FAST_FROM = 2**22  # cells in a layer's heads: from here the overview's weights 
 IN_FLIGHT = 1e9  # bytes: the layers' weights held at once while the overview is computed
 
 
-class Inputs:
-    """What the overview is computed from, read from the widget once: a computation running
-    in the background is not disturbed by the widget changing meanwhile."""
-
-    def __init__(self, widget, text: int | None = None):
-        self.temperature, self.causal, self.sink, self.cross = widget.temperature, widget.causal, widget.sink, widget.cross
-        self.softcap, self.head_of = widget.softcap, widget._head_of
-        self.rows, self.keys = widget._rows(), widget._keys_read()  # while generating: the tokens written so far
-        # another text than the one shown (difference): its own tokens, arrays and bias, at the widget's step
-        t = widget.sentence_index if text is None else text
-        other = widget._sources.sentence(t) if t != widget.sentence_index else None
-        if other is not None:
-            self.rows = self.keys = min(len(other["tokens"]), self.rows)
-        bias = widget.bias if other is None else other.get("bias")
-        found = [widget._sources.layer(widget.block, i, t) for i in range(widget.n_layers)] if widget.layer_shown else []
-        # a model's layers (each with its own mask, where the model has masks), or your own arrays (a sentence's)
-        self.layers = [(f["q"], f["k"], widget._reading_mask(f.get("mask", widget.mask)), f.get("bias", bias)) for f in found]
-        if not self.layers:
-            own = (widget.q, widget.k) if other is None else (other["q"], other["k"])
-            self.layers = [(*own, widget._reading_mask(), widget.bias)]
-        self.scale = default_scale(self.layers[0][0].shape[-1]) if widget.scale is None else widget.scale
-        self.key = key(widget)
-        self.device = getattr(widget, "_device", None) or "cpu"  # a model's own (a GPU where it ran on one)
-        self.cells = sum(q.size // q.shape[-1] * self.keys for q, *_ in self.layers)
-        # everything the overview depends on (arrays by identity): a result for other inputs is stale.
-        # A model whose layers have masks (or biases) of their own is read at those, whatever the widget's.
-        own_mask = None if widget.mask_of_layer else widget.mask
-        own_bias = None if widget.model_bias is not None else widget.bias
-        # a causal language model's "effect" summary: its head_effects kept for this step, or False (offered, not computed); None: no next token
-        self.effect = widget._effects_kept()
-        self.ident = (*self.key.values(), widget.scale, self.softcap, widget.layer_shown, own_mask, own_bias, widget.model_q, self.effect)
-
-    def same(self, other: Inputs) -> bool:
-        return all(a is b or (not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and a == b) for a, b in zip(self.ident, other.ident))
-
-
-def each_layer(inputs: Inputs):
-    """(q, k, allowed, bias) of each layer shown in the overview, q and k heads × rows × d: a
-    model's every layer, each at its own mask and bias, or the widget's own heads as one layer."""
-    n, m = inputs.rows, inputs.keys
-    for q, k, mask, bias in inputs.layers:
-        allowed = allowed_cells(n, inputs.causal, None if mask is None else mask[:n, :m], m)
-        q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
-        yield q, k, allowed, None if bias is None else bias[..., :n, :m]
-
-
-def weights_of(inputs: Inputs, q, k, allowed, bias=None) -> np.ndarray:
-    """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
-    bias = [None if bias is None else inputs.head_of(bias, h) for h in range(len(q))]
-    scores = (scores_of(q[h].astype(float), k[h].astype(float), inputs.scale, bias[h], inputs.softcap) for h in range(len(q)))
-    return np.stack([_softmax_rows(s, inputs.temperature, allowed) for s in scores])
-
-
 def compute(inputs: Inputs) -> dict:
     """The overview the page draws: {layers, heads, width, height, averaged, thumbs (uint8,
     layers · heads × height × width, each scaled to its own largest block mean), top (those
@@ -102,7 +51,7 @@ def compute(inputs: Inputs) -> dict:
             sums, summaries = _torch_layer(inputs, q, k, allowed, bias)
             t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
         else:
-            weights = weights_of(inputs, q, k, allowed, bias)
+            weights = inputs.weights_of(q, k, allowed, bias)
             t, summaries = thumbnail(weights), head_summaries(weights, allowed, cross=inputs.cross)
         peak = t.max(axis=(1, 2))
         return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, summaries
@@ -113,7 +62,7 @@ def compute(inputs: Inputs) -> dict:
     workers = max(1, min(os.cpu_count() or 1, int(IN_FLIGHT // layer_bytes)))
     done, pending = [], []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for layer in each_layer(inputs):
+        for layer in inputs.each_layer():
             pending.append(pool.submit(one, *layer))
             if len(pending) >= workers:
                 done.append(pending.pop(0).result())
@@ -136,7 +85,7 @@ def compute(inputs: Inputs) -> dict:
         "thumbs": {"shape": list(stack.shape), "dtype": "uint8", "view": memoryview(stack.reshape(-1).data)},
         "top": top,
         "summaries": summaries,
-        "key": inputs.key,
+        "key": key(inputs),
     }
 
 
@@ -153,23 +102,15 @@ class Background:
         self.done: tuple | None = None  # (inputs, overview) of the last computation finished
         self.seconds: float | None = None  # how long the last one took (benchmarks/models.py reports it)
 
-    def ask(self, widget, begin: bool = True) -> dict | None:
-        """The overview for the widget as it stands, or None while it is being computed (or,
-        not ``begin``, when it is too large to begin while the page draws its first picture,
-        whose cores it would take)."""
-        if widget.summary == "effect" and widget._effects_kept() is False:  # asked for: the model's passes, first
-            if not begin:
-                return None  # (not while the page draws its first picture)
-            try:  # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
-                widget._run_effects()
-            except Exception as err:  # said once, in the page, instead of computed again at each ask
-                return {"error": f"head effects: {type(err).__name__}: {err}", "key": key(widget)}
-        inputs = Inputs(widget)
+    def ask(self, inputs: Inputs, begin: bool = True) -> dict | None:
+        """The overview at ``inputs``, or None while it is being computed (or, not ``begin``,
+        when it is too large to begin while the page draws its first picture, whose cores it
+        would take)."""
         if inputs.cells < self.SMALL:
             return compute(inputs)
         if not begin and inputs.cells >= self.EARLY:
             return None
-        if self.done is not None and self.done[0].same(inputs):
+        if self.done is not None and self.done[0].same(inputs, VIEWS["overview"].depends):
             overview, self.done = self.done[1], None
             return overview
         if self.thread is None or not self.thread.is_alive():
@@ -183,7 +124,7 @@ class Background:
             self.done = (inputs, compute(inputs))
             self.seconds = time.perf_counter() - start
         except Exception as err:  # (memory, most likely) said once, in the page, instead of asked for again and again
-            self.done = (inputs, {"error": f"{type(err).__name__}: {err}", "key": inputs.key})
+            self.done = (inputs, {"error": f"{type(err).__name__}: {err}", "key": key(inputs)})
 
 
 def _torch():
@@ -265,6 +206,6 @@ def _counts(height: int, width: int, n: int, m: int) -> np.ndarray:
     return np.diff(np.r_[_starts(n, height), n])[:, None] * np.diff(np.r_[_starts(m, width), m])[None, :]
 
 
-def key(widget) -> dict:
+def key(inputs: Inputs) -> dict:
     """What the page compares with its own state to know whether the overview is current."""
-    return {"temperature": widget.temperature, "causal": widget.causal, "sink": widget.sink, "step": widget.step, "block": widget.block}
+    return VIEWS["overview"].key(inputs)

@@ -25,7 +25,7 @@ of one layer after another), so they are not in "state" when ``layer_shown`` is 
 large for the page's budget holds some of its layers only: then "state" has no stacks, but the
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
 "state" also has "measure_data": each measure the page can show, computed here at the state
-exported (measures.for_page), its matrix in base64; and "head_effects" (layers · heads numbers)
+exported (views.for_page), its matrix in base64; and "head_effects" (layers · heads numbers)
 when a language model's effects were computed before the export (the "effect" summary).
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
@@ -61,13 +61,13 @@ def _in_base64(data):
 BUDGET = 50e6  # bytes: an exported page holds every layer of a model while it stays under this
 
 
-def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None:
+def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int] | None:
     """The layers an exported page holds, or None for every layer: ``layers`` (the one shown
     among them), or else every layer while the page stays under ``budget`` bytes, and otherwise
     the layer shown and those nearest it that fit."""
-    n = widget.n_layers
-    if not (widget.layer_shown and n and widget._sources.model is not None):
-        if layers is not None and widget._sources.blocks:
+    n, src = widget.n_layers, inputs.sources
+    if not (widget.layer_shown and n and src.model is not None):
+        if layers is not None and src.blocks:
             raise ValueError("layers= is not offered for an encoder–decoder model yet: its page holds every block's every layer")
         if layers is not None:
             raise ValueError("layers= is for a model's widget (from_transformers and the like); this widget has no layers to leave out")
@@ -82,7 +82,7 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
     each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None) / n * 4 / 3
     if each * n <= budget:
         return None
-    overview = len(widget.model_q) * min(widget._rows(), 84) * min(widget._keys_read(), 84) * 4 / 3
+    overview = len(widget.model_q) * min(inputs.rows, 84) * min(inputs.keys, 84) * 4 / 3
     fit = int((budget - overview) // each)
     if fit < 1:
         warnings.warn(
@@ -93,10 +93,10 @@ def held_layers(widget, layers=None, budget: float = BUDGET) -> list[int] | None
     return sorted(near[: max(1, fit)])
 
 
-def held_texts(widget, layers=None, budget: float = BUDGET) -> bool:
+def held_texts(sources, layers=None, budget: float = BUDGET) -> bool:
     """Whether an exported page holds every text of a model's several: while they all fit the
     budget, and no ``layers`` are asked for (those are the text shown's)."""
-    texts = widget._sources.texts
+    texts = sources.texts
     if len(texts) < 2 or layers is not None:
         return False
     arrays = (a for f in texts for layer in f.layers for a in layer)
@@ -104,18 +104,23 @@ def held_texts(widget, layers=None, budget: float = BUDGET) -> bool:
     return sum(np.asarray(a).nbytes for a in (*arrays, *biases)) * 4 / 3 <= budget
 
 
-def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
-    """The payload (above) of ``widget``, holding the layers ``held_layers`` picks."""
-    from . import measures
-    from .overview import Inputs, compute
+def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDGET) -> dict:
+    """The payload (above) of ``widget`` at ``inputs`` (inputs.Inputs: its state and sources),
+    holding the layers ``held_layers`` picks; ``effects``: a language model's head effects, as
+    computed (None: none)."""
+    import anywidget
+
+    from . import views
+    from .overview import compute
     from .rules import STACK
     from .sources import stacked
 
-    src = widget._sources
-    held = held_layers(widget, layers, budget)
+    src = inputs.sources
+    held = held_layers(widget, inputs, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
     layered = (*LAYERED, "bias") if widget.model_bias is not None else LAYERED  # a bias per layer is the layer's too
-    live = [n for n in widget.keys if n in widget._own and n not in ("overview", "measure_data") and not (widget.layer_shown and n in layered)]
+    own = set(type(widget).class_trait_names()) - set(anywidget.AnyWidget.class_trait_names())
+    live = [n for n in widget.keys if n in own and n not in ("overview", "measure_data") and not (widget.layer_shown and n in layered)]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
     arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
@@ -127,7 +132,7 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
     held_text = None  # the texts an exported page holds, when not all: its buttons say which
     if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
-        every = held_texts(widget, layers, budget)
+        every = held_texts(src, layers, budget)
         sources["sentences"] = [
             encoded(widget, _text(src.sentence(i), i == widget.sentence_index)) if every or i == widget.sentence_index else None for i in range(len(src.texts))
         ]
@@ -145,15 +150,11 @@ def page_payload(widget, layers=None, budget: float = BUDGET) -> dict:
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     if held_text is not None:
         state["held_texts"] = held_text
-    state["measure_data"] = measures.for_page(widget, _in_base64)  # computed here: the page has no kernel to ask
-    kept = widget._effects_kept()
-    if kept is False and widget.summary == "effect":  # shown coloured by them: computed now (a forward pass per layer)
-        widget._run_effects()
-        kept = widget._effects_kept()
-    if kept is not None and kept is not False:  # head_effects as computed: the page cannot run the model
-        state["head_effects"] = [float(v) for v in kept.ravel()]
+    state["measure_data"] = views.for_page(inputs, _in_base64)  # computed here: the page has no kernel to ask
+    if effects is not None:  # head_effects as computed: the page cannot run the model
+        state["head_effects"] = [float(v) for v in effects.ravel()]
     if held is not None:
-        overview = compute(Inputs(widget))  # every layer at a glance, at the state exported: the page cannot compute it
+        overview = compute(inputs)  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}
     return {"version": VERSION, "state": state, "sources": sources, "arrays": arrays}
 

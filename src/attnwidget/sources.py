@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .core import principal_axes
-from .traits import own
+from .examples import sentence_example
+from .traits import _kind, own, token_list
 
 
 def frozen(a, fresh=False):
@@ -152,3 +153,44 @@ class Sources:
 def _keys(found):
     keys = getattr(found, "key_tokens", None)
     return None if keys is None else list(keys)
+
+
+def opening(sentence, arrays: dict, value_axes, sentence_index: int) -> tuple[Sources, dict, list, list | None]:
+    """What AttentionWidget(sentence) or AttentionWidget(tokens=, q=, k=, v=, ...) opens on:
+    (its sources, the state given, its sentences (empty for one), the columns' own tokens (None
+    in self-attention)), or TypeError/ValueError saying what to pass instead."""
+    tokens, key_tokens, q, k, v, x = (arrays[n] for n in ("tokens", "key_tokens", "q", "k", "v", "x"))
+    if sentence is not None and any(a is not None for a in arrays.values()):
+        raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
+    if q is None and k is None and v is None:
+        if tokens is not None or key_tokens is not None or x is not None:
+            raise TypeError("tokens=, key_tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
+        many = not isinstance(sentence, str) and sentence is not None
+        if many and not (isinstance(sentence, (list, tuple)) and all(isinstance(t, str) for t in sentence)):
+            raise TypeError(f"Pass a sentence as a string, or several as a list of strings; got {_kind(sentence)}.")
+        texts = list(sentence) if many else [sentence]
+        if many and not texts:
+            raise ValueError("The list of sentences is empty: give at least one sentence.")
+        sources = Sources(examples=[sentence_example(t) for t in texts])
+        if not 0 <= sentence_index < len(texts):
+            raise ValueError(f"sentence_index must be from 0 to {len(texts) - 1}, got {sentence_index}")
+        ex = sources.examples[sentence_index]
+        state = dict(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x, value_axes=value_axes or ex.value_axes)
+        if not many:
+            return sources, state, [], None
+        sentences = [" ".join(e.tokens) if t is None else t for e, t in zip(sources.examples, texts)]
+        return sources, {**state, "sentence_index": sentence_index}, sentences, None
+    if q is None or k is None or v is None:
+        missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
+        raise TypeError(f"Custom vectors need q, k and v together; missing {', '.join(missing)}.")
+    n = np.shape(q)[-2] if np.ndim(q) >= 2 else 0
+    state = dict(tokens=[str(i) for i in range(n)] if tokens is None else token_list(tokens), q=q, k=k, v=v, x=x)
+    m = np.shape(k)[-2] if np.ndim(k) >= 2 else 0
+    own_keys = None
+    if key_tokens is not None or m != n:  # cross-attention: the columns are other tokens
+        own_keys = [str(j) for j in range(m)] if key_tokens is None else token_list(key_tokens)
+        if not own_keys:
+            raise ValueError("'key_tokens' must not be empty: give one string per row of k and v.")
+    if value_axes is not None:
+        state["value_axes"] = list(value_axes)
+    return Sources(), state, [], own_keys

@@ -1,29 +1,30 @@
 """AttentionWidget: the synced traits, each documented, and the public methods.
 
 The rules that follow a change live in rules.py (and, the same, in js/rules.js); the trait types
-and codecs in traits.py; the whole-change machinery in sync.py; what a widget can switch to in
-sources.py; the exported page's data in payload.py; the numbers in core.py.
+and codecs in traits.py; the whole-change machinery in sync.py; what a live page gets and asks in
+live.py; what a widget can switch to in sources.py; what every computed view is computed from in
+inputs.py, and the views themselves in views.py; the exported page's data in payload.py; the
+numbers in core.py.
 """
 
 from __future__ import annotations
 
-import contextvars
-import itertools
 import os
 import pathlib
 
 import numpy as np
 import traitlets
 
-from . import examples, measures, rules
-from .core import Attention, attention_flow, attention_norms, head_grams, head_summaries, head_vectors, overflow_message, rollout
+from . import measures, rules, views
+from .core import Attention, attention_flow, head_grams, head_summaries, head_vectors, overflow_message, rollout
+from .inputs import Inputs, head_of, reading_mask
 from .integrations import ablation
-from .overview import Background, Inputs, each_layer, weights_of
-from .payload import LAYERED, page_payload
+from .live import OPENING, LivePage, _on_page_message  # noqa: F401  (tests speak to the page's handler)
+from .overview import Background
+from .payload import page_payload
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
-from .sources import Sources, opening_step
-from .sync import WholeChanges
-from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, _kind, one_head, token_list, visible_text
+from .sources import Sources, opening, opening_step
+from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, token_list, visible_text
 
 __all__ = ["AttentionWidget", "visible_text"]
 
@@ -32,30 +33,7 @@ _VECTORS = ("tokens", "key_tokens", "q", "k", "v", "x", "mask", "bias")
 _KEEP = object()  # set_vectors: "leave this one as it is"
 
 
-# what the overview is computed from: a change to any of them leaves it out of date
-# A model's widget being made: the arrays it is made with are not sent, as they would be whole
-# (they go one head at a time once the widget knows them for a model's layer: get_state)
-_OPENING: contextvars.ContextVar[bool] = contextvars.ContextVar("attnwidget_opening", default=False)
-# what a measure's matrix depends on besides the state in its key: a change leaves it out of date
-MEASURE_ARRAYS = ("tokens", "q", "k", "v", "x", "mask", "bias", "scale", "softcap")
-OVERVIEW_INPUTS = ("temperature", "causal", "sink", "mask", "bias", "scale", "softcap", "step", "block", "model_q", "layer_shown", "tokens")
-
-
-def _on_page_message(widget, content, buffers):
-    """The page asks for what only the kernel has: {"kind": "overview"}, a model's every layer at
-    a glance; and says which heads it keeps: {"kind": "holding", "layers": [[block, layer, head], ...]}."""
-    if isinstance(content, dict) and content.get("kind") == "holding" and isinstance(content.get("layers"), list):
-        named = [p for p in content["layers"] if isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and all(map(rules._is_int, p[1:]))]
-        widget._page_holds = {(block, int(layer), int(head)) for block, layer, head in named}
-    if isinstance(content, dict) and content.get("kind") == "overview" and widget.n_layers and widget.layer_shown and widget.overview is None:
-        done = widget._overview.ask(widget)  # at once when small; a large model's, on a thread: the page asks again
-        if done is not None:
-            widget.set_trait("overview", done)
-    if isinstance(content, dict) and content.get("kind") == "measure" and widget.measure:
-        widget._measure_asked()
-
-
-class AttentionWidget(WholeChanges):
+class AttentionWidget(LivePage):
     """One self-attention computation, in five stages, that a person can play with.
 
     ``AttentionWidget()`` shows the lab sentence "She sat by the river bank";
@@ -77,8 +55,9 @@ class AttentionWidget(WholeChanges):
 
     temperature_range = rules.TEMPERATURE_RANGE
     stages = STAGES
-    _constants = traitlets.Dict(rules.CONSTANTS, read_only=True).tag(sync=True)
-    """The names and limits the page's rules need (rules.CONSTANTS): sent from here, so there is no copy to keep in step."""
+    _constants = traitlets.Dict({**rules.CONSTANTS, "views": views.VIEWS_FOR_PAGE}, read_only=True).tag(sync=True)
+    """The names and limits the page's rules need (rules.CONSTANTS), and each computed view's key, sign and trait
+    (views.py): sent from here, so there is no copy to keep in step."""
 
     # --- what is computed on ---
     tokens = Tokens().tag(**TEXT_SYNC)
@@ -223,13 +202,9 @@ class AttentionWidget(WholeChanges):
     ):
         self._result = None
         self._overview = Background()
-        self._page_holds: set = set()  # (block, layer, head) whose arrays the page keeps: not sent again
-        self._fresh: set | None = None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
-        self._sources = Sources()
         self._grams: dict = {}  # (block, layer) -> (its values, their per-key Gram matrices): norms() at any temperature
         self._effects: dict = {}  # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
         self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
-        own_keys, sentences = None, []
         state = dict(
             temperature=temperature,
             causal=bool(causal),
@@ -247,38 +222,9 @@ class AttentionWidget(WholeChanges):
             goal=goal,
             scores_hint=scores_hint,
         )
-        if sentence is not None and any(a is not None for a in (tokens, key_tokens, q, k, v, x)):
-            raise TypeError("Pass either a sentence or tokens/q/k/v arrays, not both.")
-        if q is None and k is None and v is None:
-            if tokens is not None or key_tokens is not None or x is not None:
-                raise TypeError("tokens=, key_tokens= and x= need q=, k= and v= arrays too (or pass a sentence instead).")
-            many = not isinstance(sentence, str) and sentence is not None
-            if many and not (isinstance(sentence, (list, tuple)) and all(isinstance(t, str) for t in sentence)):
-                raise TypeError(f"Pass a sentence as a string, or several as a list of strings; got {_kind(sentence)}.")
-            texts = list(sentence) if many else [sentence]
-            if many and not texts:
-                raise ValueError("The list of sentences is empty: give at least one sentence.")
-            self._sources = Sources(examples=[examples.sentence_example(t) for t in texts])
-            if not 0 <= sentence_index < len(texts):
-                raise ValueError(f"sentence_index must be from 0 to {len(texts) - 1}, got {sentence_index}")
-            ex = self._sources.examples[sentence_index]
-            state.update(tokens=ex.tokens, q=ex.q, k=ex.k, v=ex.v, x=ex.x, value_axes=value_axes or ex.value_axes)
-            if many:
-                sentences = [" ".join(e.tokens) if t is None else t for e, t in zip(self._sources.examples, texts)]
-                state.update(sentence_index=sentence_index)
-        elif q is None or k is None or v is None:
-            missing = [name for name, a in (("q", q), ("k", k), ("v", v)) if a is None]
-            raise TypeError(f"Custom vectors need q, k and v together; missing {', '.join(missing)}.")
-        else:
-            n = np.shape(q)[-2] if np.ndim(q) >= 2 else 0
-            state.update(tokens=[str(i) for i in range(n)] if tokens is None else token_list(tokens), q=q, k=k, v=v, x=x)
-            m = np.shape(k)[-2] if np.ndim(k) >= 2 else 0
-            if key_tokens is not None or m != n:  # cross-attention: the columns are other tokens
-                own_keys = [str(j) for j in range(m)] if key_tokens is None else token_list(key_tokens)
-                if not own_keys:
-                    raise ValueError("'key_tokens' must not be empty: give one string per row of k and v.")
-            if value_axes is not None:
-                state["value_axes"] = list(value_axes)
+        arrays = dict(tokens=tokens, key_tokens=key_tokens, q=q, k=k, v=v, x=x)
+        self._sources, given, sentences, own_keys = opening(sentence, arrays, value_axes, sentence_index)
+        state.update(given)
         if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
             raise ValueError(
                 f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; pass focus={cell[0]}, or leave focus out."
@@ -288,7 +234,6 @@ class AttentionWidget(WholeChanges):
         # read-only for users, and checked against by the rest: in place before the first change
         self._preset(sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None)
         super().__init__()  # the comm opens on the defaults; everything given arrives as one change
-        self.on_msg(_on_page_message)
         n = len(state["tokens"])
         if step is not None and rules._is_int(step) and 0 < step < n:  # what was asked, said back if it cannot be
             if causal is False:
@@ -330,70 +275,50 @@ class AttentionWidget(WholeChanges):
                 values[name] = value
         values["layer_arrays"] = [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
         if after["n_layers"] and after["sentence_index"] != state["sentence_index"]:
-            self._fresh = set()  # another text: what the page keeps, named by (block, layer, head), is the other text's
-        # (a model whose layers have masks of their own is read at those: the widget's mask is not an input)
-        own = {"mask": bool(values.get("mask_of_layer")), "bias": values.get("model_bias") is not None}  # each layer's own, not an input
-        inputs = [n for n in OVERVIEW_INPUTS if not own.get(n)]
-        if values.get("overview") is not None and any(not rules.same(after[n], state[n]) for n in inputs):
-            values["overview"] = None  # out of date: the page asks again when it wants one
-        values["measures"] = measures.available(after, self._texts_differ(after))
-        if values.get("measure_data") is not None and any(not rules.same(after[n], state[n]) for n in MEASURE_ARRAYS):
+            self._text_switched()
+        # the views computed here: an answer for the state before is out of date (the page asks again)
+        if values.get("overview") is not None and views.stale("overview", state, after):
+            values["overview"] = None
+        held = values.get("measure_data") or {}
+        if any(views.stale(name, state, after) for name in held):
             values["measure_data"] = None
+        values["measures"] = views.available(Inputs(after, self._sources))
         if after["summary"] != state["summary"]:
             self._new_summary(after["summary"], values)
 
-    def _texts_differ(self, state) -> str:
-        """Why the text shown has no difference from another ("" when it has; measures.available)."""
-        try:
-            self._difference_pair(state["sentence_index"])
-        except ValueError as e:
-            return str(e)
-        return ""
+    def _inputs(self, text: int | None = None, state: dict | None = None) -> Inputs:
+        """What every computed view is computed from, now (or of another ``text``: difference)."""
+        state = self._plain(self._trait_values) if state is None else state
+        other = lambda: self._inputs(measures.pair(self._sources, state["sentence_index"])[1], state)
+        extra = dict(effect=self._effects_kept(), device=getattr(self, "_device", None), grams=self._head_grams, other=other)
+        return Inputs(state, self._sources, text, **extra)
 
-    def _difference_pair(self, shown: int | None = None) -> tuple[int, int]:
-        """(the text shown, the next text of as many tokens): the pair the page's difference draws."""
-        shown = self.sentence_index if shown is None else shown
-        lengths = [len(t.tokens) for t in (self._sources.texts or self._sources.examples)]
-        if len(lengths) < 2:
-            raise ValueError(measures.TWO_TEXTS)
-        others = [t for t in (*range(shown + 1, len(lengths)), *range(shown)) if lengths[t] == lengths[shown]]
-        if not others:
-            raise ValueError(
-                f"difference needs another text of {lengths[shown]} tokens, as text {shown} has (the texts have {', '.join(map(str, lengths))}): "
-                "it compares the weights cell by cell, so give a minimal pair."
-            )
-        return shown, others[0]
+    def _answer(self, name: str, begin: bool = True) -> None:
+        """The page asks for view ``name`` (live.py): computed unless the answer held is current;
+        a large model's overview on a thread (the page asks again until it has it)."""
+        view = views.VIEWS[name]
+        if view.held_in == "measure_data":
+            if name != self.measure:
+                return
+            inputs = self._inputs()
+            if not views.current(name, (self.measure_data or {}).get(name), inputs):
+                self.set_trait("measure_data", {name: views.entry(name, inputs)})
+        elif name == "overview" and self.n_layers and self.layer_shown and not views.current(name, self.overview, self._inputs()):
+            done = self._overview_now(begin)
+            if done is not None:
+                self.set_trait("overview", done)
 
-    def _measure_asked(self) -> None:
-        """The page asks for the measure shown: computed unless the one it has is for this state."""
-        have = (self.measure_data or {}).get(self.measure)
-        if have is None or have["key"] != measures.key(self, self.measure, "layer" not in have["key"]):
-            self.set_trait("measure_data", {self.measure: measures.entry(self, self.measure)})
-
-    def _to_send(self, names):
-        # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);
-        # another head shown: its arrays, though Python's (the layer's) are the same
-        shown = None if self.layer_arrays is None else tuple(self.layer_arrays)
-        if _OPENING.get() or (shown in self._page_holds and (self._fresh is None or shown in self._fresh)):
-            return names - set(self._by_head())
-        sent = names | ({n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set())
-        if self._fresh is not None and shown is not None and sent & set(self._by_head()):
-            self._fresh.add(shown)  # the page keeps this text's arrays of this head now
-        return sent
-
-    def _by_head(self) -> tuple:
-        """What a live page gets of a model one head at a time: q, k, v, the value axes, and a bias of heads."""
-        return (*LAYERED, "bias") if self.model_bias is not None else LAYERED
-
-    def get_state(self, key=None):
-        """The state as a live page gets it: a model's layer one head at a time (the head shown;
-        the rest stay here until the page shows them). Exported pages get whole layers."""
-        state = super().get_state(key)
-        if self.layer_shown:
-            h = self.layer_arrays[2]
-            for name in set(self._by_head()) & set(state):
-                state[name] = one_head(state[name], h)
-        return state
+    def _overview_now(self, begin: bool = True) -> dict | None:
+        """The overview for the widget as it stands, or None while it is being computed (or, not
+        ``begin``, when it is too large to begin while the page draws its first picture)."""
+        if self.summary == "effect" and self._effects_kept() is False:  # asked for: the model's passes, first
+            if not begin:
+                return None  # (not while the page draws its first picture)
+            try:  # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
+                self.head_effects(self._effect_mode)
+            except Exception as err:  # said once, in the page, instead of computed again at each ask
+                return {"error": f"head effects: {type(err).__name__}: {err}", "key": views.VIEWS["overview"].key(self._inputs())}
+        return self._overview.ask(self._inputs(), begin)
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""
@@ -406,13 +331,15 @@ class AttentionWidget(WholeChanges):
     def page_state(self, layers=None, budget: float = 50e6) -> dict:
         """Everything a page with no kernel needs, as plain data (the payload, payload.py): a
         model's every layer while under ``budget`` bytes, else those ``layers`` names (to_html)."""
-        return page_payload(self, layers, budget)
+        if self.summary == "effect" and self._effects_kept() is False:
+            self.head_effects(self._effect_mode)  # shown coloured by them: computed now (a forward pass per layer)
+        kept = self._effects_kept()
+        return page_payload(self, self._inputs(), None if kept is None or kept is False else kept, layers, budget)
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
         build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
-        if self.n_layers and self.layer_shown and self.overview is None:  # a small one goes with the widget; a larger one
-            self.set_trait("overview", self._overview.ask(self, begin=False))  # is begun, a very large one when the page asks
+        self._answer("overview", begin=False)  # a small one goes with the widget; a larger one is begun, a very large one when asked
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
         if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
@@ -601,11 +528,11 @@ class AttentionWidget(WholeChanges):
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
-        opening = _OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
+        made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
         finally:
-            _OPENING.reset(opening)
+            OPENING.reset(made)
         w._sources = sources
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
@@ -647,11 +574,7 @@ class AttentionWidget(WholeChanges):
         return 1 if q is None or q.ndim == 2 else q.shape[0]
 
     def _head(self, a):
-        return self._head_of(a, self.head)
-
-    @staticmethod
-    def _head_of(a, head):
-        return a if a.ndim == 2 else a[min(head, a.shape[0] - 1)]
+        return head_of(a, self.head)
 
     @property
     def attention(self) -> Attention:
@@ -664,7 +587,7 @@ class AttentionWidget(WholeChanges):
             n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
             q, k, v = (self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m)))  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
-            mask = self._reading_mask()
+            mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
             cached = self._result = (
                 key,
                 Attention(
@@ -681,48 +604,20 @@ class AttentionWidget(WholeChanges):
             )
         return cached[1]
 
-    def _reading_mask(self, mask=_KEEP):
-        """The cells the numbers let rows read besides the causal rule: the mask (or ``mask``,
-        another layer's), and with ``sink`` every cell of the first token's column closed (so
-        each row is renormalised over the other tokens)."""
-        mask = self.mask if mask is _KEEP else mask
-        if not self.sink:
-            return mask
-        closed = np.ones((len(self.tokens), len(self.key_tokens)), dtype=bool) if mask is None else np.array(mask, dtype=bool)
-        closed[:, 0] = False
-        return closed
-
-    def _every_layers_weights(self, what: str, up_to: int | None = None):
-        """Each layer's heads' weights in turn (heads × n × n, as head_summary computes them), up to
-        layer ``up_to`` (every layer without it): one layer held at a time."""
-        if self.cross:
-            raise ValueError(measures.ACROSS_CROSS.format(what=what))
-        for at, (weights, _) in enumerate(self._layers_weights()):
-            yield weights
-            if up_to is not None and at >= up_to:
-                return
-
-    def _layers_weights(self, text: int | None = None):
-        """(weights, allowed) of every layer, weights heads × n × m, in float64 (overview.weights_of);
-        of another text than the one shown with ``text`` (difference)."""
-        inputs = Inputs(self, text=text)
-        for q, k, allowed, bias in each_layer(inputs):
-            yield weights_of(inputs, q, k, allowed, bias), allowed
-
     def rollout(self) -> np.ndarray:
         """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
         heads' mean weights + ½ · I (the residual path), rows renormalised, and the rollout up to
         layer l is Â_l · … · Â_0; row i of layer l: how much of each input token reaches token i
         there (each row sums to 1). At the current temperature, causal rule, masks and sink; a
         widget of your own arrays is one layer of its heads. See :func:`attnwidget.core.rollout`."""
-        return rollout(self._every_layers_weights("rollout"))
+        return rollout(self._inputs().across("rollout"))
 
     def flow(self) -> np.ndarray:
         """Attention flow (Abnar & Zuidema, 2020), n × n: entry (i, j) is the maximum flow from
         input token j to token i at the last layer through the graph of every layer whose
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
         of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
-        return attention_flow(self._every_layers_weights("flow"))
+        return attention_flow(self._inputs().across("flow"))
 
     def norms(self, combined: bool = False) -> np.ndarray:
         """Norm-based attention (Kobayashi et al., 2020), heads × queries × keys at the current layer
@@ -734,12 +629,7 @@ class AttentionWidget(WholeChanges):
         widget's weights at its temperature, causal rule, masks, sink and step (``weights`` for
         the head shown). New float64 arrays; each layer's per-key Gram matrices of its heads'
         vectors are kept, so another temperature or mask costs only the weights."""
-        weights = self._layer_heads_weights()
-        return attention_norms(weights, self._head_grams()[: weights.shape[-1]], combined)
-
-    def _layer_heads_weights(self) -> np.ndarray:
-        """The current layer's heads' weights, heads × n × m, as head_summary computes them."""
-        return next(itertools.islice(self._layers_weights(), self.layer if self.layer_shown else 0, None))[0]
+        return measures.norms(self._inputs(), combined)
 
     def _projection(self):
         """The current layer's output projection (integrations.interface.Projection), or None when
@@ -795,19 +685,8 @@ class AttentionWidget(WholeChanges):
 
     def _differences(self, a, b):
         """Each layer's difference of the weights of texts a and b, heads × n × n."""
-        count = len(self.sentences)
-        if count < 2:
-            raise ValueError(measures.TWO_TEXTS)
-        if not (rules._is_int(a) and rules._is_int(b) and 0 <= a < count and 0 <= b < count and a != b):
-            raise ValueError(f"a and b must be two different text indexes from 0 to {count - 1}; got a={a!r}, b={b!r}.")
-        na, nb = (len(self._sources.sentence(t)["tokens"]) for t in (a, b))
-        if na != nb:
-            raise ValueError(
-                f"text {a} has {na} tokens and text {b} has {nb}: the difference needs the same number of tokens in both, "
-                "cell by cell (a minimal pair, such as two texts that differ in one word of one token)."
-            )
-        for (wa, _), (wb, _) in zip(self._layers_weights(a), self._layers_weights(b)):
-            yield np.subtract(wa, wb, out=wa)
+        measures.check_pair(self._sources, a, b)
+        return measures.differences(self._inputs(a), self._inputs(b))
 
     def head_effects(self, mode: str = "zero") -> np.ndarray:
         """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
@@ -848,9 +727,6 @@ class AttentionWidget(WholeChanges):
             return None
         return self._effects.get((self._effect_mode, self._rows(), self.sentence_index), False)
 
-    def _run_effects(self) -> None:
-        self.head_effects(self._effect_mode)
-
     def _new_summary(self, summary: str, values) -> None:
         """summary = "effect" (the rules refuse it without a next token): an overview without the
         effects is out of date (the page asks again, and they are computed then); another summary
@@ -873,7 +749,7 @@ class AttentionWidget(WholeChanges):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
-        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._layers_weights()]
+        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._inputs().weights()]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
 
     def _frozen(self, a):

@@ -36,7 +36,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
     n = 7
     w = model_widget(seed=2, n=n, layers=3, heads=2)
     w.set_state({"layer": 1, "measure": "flow", "focus": 5, "causal": True})
-    flows = attention_flow(np.array(list(w._every_layers_weights("flow")))[:2])
+    flows = attention_flow(np.array(list(w._inputs().across("flow")))[:2])
     page, errors = exported(browser, w, tmp_path / "measures.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")

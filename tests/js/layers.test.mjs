@@ -2,7 +2,7 @@
 // kernel, and the least recently shown dropped past the budget, never the one on show.
 import assert from "node:assert/strict";
 import test from "node:test";
-import { withLayers } from "../../js/layers.js";
+import { createLayers } from "../../js/layers.js";
 
 const MB = 2 ** 20;
 
@@ -17,7 +17,10 @@ function fakeModel(state) {
     on: (ev, f) => {
       handlers[ev] = f;
     },
-    off() {},
+    off: (ev, f) => {
+      if (handlers[ev] === f) delete handlers[ev];
+    },
+    handlers,
     send: (m) => sent.push(m),
     save_changes() {},
     sent,
@@ -33,8 +36,8 @@ const arrays = (layer, mb, head = 0) => ({ q: { layer, head, view: { byteLength:
 
 test("a head fetched once is served from the page, and the kernel is told which are kept", () => {
   const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 1) });
-  const page = withLayers(m);
-  assert.deepEqual(m.sent.at(-1), { kind: "holding", layers: [["", 0, 0]] });
+  const page = createLayers(m, "view-1");
+  assert.deepEqual(m.sent.at(-1), { kind: "holding", view: "view-1", layers: [["", 0, 0]] });
   m.set("layer", 1); // asked; the kernel sends layer 1's head shown, named
   m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 1) });
   m.set("head", 1); // another head of it: sent too
@@ -58,7 +61,7 @@ test("a head fetched once is served from the page, and the kernel is told which 
 
 test("past the budget the least recently shown goes, never the head on show", () => {
   const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 200) });
-  const page = withLayers(m);
+  const page = createLayers(m, "view-1");
   m.set("layer", 1);
   m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 200) });
   m.set("layer", 0); // back to 0, kept; then a late layer 2 arrives while 0 is on show
@@ -68,4 +71,12 @@ test("past the budget the least recently shown goes, never the head on show", ()
   assert.equal(page.holds("", 1, 0), false); // the least recently shown
   assert.equal(page.holds("", 2, 0), true);
   assert.equal(page.get("q").layer, 0);
+});
+
+test("a view that closes stops listening and tells the kernel it keeps nothing", () => {
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 1) });
+  const page = createLayers(m, "view-2");
+  page.destroy();
+  assert.deepEqual(m.sent.at(-1), { kind: "holding", view: "view-2", layers: null });
+  assert.equal(Object.keys(m.handlers).length, 0); // nothing it registered outlives it
 });

@@ -1,0 +1,39 @@
+// Another head of a live model comes from the kernel, unless the page keeps it (layers.js): the
+// page says "loading head N…" while it travels, until the kernel's arrays name it (layer_arrays:
+// block, layer, head), or the kernel puts the page back on another head.
+
+/** createFetching(model, store, {propose, said, schedule}) -> {toHead(change), label(), destroy()} */
+export function createFetching(model, store, { propose, said, schedule }) {
+  const get = store.get;
+  let fetching = null; // {block, layer, head, label}
+  const named = (a) => a && fetching && (a[0] || "") === fetching.block && a[1] === fetching.layer && a[2] === fetching.head;
+  const arrived = () => {
+    if (named(get("layer_arrays"))) fetching = null;
+  };
+  const refused = () => {
+    if (fetching && (get("layer") !== fetching.layer || get("head") !== fetching.head)) fetching = null; // the kernel put the page back
+  };
+  model.on("change:layer_arrays", arrived);
+  model.on("change:layer", refused);
+  model.on("change:head", refused);
+  return {
+    /** Propose a change of layer, head or block; a head the page does not keep is fetched. */
+    toHead(change) {
+      const no = propose(change);
+      said(no);
+      const want = { block: get("block") || "", layer: get("layer"), head: Math.min(get("head"), store.all("q").heads - 1) };
+      if (!no && model.holds && get("layer_shown") && !model.holds(want.block, want.layer, want.head)) {
+        const layerChanged = "layer" in change || "block" in change;
+        fetching = { ...want, label: layerChanged ? `layer ${want.layer}` : `head ${want.head}` };
+        schedule();
+      }
+    },
+    /** What is on its way ("layer 3", "head 2"), or "" when nothing is. */
+    label: () => (fetching === null ? "" : fetching.label),
+    destroy() {
+      model.off("change:layer_arrays", arrived);
+      model.off("change:layer", refused);
+      model.off("change:head", refused);
+    },
+  };
+}

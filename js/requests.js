@@ -1,0 +1,42 @@
+// One path from the page to the kernel for every view the kernel computes (Python's views.py
+// declares them, and the page learns each one's key, sign and trait from _constants.views): the
+// page asks {kind: "compute", view} once the state it is for has settled (not at each step of a
+// drag), and again every so often until the answer it holds is current; one function decides that.
+const SETTLE_MS = 150; // a drag's steps come closer than this: ask once it stops
+const AGAIN_MS = 300; // a large model's overview is computed on a thread and handed over when asked
+
+/** The answer held for view `name` (its trait's value, or its entry in measure_data), or null. */
+export function held(get, name, spec) {
+  const value = get(spec.held_in);
+  return (spec.held_in === "overview" ? value : value?.[name]) ?? null;
+}
+
+/** An answer is current when every part of its key is the state shown (a measure's name is the measure chosen). */
+export const current = (answer, get) => !!answer?.key && Object.entries(answer.key).every(([k, v]) => v === (get(k) ?? (typeof v === "string" ? "" : null)));
+
+/** createRequests(model, get) -> {want(name), destroy()}: `want` says the page needs view `name`
+ * now; it is asked for (one timer for every view) unless what the page holds is current. */
+export function createRequests(model, get) {
+  const views = get("_constants").views;
+  const wanted = new Set();
+  let timer = 0,
+    first = true; // the first ask goes at once: no drag to wait for
+  function ask() {
+    timer = 0;
+    for (const name of wanted) {
+      if (current(held(get, name, views[name]), get)) wanted.delete(name);
+      else model.send({ kind: "compute", view: name });
+    }
+    if (wanted.size) timer = setTimeout(ask, AGAIN_MS);
+  }
+  return {
+    want(name) {
+      if (current(held(get, name, views[name]), get)) return;
+      wanted.add(name);
+      clearTimeout(timer); // (while the state moves, nothing is asked)
+      timer = setTimeout(ask, first ? 0 : SETTLE_MS);
+      first = false;
+    },
+    destroy: () => clearTimeout(timer),
+  };
+}

@@ -1,0 +1,144 @@
+"""What every computed view is computed from: one description of the numbers, read from the
+widget's state once, with one key that says when a result computed from it is out of date.
+
+The overview, the measures (rollout, flow, weight × ‖value‖, the difference), the head effects
+and the exported page's payload take an :class:`Inputs`, never the widget: a computation running
+in the background is not disturbed by the widget changing meanwhile, and no module but the widget
+reads the widget's own members.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from . import rules
+from .core import _softmax_rows, allowed_cells, default_scale, scores_of
+
+# What a computed result depends on. The page compares the plain values (its key) with its own
+# state; the arrays, which it cannot compare, are compared here, by identity, when they change.
+KEY = ("temperature", "causal", "sink", "scale", "softcap", "step", "block", "sentence_index")
+ARRAYS = ("tokens", "mask", "bias")
+
+
+def depends(names: tuple, state: dict) -> tuple:
+    """``names`` without a mask or bias that each of a model's layers has of its own: its layers
+    are read at those, whatever the widget's (which is then only the layer shown's copy)."""
+    own = {"mask": bool(state.get("mask_of_layer")), "bias": state.get("model_bias") is not None}
+    return tuple(n for n in names if not own.get(n))
+
+
+def stale(names: tuple, before: dict, after: dict) -> bool:
+    """A result computed at ``before`` is out of date at ``after``: one of ``names`` changed."""
+    return any(not rules.same(after[n], before[n]) for n in depends(names, after))
+
+
+def reading_mask(mask, sink: bool, n: int, m: int):
+    """The cells the numbers let rows read besides the causal rule (n × m, True: may read): the
+    mask, and with ``sink`` every cell of the first token's column closed (each row is then
+    renormalised over the other tokens); None when every cell may be read."""
+    if not sink:
+        return mask
+    closed = np.ones((n, m), dtype=bool) if mask is None else np.array(mask, dtype=bool)
+    closed[:, 0] = False
+    return closed
+
+
+def head_of(a, head: int):
+    """Head ``head`` of (heads ×) n × m, the last head for one past the end; a 2-D array is its own."""
+    return a if a.ndim == 2 else a[min(head, a.shape[0] - 1)]
+
+
+class Inputs:
+    """The numbers' inputs at the widget's ``state`` (the rules' plain state): each layer's q, k,
+    reading mask and bias (a model's every layer, else the widget's own heads as one layer), the
+    temperature, causal rule, scale, soft cap, the rows and keys read (the first ``step`` while
+    writing) and the text; ``text``: another of a model's texts (or sentences) than the one shown,
+    read at its own tokens, arrays and bias and the widget's step. ``sources``: what the widget
+    switches to (sources.Sources); ``extra``: what only some views need (``effect``: a language
+    model's head effects kept, False when not yet computed, None for no next token; ``device``:
+    where the model ran; ``grams``, ``projection``: weight × ‖value‖'s)."""
+
+    def __init__(self, state: dict, sources, text: int | None = None, **extra):
+        self.state, self.sources = state, sources
+        self.temperature, self.causal, self.sink = state["temperature"], state["causal"], state["sink"]
+        self.cross, self.softcap = state["cross"], state["softcap"]
+        self.rows, self.keys = rules.rows(state), rules.keys_read(state)
+        shown = state["sentence_index"]
+        self.text = shown if text is None else text
+        other = sources.sentence(self.text) if self.text != shown else None
+        if other is not None:  # another text: all its tokens, or while the widget writes, its first `step`
+            n = len(other["tokens"])
+            self.rows = self.keys = min(state["step"], n) if rules.writing(state) else n
+        self.other = other
+        self.effect, self.device = extra.get("effect"), extra.get("device") or "cpu"
+        self.extra = extra
+
+    @cached_property
+    def layers(self) -> list[tuple]:
+        """Each layer's (q, k, reading mask, bias): made when first read (a change that only asks
+        whether a view is available reads none of them)."""
+        state, other, text = self.state, self.other, self.text
+        bias = state["bias"] if other is None else other.get("bias")
+        # the reading mask's size: the tokens shown (and read), or the other text's rows
+        n, m = (self.rows, self.keys) if other is not None else (len(state["tokens"]), len(state["key_tokens"] or state["tokens"]))
+        if state["layer_shown"]:
+            found = [self.sources.layer(state["block"], i, text) for i in range(state["n_layers"])]
+            masks = [f.get("mask", state["mask"]) for f in found]
+            return [(f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias)) for f, mk in zip(found, masks)]
+        q, k = (state["q"], state["k"]) if other is None else (other["q"], other["k"])  # your own arrays (a sentence's): one layer
+        return [(q, k, reading_mask(state["mask"], self.sink, n, m), bias)]
+
+    @cached_property
+    def scale(self) -> float:
+        return default_scale(self.layers[0][0].shape[-1]) if self.state["scale"] is None else self.state["scale"]
+
+    @cached_property
+    def cells(self) -> int:
+        """How many cells of weights every layer's heads have: what computing them costs."""
+        return sum(q.size // q.shape[-1] * self.keys for q, *_ in self.layers)
+
+    def key(self, names: tuple = KEY, **more) -> dict:
+        """The plain values among ``names`` (what the page compares with its own state), and ``more``."""
+        return {**{n: self.state[n] for n in names if n in KEY or n in PLAIN}, **more}
+
+    def same(self, other: Inputs, names: tuple) -> bool:
+        """The same inputs as ``other`` for a result that depends on ``names`` (and the effects kept)."""
+        return not stale(names, other.state, self.state) and self.effect is other.effect
+
+    def each_layer(self, up_to: int | None = None):
+        """(q, k, allowed, bias) of each layer up to ``up_to`` (every layer without it), q and k
+        heads × rows × d, allowed the cells rows may read (None: all)."""
+        n, m = self.rows, self.keys
+        for at, (q, k, mask, bias) in enumerate(self.layers):
+            if up_to is not None and at > up_to:
+                return
+            allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
+            q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
+            yield q, k, allowed, None if bias is None else bias[..., :n, :m]
+
+    def weights_of(self, q, k, allowed, bias=None) -> np.ndarray:
+        """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
+        biases = [None if bias is None else head_of(bias, h) for h in range(len(q))]
+        scores = (scores_of(q[h].astype(float), k[h].astype(float), self.scale, biases[h], self.softcap) for h in range(len(q)))
+        return np.stack([_softmax_rows(s, self.temperature, allowed) for s in scores])
+
+    def weights(self, up_to: int | None = None):
+        """(weights, allowed) of each layer up to ``up_to`` in turn: one layer's held at a time."""
+        for q, k, allowed, bias in self.each_layer(up_to):
+            yield self.weights_of(q, k, allowed, bias), allowed
+
+    def across(self, what: str, up_to: int | None = None):
+        """Each layer's weights in turn for a view that follows the text through its layers."""
+        if self.cross:
+            raise ValueError(ACROSS_CROSS.format(what=what))
+        return (w for w, _ in self.weights(up_to))
+
+
+# the plain values a key may hold besides KEY's: the view's own choices of layer and head
+PLAIN = ("layer", "head", "measure")
+ACROSS_CROSS = (
+    "{what} follows a text through its own layers: it is for self-attention, not cross-attention; "
+    "show the encoder's or the decoder's self-attention instead (w.block = 'encoder' or 'decoder')"
+)

@@ -1,0 +1,153 @@
+"""Every view the kernel computes, declared once: what it depends on (its key), whether it is
+signed, where its answer is held, when it is available and why not, and its computation.
+
+The page asks for each the same way ({"kind": "compute", "view": name}, live.py), learns these
+declarations from Python (``VIEWS_FOR_PAGE``, sent with the rules' constants), and decides with
+one function whether what it holds is current (js/requests.js: ``current``). Adding a view is
+its computation (a module of its own), an entry here, and its view in the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from . import measures
+from .inputs import ARRAYS, KEY, Inputs
+
+_OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its arrays
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    depends: tuple  # the state it is computed from: plain values are its key, arrays are compared here
+    held_in: str  # the trait that holds its answer: "overview", or "measure_data" (by name)
+    signed: bool = False  # drawn on a diverging scale from a neutral 0
+    why_not: Callable[[Inputs], str] = lambda inputs: ""  # "" where the widget can show it, else why not
+    matrix: Callable | None = None  # a measure's queries × keys (and extra numbers for the page)
+
+    def key(self, inputs: Inputs, every_layer: bool = False) -> dict:
+        """What the page compares with its own state to know whether this view's answer is current."""
+        names = tuple(n for n in self.depends if not (every_layer and n == "layer"))
+        return inputs.key(names, **({"measure": self.name} if self.held_in == "measure_data" else {}))
+
+
+def _texts_differ(inputs: Inputs) -> str:
+    """Why the text shown has no difference from another ("" when it has)."""
+    try:
+        measures.pair(inputs.sources, inputs.state["sentence_index"])
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+def _why(name: str) -> Callable[[Inputs], str]:
+    def why_not(inputs: Inputs) -> str:
+        return measures.available(inputs.state, _texts_differ(inputs) if name == "difference" else "")[name]
+
+    return why_not
+
+
+def _rollout(inputs):
+    return measures.across(inputs, "rollout", measures.shown(inputs)[0])[-1], {}
+
+
+def _flow(inputs):
+    return measures.across(inputs, "flow", measures.shown(inputs)[0]), {}
+
+
+def _norms(inputs):
+    return measures.norms(inputs)[measures.shown(inputs)[1]], {}
+
+
+def _difference(inputs):
+    matrix, largest = measures.difference(inputs)
+    other = measures.pair(inputs.sources, inputs.state["sentence_index"])[1]
+    return matrix, {"other": other, "largest": [float(v) for v in largest.reshape(-1)]}
+
+
+_MEASURE = KEY + ARRAYS + _OWN + ("layer",)
+VIEWS = {
+    v.name: v
+    for v in (
+        View("overview", KEY + ARRAYS + ("model_q", "layer_shown"), "overview"),
+        # a causal language model's head effects: a summary of the overview, computed by running the model
+        View("effect", ("step", "sentence_index"), "overview", signed=True),
+        View("norms", (*_MEASURE, "head"), "measure_data", why_not=_why("norms"), matrix=_norms),
+        View("rollout", _MEASURE, "measure_data", why_not=_why("rollout"), matrix=_rollout),
+        View("flow", _MEASURE, "measure_data", why_not=_why("flow"), matrix=_flow),
+        View("difference", (*_MEASURE, "head"), "measure_data", signed=True, why_not=_why("difference"), matrix=_difference),
+    )
+}
+MEASURES = tuple(n for n, v in VIEWS.items() if v.held_in == "measure_data")
+# what the page learns of each view (rules.CONSTANTS["views"])
+VIEWS_FOR_PAGE = {n: {"key": [k for k in v.depends if k in KEY or k in ("layer", "head")], "signed": v.signed, "held_in": v.held_in} for n, v in VIEWS.items()}
+
+
+def available(inputs: Inputs) -> dict[str, str]:
+    """Each measure's name -> "" where the widget can show it, else why not."""
+    return {n: VIEWS[n].why_not(inputs) for n in MEASURES}
+
+
+def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:
+    """What the page draws for measure ``name``: {matrix (float32, rows × cols, or layers × rows ×
+    cols with ``every_layer``: rollout's every layer, for an exported page), lo, hi, key, and what
+    the view adds}, or {error, key} when it cannot be computed."""
+    view = VIEWS[name]
+    every_layer = every_layer and name == "rollout" and inputs.state["layer_shown"]
+    why = view.why_not(inputs)
+    if why:
+        return {"error": why, "key": view.key(inputs)}
+    try:
+        with np.errstate(all="ignore"):  # numbers past float32 are said below, not warned of
+            assert view.matrix is not None  # (a measure's)
+            m, extra = (measures.across(inputs, "rollout"), {}) if every_layer else view.matrix(inputs)
+            m = np.ascontiguousarray(m, dtype=np.float32)
+    except ValueError as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
+        return {"error": str(e), "key": view.key(inputs)}
+    if not np.isfinite(m).all():
+        problem = f"{name} has numbers too large to draw (past float32's range): scale the values down to see it"
+        return {"error": problem, "key": view.key(inputs)}
+    top = float(np.abs(m).max()) if m.size else 0.0
+    return {
+        **extra,
+        "matrix": {"shape": list(m.shape), "dtype": "float32", "view": memoryview(m.reshape(-1).data)},
+        "lo": -top if view.signed else 0.0,
+        "hi": top,
+        "key": view.key(inputs, every_layer),
+    }
+
+
+def current(name: str, held, inputs: Inputs) -> bool:
+    """What the widget holds for view ``name`` is its answer at ``inputs``."""
+    return held is not None and held.get("key") == VIEWS[name].key(inputs, "layer" not in held.get("key", {}))
+
+
+def stale(name: str, before: dict, after: dict) -> bool:
+    """A change from state ``before`` to ``after`` leaves view ``name``'s answer out of date."""
+    from .inputs import stale as changed
+
+    return changed(VIEWS[name].depends, before, after)
+
+
+PAGE_BYTES = 4e6  # an exported page carries rollout at every layer within this
+OTHERS_CELLS = 256 * 256  # queries × keys: up to this an exported page also carries the measures not shown (each well under a second)
+
+
+def for_page(inputs: Inputs, in_base64) -> dict:
+    """The measures an exported page carries, at the state exported: the one shown, and for a
+    short text every other the widget can show (flow while it takes under a quarter second);
+    rollout with every layer while they fit PAGE_BYTES, so the layer control goes on working."""
+    out, s = {}, inputs.state
+    cells, layers = inputs.rows * inputs.keys, max(1, s["n_layers"])
+    why = available(inputs)
+    for name in MEASURES:
+        slow = name == "flow" and inputs.rows**2 * layers > measures.FLOW_CELLS // 4
+        if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
+            continue
+        e = entry(name, inputs, every_layer=name == "rollout" and cells * 4 * layers <= PAGE_BYTES)
+        out[name] = {**e, "matrix": in_base64(e["matrix"])} if "matrix" in e else e
+    return out
