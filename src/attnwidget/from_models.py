@@ -1,0 +1,183 @@
+"""AttentionWidget's constructors from a model's attention: from_transformers,
+from_transformer_lens, from_nnsight and from_attentions (integrations/ reads the model; this
+makes the widget of what it read). A part of :class:`~attnwidget.AttentionWidget`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import rules
+from .live import OPENING
+from .sources import Sources, opening_step
+
+if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
+    from typing import Any as _Widget
+
+    from .widget import AttentionWidget
+else:
+    _Widget = object
+
+
+class FromModels(_Widget):
+    """The ``from_*`` class methods, and ``prompt_length``."""
+
+    @classmethod
+    def from_transformers(
+        cls,
+        model,
+        tokenizer,
+        text: str | list[str],
+        *,
+        target: str | None = None,
+        block: str = "cross",
+        layer: int = 0,
+        head: int = 0,
+        generate: int = 0,
+        **kwargs,
+    ) -> AttentionWidget:
+        """Every head of one layer of a Hugging Face model: any model whose attention goes
+        through transformers' attention interface (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX,
+        OPT, GPT-J, OLMo, StarCoder2, the BERT family, ALBERT, ModernBERT, GPT-2, T5, BART, ...),
+        and BLOOM.
+
+        Q, K and V are those the model's attention receives during one forward pass of the
+        model's own (after rotary), so the widget's weights are the model's attention
+        probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
+        becomes ``causal`` and, for a layer with a sliding window or local attention, that
+        layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
+        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
+        Python or in the page.
+
+        An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
+        ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
+        "decoder" self-attention (over the target, causal) or its "cross"-attention (each
+        target token reading the text: ``tokens`` are the target's, ``key_tokens`` the text's).
+
+        ``generate=k`` lets a causal language model (``AutoModelForCausalLM``: ``GPT2LMHeadModel``,
+        ``LlamaForCausalLM``, ...) write k more tokens after
+        ``text``, greedily (fewer if it writes its end-of-text token). ``tokens`` are the
+        prompt's followed by the written ones, and the widget starts at ``step`` = the prompt's
+        length: each "next token" (or ``w.step += 1``) shows the next written token appear,
+        with the numbers the model computed for that prefix. ``w.prompt_length`` (read it, do
+        not set it) says how many tokens were the prompt's; without ``generate`` it is all of
+        them (None for an encoder–decoder model).
+
+        A list of texts is read one text at a time, each alone (and with ``generate`` each writes
+        on from its own prompt): ``sentences`` lists them and ``sentence_index`` (an argument too)
+        chooses the one shown, in Python or in the page, with its tokens and every layer; the
+        layer, head, temperature and stage stay. :meth:`difference` compares two of them.
+        """
+        from .integrations import from_transformers
+
+        found = from_transformers(model, tokenizer, text, target=target, generate=generate)
+        prompt = None if isinstance(found, (dict, list)) else found.prompt_length  # (a list's texts: each its own, _from_model)
+        if prompt is not None:
+            kwargs.setdefault("step", prompt)  # the prompt written: the model's own tokens come next
+        return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None, texts=text)
+
+    @classmethod
+    def from_transformer_lens(cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Every head of one layer of a TransformerLens ``HookedTransformer``; with ``cache`` (its
+        ``run_with_cache(text)``), read from that cache's hooks, without running the model again.
+        A list of texts is read a text at a time, as from_transformers reads one."""
+        from .integrations import from_transformer_lens
+
+        return cls._from_model(from_transformer_lens(model, text, cache), layer, head, kwargs, texts=text)
+
+    @classmethod
+    def from_nnsight(cls, model, text: str | list[str], *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Every head of one layer of an nnsight-wrapped Hugging Face model (``LanguageModel``):
+        the q, k, v, masks and terms ``from_transformers`` reads, caught during nnsight's own
+        trace of the model (see :func:`attnwidget.integrations.from_nnsight`); a list of texts
+        as from_transformers reads one."""
+        from .integrations import from_nnsight
+
+        return cls._from_model(from_nnsight(model, text), layer, head, kwargs, texts=text)
+
+    @classmethod
+    def from_attentions(cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+        """Attention weights alone, as other tools give them: Hugging Face's ``attentions`` (a
+        tuple of layers, each batch × heads × queries × keys, batch 1), a numpy array or torch
+        tensor of queries × keys, heads × … or layers × heads × …, or a TransformerLens
+        ``ActivationCache`` (its ``blocks.<layer>.attn.hook_pattern`` entries).
+
+        The weights are shown as given, with everything that needs weights alone: the matrix,
+        arcs, row budget and effective tokens, heads and layers side by side, summaries, the
+        sink, exercises, writing token by token (a causal pattern) and exported pages. A
+        temperature re-tempers each row exactly: softmax(log W / T), cells of weight 0 staying 0,
+        the very numbers the scores would give. There are no queries or keys, so no query/key or
+        scores stage (``scores`` is refused), and no blend unless ``values`` (one vector per key:
+        keys × width, or heads × keys × width) are given. Weights that are negative, not finite,
+        of rows not summing to 1 (within 1e-4; a row of zeros is allowed) or not matching the
+        tokens are refused with ValueError.
+        """
+        from .integrations.weights import read
+
+        return cls._from_model(read(attentions, tokens, key_tokens, values), layer, head, kwargs)
+
+    @classmethod
+    def _from_model(cls, found, layer, head, kwargs, block=None, texts=None):
+        blocks = found if isinstance(found, dict) else {}
+        if blocks:
+            if block not in blocks:
+                raise ValueError(f"block must be one of {', '.join(map(repr, blocks))}, got {block!r}")
+            found = blocks[block]
+        each = found if isinstance(found, list) else []  # a model's texts, each read alone
+        index = kwargs.pop("sentence_index", 0) if each else 0
+        if each:
+            if not (rules._is_int(index) and 0 <= index < len(each)):
+                raise ValueError(f"sentence_index must be from 0 to {len(each) - 1}, got {index!r}")
+            found = each[index]
+            if found.prompt_length is not None:
+                kwargs.setdefault("step", found.prompt_length)  # the text shown opens as one text would
+        if not 0 <= layer < len(found.layers):
+            raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
+        kwargs.setdefault("causal", found.causal)
+        kwargs.setdefault("scale", found.scale)
+        kwargs.setdefault("softcap", getattr(found, "softcap", None))
+        if getattr(found, "bias", None) is not None:
+            kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
+        sources = Sources(model=None if blocks else found, blocks=blocks, texts=each)
+        first = sources.layer(block or "", layer, index)  # views of every layer's stacked arrays, made once: sent once
+        if "mask" in first:
+            kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
+        if "bias" in first:
+            kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
+        summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
+        made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
+        try:
+            w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
+        finally:
+            OPENING.reset(made)
+        w._sources = sources
+        w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
+        with w.hold_trait_notifications():
+            w.set_trait("model_name", found.model_name)
+            w.set_trait("weights_only", getattr(found, "weights_only", ""))
+            w.set_trait("blocks", list(blocks))
+            for name, value in w._sources.stack(block or "", index).items():
+                w.set_trait(name, value)
+            w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)
+            if each:
+                w.set_trait("sentences", list(texts))
+                w.set_trait("sentence_index", index)
+            w.block = block or ""
+            w.layer = layer  # the layer's arrays: views of the stacked ones
+        w._prompt_lengths = [None if blocks else opening_step(f) for f in each or [found]]  # tokens not the model's own
+        w.set_trait("next_token", w._effects_kept() is not None)  # a causal language model, which head_effects can run again
+        try:
+            w.summary = summary
+        except BaseException:
+            w.close()
+            raise
+        return w
+
+    @property
+    def prompt_length(self) -> int | None:
+        """How many of a model's tokens (the text shown's) were the text given, the rest the
+        model's own (generate=); all of them without generate; None for an encoder–decoder model."""
+        lengths = getattr(self, "_prompt_lengths", None)
+        if lengths is None:
+            raise AttributeError("prompt_length is a model's (from_transformers and the like); this widget has none")
+        return lengths[self.sentence_index if len(lengths) > 1 else 0]

@@ -1,0 +1,220 @@
+"""The widget's views across layers, heads and texts, for research: rollout, flow, weight ×
+‖value‖, the difference of two texts, head effects and head summaries, and the one request path
+by which the page asks for them (``_answer``). Each is a short delegate: the numbers are computed
+from an :class:`~attnwidget.inputs.Inputs` (the widget's state read once) by measures.py,
+overview.py, core.py and integrations/ablation.py; views.py declares each one for the page.
+
+A part of :class:`~attnwidget.AttentionWidget`, whose caches (Gram matrices, head effects, the
+overview's background computation) it keeps.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import measures, views
+from .core import attention_flow, head_grams, head_summaries, head_vectors, rollout
+from .inputs import Inputs
+from .integrations import ablation
+from .overview import Background
+
+if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
+    from typing import Any as _Widget
+
+else:
+    _Widget = object
+
+
+class Research(_Widget):
+    """rollout(), flow(), norms(), difference(), largest_difference(), head_effects(),
+    head_summary(), and the computed views the page asks for."""
+
+    def _start_research(self) -> None:
+        self._overview = Background()
+        self._grams: dict = {}  # (block, layer) -> (its values, their per-key Gram matrices): norms() at any temperature
+        self._effects: dict = {}  # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
+        self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
+
+    def _inputs(self, text: int | None = None, state: dict | None = None) -> Inputs:
+        """What every computed view is computed from, now (or of another ``text``: difference)."""
+        state = self._plain(self._trait_values) if state is None else state
+        other = lambda: self._inputs(measures.pair(self._sources, state["sentence_index"])[1], state)
+        extra = dict(effect=self._effects_kept(), device=getattr(self, "_device", None), grams=self._head_grams, other=other)
+        return Inputs(state, self._sources, text, **extra)
+
+    def _answer(self, name: str, begin: bool = True) -> None:
+        """The page asks for view ``name`` (live.py): computed unless the answer held is current;
+        a large model's overview on a thread (the page asks again until it has it)."""
+        view = views.VIEWS[name]
+        if view.held_in == "measure_data":
+            if name != self.measure:
+                return
+            inputs = self._inputs()
+            if not views.current(name, (self.measure_data or {}).get(name), inputs):
+                self.set_trait("measure_data", {name: views.entry(name, inputs)})
+        elif name == "overview" and self.n_layers and self.layer_shown and not views.current(name, self.overview, self._inputs()):
+            done = self._overview_now(begin)
+            if done is not None:
+                self.set_trait("overview", done)
+
+    def _overview_now(self, begin: bool = True) -> dict | None:
+        """The overview for the widget as it stands, or None while it is being computed (or, not
+        ``begin``, when it is too large to begin while the page draws its first picture)."""
+        if self.summary == "effect" and self._effects_kept() is False:  # asked for: the model's passes, first
+            if not begin:
+                return None  # (not while the page draws its first picture)
+            try:  # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
+                self.head_effects(self._effect_mode)
+            except Exception as err:  # said once, in the page, instead of computed again at each ask
+                return {"error": f"head effects: {type(err).__name__}: {err}", "key": views.VIEWS["overview"].key(self._inputs())}
+        return self._overview.ask(self._inputs(), begin)
+
+    def rollout(self) -> np.ndarray:
+        """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
+        heads' mean weights + ½ · I (the residual path), rows renormalised, and the rollout up to
+        layer l is Â_l · … · Â_0; row i of layer l: how much of each input token reaches token i
+        there (each row sums to 1). At the current temperature, causal rule, masks and sink; a
+        widget of your own arrays is one layer of its heads. See :func:`attnwidget.core.rollout`."""
+        return rollout(self._inputs().across("rollout"))
+
+    def flow(self) -> np.ndarray:
+        """Attention flow (Abnar & Zuidema, 2020), n × n: entry (i, j) is the maximum flow from
+        input token j to token i at the last layer through the graph of every layer whose
+        capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
+        of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
+        return attention_flow(self._inputs().across("flow"))
+
+    def norms(self, combined: bool = False) -> np.ndarray:
+        """Norm-based attention (Kobayashi et al., 2020), heads × queries × keys at the current layer
+        (and block): entry [h, i, j] is ‖α^h_ij · f_h(x_j)‖ = α^h_ij‖f_h(x_j)‖, f_h(x_j) the vector
+        head h adds to token i's output for key j: its value through the layer's output projection
+        (a model's), or the value itself (your own arrays, built-in sentences, from_attentions'
+        ``values``). ``combined``: queries × keys, ‖Σ_h α^h_ij f_h(x_j)‖, the whole layer's vector
+        for the pair (without a projection each head's value is in a slot of its own). α are the
+        widget's weights at its temperature, causal rule, masks, sink and step (``weights`` for
+        the head shown). New float64 arrays; each layer's per-key Gram matrices of its heads'
+        vectors are kept, so another temperature or mask costs only the weights."""
+        return measures.norms(self._inputs(), combined)
+
+    def _projection(self):
+        """The current layer's output projection (integrations.interface.Projection), or None when
+        the values are what the heads add."""
+        if self.weights_only == "weights":
+            raise ValueError(measures.NO_VALUES.replace("weight × ‖value‖", "norms()") + ".")
+        found = self._sources.found(self.block) if self.layer_shown else None
+        projections = getattr(found, "projections", None)
+        if projections is None:
+            return None
+        if isinstance(projections[self.layer], str):
+            raise ValueError(f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: {projections[self.layer]}.")
+        return projections[self.layer]
+
+    def _head_grams(self) -> np.ndarray:
+        """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept
+        per block and layer while its values are the same arrays."""
+        kept = self._grams
+        found = kept.get((self.block, self.layer))
+        if found is None or found[0] is not self.v:
+            projection = self._projection()
+            v = self.v if self.v.ndim == 3 else self.v[None]
+            found = kept[self.block, self.layer] = (self.v, head_grams(v, None if projection is None else projection.arrays()[0]))
+        return found[1]
+
+    def _head_outputs(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The current layer's f_h(x_j), heads × keys × width (core.head_vectors), and the
+        projection's bias (None without one): Σ_j Σ_h α^h_ij f_h(x_j) + bias is the layer's output."""
+        projection = self._projection()
+        w, b = (None, None) if projection is None else projection.arrays()
+        return head_vectors(self.v if self.v.ndim == 3 else self.v[None], w), None if b is None else b.astype(float)
+
+    def difference(self, a: int = 0, b: int = 1) -> np.ndarray:
+        """Text ``a``'s attention weights minus text ``b``'s, layers × heads × n × n in float64, for
+        a widget of several texts of one model (``from_transformers(model, tokenizer, [text_a,
+        text_b, ...])``) or several sentences. Each text's every layer is read whole, at the current
+        temperature, causal rule, mask, sink and step (the first ``step`` tokens while writing), as head_summary computes weights (each layer's own
+        mask and bias where the model has them; the text shown at the widget's bias, the others at
+        their own). The texts must have the same number of tokens (a minimal pair); cell (i, j) is
+        then how much more token i of text a reads token j than token i of text b does."""
+        layers = self._differences(a, b)
+        first = next(layers)
+        out = np.empty((max(1, self.n_layers), *first.shape))  # filled a layer at a time: held once, not twice
+        out[0] = first
+        for i, d in enumerate(layers, 1):
+            out[i] = d
+        return out
+
+    def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
+        """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
+        head_summary's numbers are shaped): the heads where the two texts differ most."""
+        return np.stack([np.abs(d).max(axis=(1, 2)) for d in self._differences(a, b)])
+
+    def _differences(self, a, b):
+        """Each layer's difference of the weights of texts a and b, heads × n × n."""
+        measures.check_pair(self._sources, a, b)
+        return measures.differences(self._inputs(a), self._inputs(b))
+
+    def head_effects(self, mode: str = "zero") -> np.ndarray:
+        """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
+        that head's output set to zero (``mode="zero"``) or to its mean over the text's positions
+        (``mode="mean"``), the head ablated alone and the rest the model's own forward pass, minus
+        log p(next) of the model's own pass; negative where the head helped. The next token is the
+        one the model finds most likely after the tokens written so far (all of them, or the first
+        ``step``), and the head is ablated at its own output, before the output projection mixes
+        the heads. For a causal language model's widget (``from_transformers``, ``from_nnsight``
+        or ``from_transformer_lens``); others raise ValueError. It runs the model once per layer,
+        its heads a batch; each (mode, step) is computed once (the temperature does not change it),
+        and the overview's "effect" summary shows it."""
+        rerun = self._rerun()
+        key = (ablation.check_mode(mode), self._rows(), self.sentence_index)  # (a model's several texts: the one shown)
+        if key not in self._effects:
+            self._effects[key] = ablation.effects(rerun, key[1], mode)
+        shown = (self.overview or {}).get("summaries", {}).get("effect")
+        if mode != self._effect_mode and shown is not None and any(v is not None for v in shown):
+            self.set_trait("overview", None)  # the other mode's: the page asks again
+        self._effect_mode = mode
+        return self._effects[key].copy()
+
+    def _rerun(self):
+        """What running the model again needs, or ValueError saying why this widget cannot."""
+        found = None if self.blocks else self._sources.found("", self.sentence_index)  # the text shown
+        rerun = getattr(found, "rerun", None) if self.layer_shown else None
+        problem = ablation.TWO_BLOCKS.format(name=self.model_name) if self.blocks else ablation.refusal(rerun)
+        if problem:
+            raise ValueError(problem)
+        return rerun
+
+    def _effects_kept(self):
+        """The overview's "effect" summary: head_effects kept for this step in the mode last asked,
+        False when not computed, None for a widget with no next token."""
+        try:
+            self._rerun()
+        except ValueError:
+            return None
+        return self._effects.get((self._effect_mode, self._rows(), self.sentence_index), False)
+
+    def _new_summary(self, summary: str, values) -> None:
+        """summary = "effect" (the rules refuse it without a next token): an overview without the
+        effects is out of date (the page asks again, and they are computed then); another summary
+        leaves the effects' failure behind."""
+        overview = values.get("overview") or {}
+        if summary == "effect":
+            shown = overview.get("summaries", {}).get("effect")
+            if shown is not None and all(v is None for v in shown):
+                values["overview"] = None
+        elif str(overview.get("error", "")).startswith("head effects:"):
+            values["overview"] = None
+
+    def head_summary(self) -> dict[str, np.ndarray]:
+        """One number per layer and head for each of ``"first"`` (the weight on token 0),
+        ``"self"``, ``"previous"`` (the weight on token i − 1) and ``"effective_tokens"``:
+        arrays of layers × heads (one row when the widget has no model layers), computed with
+        numpy at the current temperature, causal rule, mask and ``sink`` (with which no row
+        reads token 0, and ``"first"`` is NaN). Each is a mean over the rows
+        where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
+        ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
+        no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
+        arrays every call."""
+        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._inputs().weights()]
+        return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}

@@ -1,0 +1,143 @@
+"""The numbers of the head shown, as read-only numpy views that always agree with the traits:
+scores, weights, output, effective tokens and the lab's readouts, computed by core.py for the
+current state (one :class:`~attnwidget.core.Attention`, kept while its inputs are the same
+objects). A part of :class:`~attnwidget.AttentionWidget`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from . import rules
+from .core import Attention
+from .inputs import head_of, reading_mask
+
+if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
+    from typing import Any as _Widget
+else:
+    _Widget = object
+
+
+class Shown(_Widget):
+    """The current head's numbers (``attention`` and the properties read from it)."""
+
+    _result = None  # (its inputs, the Attention computed at them)
+
+    def _rows(self) -> int:
+        """How many tokens there are: all of them, or while generating the first `step`."""
+        return rules.rows({"tokens": self.tokens, "step": self.step})
+
+    def _keys_read(self) -> int:
+        """How many tokens a row reads: the tokens written, or cross-attention's own."""
+        return rules.keys_read({"tokens": self.tokens, "step": self.step, "cross": self.cross, "key_tokens": self.key_tokens})
+
+    @property
+    def n_heads(self) -> int:
+        """How many heads q, k and v carry (1 for 2-D arrays)."""
+        q = self.q
+        return 1 if q is None or q.ndim == 2 else q.shape[0]
+
+    def _head(self, a):
+        return head_of(a, self.head)
+
+    @property
+    def attention(self) -> Attention:
+        """The full :class:`~attnwidget.Attention` result for the current state and head."""
+        # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
+        # so even an observer called in the middle of set_vectors never sees stale numbers.
+        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step, self.softcap)
+        cached = self._result
+        if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
+            n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
+            q, k, v = (self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m)))  # float64, as the page computes
+            bias = None if self.bias is None else self._head(self.bias)[:n, :m]
+            mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
+            cached = self._result = (
+                key,
+                Attention(
+                    q,
+                    k,
+                    v,
+                    temperature=self.temperature,
+                    causal=self.causal,
+                    scale=self.scale,
+                    mask=None if mask is None else mask[:n, :m],
+                    bias=bias,
+                    softcap=self.softcap,
+                ),
+            )
+        return cached[1]
+
+    def _frozen(self, a):
+        a = np.asarray(a)
+        a.setflags(write=False)
+        return a
+
+    def _needs(self, stage: str, what: str) -> None:
+        """Refuse what a widget of attention weights alone cannot give (rules.WEIGHTS_ONLY)."""
+        if stage in rules.WEIGHTS_ONLY.get(self.weights_only, {}):
+            raise ValueError(rules.WEIGHTS_ONLY[self.weights_only][stage].replace(f"'{stage}' stage", what))
+
+    @property
+    def scores(self) -> np.ndarray:
+        """scale·QKᵀ (n×n), before temperature and mask."""
+        self._needs("scores", "scores")
+        return self._frozen(self.attention.scores)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from."""
+        return self._frozen(self.attention.weights)
+
+    @property
+    def output(self) -> np.ndarray:
+        """The mix, weights · V (n×d_v)."""
+        self._needs("blend", "output")
+        return self._frozen(self.attention.output)
+
+    @property
+    def residual_output(self) -> np.ndarray | None:
+        """x + weights · V: each token's own embedding with the mix added (None without x)."""
+        return None if self.x is None else self._frozen(self.x[: self._rows()] + self.attention.output)
+
+    @property
+    def effective_tokens(self) -> np.ndarray:
+        return self._frozen(self.attention.effective_tokens)
+
+    @property
+    def sense_resolved(self) -> np.ndarray:
+        self._needs("blend", "sense_resolved")
+        return self._frozen(self.attention.sense_resolved)
+
+    @property
+    def output_spread(self) -> float:
+        self._needs("blend", "output_spread")
+        return self.attention.output_spread
+
+    @property
+    def score(self) -> float | None:
+        """How close the exercise came, from 0 to 1, once revealed (None before): for "predict"
+        ``1 − ½·Σ|guess − weights[focus]|`` (1 = the real row, 0 = no weight in common); for
+        "temperature" ``1 − |effective_tokens[focus] − goal| / goal``, at least 0."""
+        if not self.revealed:
+            return None
+        if self.exercise == "predict" and self.guess is not None:
+            return float(1 - 0.5 * np.abs(np.asarray(self.guess) - self.weights[self.focus]).sum())
+        if self.exercise == "temperature":
+            return max(0.0, 1 - abs(float(self.effective_tokens[self.focus]) - self.goal) / self.goal)
+        return None
+
+    @property
+    def cell_arithmetic(self) -> dict | None:
+        """The steps from q·k to the weight and its share of the output for ``cell`` (None when no
+        cell). Of attention weights alone: from the weight given ("given", whose logarithm is the
+        "score") to the weight, with no q·k, scale or cap (and no share without values)."""
+        if self.cell is None:
+            return None
+        steps = self.attention.cell(*self.cell)
+        if not self.weights_only:
+            return steps
+        dropped = ("dot", "scale", "softcap", "capped", "bias") + (("value", "share") if self.weights_only == "weights" else ())
+        return {"given": 0.0 if steps["masked"] else float(np.exp(steps["score"])), **{k: v for k, v in steps.items() if k not in dropped}}
