@@ -390,3 +390,7 @@ export function attention(q, k, v, { temperature = 1, causal = false, scale = nu
   const sense = Array.from({ length: n }, (_, i) => senseResolved(O, v, i));
   return { scale: s, scores: S, weights: W, output: O, effectiveTokens: eff, senseResolved: sense, outputSpread: outputSpread(O, n, v.cols) };
 }
+
+/** Whether row i may read column j of an n × m matrix: not ahead of it under the causal rule, and
+ * open in the mask (1 where a row may read; null: every cell). The page's one statement of it. */
+export const openCell = (causal, mask, m) => (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);

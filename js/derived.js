@@ -3,6 +3,7 @@
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
 import { current as isCurrent } from "./requests.js";
+import { writing } from "./rules.js";
 
 /** fn, remembered for the last arguments it was called with (compared by identity). */
 export function memo(fn) {
@@ -155,11 +156,7 @@ export function createGrowing() {
  * as sent, `store.get(name)` as it stands (while generating: the tokens written so far). */
 export function createStore(get) {
   // how many tokens are written while generating; 0 when every one is (cross-attention is written whole)
-  const written = () => {
-    const step = get("step"),
-      n = get("tokens").length;
-    return step > 0 && step < n && !get("cross") ? step : 0;
-  };
+  const written = () => (writing({ step: get("step"), tokens: get("tokens") }) && !get("cross") ? get("step") : 0);
   const cutTokens = {};
   const current = (name) =>
     name === "tokens" || name === "key_tokens"
@@ -170,7 +167,7 @@ export function createStore(get) {
   const decoded = (name) => (codecs[name] ??= memo((value, r) => firstRows(A.decodeMatrix(value), r, CUT[name] === 2)))(get(name), CUT[name] ? written() : 0);
   // A model's q, k, v and value axes: the current layer's, cut from every layer's arrays (sent
   // once), while Python says its own are that layer's; else the arrays sent.
-  const LAYERED = { q: "model_q", k: "model_k", v: "model_v", value_basis: "model_basis" };
+  const LAYERED = get("_constants").layered; // q -> model_q and the like (rules.py's LAYERED)
   const layers = {};
   const layerOf = (all, layer, count) => {
     const heads = all.heads / count,
@@ -399,7 +396,7 @@ export function createStore(get) {
      * out), "mask"; null when it may. */
     closedWhy: (i, j) => (get("causal") && j > i ? "ahead" : !s.closed(i, j) ? null : get("sink") && j === 0 ? "sink" : "mask"),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
-    closed: (i, j) => (get("causal") && j > i) || (!!s.mask() && !s.mask()[i * s.m() + j]),
+    closed: (i, j) => !A.openCell(get("causal"), s.mask(), s.m())(i, j),
   };
   return s;
 }

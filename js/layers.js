@@ -1,12 +1,13 @@
+import { byHead } from "./rules.js";
+
 // A live model's heads, kept by one view of the widget once fetched (while they fit in KEEP
 // bytes): the kernel sends the head shown of a layer, a switch back to one draws it at once, and
 // the kernel, told which heads each view keeps (by the view's name), does not send a head every
 // view keeps again. The kernel says whose arrays it sent (layer_arrays: block, layer, head). The
 // keeper lives and dies with its view: its listeners go, and the kernel forgets it, at cleanup.
 const KEEP = 512 * 2 ** 20;
-const LAYERED = ["q", "k", "v", "value_basis"];
-// attention weights alone: each head's bias (the weights' logarithms) is the head's own too
-const layered = (model) => (model.get("weights_only") ? [...LAYERED, "bias"] : LAYERED);
+// what travels a head at a time (rules.js byHead: the layered arrays, and weights alone's bias)
+const layered = (model) => byHead({ weights_only: model.get("weights_only") }, model.get("_constants"));
 
 /** createLayers(model, view) -> the widget model as one view reads it (a layer it keeps is served
  * from here), with holds(block, layer, head) and destroy(); `view` names this view to the kernel. */

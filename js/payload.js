@@ -31,15 +31,10 @@ function heads(a, from, count) {
 }
 
 /** A layer's own q, k, v and value axes: slices of the stacked model arrays (`stack` holds
- * model_q, model_k, model_v, model_basis and n_layers). */
-export function layerArrays(stack, i) {
+ * model_q, model_k, model_v, model_basis and n_layers; `layered` names each, rules.py's LAYERED). */
+export function layerArrays(stack, i, layered) {
   const count = stack.model_q.shape[0] / stack.n_layers;
-  return {
-    q: heads(stack.model_q, i * count, count),
-    k: heads(stack.model_k, i * count, count),
-    v: heads(stack.model_v, i * count, count),
-    value_basis: stack.model_basis ? heads(stack.model_basis, i * count, count) : null,
-  };
+  return Object.fromEntries(Object.entries(layered).map(([n, m]) => [n, stack[m] ? heads(stack[m], i * count, count) : null]));
 }
 
 const MASK = { ...WIDTH, uint8: 1 };
@@ -113,7 +108,7 @@ export function decodePayload(payload) {
         layers.set(key, {
           tokens: words.tokens,
           key_tokens: words.key_tokens ?? null,
-          ...layerArrays(stack, i),
+          ...layerArrays(stack, i, state._constants.layered),
           ...layerMask(stack, i),
           ...layerBias(stack, i),
         });

@@ -237,6 +237,9 @@ export function check(name, value, C) {
 // --- the state's own measures ---
 
 export const nHeads = (s) => (s.q == null || s.q.shape.length === 2 ? 1 : s.q.shape[0]);
+/** What a live page gets of a model's layer one head at a time (the head shown): its layered
+ * arrays (C.layered), and of attention weights alone the bias too (rules.py's by_head). */
+export const byHead = (s, C) => [...Object.keys(C.layered), ...(s.weights_only ? ["bias"] : [])];
 /** Still writing: only the first `step` tokens exist. */
 export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
 /** How many tokens read: all of them, or while writing the first `step`. */

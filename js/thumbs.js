@@ -38,7 +38,7 @@ export function thumbnail(W, n, m = W.length / n) {
 export function thumbOf(S, n, { temperature, causal, mask, cross }) {
   const m = S.length / n,
     W = A.weights(S, n, temperature, causal, mask);
-  const open = (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);
+  const open = A.openCell(causal, mask, m);
   return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross) };
 }
 

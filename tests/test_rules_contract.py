@@ -1,4 +1,4 @@
-"""The rules' twins agree: src/attnwidget/rules.py and js/rules.js settle the same generated
+"""The rules' twins agree: src/attnwidget/rules/ and js/rules.js settle the same generated
 (state, change) pairs to the same state, field by field, and refuse the same ones with the
 same message. A rule changed on one side only fails here.
 
@@ -445,7 +445,7 @@ def changes(draw, state, A, rng, page):
 def python_side(A, state, change, sources, page):
     src = PySources(sources, A)
     try:
-        s = rules.settle(state, change, src, page=page)
+        s = rules.settle_checked(state, change, src, page=page)
     except rules.Refused as err:
         return {"refused": str(err)}
 

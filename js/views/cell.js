@@ -1,5 +1,5 @@
 // One cell's arithmetic: from q·k to the weight, and the weight's share of the output.
-import { el, fill, fmt3 } from "./dom.js";
+import { CLOSED, el, fill, fmt3 } from "./dom.js";
 
 const vec = (xs) => `(${xs.map(fmt3).join(", ")})`;
 
@@ -31,11 +31,7 @@ export function createCell(parent, { onClose }) {
       const { a, reader, read, why, biased, given } = state; // biased: the scores have a bias added; given: weights alone
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
-        const because = {
-          ahead: `${read} comes after ${reader}: with the causal rule it cannot be read`,
-          sink: `${read} is the first token, left out in the sink view`,
-          mask: `the mask closes this cell: ${reader} may not read ${read}`,
-        }[why];
+        const because = CLOSED[why].sentence(reader, read);
         fill(steps, step("weight", `${because}, weight =`, "0"));
         return;
       }

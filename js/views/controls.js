@@ -157,26 +157,27 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       generation = null,
       absent = [],
     }) {
-      // generation = {step, n, tokens (every token, as text), cross}
+      // generation = {step, n, tokens (every token, as text), cross, still (still writing: rules.js writing)}
       const g = generation;
       genBox.hidden = !g || g.cross || g.n < 2;
       if (!genBox.hidden) {
         steps = g;
-        const writing = g.step < g.n || isCausal;
-        if (g.step < g.n) wrote = true;
+        const writing = g.still || isCausal;
+        if (g.still) wrote = true;
         else if (!isCausal) wrote = false;
-        causalNote.hidden = !(wrote && isCausal && g.step >= g.n);
+        causalNote.hidden = !(wrote && isCausal && !g.still);
         causalNote.textContent = causalNote.hidden
           ? ""
           : "The causal rule is still on from writing: each row reads only itself and the tokens before it. Untick “causal” to read both ways again.";
         writeIt.hidden = writing;
         stepper.hidden = !writing;
         first.disabled = previous.disabled = g.step <= 1;
-        nextToken.disabled = all.disabled = g.step >= g.n;
+        nextToken.disabled = all.disabled = !g.still;
         // token text is data: set as text, never as markup
         const said = (t) => `“${short(t, 16)}”`;
-        where.textContent =
-          g.step >= g.n ? `all ${g.n} tokens written` : `step ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} written last · next ${said(g.tokens[g.step])}`;
+        where.textContent = !g.still
+          ? `all ${g.n} tokens written`
+          : `step ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} written last · next ${said(g.tokens[g.step])}`;
       }
       blocks.hidden = !block;
       for (const b of blocks.children) b.setAttribute("aria-pressed", String(b.dataset.block === block));

@@ -154,3 +154,15 @@ export function legend(node, title, color, lo, hi) {
     el("span", {}, fmt2(hi)),
   );
 }
+
+/** Why a cell is closed (derived.js closedWhy), in words: short (a row's cell), in the matrix's
+ * tooltip, and as a sentence naming the tokens (the cell's arithmetic). */
+export const CLOSED = {
+  ahead: {
+    short: "cannot read ahead",
+    tip: "cannot read ahead",
+    sentence: (reader, read) => `${read} comes after ${reader}: with the causal rule it cannot be read`,
+  },
+  sink: { short: "left out", tip: "the first token is left out", sentence: (_, read) => `${read} is the first token, left out in the sink view` },
+  mask: { short: "masked", tip: "the mask closes this cell", sentence: (reader, read) => `the mask closes this cell: ${reader} may not read ${read}` },
+};

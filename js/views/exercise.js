@@ -5,10 +5,9 @@
 // `goal` tokens; Reveal says how many it reached. The page computes the score itself, with
 // Python's formula, so an exported page with no kernel keeps the exercise working.
 import * as A from "../attention.js";
-import { el, fill, fmt2, percentages } from "./dom.js";
+import { CLOSED, el, fill, fmt2, percentages } from "./dom.js";
 
 /** What a closed cell says instead of a bar (why it is closed: derived.js closedWhy). */
-const CLOSED_WHY = { ahead: "cannot read ahead", sink: "left out", mask: "masked" };
 
 /** The guess with entry j set to `value` (0…1) and the other open entries making room so the whole
  * sums to 1. `held`: the entries the learner set before, which keep their values while the others
@@ -136,7 +135,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
         row.classList.add("aw-ex-closed");
         input.disabled = true;
         track.setAttribute("aria-disabled", "true");
-        real.textContent = CLOSED_WHY[why[j]] || "closed";
+        real.textContent = CLOSED[why[j]]?.short || "closed";
       } else {
         track.tabIndex = 0;
         track.setAttribute("aria-label", `${t}: your share`);

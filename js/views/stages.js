@@ -12,7 +12,7 @@ import { lookupTable, pack } from "../picture.js";
 import { createBlend } from "./blend.js";
 import { createDetail, extent, follow } from "./detail.js";
 import { createDial } from "./dial.js";
-import { el, fmt2, fmt3, legend } from "./dom.js";
+import { CLOSED, el, fmt2, fmt3, legend } from "./dom.js";
 import { createGrid } from "./grid.js";
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
@@ -51,7 +51,6 @@ const CROSS_CAPTION =
   "Cross-attention: two texts as tokens. Each token of the text being written (the rows, on top) reads the tokens of the text it comes from (the columns, below): the row is the token doing the reading (its query), the column the token read from (its key and value). Click a token on top to focus it.";
 
 /** Why a cell cannot be read, in words (view.closedWhy). */
-export const CLOSED = { ahead: "cannot read ahead", sink: "the first token is left out", mask: "the mask closes this cell" };
 
 /** Said under the blend's caption when the residual is shown: x + mix is not an average of the values. */
 const RESIDUAL_NOTE =
@@ -128,7 +127,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   const describeCell = (i, j) => {
     const m = at.keys.length,
       why = at.closedWhy(i, j);
-    const weight = why ? `0 (masked: ${CLOSED[why]})` : fmt3(at.weightRow(i)[j]);
+    const weight = why ? `0 (masked: ${CLOSED[why].tip})` : fmt3(at.weightRow(i)[j]);
     const bias = at.bias,
       score = fmt3(at.scores()[i * m + j]);
     const a = (bias || at.softcap != null) && at.cellArithmetic(i, j);

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextvars
 
 from . import rules
-from .payload import LAYERED
 from .sync import WholeChanges
 from .traits import one_head
 from .views import VIEWS
@@ -59,7 +58,7 @@ class LivePage(WholeChanges):
 
     def _by_head(self) -> tuple:
         """What a live page gets of a model one head at a time: q, k, v, the value axes, and a bias of heads."""
-        return (*LAYERED, "bias") if self.model_bias is not None else LAYERED
+        return rules.by_head({"weights_only": self.weights_only})
 
     def _to_send(self, names):
         # a head the page keeps: it has the arrays already (layer_arrays tells it which to show);

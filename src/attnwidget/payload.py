@@ -38,8 +38,9 @@ import warnings
 
 import numpy as np
 
+from .rules import LAYERED, by_head
+
 VERSION = 1
-LAYERED = ("q", "k", "v", "value_basis")
 
 
 def encoded(widget, values: dict) -> dict:
@@ -118,7 +119,7 @@ def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDG
     src = inputs.sources
     held = held_layers(widget, inputs, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
-    layered = (*LAYERED, "bias") if widget.model_bias is not None else LAYERED  # a bias per layer is the layer's too
+    layered = by_head({"weights_only": widget.weights_only})  # a bias per layer is the layer's too
     own = set(type(widget).class_trait_names()) - set(anywidget.AnyWidget.class_trait_names())
     live = [n for n in widget.keys if n in own and n not in ("overview", "measure_data") and not (widget.layer_shown and n in layered)]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]

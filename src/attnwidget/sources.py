@@ -12,6 +12,7 @@ import numpy as np
 
 from .core import principal_axes
 from .examples import sentence_example
+from .rules import LAYERED
 from .traits import _kind, own, token_list
 
 
@@ -130,20 +131,13 @@ class Sources:
         f, arrays = self.found(block, text), self.stack(block, text)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
-        basis, masks, which = arrays["model_basis"], arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
+        masks, which = arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
         mask = {"mask": None if which[i] < 0 or masks is None else own(masks[which[i]])} if which else {}  # only a model with masks sets one
         biases = arrays.get("model_bias")
         bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
-        return dict(
-            **mask,
-            **bias,
-            tokens=list(f.tokens),
-            key_tokens=_keys(f),
-            q=own(arrays["model_q"][part]),  # the widget's own: no trait copies them
-            k=own(arrays["model_k"][part]),
-            v=own(arrays["model_v"][part]),
-            value_basis=None if basis is None else own(basis[part]),
-        )
+        # the layered arrays (rules.LAYERED): the layer's heads of each stack, the widget's own (no trait copies them)
+        layered = {n: None if arrays[m] is None else own(arrays[m][part]) for n, m in LAYERED.items()}
+        return dict(**mask, **bias, tokens=list(f.tokens), key_tokens=_keys(f), **layered)
 
     @staticmethod
     def basis(v):

@@ -126,9 +126,7 @@ class WholeChanges(anywidget.AnyWidget):
             if echo:
                 self._send({"method": "echo_update", "state": echo, "buffer_paths": paths}, buffers=buffers)
         try:
-            refused = [k for k in sync_data if k not in rules.WRITABLE]
-            if refused:
-                raise traitlets.TraitError(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
+            rules.page_may_set(sync_data)
             values = {k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()}
             self._page_keys = list(values)
             with self._page_values(sync_data), self.hold_trait_notifications():

@@ -118,7 +118,12 @@ class Matrix(traitlets.TraitType):
             raise traitlets.TraitError(f"{name} must hold real numbers, got complex values; pass the real part (np.real) if that is what you mean")
         if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
             raise traitlets.TraitError(f"{name} must hold real numbers, got dtype {a.dtype}")
-        if a.ndim not in self.ndims:
+        if self.name in rules.DIMS:  # what the page may send too: the rules say it, for both
+            try:
+                rules._dims(self.name, a.shape)
+            except rules.Refused as err:
+                raise traitlets.TraitError(str(err)) from None
+        elif a.ndim not in self.ndims:
             raise traitlets.TraitError(f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape {a.shape}")
         if 0 in a.shape:
             raise traitlets.TraitError(f"{name} must not be empty, got shape {a.shape}")

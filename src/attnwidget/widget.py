@@ -19,7 +19,6 @@ import numpy as np
 import traitlets
 
 from . import rules, views
-from .core import overflow_message
 from .from_models import FromModels
 from .inputs import Inputs
 from .live import LivePage, _on_page_message  # noqa: F401  (tests speak to the page's handler)
@@ -264,11 +263,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
 
     def _settle(self, before, changed, values):
         state, asked = self._plain(before), [n for n in changed if n in rules.FIELDS]
-        after = rules.settle(state, {n: values[n] for n in asked}, self._sources)
-        if any(not rules.same(after[n], state[n]) for n in ("q", "k", "scale", "bias")):
-            problem = overflow_message(after["q"], after["k"], after["scale"], after["bias"])
-            if problem:
-                raise rules.Refused(problem)
+        after = rules.settle_checked(state, {n: values[n] for n in asked}, self._sources)
         current = self._plain(values)
         for name, value in after.items():
             if not rules.same(value, current[name]):

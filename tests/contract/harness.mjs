@@ -2,7 +2,7 @@
 // Arrays travel as {$a: id, shape, dtype, data} and stand for one object each (rules compare
 // arrays by identity); sources are plain lists and maps of such states.
 import { createInterface } from "node:readline";
-import { overflow, settle } from "../../js/rules.js";
+import { overflow, settleChecked } from "../../js/rules.js";
 
 function decoder() {
   const table = new Map();
@@ -50,7 +50,7 @@ for await (const line of lines) {
   };
   let out;
   try {
-    const s = settle(c.state, c.change, sources, c.page);
+    const s = settleChecked(c.state, c.change, sources, c.page);
     out = { state: Object.fromEntries(c.fields.map((n) => [n, encode(s[n] ?? null)])) };
   } catch (err) {
     out = err.constructor.name === "Refused" ? { refused: err.message } : { error: String(err.stack) };

@@ -6,7 +6,11 @@ import { createLayers } from "../../js/layers.js";
 
 const MB = 2 ** 20;
 
-function fakeModel(state) {
+// what Python sends of its rules (rules.CONSTANTS): the layered arrays' names
+const _constants = { layered: { q: "model_q", k: "model_k", v: "model_v", value_basis: "model_basis" } };
+
+function fakeModel(values) {
+  const state = { _constants, ...values };
   const handlers = {},
     sent = [];
   return {

@@ -110,7 +110,7 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
     import torch
     from transformers import AttentionInterface
 
-    from .hf import _evaluating
+    from .common import _evaluating
     from .interface import _eager
 
     device = next(model.parameters()).device

@@ -3,6 +3,7 @@ tokens, and readable labels for tokenizer pieces. No torch here."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -176,3 +177,15 @@ def _scheme(tokenizer) -> str | None:
     if "Metaspace" in pipeline or "▁" in pipeline:
         return "sentencepiece"
     return None
+
+
+@contextlib.contextmanager
+def _evaluating(base):
+    """Dropout off, so the states are the model's real ones; each module's own mode back after."""
+    modes = {m: m.training for m in base.modules()}
+    base.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes.items():
+            m.training = training

@@ -13,7 +13,6 @@ transformers are known to be importable.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
 import numbers
@@ -25,7 +24,7 @@ import torch
 
 from ..progress import progress
 from .ablation import Rerun
-from .common import ModelAttention, _check_readable, _tokens_of
+from .common import ModelAttention, _check_readable, _evaluating, _tokens_of
 from .interface import Projection, _numpy, capture
 
 SUPPORTED = (
@@ -238,18 +237,6 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
         "decoder": _assemble(blocks["decoder"], dec_tokens, name, kind),
         "cross": _assemble(blocks["cross"], dec_tokens, name, kind, key_tokens=src_tokens),
     }
-
-
-@contextlib.contextmanager
-def _evaluating(base):
-    """Dropout off, so the states are the model's real ones; each module's own mode back after."""
-    modes = {m: m.training for m in base.modules()}
-    base.eval()
-    try:
-        yield
-    finally:
-        for m, training in modes.items():
-            m.training = training
 
 
 def _display_name(config, model) -> str:

@@ -1,390 +1,36 @@
-"""The widget's rules, on plain state: what a change may be, and what follows from it.
-
-No traitlets, no widget, no numpy arithmetic: a state is a dict of every trait's value (arrays
-are only looked at for their shape, and compared by identity), and a change is a dict of the
-values asked for. ``settle(state, change, sources)`` returns the complete new state, with every
-follow-up made (arrays that no longer fit dropped, indices moved inside, a sentence's or layer's
-arrays swapped in, causal on while writing, an exercise restarted), or raises :class:`Refused`
-with the message a user reads. ``validate`` gives that message, or None.
-
-``js/rules.js`` is the same module for the page, with the same names and the same messages; a
-differential test (tests/test_rules_contract.py) runs both on generated cases and compares every
-field. A rule changed on one side only fails it.
-
-``sources`` gives what a follow-up brings in (None when there is nothing to bring):
-``sentence(i)`` → dicts of traits (a model's text: its tokens, bias, opening step and every
-layer's stacked arrays, as a block's), ``layer(block, i, text)`` → a layer's traits (``text``: the
-model's text shown, 0 when it has one), ``block(name)`` → the block's traits and its model
-arrays, ``basis(v)`` → the value axes of new values.
-"""
+"""How a whole change settles: every follow-up made, or the change refused (the twin of the
+second half of js/rules.js: validate, settle, settleChecked)."""
 
 from __future__ import annotations
 
 import math
-import numbers
 
-STAGES = ("tokens", "qk", "scores", "weights", "blend")
-BLOCKS = ("encoder", "decoder", "cross")
-EXERCISES = ("", "predict", "temperature")
-SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect")  # "effect": a causal language model's head_effects()
-MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
-TEMPERATURE_RANGE = (0.1, 5.0)
-SCALE_LIMIT = 1e10
-GUESS_TOLERANCE = 1e-6
-# What an exercise's row depends on: a change to any of them starts a new try.
-ROW_TRAITS = (
-    "focus",
-    "sentence_index",
-    "temperature",
-    "tokens",
-    "key_tokens",
-    "q",
-    "k",
-    "v",
-    "head",
-    "layer",
-    "block",
-    "causal",
-    "mask",
-    "bias",
-    "sink",
-    "scale",
-    "softcap",
-    "step",
-    "exercise",
+from ..core import overflow_message
+from .values import (
+    FIELDS,
+    GENERATION_IS_CAUSAL,
+    GUESS_TOLERANCE,
+    NO_EFFECT,
+    ROW_TRAITS,
+    STACK,
+    WEIGHTS_BIAS,
+    WEIGHTS_ONLY,
+    WRITABLE,
+    Refused,
+    _in_range,
+    _one_of,
+    _so_far,
+    check,
+    closed_keys,
+    keys_read,
+    n_heads,
+    num,
+    rows,
+    same,
+    shape,
+    show,
+    writing,
 )
-ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis", "model_masks", "model_bias")
-# A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
-STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "model_bias", "n_layers")
-# What a page (or a user) may set; the rest are derived, and a page that sends one is refused.
-WRITABLE = (
-    "tokens",
-    "q",
-    "k",
-    "v",
-    "x",
-    "residual",
-    "mask",
-    "bias",
-    "temperature",
-    "focus",
-    "stage",
-    "causal",
-    "sink",
-    "scale",
-    "softcap",
-    "head",
-    "cell",
-    "sentence_index",
-    "value_axes",
-    "layer",
-    "summary",
-    "measure",
-    "block",
-    "step",
-    "exercise",
-    "guess",
-    "revealed",
-    "goal",
-    "scores_hint",
-)
-READ_ONLY = (
-    "key_tokens",
-    "cross",
-    "sentences",
-    "blocks",
-    "value_basis",
-    "n_layers",
-    "model_q",
-    "model_k",
-    "model_v",
-    "model_basis",
-    "model_masks",
-    "mask_of_layer",
-    "model_bias",
-    "weights_only",
-    "next_token",
-    "layer_shown",
-    "model_name",
-)
-FIELDS = WRITABLE + READ_ONLY
-# The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
-INDICES = ("focus", "head", "layer", "sentence_index", "step")
-FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint")
-# What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
-_NO_QK = (
-    "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
-    "Read the model with from_transformers, or pass q=, k=, v=, to see them."
-)
-_NO_VALUES = "This widget has attention weights alone (from_attentions): the blend needs values; pass values= (one vector per key) to from_attentions."
-WEIGHTS_ONLY = {
-    "weights": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage"), "blend": _NO_VALUES},
-    "weights and values": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage")},
-}
-WEIGHTS_BIAS = (
-    "A widget of attention weights alone (from_attentions) carries the weights' logarithms as its bias, each layer its own: "
-    "it cannot take another; pass other weights to from_attentions instead."
-)
-NO_EFFECT = (
-    "summary='effect' colours the heads by their effect on the next token (head_effects()), which needs a causal language model's widget: "
-    "from_transformers, from_nnsight or from_transformer_lens of a model with a language-model head (AutoModelForCausalLM, HookedTransformer)."
-)
-GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
-# The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
-CONSTANTS = {
-    "stages": list(STAGES),
-    "blocks": list(BLOCKS),
-    "exercises": list(EXERCISES),
-    "summaries": list(SUMMARIES),
-    "measures": list(MEASURES),
-    "temperature_range": list(TEMPERATURE_RANGE),
-    "row_traits": list(ROW_TRAITS),
-    "writable": list(WRITABLE),
-    "read_only": list(READ_ONLY),
-    "indices": list(INDICES),
-    "flags": list(FLAGS),
-    "stack": list(STACK),
-    "weights_only": WEIGHTS_ONLY,
-    "weights_bias": WEIGHTS_BIAS,
-    "no_effect": NO_EFFECT,
-    "scale_limit": SCALE_LIMIT,
-    "guess_tolerance": GUESS_TOLERANCE,
-    "entry_limit": 1e300,
-    "generation_is_causal": GENERATION_IS_CAUSAL,
-}
-
-
-class Refused(ValueError):
-    """A change the rules refuse; its message says what was wrong and how to fix it."""
-
-
-# --- how values are said in messages: the same text in Python and in the page ---
-
-
-def num(x) -> str:
-    """A float as Python's repr writes it (JS's num() writes the same)."""
-    return repr(float(x))
-
-
-def show(value) -> str:
-    """A value as a message shows it."""
-    if value is None or isinstance(value, bool):
-        return str(value)
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        return num(value)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(show(v) for v in value) + "]"
-    return kind(value)
-
-
-def kind(value) -> str:
-    """What sort of value it is, in the words of a message."""
-    if value is None:
-        return "None"
-    for t, name in ((bool, "bool"), (numbers.Integral, "int"), (numbers.Real, "float"), (str, "str"), ((list, tuple), "list"), (dict, "dict")):
-        if isinstance(value, t):
-            return name
-    return type(value).__name__
-
-
-def _one_of(values) -> str:
-    return ", ".join(repr(v) for v in values)
-
-
-# --- one value at a time: its kind and its own range ---
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _index(name, value):
-    if not _is_int(value):
-        raise Refused(f"'{name}' must be an integer{'' if name == 'step' else ' index'}, got {show(value)}.")
-    return int(value)
-
-
-def _flag(name, value):
-    if _is_int(value) and value in (0, 1):
-        return bool(value)  # as traitlets' Bool takes them
-    if not isinstance(value, bool):
-        raise Refused(f"'{name}' must be True or False, got {show(value)}.")
-    return value
-
-
-def _number(name, value, what):
-    if not _is_number(value):
-        raise Refused(f"'{name}' must be {what}, got {kind(value)} {show(value)}.")
-    try:
-        return float(value)
-    except OverflowError:  # an int beyond float's range: as a page's JSON reads it, infinite
-        return math.copysign(math.inf, value)
-
-
-def _text_list(name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, (list, tuple)):
-        raise Refused(f"'{name}' must be a list with one string per token, got {kind(value)}.")
-    bad = [t for t in value if not isinstance(t, str)][:1]
-    if bad:
-        bad = bad[0]
-        raise Refused(f"'{name}' must be strings, one per token; got {kind(bad)} {show(bad)}. Convert them with [str(t) for t in {name}].")
-    return list(value)
-
-
-def check(name, value):
-    """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state is looked at."""
-    if name in INDICES:
-        return _index(name, value)
-    if name in FLAGS:
-        return _flag(name, value)
-    if name == "temperature":
-        t = _number(name, value, "a finite number > 0")
-        if not (math.isfinite(t) and t > 0):
-            lo, hi = TEMPERATURE_RANGE
-            raise Refused(f"'temperature' must be a finite number > 0 (the slider spans {num(lo)} to {num(hi)}), got {num(t)}.")
-        return t
-    if name == "scale":
-        if value is None:
-            return None
-        s = _number(name, value, "a number, or None for 1/√d")
-        if not (math.isfinite(s) and abs(s) <= SCALE_LIMIT):
-            raise Refused(f"'scale' must be a finite number no larger than {SCALE_LIMIT:.0e} in size, or None for 1/√d; got {num(s)}.")
-        return s
-    if name == "softcap":
-        if value is None:
-            return None
-        c = _number(name, value, "a number > 0, or None for no cap")
-        if not (math.isfinite(c) and 0 < c <= SCALE_LIMIT):
-            raise Refused(
-                f"'softcap' must be a finite number > 0 and no larger than {SCALE_LIMIT:.0e} (scores become softcap·tanh(s/softcap)), or None for no cap; got {num(c)}."
-            )
-        return c
-    if name == "goal":
-        g = _number(name, value, "a number of effective tokens")
-        if not (math.isfinite(g) and g >= 1):
-            raise Refused(f"'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got {num(g)}.")
-        return g
-    if name == "stage":
-        if not isinstance(value, str) or value not in STAGES:
-            raise Refused(f"'stage' must be one of {', '.join(STAGES)}; got {show(value)}.")
-        return value
-    for field, allowed in (("exercise", EXERCISES[1:]), ("summary", SUMMARIES), ("measure", MEASURES)):
-        if name == field:
-            if not isinstance(value, str) or value not in ("", *allowed):
-                raise Refused(f"'{name}' must be one of {_one_of(allowed)}, or '' for none; got {show(value)}.")
-            return value
-    if name == "block":
-        if not isinstance(value, str):
-            raise Refused(f"'block' must be a block's name, got {show(value)}.")
-        return value
-    if name == "cell":
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(_is_int(i) for i in value):
-            raise Refused(f"'cell' must be (row, column), two integer indices, or None; got {show(value)}.")
-        return (int(value[0]), int(value[1]))
-    if name == "guess":
-        if value is None:
-            return None
-        if not isinstance(value, (list, tuple)) or not all(_is_number(g) for g in value):
-            raise Refused(f"'guess' must be a list of weights, one per token the focused row reads, or None; got {show(value)}.")
-        return [float(g) for g in value]
-    if name in ("tokens", "key_tokens", "value_axes"):
-        return _text_list(name, value, allow_none=name == "key_tokens")
-    if name in ("q", "k", "v", "x", "mask", "bias"):  # their numbers: the trait types' own checks (traits.py)
-        if value is None and name in ("q", "k", "v"):
-            raise Refused(f"'{name}' must be an array of numbers, got None.")
-        if value is not None and not hasattr(value, "shape"):
-            raise Refused(f"an array from the page could not be read ({kind(value)}); expected {{shape, dtype: float32 or float64, view}}")
-        if value is not None:
-            _dims(name, value.shape)
-    return value
-
-
-# each array's dimensions, as the trait types say them (traits.py); the page's arrays are checked alike
-DIMS = {
-    "q": ((2, 3), "tokens × width or heads × tokens × width"),
-    "k": ((2, 3), "tokens × width or heads × tokens × width"),
-    "v": ((2, 3), "tokens × width or heads × tokens × width"),
-    "bias": ((2, 3), "tokens × width or heads × tokens × width"),
-    "x": ((2,), "tokens × width"),
-    "mask": ((2,), "queries × keys booleans (True where a row may read)"),
-}
-
-
-def _dims(name, dims):
-    allowed, said = DIMS[name]
-    if len(dims) not in allowed:
-        shown = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
-        raise Refused(f"'{name}' must be {'-D or '.join(map(str, allowed))}-D ({said}), got {len(dims)}-D with shape {shown}")
-
-
-# --- the state's own measures ---
-
-
-def shape(a):
-    return None if a is None else tuple(a.shape)
-
-
-def n_heads(state) -> int:
-    q = state.get("q")
-    return 1 if q is None or len(q.shape) == 2 else q.shape[0]
-
-
-def writing(state) -> bool:
-    """Still writing: only the first `step` tokens exist."""
-    return 0 < (state.get("step") or 0) < len(state["tokens"])
-
-
-def rows(state) -> int:
-    """How many tokens read: all of them, or while writing the first `step`."""
-    return state["step"] if writing(state) else len(state["tokens"])
-
-
-def keys_read(state) -> int:
-    """How many tokens a row reads: the tokens written, or cross-attention's own."""
-    return len(state["key_tokens"]) if state.get("cross") else rows(state)
-
-
-def closed_keys(state, row) -> list:
-    """The tokens ``row`` may not read (the causal rule, the mask, the sink), of those it reads."""
-    m, mask = keys_read(state), state.get("mask")
-    out = []
-    for j in range(m):
-        shut = (state.get("causal") and j > row) or (state.get("sink") and j == 0) or (mask is not None and not bool(mask[row][j]))
-        if shut:
-            out.append(j)
-    return out
-
-
-def _so_far(state) -> str:
-    n = len(state["tokens"])
-    return f" written so far (step {state['step']} of {n}: advance step to reach later tokens)" if writing(state) else ""
-
-
-def _in_range(name, value, count, what):
-    if not 0 <= value < count:
-        raise Refused(f"'{name}' must be {what} from 0 to {count - 1}, got {value}.")
-
-
-def same(a, b) -> bool:
-    """Unchanged: the same array object (each assignment stores a new one), or an equal value."""
-    if hasattr(a, "shape") or hasattr(b, "shape"):
-        return a is b
-    return a == b and type(a) is type(b)
-
-
-# --- the whole change ---
 
 
 def validate(state, change, sources=None, *, page=False):
@@ -396,13 +42,29 @@ def validate(state, change, sources=None, *, page=False):
     return None
 
 
+def page_may_set(keys) -> None:
+    """Refuse the keys a page may not set: read-only, private or unknown."""
+    refused = [k for k in keys if k not in WRITABLE]
+    if refused:
+        raise Refused(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
+
+
+def settle_checked(state, change, sources=None, *, page=False):
+    """settle(), then the numbers' own check: scores of the new q, k, scale and bias must be
+    computable in float64 (core.overflow_message). What Python and both pages run for a change."""
+    s = settle(state, change, sources, page=page)
+    if any(not same(s.get(n), state.get(n)) for n in ("q", "k", "scale", "bias")):
+        problem = overflow_message(s["q"], s["k"], s["scale"], s["bias"])
+        if problem:
+            raise Refused(problem)
+    return s
+
+
 def settle(state, change, sources=None, *, page=False):
     """The complete state after ``change`` and every follow-up, or Refused. ``page``: the change
     came from a page, which may set only the writable traits."""
     if page:
-        refused = [k for k in change if k not in WRITABLE]
-        if refused:
-            raise Refused(f"the page may not set {', '.join(map(repr, refused))} (read-only, private or unknown)")
+        page_may_set(change)
     s, before = dict(state), state
     for name, value in change.items():
         s[name] = check(name, value)
