@@ -327,9 +327,8 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
     shown = get("measure") || "";
   const why = live ? get("measures") || {} : {};
   const names = Object.keys(constants.views).filter((n) => constants.views[n].held_in === "measure_data");
-  const texts = (get("sentences") || []).length;
-  const many = texts > 1 || (get("n_layers") || 0) > 0 || store.all("q").heads > 1 || !!shown;
-  const offered = live ? (many ? names.filter((n) => n !== "difference" || texts > 1) : []) : names.filter((n) => n in data || n === shown);
+  // a live page: what Python offers (views.offered); an exported page: what it carries
+  const offered = live ? get("offered_measures") || [] : names.filter((n) => n in data || n === shown);
   p.measure.update({
     measure: shown,
     offered,

@@ -106,6 +106,19 @@ def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
     assert "two texts" in AttentionWidget().measures["difference"]
 
 
+def test_the_page_offers_a_measure_only_where_there_is_something_beyond_one_head():
+    """Which buttons the panel offers is said once, in Python (offered_measures): nothing for one
+    head of one text; difference only with several texts; a measure chosen keeps its button."""
+    assert AttentionWidget().offered_measures == []
+    one = AttentionWidget(measure="rollout")
+    assert one.offered_measures == ["norms", "rollout", "flow"]
+    assert AttentionWidget(["a b c", "d e f"]).offered_measures == ["norms", "rollout", "flow", "difference"]
+    w = model_widget(n=5, layers=3)
+    assert w.offered_measures == ["norms", "rollout", "flow"]
+    w.measure = "flow"
+    assert w.offered_measures == ["norms", "rollout", "flow"] and w.measures["flow"] == ""
+
+
 def test_an_unknown_measure_is_refused_and_the_state_kept():
     w = model_widget()
     w.measure = "rollout"

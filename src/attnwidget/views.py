@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import measures
+from . import measures, rules
 from .inputs import ARRAYS, KEY, Inputs
 
 _OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its arrays
@@ -90,6 +90,14 @@ VIEWS_FOR_PAGE = {n: {"key": [k for k in v.depends if k in KEY or k in ("layer",
 def available(inputs: Inputs) -> dict[str, str]:
     """Each measure's name -> "" where the widget can show it, else why not."""
     return {n: VIEWS[n].why_not(inputs) for n in MEASURES}
+
+
+def offered(state: dict) -> list[str]:
+    """The measures the page offers a button for: none for one head of one text (unless one is
+    chosen); difference only with several texts (the others are offered, marked where not available)."""
+    texts = len(state["sentences"] or ())
+    many = texts > 1 or state["n_layers"] > 0 or rules.n_heads(state) > 1 or bool(state["measure"])
+    return [n for n in MEASURES if n != "difference" or texts > 1] if many else []
 
 
 def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:

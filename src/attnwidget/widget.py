@@ -149,6 +149,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
     measures = traitlets.Dict(read_only=True).tag(sync=True)
     """Each measure's name -> "" where this widget can show it, else why not."""
+    offered_measures = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
+    """The measures the page offers a button for (views.offered): none for one head of one text, difference only
+    with several texts."""
     measure_data = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
     """{measure: its matrix for the page, at the state in its "key"} (measures.entry), computed here when the page asks; None until then, and again when the arrays change."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
@@ -277,7 +280,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         held = values.get("measure_data") or {}
         if any(views.stale(name, state, after) for name in held):
             values["measure_data"] = None
-        values["measures"] = views.available(Inputs(after, self._sources))
+        values["measures"], values["offered_measures"] = views.available(Inputs(after, self._sources)), views.offered(after)
         if after["summary"] != state["summary"]:
             self._new_summary(after["summary"], values)
 
