@@ -278,15 +278,22 @@ function drawHeads(p, pal, maxWidth, secret) {
   heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
   if (!heads.node.hidden) {
     const overview = get("overview");
+    const asked = computedAnswer(get, p.constants.views); // head scores over every text: the kernel's
     const loading = overview?.error
       ? `the overview could not be computed (${overview.error})`
-      : p.fetching.label()
-        ? `loading ${p.fetching.label()}…`
-        : !store.overviewDue()
-          ? ""
-          : held // an exported page has no kernel to compute another overview: it says which one it shows
-            ? `as exported, at T = ${fmt2(overview.key.temperature)}`
-            : "updating…";
+      : asked && !current(asked.answer, get)
+        ? !p.live
+          ? asked.answer
+            ? `coloured as exported, at T = ${fmt2(asked.answer.key.temperature)}`
+            : "this page was exported without these scores: choose them in the notebook and export again"
+          : "updating…"
+        : p.fetching.label()
+          ? `loading ${p.fetching.label()}…`
+          : !store.overviewDue()
+            ? ""
+            : held // an exported page has no kernel to compute another overview: it says which one it shows
+              ? `as exported, at T = ${fmt2(overview.key.temperature)}`
+              : "updating…";
     heads.update({
       work: store.thumbnails(),
       layers,
@@ -298,12 +305,34 @@ function drawHeads(p, pal, maxWidth, secret) {
       summary: get("summary") || "",
       loading,
       held,
-      colourBy: differenceSummary(get) || effectSummary(get),
+      colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(get, p.constants.views),
       offered: get("head_effects") ? ["effect"] : [],
     });
   }
   if (p.requests && store.kernelOverview()) p.requests.want("overview");
+  // the other views the kernel computes (head scores over every text), asked for while the state asks
+  for (const [name, spec] of Object.entries(p.constants.views))
+    if (p.requests && spec.asked_when && Object.entries(spec.asked_when).some(([t, values]) => values.includes(get(t)))) p.requests.want(name);
 }
+
+/** The computed view whose summary is chosen (head scores over every text): {name, spec, answer
+ * (as held: the kernel's, or as exported), or null when none is chosen. */
+function computedAnswer(get, views) {
+  const summary = get("summary");
+  for (const [name, spec] of Object.entries(views))
+    if (spec.held_in === "computed" && spec.asked_when?.summary?.includes(summary)) return { name, spec, answer: held(get, name, spec) };
+  return null;
+}
+
+/** The overview's colours from the summary chosen among a computed view's, while it is for the state shown. */
+const computedSummary = (get, views) => {
+  const found = computedAnswer(get, views);
+  if (!found?.answer?.summaries || !current(found.answer, get)) return null;
+  const { answer, spec } = found,
+    summary = get("summary"),
+    texts = answer.texts > 1 ? `${answer.texts} texts` : "this text";
+  return { name: summary, label: `its ${summary} score over ${texts}`, values: answer.summaries[summary], signed: spec.signed };
+};
 
 // The difference panel colours the overview by each head's largest difference from the other
 // text, while that is the state shown (a new one is on its way, or not in an exported page).

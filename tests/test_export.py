@@ -200,12 +200,17 @@ def test_a_models_page_holds_every_layer_under_its_budget_and_else_the_nearest_o
     each = 3 * 2 * 6 * 4 * 4 * 4 / 3  # one layer's q, k, v in float32, as base64
     overview = 6 * 2 * 6 * 6 * 4 / 3  # every head's thumbnail, carried when some layers are left out
     assert held_layers(w, w._inputs()) is None and "held_layers" not in w.page_state()["state"]  # small: every layer
-    assert held_layers(w, w._inputs(), budget=overview + 2.5 * each) == [2, 3]  # the layer shown and the nearest that fit
+    assert held_layers(w, w._inputs(), budget=overview + 2.5 * each) == [
+        2,
+        3,
+    ]  # the layer shown and the nearest that fit
     with pytest.warns(UserWarning, match="one layer of this model alone takes"):
         assert held_layers(w, w._inputs(), budget=0) == [3]
     # each layer held is carried once: the one shown is in "arrays", not in the state as well
     assert not {"q", "k", "v", "value_basis"} & set(w.page_state(layers=[3])["state"])
-    assert held_layers(w, w._inputs(), layers=[5, 0]) == [0, 3, 5] and held_layers(w, w._inputs(), layers=range(6)) is None
+    assert (
+        held_layers(w, w._inputs(), layers=[5, 0]) == [0, 3, 5] and held_layers(w, w._inputs(), layers=range(6)) is None
+    )
     with pytest.raises(ValueError, match=r"layers= must be layer indices from 0 to 5; got \[6\]"):
         w.to_html(layers=[6])
     payload = w.page_state(layers=[0])

@@ -250,4 +250,6 @@ def test_a_head_is_sent_unless_every_view_of_the_widget_keeps_it():
     w.comm.sent.clear()
     w.layer = 0
     w.layer = 2  # kept by the only view left: its name alone
-    assert w.comm.sent[-1][0]["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k"} & set(w.comm.sent[-1][0]["state"])
+    assert w.comm.sent[-1][0]["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k"} & set(
+        w.comm.sent[-1][0]["state"]
+    )

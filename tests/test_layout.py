@@ -77,7 +77,9 @@ def test_the_import_circle_check_finds_a_circle(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "hf.py").write_text("from .ablation import Rerun\n")
     (pkg / "ablation.py").write_text("def f():\n    from .hf import _evaluating\n")
-    assert circles(tmp_path / "attnwidget") == [["attnwidget.integrations.ablation", "attnwidget.integrations.hf", "attnwidget.integrations.ablation"]]
+    assert circles(tmp_path / "attnwidget") == [
+        ["attnwidget.integrations.ablation", "attnwidget.integrations.hf", "attnwidget.integrations.ablation"]
+    ]
 
 
 def private_reads(path: pathlib.Path) -> list[str]:
@@ -107,7 +109,9 @@ def test_the_private_member_check_finds_a_read(tmp_path):
 
 
 def lines_of_class(path: pathlib.Path, name: str) -> int:
-    (cls,) = [n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef) and n.name == name]
+    (cls,) = [
+        n for n in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(n, ast.ClassDef) and n.name == name
+    ]
     return cls.end_lineno - cls.lineno + 1
 
 

@@ -21,6 +21,10 @@ const SUMMARIES = [
   ["previous", "weight on the previous token"],
   ["effective_tokens", "effective tokens"],
   ["effect", "effect on the next token"], // a causal language model's (head_effects): offered when its overview has it
+  // head scores over every text (Python's head_scores, views.py): computed in the kernel when chosen
+  ["sink", "sink score (weight on the first token), every text"],
+  ["duplicate", "weight on earlier copies of its token, every text"],
+  ["entropy", "entropy of its rows (nats), every text"],
 ];
 
 /** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
@@ -201,7 +205,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy?.name === "difference" ? ` · coloured by ${colourBy.label}` : ""}${signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

@@ -20,23 +20,42 @@ from .widget import STAGES, AttentionWidget
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attnwidget", description="Export an attention widget without a notebook.")
+    parser = argparse.ArgumentParser(
+        prog="python -m attnwidget", description="Export an attention widget without a notebook."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write a standalone HTML page, or a PNG, SVG or PDF picture")
     export.add_argument("sentences", nargs="*", help="one sentence, or several to switch between")
-    export.add_argument("-o", "--output", required=True, help="where to write: .html, .png, .svg or .pdf; - writes the page to standard output")
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="where to write: .html, .png, .svg or .pdf; - writes the page to standard output",
+    )
     export.add_argument("--preset", choices=sorted(PRESETS), help="a built-in example instead of sentences")
     export.add_argument("--stage", choices=STAGES, help="the stage to open on")
     export.add_argument("--focus", help="the token to focus (its text or its index)")
     export.add_argument("--temperature", type=float)
     export.add_argument("--causal", action="store_true", help="each token reads only itself and earlier tokens")
-    export.add_argument("--theme", choices=("auto", "light", "dark"), default="auto", help="the page's, or the picture's (auto: light)")
+    export.add_argument(
+        "--theme", choices=("auto", "light", "dark"), default="auto", help="the page's, or the picture's (auto: light)"
+    )
     model = export.add_argument_group("a model's attention")
-    model.add_argument("--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub")
+    model.add_argument(
+        "--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub"
+    )
     model.add_argument("--layer", type=int, default=0, help="the layer to open on")
     model.add_argument("--head", type=int, default=0, help="the head to open on")
-    model.add_argument("--layers", help="the layers the page holds (and the one shown), e.g. 0,3,5-7; without it, every layer under --max-mb")
-    model.add_argument("--max-mb", type=float, default=50, help="the page holds every layer while it stays under this size (default 50)")
+    model.add_argument(
+        "--layers",
+        help="the layers the page holds (and the one shown), e.g. 0,3,5-7; without it, every layer under --max-mb",
+    )
+    model.add_argument(
+        "--max-mb",
+        type=float,
+        default=50,
+        help="the page holds every layer while it stays under this size (default 50)",
+    )
     args = parser.parse_args(argv)
 
     if bool(args.sentences) == bool(args.preset):
@@ -66,7 +85,11 @@ def main(argv=None) -> int:
                 w.causal = True
             if args.focus is not None:
                 w.focus = _focus_index(parser, args.focus, w.tokens)
-    except (ValueError, NotImplementedError, traitlets.TraitError) as err:  # (a model family not read: said, not a traceback)
+    except (
+        ValueError,
+        NotImplementedError,
+        traitlets.TraitError,
+    ) as err:  # (a model family not read: said, not a traceback)
         parser.error(str(err))
 
     out, picture_theme = args.output, "light" if args.theme == "auto" else args.theme
@@ -124,13 +147,19 @@ def _from_model(parser, name: str, text: str) -> AttentionWidget:
     try:
         import transformers
     except ImportError:
-        print(f"{parser.prog}: error: --model needs transformers and torch: pip install 'attnwidget[transformers]'", file=sys.stderr)
+        print(
+            f"{parser.prog}: error: --model needs transformers and torch: pip install 'attnwidget[transformers]'",
+            file=sys.stderr,
+        )
         sys.exit(1)
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModel.from_pretrained(name)
     except (OSError, ValueError) as err:
-        parser.error(f"--model {name!r} could not be loaded ({err}); give a folder saved with save_pretrained, or a model's name on the Hub")
+        parser.error(
+            f"--model {name!r} could not be loaded ({err}); give a folder saved with save_pretrained, or a model's "
+            "name on the Hub"
+        )
     return AttentionWidget.from_transformers(model.eval(), tokenizer, text)
 
 

@@ -26,7 +26,9 @@ def score_bound(q: np.ndarray, k: np.ndarray, scale) -> float:
     its partial sums (d·max|q|·max|k|), and the score (that times |scale|). inf when it overflows."""
     s = default_scale(q.shape[-1]) if scale is None else abs(scale)
     with np.errstate(over="ignore"):
-        dot = q.shape[-1] * float(np.abs(q).max()) * float(np.abs(k).max())  # summed before it is scaled; in float64, whatever q's type
+        dot = (
+            q.shape[-1] * float(np.abs(q).max()) * float(np.abs(k).max())
+        )  # summed before it is scaled; in float64, whatever q's type
         return float(max(dot, s * dot))
 
 
@@ -37,8 +39,8 @@ def overflow_message(q, k, scale, bias=None) -> str | None:
         return None
     if bound <= SCORE_LIMIT:
         return (
-            f"scale·q·k (up to about {bound:.1e}) plus the bias (up to {float(np.abs(bias).max()):.1e}) would overflow float64; "
-            f"keep their sum below {SCORE_LIMIT:.0e}."
+            f"scale·q·k (up to about {bound:.1e}) plus the bias (up to {float(np.abs(bias).max()):.1e}) would overflow "
+            f"float64; keep their sum below {SCORE_LIMIT:.0e}."
         )
     return (
         f"q and k are so large that their dot products or scores (up to about {bound:.1e}) would overflow float64; "
@@ -121,10 +123,14 @@ def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) ->
     diagonal[..., i] = weights[..., i, i]
     previous[..., p] = weights[..., p, p - 1]
     logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
-    return summaries_of_rows(weights[..., :, 0], diagonal, previous, np.exp(-(weights * logw).sum(axis=-1)), allowed, m, cross=cross)
+    return summaries_of_rows(
+        weights[..., :, 0], diagonal, previous, np.exp(-(weights * logw).sum(axis=-1)), allowed, m, cross=cross
+    )
 
 
-def summaries_of_rows(first, diagonal, previous, effective, allowed, n_keys: int, *, cross: bool = False) -> dict[str, np.ndarray]:
+def summaries_of_rows(
+    first, diagonal, previous, effective, allowed, n_keys: int, *, cross: bool = False
+) -> dict[str, np.ndarray]:
     """head_summaries from each row's numbers (..., n): its weight on token 0, on itself, on the
     token before it, and its effective tokens; allowed as there (n × n_keys, None: all)."""
     n = first.shape[-1]
@@ -149,12 +155,14 @@ def summaries_of_rows(first, diagonal, previous, effective, allowed, n_keys: int
 class Attention:
     """The result of one attention computation.
 
-    ``scores`` is scale·QKᵀ (soft-capped by ``softcap`` and plus ``bias``, when given) before temperature and mask; ``weights`` the row-wise
-    softmax of scores / temperature (rows read, columns are read from);
-    ``output`` is weights·V. The metrics are computed on first use.
+    ``scores`` is scale·QKᵀ (soft-capped by ``softcap`` and plus ``bias``, when given) before
+    temperature and mask; ``weights`` the row-wise softmax of scores / temperature (rows read,
+    columns are read from); ``output`` is weights·V. The metrics are computed on first use.
     """
 
-    def __init__(self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None):
+    def __init__(
+        self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None
+    ):
         self.q, self.k, self.v = q, k, v
         self.temperature = float(temperature)
         self.causal = bool(causal)
@@ -261,7 +269,9 @@ def _as_matrix(name: str, x) -> np.ndarray:
     return a
 
 
-def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None) -> Attention:
+def attention(
+    q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None
+) -> Attention:
     """Compute attention for queries ``q`` (n×d_k), keys ``k`` (m×d_k) and values ``v`` (m×d_v).
 
     m = n for self-attention; in cross-attention the queries come from one text and the keys
@@ -277,13 +287,19 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
     if q.shape[1] != k.shape[1]:
         raise ValueError(f"q and k must have the same width, got {q.shape[1]} and {k.shape[1]}")
     if k.shape[0] != v.shape[0]:
-        raise ValueError(f"k and v must have the same number of tokens (one key and one value per token read), got {k.shape[0]} and {v.shape[0]}")
+        raise ValueError(
+            f"k and v must have the same number of tokens (one key and one value per token read), got {k.shape[0]} "
+            f"and {v.shape[0]}"
+        )
     if not (np.isfinite(temperature) and temperature > 0):
         raise ValueError(f"temperature must be finite and > 0, got {temperature}")
     if scale is not None and not np.isfinite(scale):
         raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
     if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
-        raise ValueError(f"softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), or None for no cap; got {softcap}")
+        raise ValueError(
+            "softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), or None for no cap; "
+            f"got {softcap}"
+        )
     if mask is not None:
         mask = _as_mask(mask, q.shape[0], k.shape[0])
     if bias is not None:
@@ -291,13 +307,17 @@ def attention(q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=
             raise ValueError(f"bias must be tokens × tokens (queries × keys, 2-D), got shape {np.shape(bias)}")
         bias = _as_matrix("bias", bias)
         if bias.shape != (q.shape[0], k.shape[0]):
-            raise ValueError(f"bias must be tokens × tokens (queries × keys), {(q.shape[0], k.shape[0])}; got {bias.shape}")
+            raise ValueError(
+                f"bias must be tokens × tokens (queries × keys), {(q.shape[0], k.shape[0])}; got {bias.shape}"
+            )
         if not np.isfinite(bias).all():
             raise ValueError("bias must be finite")
     problem = overflow_message(q, k, scale, bias)
     if problem:
         raise ValueError(problem)
-    return Attention(q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap)
+    return Attention(
+        q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap
+    )
 
 
 def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
@@ -413,7 +433,9 @@ def head_vectors(v: np.ndarray, w_o=None, keys=slice(None)) -> np.ndarray:
             out[h, :, h * d : (h + 1) * d] = part[h]
         return out
     if w_o.shape[0] != heads * d:
-        raise ValueError(f"the output projection takes {w_o.shape[0]} numbers, but {heads} heads of {d} give {heads * d}")
+        raise ValueError(
+            f"the output projection takes {w_o.shape[0]} numbers, but {heads} heads of {d} give {heads * d}"
+        )
     return np.stack([part[h] @ np.asarray(w_o[h * d : (h + 1) * d], dtype=float) for h in range(heads)])
 
 

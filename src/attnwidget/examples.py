@@ -66,7 +66,10 @@ _AMBIGUOUS = {
     "bank": ((0.50, 0.50), (0.25, 0.25), (1.80, 1.80)),
 }
 _FUNCTION_VECTORS = ((0.10, 0.10), (-0.30, -0.30), (0.30, 0.30))
-_FUNCTION_WORDS = ("the a an i she he we they it my your his her our their on in by of at to from with and or but sat put read left is was are were").split()
+_FUNCTION_WORDS = (
+    "the a an i she he we they it my your his her our their on in by of at to from with and or but sat put read left "
+    "is was are were"
+).split()
 
 LEXICON = {**_WATER, **_MONEY, **_AMBIGUOUS, **{w: _FUNCTION_VECTORS for w in _FUNCTION_WORDS}}
 """word -> (value, key, query), each two numbers; the embedding is the value."""

@@ -23,7 +23,8 @@ _PAGE = """<!doctype html>
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; worker-src blob:; style-src 'unsafe-inline'; img-src data: blob:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; \
+worker-src blob:; style-src 'unsafe-inline'; img-src data: blob:">
 <title>{title}</title>
 <style>
 body {{ margin: 0; padding: 16px; font-family: system-ui, -apple-system, "Segoe UI", sans-serif; }}
@@ -65,7 +66,10 @@ def _boot(bundle: str) -> str:
         names[exported or local] = local
     if found is None or "renderStandalone" not in names:
         raise RuntimeError("the widget bundle does not export renderStandalone; rebuild it with `npm run build`")
-    call = f'{names["renderStandalone"]}(document.getElementById("attnwidget"), JSON.parse(document.getElementById("attnwidget-state").textContent));'
+    call = (
+        f'{names["renderStandalone"]}(document.getElementById("attnwidget"), '
+        'JSON.parse(document.getElementById("attnwidget-state").textContent));'
+    )
     return bundle[: found.start()] + call
 
 
@@ -77,7 +81,10 @@ def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Atte
     """
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
-    bundle, css = (_STATIC / "widget.js").read_text(encoding="utf-8"), (_STATIC / "widget.css").read_text(encoding="utf-8")
+    bundle, css = (
+        (_STATIC / "widget.js").read_text(encoding="utf-8"),
+        (_STATIC / "widget.css").read_text(encoding="utf-8"),
+    )
     payload = {**payload, "theme": theme}
     page = _PAGE.format(
         title=html.escape(title),
@@ -96,7 +103,9 @@ def _write_whole(path, data: bytes) -> None:
     place (atomically) only once written. On any failure, even an interrupt, nothing new is
     left and a file already at ``path`` is as it was."""
     path = pathlib.Path(path)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")  # same folder: os.replace cannot cross file systems
+    temporary = path.with_name(
+        f".{path.name}.{secrets.token_hex(4)}.tmp"
+    )  # same folder: os.replace cannot cross file systems
     try:
         with open(temporary, "xb") as f:  # "x": never someone else's file; mode from the umask, as for any new file
             f.write(data)
@@ -153,7 +162,10 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
                 page.set_content(page_html)
                 page.wait_for_selector(".aw-root")
                 page.wait_for_function("document.fonts.status === 'loaded'")
-                return page.evaluate("([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)", [kind, scale])
+                return page.evaluate(
+                    "([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)",
+                    [kind, scale],
+                )
             finally:
                 browser.close()
 
@@ -204,7 +216,12 @@ def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> 
     the SVG picture of save_svg, rasterised."""
     payload = _themed(payload, theme)
     low, high = PNG_SCALES
-    if not (isinstance(scale, numbers.Real) and not isinstance(scale, bool) and math.isfinite(scale) and low <= scale <= high):
+    if not (
+        isinstance(scale, numbers.Real)
+        and not isinstance(scale, bool)
+        and math.isfinite(scale)
+        and low <= scale <= high
+    ):
         raise ValueError(
             f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
             "for a larger picture save an SVG, which scales without limit"
@@ -212,7 +229,10 @@ def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> 
     data_url = _snapshot(payload, "png", float(scale))
     data = base64.b64decode(data_url.partition(",")[2])
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError(f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); try a smaller scale, or save an SVG")
+        raise ValueError(
+            f"the browser made no PNG at scale {scale} (the view may be too large for one canvas); try a smaller "
+            "scale, or save an SVG"
+        )
     _write_whole(path, data)
 
 

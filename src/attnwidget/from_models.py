@@ -71,13 +71,17 @@ class FromModels(_Widget):
         from .integrations import from_transformers
 
         found = from_transformers(model, tokenizer, text, target=target, generate=generate)
-        prompt = None if isinstance(found, (dict, list)) else found.prompt_length  # (a list's texts: each its own, _from_model)
+        prompt = (
+            None if isinstance(found, (dict, list)) else found.prompt_length
+        )  # (a list's texts: each its own, _from_model)
         if prompt is not None:
             kwargs.setdefault("step", prompt)  # the prompt written: the model's own tokens come next
         return cls._from_model(found, layer, head, kwargs, block if isinstance(found, dict) else None, texts=text)
 
     @classmethod
-    def from_transformer_lens(cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+    def from_transformer_lens(
+        cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs
+    ) -> AttentionWidget:
         """Every head of one layer of a TransformerLens ``HookedTransformer``; with ``cache`` (its
         ``run_with_cache(text)``), read from that cache's hooks, without running the model again.
         A list of texts is read a text at a time, as from_transformers reads one."""
@@ -96,7 +100,9 @@ class FromModels(_Widget):
         return cls._from_model(from_nnsight(model, text), layer, head, kwargs, texts=text)
 
     @classmethod
-    def from_attentions(cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+    def from_attentions(
+        cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs
+    ) -> AttentionWidget:
         """Attention weights alone, as other tools give them: Hugging Face's ``attentions`` (a
         tuple of layers, each batch × heads × queries × keys, batch 1), a numpy array or torch
         tensor of queries × keys, heads × … or layers × heads × …, or a TransformerLens
@@ -147,7 +153,15 @@ class FromModels(_Widget):
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
-            w = cls(tokens=found.tokens, key_tokens=first["key_tokens"], q=first["q"], k=first["k"], v=first["v"], head=head, **kwargs)
+            w = cls(
+                tokens=found.tokens,
+                key_tokens=first["key_tokens"],
+                q=first["q"],
+                k=first["k"],
+                v=first["v"],
+                head=head,
+                **kwargs,
+            )
         finally:
             OPENING.reset(made)
         w._sources = sources
@@ -165,7 +179,9 @@ class FromModels(_Widget):
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
         w._prompt_lengths = [None if blocks else opening_step(f) for f in each or [found]]  # tokens not the model's own
-        w.set_trait("next_token", w._effects_kept() is not None)  # a causal language model, which head_effects can run again
+        w.set_trait(
+            "next_token", w._effects_kept() is not None
+        )  # a causal language model, which head_effects can run again
         try:
             w.summary = summary
         except BaseException:

@@ -82,12 +82,20 @@ class Inputs:
         state, other, text = self.state, self.other, self.text
         bias = state["bias"] if other is None else other.get("bias")
         # the reading mask's size: the tokens shown (and read), or the other text's rows
-        n, m = (self.rows, self.keys) if other is not None else (len(state["tokens"]), len(state["key_tokens"] or state["tokens"]))
+        n, m = (
+            (self.rows, self.keys)
+            if other is not None
+            else (len(state["tokens"]), len(state["key_tokens"] or state["tokens"]))
+        )
         if state["layer_shown"]:
             found = [self.sources.layer(state["block"], i, text) for i in range(state["n_layers"])]
             masks = [f.get("mask", state["mask"]) for f in found]
-            return [(f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias)) for f, mk in zip(found, masks)]
-        q, k = (state["q"], state["k"]) if other is None else (other["q"], other["k"])  # your own arrays (a sentence's): one layer
+            return [
+                (f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias)) for f, mk in zip(found, masks)
+            ]
+        q, k = (
+            (state["q"], state["k"]) if other is None else (other["q"], other["k"])
+        )  # your own arrays (a sentence's): one layer
         return [(q, k, reading_mask(state["mask"], self.sink, n, m), bias)]
 
     @cached_property
@@ -98,6 +106,13 @@ class Inputs:
     def cells(self) -> int:
         """How many cells of weights every layer's heads have: what computing them costs."""
         return sum(q.size // q.shape[-1] * self.keys for q, *_ in self.layers)
+
+    def texts(self):
+        """(tokens, Inputs) of each of the widget's texts in turn (its sentences, or a model's
+        texts; this one alone when it has one), each read when its turn comes."""
+        for t in range(max(1, len(self.state["sentences"] or ()))):
+            inputs = self if t == self.text else Inputs(self.state, self.sources, t, **self.extra)
+            yield (self.state["tokens"] if inputs.other is None else inputs.other["tokens"]), inputs
 
     def key(self, names: tuple = KEY, **more) -> dict:
         """The plain values among ``names`` (what the page compares with its own state), and ``more``."""
@@ -121,7 +136,10 @@ class Inputs:
     def weights_of(self, q, k, allowed, bias=None) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
         biases = [None if bias is None else head_of(bias, h) for h in range(len(q))]
-        scores = (scores_of(q[h].astype(float), k[h].astype(float), self.scale, biases[h], self.softcap) for h in range(len(q)))
+        scores = (
+            scores_of(q[h].astype(float), k[h].astype(float), self.scale, biases[h], self.softcap)
+            for h in range(len(q))
+        )
         return np.stack([_softmax_rows(s, self.temperature, allowed) for s in scores])
 
     def weights(self, up_to: int | None = None):

@@ -2,7 +2,8 @@
 
 A model's layer travels one head at a time (the head shown: ``get_state``); the page says which
 heads it keeps ({"kind": "holding", "view": its name, "layers": [[block, layer, head], ...]}, or
-"layers": null when it closes), and a head every view keeps is not sent again. Everything computed across layers, heads or texts comes through one request:
+"layers": null when it closes), and a head every view keeps is not sent again. Everything computed
+across layers, heads or texts comes through one request:
 {"kind": "compute", "view": name}, answered by the widget's ``_answer(name)`` (views.py declares
 each view).
 """
@@ -32,7 +33,9 @@ class LivePage(WholeChanges):
 
     def __init__(self, **kwargs):
         self._page_holds: dict = {}  # each view's (block, layer, head) whose arrays it keeps: not sent again
-        self._fresh: set | None = None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
+        self._fresh: set | None = (
+            None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
+        )
         super().__init__(**kwargs)
         self.on_msg(_on_page_message)
 
@@ -47,13 +50,18 @@ class LivePage(WholeChanges):
         if content.get("kind") == "holding" and isinstance(view, str) and content.get("layers") is None:
             self._page_holds.pop(view, None)  # a view closed
         elif content.get("kind") == "holding" and isinstance(view, str) and isinstance(content["layers"], list):
-            named = [p for p in content["layers"] if isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and all(map(rules._is_int, p[1:]))]
+            named = [
+                p
+                for p in content["layers"]
+                if isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and all(map(rules._is_int, p[1:]))
+            ]
             self._page_holds[view] = {(block, int(layer), int(head)) for block, layer, head in named}
         if content.get("kind") == "compute" and content.get("view") in VIEWS:
             self._answer(content["view"])
 
     def _text_switched(self) -> None:
-        """Another of a model's texts is shown: what the page keeps, named by (block, layer, head), is the other text's."""
+        """Another of a model's texts is shown: what the page keeps, named by (block, layer, head), is the other
+        text's."""
         self._fresh = set()
 
     def _by_head(self) -> tuple:
@@ -67,7 +75,9 @@ class LivePage(WholeChanges):
         kept = bool(self._page_holds) and all(shown in held for held in self._page_holds.values())
         if OPENING.get() or (kept and (self._fresh is None or shown in self._fresh)):
             return names - set(self._by_head())
-        sent = names | ({n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set())
+        sent = names | (
+            {n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set()
+        )
         if self._fresh is not None and shown is not None and sent & set(self._by_head()):
             self._fresh.add(shown)  # the page keeps this text's arrays of this head now
         return sent

@@ -18,7 +18,10 @@ TWO_TEXTS = (
     "difference needs two texts: make the widget with several, such as "
     "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
 )
-NO_VALUES = "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: pass values= (one vector per key) to from_attentions"
+NO_VALUES = (
+    "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: "
+    "pass values= (one vector per key) to from_attentions"
+)
 FLOW_CELLS = 28 * 28 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores (benchmarks/views.py)
 
 
@@ -61,7 +64,8 @@ def pair(sources, shown_text: int) -> tuple[int, int]:
     if not others:
         raise ValueError(
             f"difference needs another text of {counts[shown_text]} tokens, as text {shown_text} has "
-            f"(the texts have {', '.join(map(str, counts))}): it compares the weights cell by cell, so give a minimal pair."
+            f"(the texts have {', '.join(map(str, counts))}): it compares the weights cell by cell, "
+            "so give a minimal pair."
         )
     return shown_text, others[0]
 
@@ -74,10 +78,13 @@ def check_pair(sources, a, b) -> None:
     if len(counts) < 2:
         raise ValueError(TWO_TEXTS)
     if not (_is_int(a) and _is_int(b) and 0 <= a < len(counts) and 0 <= b < len(counts) and a != b):
-        raise ValueError(f"a and b must be two different text indexes from 0 to {len(counts) - 1}; got a={a!r}, b={b!r}.")
+        raise ValueError(
+            f"a and b must be two different text indexes from 0 to {len(counts) - 1}; got a={a!r}, b={b!r}."
+        )
     if counts[a] != counts[b]:
         raise ValueError(
-            f"text {a} has {counts[a]} tokens and text {b} has {counts[b]}: the difference needs the same number of tokens "
+            f"text {a} has {counts[a]} tokens and text {b} has {counts[b]}: "
+            "the difference needs the same number of tokens "
             "in both, cell by cell (a minimal pair, such as two texts that differ in one word of one token)."
         )
 

@@ -46,7 +46,9 @@ def compute(inputs: Inputs) -> dict:
     largest means), summaries ({name: layers · heads numbers, None for NaN}), key (the inputs it
     was computed at)}."""
 
-    def one(q, k, allowed, bias):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
+    def one(
+        q, k, allowed, bias
+    ):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
         if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and _torch() is not None:
             sums, summaries = _torch_layer(inputs, q, k, allowed, bias)
             t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
@@ -73,9 +75,13 @@ def compute(inputs: Inputs) -> dict:
     stack = np.ascontiguousarray(np.concatenate(thumbs))
     n, m = inputs.rows, inputs.keys
     summaries = {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]}
-    if inputs.effect is not None:  # offered, None until asked for (each layer is a forward pass of the model), or the effects
+    if (
+        inputs.effect is not None
+    ):  # offered, None until asked for (each layer is a forward pass of the model), or the effects
         effect = inputs.effect
-        summaries["effect"] = [None] * len(top) if effect is False else [None if np.isnan(v) else float(v) for v in effect.ravel()]
+        summaries["effect"] = (
+            [None] * len(top) if effect is False else [None if np.isnan(v) else float(v) for v in effect.ravel()]
+        )
     return {
         "layers": len(rows),
         "heads": len(stack) // len(rows),
@@ -95,7 +101,9 @@ class Background:
     result is handed over on the kernel's own thread, when it asks."""
 
     SMALL = 2**20  # cells: below this an overview is computed at once, when asked
-    EARLY = 2**28  # cells: below this (well under a second) it is begun when the widget is shown, not after its first picture
+    EARLY = (
+        2**28
+    )  # cells: below this (well under a second) it is begun when the widget is shown, not after its first picture
 
     def __init__(self):
         self.thread: threading.Thread | None = None
@@ -155,12 +163,16 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         Q = Q * inputs.scale  # n × d cells scaled instead of n × m
     shut = np.zeros((n, m), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)
     A = tensor(shut, bool)
-    reach = np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - np.argmax(allowed[:, ::-1], axis=1), 0)
+    reach = (
+        np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - np.argmax(allowed[:, ::-1], axis=1), 0)
+    )
     blocks = tensor((np.arange(n) * min(n, SIZE)) // n, np.int64)  # each row's block of the thumbnail
     sums = torch.zeros(heads, min(n, SIZE), m, device=device)
     first, diagonal, previous, effective = (torch.zeros(heads, n, device=device) for _ in range(4))
     step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
-    room = [torch.empty(heads * step * m, device=device) for _ in range(2)]  # the scores and their exp, made once: no new memory per chunk
+    room = [
+        torch.empty(heads * step * m, device=device) for _ in range(2)
+    ]  # the scores and their exp, made once: no new memory per chunk
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
         c1 = int(reach[r0:r1].max())
@@ -179,7 +191,9 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         s.sub_(torch.where(torch.isfinite(top), top, 0.0))  # (a row with no cell open: as core's, no maximum)
         if inputs.temperature != 1:
             s.div_(inputs.temperature)  # after the maximum, as core's: no overflow at a small T
-        s.clamp_(min=-1e30)  # closed cells, and scores past float32's range: finite, so that 0 weight times them is 0, not NaN
+        s.clamp_(
+            min=-1e30
+        )  # closed cells, and scores past float32's range: finite, so that 0 weight times them is 0, not NaN
         torch.exp(s, out=e)
         closed = reach[r0:r1] == 0
         if closed.any():
@@ -190,14 +204,18 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         effective[:, r0:r1] = torch.exp(torch.log(total) - s.mul_(e).sum(dim=-1) / total)
         w = e.div_(total[..., None])
         first[:, r0:r1] = w[:, :, 0]
-        rows = torch.arange(r0, max(r0, min(r1, c1)), device=device)  # rows with their own column, and the one before it, in reach
+        rows = torch.arange(
+            r0, max(r0, min(r1, c1)), device=device
+        )  # rows with their own column, and the one before it, in reach
         diagonal[:, rows] = w[:, rows - r0, rows]
         rows = torch.arange(max(r0, 1), max(r0, 1, min(r1, c1 + 1)), device=device)
         previous[:, rows] = w[:, rows - r0, rows - 1]
         sums[:, :, :c1].index_add_(1, blocks[r0:r1], w)
     cols = _starts(m, min(m, SIZE))
     thumbs = np.add.reduceat(sums.cpu().numpy(), cols, axis=-1)
-    first, diagonal, previous, effective = (a.cpu().numpy().astype(float) for a in (first, diagonal, previous, effective))
+    first, diagonal, previous, effective = (
+        a.cpu().numpy().astype(float) for a in (first, diagonal, previous, effective)
+    )
     return thumbs.astype(float), summaries_of_rows(first, diagonal, previous, effective, allowed, m, cross=inputs.cross)
 
 

@@ -24,9 +24,11 @@ A layer's q, k, v and value axes are slices of model_q, model_k, model_v and mod
 of one layer after another), so they are not in "state" when ``layer_shown`` is true. A model too
 large for the page's budget holds some of its layers only: then "state" has no stacks, but the
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
-"state" also has "measure_data": each measure the page can show, computed here at the state
-exported (views.for_page), its matrix in base64; and "head_effects" (layers · heads numbers)
-when a language model's effects were computed before the export (the "effect" summary).
+"state" also has "computed": the other views declared in views.py that the state asks for (head
+scores, while a summary of theirs colours the overview), and "measure_data": each measure the page
+can show, computed here at the state exported (views.for_page), its matrix in base64; and
+"head_effects" (layers · heads numbers) when a language model's effects were computed before the
+export (the "effect" summary).
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
@@ -69,9 +71,14 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
     n, src = widget.n_layers, inputs.sources
     if not (widget.layer_shown and n and src.model is not None):
         if layers is not None and src.blocks:
-            raise ValueError("layers= is not offered for an encoder–decoder model yet: its page holds every block's every layer")
+            raise ValueError(
+                "layers= is not offered for an encoder–decoder model yet: its page holds every block's every layer"
+            )
         if layers is not None:
-            raise ValueError("layers= is for a model's widget (from_transformers and the like); this widget has no layers to leave out")
+            raise ValueError(
+                "layers= is for a model's widget (from_transformers and the like); this widget has no layers to "
+                "leave out"
+            )
         return None
     if layers is not None:
         asked = sorted({int(i) for i in layers} | {widget.layer})
@@ -80,14 +87,20 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
             raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
         return None if len(asked) == n else asked
     # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
-    each = sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None) / n * 4 / 3
+    each = (
+        sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None)
+        / n
+        * 4
+        / 3
+    )
     if each * n <= budget:
         return None
     overview = len(widget.model_q) * min(inputs.rows, 84) * min(inputs.keys, 84) * 4 / 3
     fit = int((budget - overview) // each)
     if fit < 1:
         warnings.warn(
-            f"one layer of this model alone takes {each / 1e6:.2g} MB of the page, more than max_mb={budget / 1e6:g}: the page holds the layer shown",
+            f"one layer of this model alone takes {each / 1e6:.2g} MB of the page, more than max_mb={budget / 1e6:g}: "
+            "the page holds the layer shown",
             stacklevel=3,
         )
     near = sorted(range(n), key=lambda i: (abs(i - widget.layer), i))
@@ -121,7 +134,11 @@ def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDG
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
     layered = by_head({"weights_only": widget.weights_only})  # a bias per layer is the layer's too
     own = set(type(widget).class_trait_names()) - set(anywidget.AnyWidget.class_trait_names())
-    live = [n for n in widget.keys if n in own and n not in ("overview", "measure_data") and not (widget.layer_shown and n in layered)]
+    live = [
+        n
+        for n in widget.keys
+        if n in own and n not in ("overview", "measure_data", "computed") and not (widget.layer_shown and n in layered)
+    ]
     names = live + [n for n in STACK if n not in live and (held is None or n == "n_layers")]
     arrays: dict = {}  # the layers held, when not every layer: the one shown among them (so not in "state")
     if held is not None:
@@ -135,7 +152,10 @@ def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDG
     if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
         every = held_texts(src, layers, budget)
         sources["sentences"] = [
-            encoded(widget, _text(src.sentence(i), i == widget.sentence_index)) if every or i == widget.sentence_index else None for i in range(len(src.texts))
+            encoded(widget, _text(src.sentence(i), i == widget.sentence_index))
+            if every or i == widget.sentence_index
+            else None
+            for i in range(len(src.texts))
         ]
         held_text = None if every else [widget.sentence_index]
     model = src.found("", widget.sentence_index) if src.model is not None else None  # (the text shown)
@@ -143,15 +163,28 @@ def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDG
         keys = getattr(model, "key_tokens", None)
         sources["model"] = encoded(widget, {"tokens": list(model.tokens), "key_tokens": keys})
     for name, f in src.blocks.items():
-        stack = stacked(f) if name != widget.block else {"n_layers": len(f.layers)}  # the block shown: in the state already
+        stack = (
+            stacked(f) if name != widget.block else {"n_layers": len(f.layers)}
+        )  # the block shown: in the state already
         keys = getattr(f, "key_tokens", None)
         sources["blocks"][name] = encoded(
-            widget, dict(tokens=list(f.tokens), key_tokens=keys, causal=f.causal, scale=f.scale, softcap=f.softcap, bias=f.bias, **stack)
+            widget,
+            dict(
+                tokens=list(f.tokens),
+                key_tokens=keys,
+                causal=f.causal,
+                scale=f.scale,
+                softcap=f.softcap,
+                bias=f.bias,
+                **stack,
+            ),
         )
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     if held_text is not None:
         state["held_texts"] = held_text
     state["measure_data"] = views.for_page(inputs, _in_base64)  # computed here: the page has no kernel to ask
+    # the other views the page shows as exported (head scores while a summary of theirs colours the overview)
+    state["computed"] = {n: views.answer(n, inputs) for n in views.COMPUTED if views.asked(n, inputs.state)} or None
     if effects is not None:  # head_effects as computed: the page cannot run the model
         state["head_effects"] = [float(v) for v in effects.ravel()]
     if held is not None:

@@ -14,7 +14,12 @@ def lab():
 
 def visually():
     """The article's first demo: the causal rule on, so the words after "bank" get nothing."""
-    return AttentionWidget(["I sat on the river bank and read", "I put my money in the bank and left"], focus=5, stage="weights", causal=True)
+    return AttentionWidget(
+        ["I sat on the river bank and read", "I put my money in the bank and left"],
+        focus=5,
+        stage="weights",
+        causal=True,
+    )
 
 
 def query_dial():
@@ -27,10 +32,17 @@ def query_dial():
     """
     tokens = ["river", "money", "the", "bank"]
     q = [[0.60, 0.00], [0.00, 0.60], [0.30, 0.30], [0.60, 0.80]]
-    k = [[0.73, 0.69], [0.80, 0.00], [-0.35, -0.30], [-0.60, -0.80]]  # dot products with bank's query: 0.99, 0.48, -0.45
+    k = [
+        [0.73, 0.69],
+        [0.80, 0.00],
+        [-0.35, -0.30],
+        [-0.60, -0.80],
+    ]  # dot products with bank's query: 0.99, 0.48, -0.45
     v = [[1.00, 0.00], [0.00, 1.00], [0.10, 0.10], [0.50, 0.50]]
     mask = [[True] * 4, [True] * 4, [True] * 4, [True, True, True, False]]  # bank does not read itself
-    return AttentionWidget(tokens=tokens, q=q, k=k, v=v, x=v, mask=mask, scale=3.0, focus=3, stage="qk", value_axes=SENSE_AXES)
+    return AttentionWidget(
+        tokens=tokens, q=q, k=k, v=v, x=v, mask=mask, scale=3.0, focus=3, stage="qk", value_axes=SENSE_AXES
+    )
 
 
 PRESETS = {"lab": lab, "visually": visually, "dial": query_dial}

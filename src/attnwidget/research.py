@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import measures, views
+from . import atlas, measures, views
 from .core import attention_flow, head_grams, head_summaries, head_vectors, rollout
 from .inputs import Inputs
 from .integrations import ablation
 from .overview import Background
+from .progress import progress
 
 if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
     from typing import Any as _Widget
@@ -33,15 +34,19 @@ class Research(_Widget):
 
     def _start_research(self) -> None:
         self._overview = Background()
-        self._grams: dict = {}  # (block, layer) -> (its values, their per-key Gram matrices): norms() at any temperature
-        self._effects: dict = {}  # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
+        # (block, layer) -> (its values, their per-key Gram matrices): norms() at any temperature
+        self._grams: dict = {}
+        # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
+        self._effects: dict = {}
         self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
 
     def _inputs(self, text: int | None = None, state: dict | None = None) -> Inputs:
         """What every computed view is computed from, now (or of another ``text``: difference)."""
         state = self._plain(self._trait_values) if state is None else state
         other = lambda: self._inputs(measures.pair(self._sources, state["sentence_index"])[1], state)
-        extra = dict(effect=self._effects_kept(), device=getattr(self, "_device", None), grams=self._head_grams, other=other)
+        extra = dict(
+            effect=self._effects_kept(), device=getattr(self, "_device", None), grams=self._head_grams, other=other
+        )
         return Inputs(state, self._sources, text, **extra)
 
     def _answer(self, name: str, begin: bool = True) -> None:
@@ -54,7 +59,16 @@ class Research(_Widget):
             inputs = self._inputs()
             if not views.current(name, (self.measure_data or {}).get(name), inputs):
                 self.set_trait("measure_data", {name: views.entry(name, inputs)})
-        elif name == "overview" and self.n_layers and self.layer_shown and not views.current(name, self.overview, self._inputs()):
+        elif view.held_in == "computed":
+            inputs = self._inputs()
+            if views.asked(name, inputs.state) and not views.current(name, (self.computed or {}).get(name), inputs):
+                self.set_trait("computed", {**(self.computed or {}), name: views.answer(name, inputs)})
+        elif (
+            name == "overview"
+            and self.n_layers
+            and self.layer_shown
+            and not views.current(name, self.overview, self._inputs())
+        ):
             done = self._overview_now(begin)
             if done is not None:
                 self.set_trait("overview", done)
@@ -65,10 +79,14 @@ class Research(_Widget):
         if self.summary == "effect" and self._effects_kept() is False:  # asked for: the model's passes, first
             if not begin:
                 return None  # (not while the page draws its first picture)
-            try:  # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
+            # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
+            try:
                 self.head_effects(self._effect_mode)
             except Exception as err:  # said once, in the page, instead of computed again at each ask
-                return {"error": f"head effects: {type(err).__name__}: {err}", "key": views.VIEWS["overview"].key(self._inputs())}
+                return {
+                    "error": f"head effects: {type(err).__name__}: {err}",
+                    "key": views.VIEWS["overview"].key(self._inputs()),
+                }
         return self._overview.ask(self._inputs(), begin)
 
     def rollout(self) -> np.ndarray:
@@ -108,7 +126,10 @@ class Research(_Widget):
         if projections is None:
             return None
         if isinstance(projections[self.layer], str):
-            raise ValueError(f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: {projections[self.layer]}.")
+            raise ValueError(
+                f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: "
+                f"{projections[self.layer]}."
+            )
         return projections[self.layer]
 
     def _head_grams(self) -> np.ndarray:
@@ -119,7 +140,10 @@ class Research(_Widget):
         if found is None or found[0] is not self.v:
             projection = self._projection()
             v = self.v if self.v.ndim == 3 else self.v[None]
-            found = kept[self.block, self.layer] = (self.v, head_grams(v, None if projection is None else projection.arrays()[0]))
+            found = kept[self.block, self.layer] = (
+                self.v,
+                head_grams(v, None if projection is None else projection.arrays()[0]),
+            )
         return found[1]
 
     def _head_outputs(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -133,10 +157,11 @@ class Research(_Widget):
         """Text ``a``'s attention weights minus text ``b``'s, layers × heads × n × n in float64, for
         a widget of several texts of one model (``from_transformers(model, tokenizer, [text_a,
         text_b, ...])``) or several sentences. Each text's every layer is read whole, at the current
-        temperature, causal rule, mask, sink and step (the first ``step`` tokens while writing), as head_summary computes weights (each layer's own
-        mask and bias where the model has them; the text shown at the widget's bias, the others at
-        their own). The texts must have the same number of tokens (a minimal pair); cell (i, j) is
-        then how much more token i of text a reads token j than token i of text b does."""
+        temperature, causal rule, mask, sink and step (the first ``step`` tokens while writing), as
+        head_summary computes weights (each layer's own mask and bias where the model has them; the
+        text shown at the widget's bias, the others at their own). The texts must have the same
+        number of tokens (a minimal pair); cell (i, j) is then how much more token i of text a reads
+        token j than token i of text b does."""
         layers = self._differences(a, b)
         first = next(layers)
         out = np.empty((max(1, self.n_layers), *first.shape))  # filled a layer at a time: held once, not twice
@@ -205,6 +230,18 @@ class Research(_Widget):
                 values["overview"] = None
         elif str(overview.get("error", "")).startswith("head effects:"):
             values["overview"] = None
+
+    def head_scores(self) -> dict[str, np.ndarray]:
+        """What each head does over every text of the widget (its sentences, or a model's texts;
+        the one it has otherwise): ``"sink"`` (the mean over rows of the weight on the first
+        token), ``"previous"`` (on token i − 1, rows i ≥ 1), ``"self"``, ``"duplicate"`` (over rows
+        whose token appeared earlier, the weight on its earlier copies, summed) and ``"entropy"``
+        (of each row, in nats), each a layers × heads array, the mean over the texts (see
+        :func:`attnwidget.atlas.text_scores`), at the current temperature, causal rule, masks, sink
+        and step. One text's layers are held at a time. A head is a sink head when its ``"sink"``
+        passes ``attnwidget.atlas.SINK_HEAD`` (0.3, Gu et al. 2025); ``atlas.sink_heads`` counts them."""
+        with progress("head scores: text", max(1, len(self.sentences))) as step:
+            return atlas.head_scores(step(t) or pair for t, pair in enumerate(self._inputs().texts(), 1))
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

@@ -31,7 +31,9 @@ class Shown(_Widget):
 
     def _keys_read(self) -> int:
         """How many tokens a row reads: the tokens written, or cross-attention's own."""
-        return rules.keys_read({"tokens": self.tokens, "step": self.step, "cross": self.cross, "key_tokens": self.key_tokens})
+        return rules.keys_read(
+            {"tokens": self.tokens, "step": self.step, "cross": self.cross, "key_tokens": self.key_tokens}
+        )
 
     @property
     def n_heads(self) -> int:
@@ -47,11 +49,26 @@ class Shown(_Widget):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
-        key = (self.q, self.k, self.v, self.temperature, self.causal, self.scale, self.head, self.mask, self.sink, self.bias, self.step, self.softcap)
+        key = (
+            self.q,
+            self.k,
+            self.v,
+            self.temperature,
+            self.causal,
+            self.scale,
+            self.head,
+            self.mask,
+            self.sink,
+            self.bias,
+            self.step,
+            self.softcap,
+        )
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
             n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-            q, k, v = (self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m)))  # float64, as the page computes
+            q, k, v = (
+                self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m))
+            )  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
             mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
             cached = self._result = (
@@ -139,5 +156,10 @@ class Shown(_Widget):
         steps = self.attention.cell(*self.cell)
         if not self.weights_only:
             return steps
-        dropped = ("dot", "scale", "softcap", "capped", "bias") + (("value", "share") if self.weights_only == "weights" else ())
-        return {"given": 0.0 if steps["masked"] else float(np.exp(steps["score"])), **{k: v for k, v in steps.items() if k not in dropped}}
+        dropped = ("dot", "scale", "softcap", "capped", "bias") + (
+            ("value", "share") if self.weights_only == "weights" else ()
+        )
+        return {
+            "given": 0.0 if steps["masked"] else float(np.exp(steps["score"])),
+            **{k: v for k, v in steps.items() if k not in dropped},
+        }

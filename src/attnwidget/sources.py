@@ -34,7 +34,9 @@ def stacked(found) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width.
     Each layer is copied in and then replaced by views of the stacks, so that a model's arrays
     are held twice only one layer at a time (a large model's reading peaks lower)."""
-    columns = [[layer[i] for layer in found.layers] for i in range(3)]  # the only hold on them: each is dropped once copied
+    columns = [
+        [layer[i] for layer in found.layers] for i in range(3)
+    ]  # the only hold on them: each is dropped once copied
     found.layers = []
     try:
         stacks = [_into_stack(column) for column in columns]
@@ -42,7 +44,9 @@ def stacked(found) -> dict:
         found.layers = list(zip(*columns))
     arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
     wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
-    arrays["model_basis"] = frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
+    arrays["model_basis"] = (
+        frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
+    )
     biases = getattr(found, "biases", None)  # (attention weights alone: nearly all of their data)
     if biases:
         found.biases = list(biases)
@@ -64,7 +68,9 @@ def _into_stack(arrays: list) -> np.ndarray:
     start = 0
     for j, a in enumerate(arrays):
         if not np.isfinite(a).all():
-            raise ValueError(f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite")
+            raise ValueError(
+                f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite"
+            )
         stack[start : start + len(a)] = a
         arrays[j], start = stack[start : start + len(a)], start + len(a)
     return stack
@@ -84,7 +90,9 @@ class Sources:
         self.examples, self.blocks, self.texts = list(examples), dict(blocks or {}), list(texts)
         self.model = self.texts[0] if self.texts and model is None else model
         self._stacks: dict[tuple, dict] = {}  # every (block, text)'s stacked arrays, made when first shown
-        self._layers: dict[tuple, dict] = {}  # each layer's views of them, made once: a switch back brings the same arrays
+        self._layers: dict[
+            tuple, dict
+        ] = {}  # each layer's views of them, made once: a switch back brings the same arrays
         self._sentences: dict[int, dict] = {}
 
     def sentence(self, i: int) -> dict:
@@ -98,14 +106,24 @@ class Sources:
                 e = self.examples[i]
                 arrays = {n: frozen(getattr(e, n)) for n in ("q", "k", "v", "x")}
                 self._sentences[i] = dict(tokens=list(e.tokens), **arrays, value_basis=principal_axes(arrays["v"]))
-        return {**self._sentences[i], **self.stack("", i)} if self.texts else self._sentences[i]  # (the stack the widget adopted)
+        return (
+            {**self._sentences[i], **self.stack("", i)} if self.texts else self._sentences[i]
+        )  # (the stack the widget adopted)
 
     def found(self, block: str, text: int = 0):
         return self.blocks[block] if block else self.texts[text] if self.texts else self.model
 
     def block(self, name: str) -> dict:
         f = self.blocks[name]
-        return dict(tokens=list(f.tokens), key_tokens=_keys(f), causal=f.causal, scale=f.scale, softcap=f.softcap, bias=frozen(f.bias), **self.stack(name))
+        return dict(
+            tokens=list(f.tokens),
+            key_tokens=_keys(f),
+            causal=f.causal,
+            scale=f.scale,
+            softcap=f.softcap,
+            bias=frozen(f.bias),
+            **self.stack(name),
+        )
 
     def stack(self, block: str = "", text: int = 0) -> dict:
         key = (block, text if self.texts else 0)
@@ -117,7 +135,10 @@ class Sources:
         """Take the widget's own copies of a stack as the one its layers are views of."""
         key = (block, text if self.texts else 0)
         before = self._stacks.get(key, {})
-        if any(not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n))) for n, a in arrays.items()):
+        if any(
+            not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n)))
+            for n, a in arrays.items()
+        ):
             self._layers = {k: found for k, found in self._layers.items() if k[:2] != key}
         self._stacks[key] = arrays
 
@@ -132,7 +153,9 @@ class Sources:
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         masks, which = arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
-        mask = {"mask": None if which[i] < 0 or masks is None else own(masks[which[i]])} if which else {}  # only a model with masks sets one
+        mask = (
+            {"mask": None if which[i] < 0 or masks is None else own(masks[which[i]])} if which else {}
+        )  # only a model with masks sets one
         biases = arrays.get("model_bias")
         bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
         # the layered arrays (rules.LAYERED): the layer's heads of each stack, the widget's own (no trait copies them)

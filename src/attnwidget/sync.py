@@ -31,7 +31,8 @@ class WholeChanges(anywidget.AnyWidget):
         cls._own = frozenset(cls.class_trait_names()) - frozenset(anywidget.AnyWidget.class_trait_names())
 
     def _settle(self, before: dict, changed: list, values: dict) -> None:
-        """The widget's own follow-ups to the traits in ``changed``, written into ``values`` (every trait's, as they stand)."""
+        """The widget's own follow-ups to the traits in ``changed``, written into ``values`` (every trait's,
+        as they stand)."""
 
     def _to_send(self, names: set) -> set:
         return names
@@ -63,11 +64,19 @@ class WholeChanges(anywidget.AnyWidget):
                 except rules.Refused as err:
                     raise traitlets.TraitError(str(err)) from None
                 except Exception as err:  # numpy failing on values it was given: a refusal like any other
-                    raise traitlets.TraitError(f"this change could not be applied ({type(err).__name__}: {err}); nothing was changed.") from err
+                    raise traitlets.TraitError(
+                        f"this change could not be applied ({type(err).__name__}: {err}); nothing was changed."
+                    ) from err
                 for name in self._own:  # what the follow-ups changed is news too
-                    if name not in changed and name in values and (name not in before or not rules.same(values[name], before[name])):
+                    if (
+                        name not in changed
+                        and name in values
+                        and (name not in before or not rules.same(values[name], before[name]))
+                    ):
                         changed[name] = before.get(name)
-                for name in [n for n in changed if n not in self._own]:  # other traits (layout and such): traitlets' own checks
+                for name in [
+                    n for n in changed if n not in self._own
+                ]:  # other traits (layout and such): traitlets' own checks
                     getattr(type(self), name)._cross_validate(self, values[name])
             except BaseException:
                 for name in changed:  # every trait back to its value before, exactly
@@ -93,7 +102,9 @@ class WholeChanges(anywidget.AnyWidget):
                 continue  # an earlier observer changed it again, and that change told its own news
             try:
                 # straight to the observers: ipywidgets' own notify_change would send it a second time
-                traitlets.HasTraits.notify_change(self, traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change"))
+                traitlets.HasTraits.notify_change(
+                    self, traitlets.Bunch(name=name, old=old, new=new, owner=self, type="change")
+                )
             except Exception as err:  # an observer's bug: the others still run
                 errors.append(err)
         for other in errors[1:]:
@@ -103,7 +114,9 @@ class WholeChanges(anywidget.AnyWidget):
 
     def _whole(self, name):
         """A change to one of the widget's own traits is a whole change (above); others, as they are."""
-        own = name in self._own and not self._holding and not self._cross_validation_lock  # (traitlets' own __init__ holds)
+        own = (
+            name in self._own and not self._holding and not self._cross_validation_lock
+        )  # (traitlets' own __init__ holds)
         return self.hold_trait_notifications() if own else contextlib.nullcontext()
 
     def __setattr__(self, name, value):
@@ -127,14 +140,18 @@ class WholeChanges(anywidget.AnyWidget):
                 self._send({"method": "echo_update", "state": echo, "buffer_paths": paths}, buffers=buffers)
         try:
             rules.page_may_set(sync_data)
-            values = {k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()}
+            values = {
+                k: self.trait_metadata(k, "from_json", self._trait_from_json)(v, self) for k, v in sync_data.items()
+            }
             self._page_keys = list(values)
             with self._page_values(sync_data), self.hold_trait_notifications():
                 for name, value in values.items():
                     setattr(self, name, value)
         except Exception as err:
             if self._committed:  # the change was made; an observer of it raised
-                self.log.error("An observer raised on a change from the page (the change was kept): %r", err, exc_info=err)
+                self.log.error(
+                    "An observer raised on a change from the page (the change was kept): %r", err, exc_info=err
+                )
             else:
                 self.send_state([k for k in sync_data if k in self.keys])
                 self.log.warning("attnwidget refused a message from the page: %s", err)

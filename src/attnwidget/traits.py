@@ -52,7 +52,9 @@ def _array_from_json(value, widget):
             raise ValueError(f"dtype {dtype} is not float32 or float64")
         return np.frombuffer(value["view"], dtype=dtype).reshape(shape).copy()
     except Exception as err:  # a message from the page is untrusted: any failure is a refusal
-        raise traitlets.TraitError(f"an array from the page could not be read ({err}); expected {{shape, dtype: float32 or float64, view}}") from None
+        raise traitlets.TraitError(
+            f"an array from the page could not be read ({err}); expected {{shape, dtype: float32 or float64, view}}"
+        ) from None
 
 
 ARRAY_SYNC = {"sync": True, "to_json": _array_to_json, "from_json": _array_from_json}
@@ -115,7 +117,10 @@ class Matrix(traitlets.TraitType):
         except Exception as err:  # ragged lists and the like
             raise traitlets.TraitError(f"{name} could not be read as an array ({shape_name}): {err}") from None
         if np.iscomplexobj(a):
-            raise traitlets.TraitError(f"{name} must hold real numbers, got complex values; pass the real part (np.real) if that is what you mean")
+            raise traitlets.TraitError(
+                f"{name} must hold real numbers, got complex values; pass the real part (np.real) if that is what you "
+                "mean"
+            )
         if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
             raise traitlets.TraitError(f"{name} must hold real numbers, got dtype {a.dtype}")
         if self.name in rules.DIMS:  # what the page may send too: the rules say it, for both
@@ -124,7 +129,10 @@ class Matrix(traitlets.TraitType):
             except rules.Refused as err:
                 raise traitlets.TraitError(str(err)) from None
         elif a.ndim not in self.ndims:
-            raise traitlets.TraitError(f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape {a.shape}")
+            raise traitlets.TraitError(
+                f"{name} must be {'-D or '.join(map(str, self.ndims))}-D ({shape_name}), got {a.ndim}-D with shape "
+                f"{a.shape}"
+            )
         if 0 in a.shape:
             raise traitlets.TraitError(f"{name} must not be empty, got shape {a.shape}")
         # a private copy (later edits to the caller's array cannot reach the widget), in float32 when
@@ -136,12 +144,16 @@ class Matrix(traitlets.TraitType):
             bad = tuple(np.argwhere(~np.isfinite(a))[0])
             how = ""
             if self.name == "bias" and a[bad] == -np.inf:  # how models close cells; here a mask says it
-                how = ": to close cells, pass mask= (False where a row may not read), or use a large finite negative bias such as np.finfo(np.float32).min, as models do"
+                how = (
+                    ": to close cells, pass mask= (False where a row may not read), or use a large finite negative "
+                    "bias such as np.finfo(np.float32).min, as models do"
+                )
             raise traitlets.TraitError(f"{name} must be finite; found {a[bad]} at index {list(map(int, bad))}{how}")
         if float(np.abs(a).max()) > ENTRY_LIMIT:  # sums of such numbers (outputs, x + mix) would overflow float64
             bad = tuple(np.argwhere(np.abs(a) > ENTRY_LIMIT)[0])
             raise traitlets.TraitError(
-                f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index {list(map(int, bad))}: divide the array by a constant."
+                f"{name} entries must be at most {ENTRY_LIMIT:.0e} in size; found {a[bad]:.3g} at index "
+                f"{list(map(int, bad))}: divide the array by a constant."
             )
         a.setflags(write=False)
         return a
@@ -169,7 +181,10 @@ class Tokens(traitlets.List):
         bad = next((t for t in value if not isinstance(t, str)), None)
         if bad is not None:
             name = self.name or "tokens"
-            raise traitlets.TraitError(f"'{name}' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in {name}].")
+            raise traitlets.TraitError(
+                f"'{name}' must be strings, one per token; got {_kind(bad)}. Convert them with [str(t) for t in "
+                f"{name}]."
+            )
         return super().validate(obj, value)
 
 
@@ -189,8 +204,14 @@ class Mask(traitlets.TraitType):
             return None
         try:
             if np.ndim(value) != (3 if self.stack else 2):
-                raise ValueError(f"mask must be queries × keys booleans (True where a row may read), got shape {np.shape(value)}")
-            m = np.stack([_as_mask(one, *np.shape(one)) for one in value]) if self.stack else _as_mask(value, *np.shape(value))
+                raise ValueError(
+                    f"mask must be queries × keys booleans (True where a row may read), got shape {np.shape(value)}"
+                )
+            m = (
+                np.stack([_as_mask(one, *np.shape(one)) for one in value])
+                if self.stack
+                else _as_mask(value, *np.shape(value))
+            )
         except ValueError as err:
             raise traitlets.TraitError(f"'mask' {str(err).removeprefix('mask ')}") from None
         if not owned(value):  # an array the widget made itself (a model's layer's) is kept as it is
@@ -202,7 +223,15 @@ class Mask(traitlets.TraitType):
 
 
 def _mask_to_json(m, widget):
-    return None if m is None else {"shape": list(m.shape), "dtype": "uint8", "view": memoryview(np.ascontiguousarray(m, dtype=np.uint8).reshape(-1))}
+    return (
+        None
+        if m is None
+        else {
+            "shape": list(m.shape),
+            "dtype": "uint8",
+            "view": memoryview(np.ascontiguousarray(m, dtype=np.uint8).reshape(-1)),
+        }
+    )
 
 
 def _mask_from_json(value, widget):
@@ -213,7 +242,9 @@ def _mask_from_json(value, widget):
             raise ValueError(f"dtype {value['dtype']} is not uint8")
         return np.frombuffer(value["view"], dtype=np.uint8).reshape([int(n) for n in value["shape"]])
     except Exception as err:  # untrusted: any failure is a refusal
-        raise traitlets.TraitError(f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}") from None
+        raise traitlets.TraitError(
+            f"a mask from the page could not be read ({err}); expected {{shape, dtype: uint8, view}}"
+        ) from None
 
 
 MASK_SYNC = {"sync": True, "to_json": _mask_to_json, "from_json": _mask_from_json}
@@ -239,7 +270,10 @@ def token_list(tokens, error=TypeError) -> list:
     """One string per token, in order; a single string would silently become its characters,
     a dict its keys and a set an arbitrary order."""
     if isinstance(tokens, (str, bytes)):
-        raise error(f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; pass tokens=text.split() or tokens=[text].")
+        raise error(
+            f"tokens must be a list with one string per token, got the single string {tokens!r:.40}; pass "
+            "tokens=text.split() or tokens=[text]."
+        )
     if isinstance(tokens, (dict, set, frozenset)):
         raise error(f"tokens must be a list with one string per token, in order; got {_kind(tokens)}.")
     try:

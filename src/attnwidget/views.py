@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import measures, rules
+from . import atlas, measures, rules
 from .inputs import ARRAYS, KEY, Inputs
 
 _OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its arrays
@@ -28,6 +28,8 @@ class View:
     signed: bool = False  # drawn on a diverging scale from a neutral 0
     why_not: Callable[[Inputs], str] = lambda inputs: ""  # "" where the widget can show it, else why not
     matrix: Callable | None = None  # a measure's queries × keys (and extra numbers for the page)
+    compute: Callable | None = None  # a view held in "computed": its answer's numbers, from Inputs
+    asked_when: dict | None = None  # {trait: values}: the page asks for it while a trait has one of them
 
     def key(self, inputs: Inputs, every_layer: bool = False) -> dict:
         """What the page compares with its own state to know whether this view's answer is current."""
@@ -69,6 +71,16 @@ def _difference(inputs):
     return matrix, {"other": other, "largest": [float(v) for v in largest.reshape(-1)]}
 
 
+def _head_scores(inputs: Inputs) -> dict:
+    scores = atlas.head_scores(inputs.texts())
+    plain = {name: [None if np.isnan(v) else float(v) for v in a.ravel()] for name, a in scores.items()}
+    return {
+        "summaries": plain,
+        "texts": max(1, len(inputs.state["sentences"] or ())),
+        "sink_heads": atlas.sink_heads(scores),
+    }
+
+
 _MEASURE = KEY + ARRAYS + _OWN + ("layer",)
 VIEWS = {
     v.name: v
@@ -79,12 +91,36 @@ VIEWS = {
         View("norms", (*_MEASURE, "head"), "measure_data", why_not=_why("norms"), matrix=_norms),
         View("rollout", _MEASURE, "measure_data", why_not=_why("rollout"), matrix=_rollout),
         View("flow", _MEASURE, "measure_data", why_not=_why("flow"), matrix=_flow),
-        View("difference", (*_MEASURE, "head"), "measure_data", signed=True, why_not=_why("difference"), matrix=_difference),
+        View(
+            "difference",
+            (*_MEASURE, "head"),
+            "measure_data",
+            signed=True,
+            why_not=_why("difference"),
+            matrix=_difference,
+        ),
+        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate" and "entropy"
+        View(
+            "head_scores",
+            KEY + ARRAYS + ("q", "k", "model_q", "layer_shown"),
+            "computed",
+            compute=_head_scores,
+            asked_when={"summary": ["sink", "duplicate", "entropy"]},
+        ),
     )
 }
 MEASURES = tuple(n for n, v in VIEWS.items() if v.held_in == "measure_data")
+COMPUTED = tuple(n for n, v in VIEWS.items() if v.held_in == "computed")
 # what the page learns of each view (rules.CONSTANTS["views"])
-VIEWS_FOR_PAGE = {n: {"key": [k for k in v.depends if k in KEY or k in ("layer", "head")], "signed": v.signed, "held_in": v.held_in} for n, v in VIEWS.items()}
+VIEWS_FOR_PAGE = {
+    n: {
+        "key": [k for k in v.depends if k in KEY or k in ("layer", "head")],
+        "signed": v.signed,
+        "held_in": v.held_in,
+        "asked_when": v.asked_when,
+    }
+    for n, v in VIEWS.items()
+}
 
 
 def available(inputs: Inputs) -> dict[str, str]:
@@ -114,7 +150,9 @@ def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:
             assert view.matrix is not None  # (a measure's)
             m, extra = (measures.across(inputs, "rollout"), {}) if every_layer else view.matrix(inputs)
             m = np.ascontiguousarray(m, dtype=np.float32)
-    except ValueError as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
+    except (
+        ValueError
+    ) as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
         return {"error": str(e), "key": view.key(inputs)}
     if not np.isfinite(m).all():
         problem = f"{name} has numbers too large to draw (past float32's range): scale the values down to see it"
@@ -127,6 +165,19 @@ def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:
         "hi": top,
         "key": view.key(inputs, every_layer),
     }
+
+
+def answer(name: str, inputs: Inputs) -> dict:
+    """A view held in "computed": its numbers at ``inputs``, and the key they are for."""
+    view = VIEWS[name]
+    assert view.compute is not None  # (a computed view's)
+    return {**view.compute(inputs), "key": view.key(inputs)}
+
+
+def asked(name: str, state: dict) -> bool:
+    """The page asks for view ``name`` in ``state`` (its asked_when)."""
+    when = VIEWS[name].asked_when or {}
+    return any(state.get(trait) in values for trait, values in when.items())
 
 
 def current(name: str, held, inputs: Inputs) -> bool:
@@ -142,7 +193,9 @@ def stale(name: str, before: dict, after: dict) -> bool:
 
 
 PAGE_BYTES = 4e6  # an exported page carries rollout at every layer within this
-OTHERS_CELLS = 256 * 256  # queries × keys: up to this an exported page also carries the measures not shown (each well under a second)
+OTHERS_CELLS = (
+    256 * 256
+)  # queries × keys: up to this an exported page also carries the measures not shown (each well under a second)
 
 
 def for_page(inputs: Inputs, in_base64) -> dict:

@@ -27,7 +27,19 @@ from .research import Research
 from .rules import BLOCKS, EXERCISES, GENERATION_IS_CAUSAL, STAGES  # noqa: F401  (names users import from here)
 from .shown import Shown
 from .sources import opening
-from .traits import ARRAY_KEPT, ARRAY_SYNC, MASK_KEPT, MASK_SYNC, TEXT_SYNC, Checked, Mask, Matrix, Tokens, token_list, visible_text
+from .traits import (
+    ARRAY_KEPT,
+    ARRAY_SYNC,
+    MASK_KEPT,
+    MASK_SYNC,
+    TEXT_SYNC,
+    Checked,
+    Mask,
+    Matrix,
+    Tokens,
+    token_list,
+    visible_text,
+)
 
 __all__ = ["AttentionWidget", "visible_text"]
 
@@ -66,7 +78,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     tokens = Tokens().tag(**TEXT_SYNC)
     """The rows' tokens, one string per row of q."""
     key_tokens = Tokens(read_only=True, allow_none=True).tag(**TEXT_SYNC)
-    """The columns' tokens: the tokens themselves in self-attention; in cross-attention the text read (a translation model's source)."""
+    """The columns' tokens: the tokens themselves in self-attention; in cross-attention the text read (a translation
+    model's source)."""
     cross = traitlets.Bool(False, read_only=True).tag(sync=True)
     """Cross-attention: the columns are another text's tokens (key_tokens of their own)."""
     q = Matrix(heads=True).tag(**ARRAY_SYNC)
@@ -80,7 +93,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     residual = Checked(False).tag(sync=True)
     """Show x + the mix in the blend stage (needs x)."""
     mask = Mask().tag(**MASK_SYNC)
-    """Cells a row may read besides the causal rule (queries × keys, True = may read), e.g. to leave out padding; or None."""
+    """Cells a row may read besides the causal rule (queries × keys, True = may read), e.g. to leave out padding; or
+    None."""
     bias = Matrix(heads=True, allow_none=True).tag(**ARRAY_SYNC)
     """Added to the scores, (heads ×) queries × keys: a model's position bias (T5, ALiBi); or None."""
     temperature = Checked(1.0).tag(sync=True)
@@ -92,7 +106,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     scale = Checked(None, allow_none=True).tag(sync=True)
     """The factor on q·k; None for 1/√d."""
     softcap = Checked(None, allow_none=True).tag(sync=True)
-    """Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no cap."""
+    """Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no
+    cap."""
 
     # --- what is shown ---
     focus = Checked(0).tag(sync=True)
@@ -104,13 +119,16 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     cell = Checked(None, allow_none=True).tag(sync=True)
     """The cell whose arithmetic is shown, (row, column) in the focused row; or None."""
     sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**TEXT_SYNC)
-    """The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one sentence, your own arrays or a model of one text."""
+    """The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one
+    sentence, your own arrays or a model of one text."""
     sentence_index = Checked(0).tag(sync=True)
-    """The sentence (or model's text) shown, an index into sentences: a model's text comes with its tokens and every layer."""
+    """The sentence (or model's text) shown, an index into sentences: a model's text comes with its tokens and every
+    layer."""
     value_axes = Tokens(default_value=["v₁", "v₂"]).tag(**TEXT_SYNC)
     """Names of the blend plot's two value axes (the built-in ones are senses of "bank")."""
     value_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_SYNC)
-    """Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2; None when the values are 2-D."""
+    """Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2; None when the values are
+    2-D."""
 
     # --- a real model's layers, heads and blocks ---
     layer = Checked(0).tag(sync=True)
@@ -120,7 +138,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     # A model's every layer stays in the kernel: the page gets the layer shown (q, k, v, mask) and
     # the overview; an exported page carries them (payload.py).
     model_q = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
-    """Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in as q."""
+    """Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in
+    as q."""
     model_k = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """Every layer's keys, as model_q."""
     model_v = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
@@ -128,32 +147,47 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     model_basis = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
     """Every layer's value axes, (layers · heads) × d_v × 2; None when the values are 2-D."""
     model_masks = Mask(stack=True, read_only=True).tag(**MASK_KEPT)
-    """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one."""
+    """A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a
+    sliding window, local attention); None when no layer has one."""
     mask_of_layer = traitlets.List(traitlets.Int(), read_only=True)
-    """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`."""
+    """Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its
+    mask in as `mask`."""
     model_bias = Matrix(heads=True, allow_none=True, read_only=True).tag(**ARRAY_KEPT)
-    """A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias the same in every layer, or none. A layer switch brings its own in as `bias`."""
+    """A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias
+    the same in every layer, or none. A layer switch brings its own in as `bias`."""
     next_token = traitlets.Bool(False, read_only=True).tag(sync=True)
-    """A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next token)."""
+    """A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next
+    token)."""
     weights_only = traitlets.Unicode("", read_only=True).tag(sync=True)
-    """"weights" (or "weights and values") for a widget of attention weights alone (from_attentions): no q and k, so no query/key or scores stage (and no blend without values); "" otherwise."""
+    """"weights" (or "weights and values") for a widget of attention weights alone (from_attentions): no q and k, so no
+    query/key or scores stage (and no blend without values); "" otherwise."""
     layer_arrays: traitlets.List = traitlets.List(None, allow_none=True, read_only=True).tag(sync=True)
-    """[block, layer, head] whose arrays a live page has been sent: the head shown of q, k and v (the page keeps those it fetched by it); None for your own arrays."""
+    """[block, layer, head] whose arrays a live page has been sent: the head shown of q, k and v (the page keeps those
+    it fetched by it); None for your own arrays."""
     overview = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
-    """A model's every layer and head at a glance, computed here when the page asks (overview.compute): thumbnails and summaries at the inputs in its "key"; None until asked, and again when those inputs change."""
+    """A model's every layer and head at a glance, computed here when the page asks (overview.compute): thumbnails and
+    summaries at the inputs in its "key"; None until asked, and again when those inputs change."""
     layer_shown = traitlets.Bool(False, read_only=True).tag(sync=True)
-    """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v."""
+    """q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k
+    and model_v."""
     summary = Checked("").tag(sync=True)
-    """The heads' overview coloured by one of head_summary()'s names, or a causal language model's "effect" (head_effects(), computed when asked); "" for none."""
+    """The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
+    ("sink", "duplicate", "entropy"), or a causal language model's "effect" (head_effects()), each computed when
+    asked; "" for none."""
     measure = Checked("").tag(sync=True)
-    """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
+    """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or
+    "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
     measures = traitlets.Dict(read_only=True).tag(sync=True)
     """Each measure's name -> "" where this widget can show it, else why not."""
     offered_measures = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
     """The measures the page offers a button for (views.offered): none for one head of one text, difference only
     with several texts."""
     measure_data = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
-    """{measure: its matrix for the page, at the state in its "key"} (measures.entry), computed here when the page asks; None until then, and again when the arrays change."""
+    """{measure: its matrix for the page, at the state in its "key"} (measures.entry), computed here when the page
+    asks; None until then, and again when the arrays change."""
+    computed = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
+    """{view: its answer for the page, at the state in its "key"} for the other views views.py declares (head_scores),
+    computed here when the page asks; a view's answer is dropped when the state it is for changes."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
     blocks = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
@@ -163,9 +197,11 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
 
     # --- teaching: writing token by token, exercises ---
     step = Checked(0).tag(sync=True)
-    """How many tokens are written so far (1 to n; n shows them all): below n only the first `step` tokens exist and the causal rule is on."""
+    """How many tokens are written so far (1 to n; n shows them all): below n only the first `step` tokens exist and
+    the causal rule is on."""
     exercise = Checked("").tag(sync=True)
-    """"predict" (spread a guess over the focused row, then reveal it), "temperature" (set T for `goal` effective tokens), or "" for none."""
+    """"predict" (spread a guess over the focused row, then reveal it), "temperature" (set T for `goal` effective
+    tokens), or "" for none."""
     guess = Checked(None, allow_none=True).tag(sync=True)
     """The learner's guess at the focused row's weights (one per token read, summing to 1), or None."""
     revealed = Checked(False).tag(sync=True)
@@ -173,7 +209,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     goal = Checked(2.0).tag(sync=True)
     """The temperature exercise's target: the effective tokens the focused row should reach."""
     scores_hint = Checked(False).tag(sync=True)
-    """The predict exercise shows the focused row's scores before the reveal (a hint: they rank the tokens as the weights will)."""
+    """The predict exercise shows the focused row's scores before the reveal (a hint: they rank the tokens as the
+    weights will)."""
 
     def __init__(
         self,
@@ -229,12 +266,17 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         state.update(given)
         if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
             raise ValueError(
-                f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; pass focus={cell[0]}, or leave focus out."
+                f"cell {tuple(cell)} is in row {cell[0]}, but focus is {focus}: a cell is shown in the focused row; "
+                f"pass focus={cell[0]}, or leave focus out."
             )
-        state["focus"] = (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
+        state["focus"] = (
+            (cell[0] if cell is not None and np.ndim(cell) == 1 and len(cell) == 2 else 0) if focus is None else focus
+        )
         state["stage"] = STAGES[0] if stage is None else stage
         # read-only for users, and checked against by the rest: in place before the first change
-        self._preset(sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None)
+        self._preset(
+            sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None
+        )
         super().__init__()  # the comm opens on the defaults; everything given arrives as one change
         n = len(state["tokens"])
         if step is not None and rules._is_int(step) and 0 < step < n:  # what was asked, said back if it cannot be
@@ -242,7 +284,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
                 raise ValueError(GENERATION_IS_CAUSAL + " Leave causal out with step=.")
             if focus is not None and focus >= step:
                 raise ValueError(
-                    f"focus {focus} is not written yet at step {step}: pass a focus from 0 to {step - 1}, or leave it out (the last token written)."
+                    f"focus {focus} is not written yet at step {step}: pass a focus from 0 to {step - 1}, "
+                    "or leave it out (the last token written)."
                 )
         try:
             with self.hold_trait_notifications():
@@ -271,7 +314,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         for name, value in after.items():
             if not rules.same(value, current[name]):
                 values[name] = value
-        values["layer_arrays"] = [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
+        values["layer_arrays"] = (
+            [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
+        )
         if after["n_layers"] and after["sentence_index"] != state["sentence_index"]:
             self._text_switched()
         # the views computed here: an answer for the state before is out of date (the page asks again)
@@ -280,7 +325,13 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         held = values.get("measure_data") or {}
         if any(views.stale(name, state, after) for name in held):
             values["measure_data"] = None
-        values["measures"], values["offered_measures"] = views.available(Inputs(after, self._sources)), views.offered(after)
+        held = values.get("computed") or {}
+        if any(views.stale(name, state, after) for name in held):
+            values["computed"] = {n: a for n, a in held.items() if not views.stale(n, state, after)} or None
+        values["measures"], values["offered_measures"] = (
+            views.available(Inputs(after, self._sources)),
+            views.offered(after),
+        )
         if after["summary"] != state["summary"]:
             self._new_summary(after["summary"], values)
 
@@ -295,7 +346,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
         build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
-        self._answer("overview", begin=False)  # a small one goes with the widget; a larger one is begun, a very large one when asked
+        self._answer(
+            "overview", begin=False
+        )  # a small one goes with the widget; a larger one is begun, a very large one when asked
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
         if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
@@ -307,7 +360,15 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     def _title(self, title):
         return visible_text(title or "Attention: " + " ".join(self.tokens)[:80])
 
-    def to_html(self, path: str | os.PathLike | None = None, *, theme: str = "auto", title: str | None = None, layers=None, max_mb: float = 50) -> str:
+    def to_html(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        theme: str = "auto",
+        title: str | None = None,
+        layers=None,
+        max_mb: float = 50,
+    ) -> str:
         """One self-contained HTML page of this widget (no kernel, no network); written to
         ``path`` when given, and returned. ``theme``: "auto", "light" or "dark".
 
@@ -341,7 +402,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
 
         save_pdf(self.page_state(), path, theme=theme)
 
-    def set_vectors(self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP) -> None:
+    def set_vectors(
+        self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP
+    ) -> None:
         """Replace tokens and vectors together (the number of tokens or heads may change).
 
         One message to the page; if any part is invalid nothing changes. ``x=None`` removes

@@ -64,9 +64,10 @@ def from_transformers(
     language-model head) or NotImplementedError.
 
     Raises ValueError, before the model runs, when ``text`` (or ``target``) has more
-    tokens than the model reads (with ``generate``, counting the tokens to write), gives none, or the tokenizer gives ids outside the
-    model's vocabulary; and when ``target`` is given to a model with no decoder. A list of
-    texts with ``target`` raises ValueError: an encoder–decoder model reads one text and one target.
+    tokens than the model reads (with ``generate``, counting the tokens to write), gives none,
+    or the tokenizer gives ids outside the model's vocabulary; and when ``target`` is given to a
+    model with no decoder. A list of texts with ``target`` raises ValueError: an encoder–decoder
+    model reads one text and one target.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
@@ -79,7 +80,9 @@ def from_transformers(
             "target= reads one text and one target (an encoder–decoder model's source and what its decoder writes): "
             "pass one text, and make one widget for each pair"
         )
-    return [cast(ModelAttention, hf.extract(model, tokenizer, t, generate=generate)) for t in texts]  # (no target: one block)
+    return [
+        cast(ModelAttention, hf.extract(model, tokenizer, t, generate=generate)) for t in texts
+    ]  # (no target: one block)
 
 
 def texts_of(texts) -> list[str]:
@@ -96,9 +99,9 @@ def texts_of(texts) -> list[str]:
 
 def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
-    or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read through transformers' attention
-    interface as ``from_transformers`` reads them, during a trace of nnsight's own (``model.trace``),
-    so the forward pass is nnsight's, with the model's tokenizer.
+    or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read
+    through transformers' attention interface as ``from_transformers`` reads them, during a trace
+    of nnsight's own (``model.trace``), so the forward pass is nnsight's, with the model's tokenizer.
 
     The trace runs here, on this machine. A remote trace (``remote=True``, on an NDIF server) runs
     only the trace's body on the server, so the attention interface cannot be hooked there: the
@@ -110,7 +113,10 @@ def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, Mod
     from . import hf
 
     if not (hasattr(model, "_module") and hasattr(model, "tokenizer") and hasattr(model, "trace")):
-        raise TypeError(f"from_nnsight takes an nnsight model of a Hugging Face model (nnsight.LanguageModel), got {type(model).__name__}")
+        raise TypeError(
+            "from_nnsight takes an nnsight model of a Hugging Face model (nnsight.LanguageModel), got "
+            f"{type(model).__name__}"
+        )
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer
@@ -138,14 +144,19 @@ def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAtte
 
     def read(one: str, cache=None):
         found = tlens.extract(model, one, cache)
-        found.rerun = Rerun(model, model.to_tokens(one, truncate=False)[0].tolist(), found.causal, "transformer_lens")  # head effects run it again
+        found.rerun = Rerun(
+            model, model.to_tokens(one, truncate=False)[0].tolist(), found.causal, "transformer_lens"
+        )  # head effects run it again
         return found
 
     if isinstance(text, str):
         return read(text, cache)
     texts = texts_of(text)
     if cache is not None:
-        raise ValueError("cache= is a run of the model on one text: pass one text with it, or a list of texts without it (each is run alone)")
+        raise ValueError(
+            "cache= is a run of the model on one text: pass one text with it, or a list of texts without it (each is "
+            "run alone)"
+        )
     return [read(t) for t in texts]
 
 

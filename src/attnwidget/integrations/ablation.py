@@ -19,7 +19,10 @@ from typing import Any
 import numpy as np
 
 MODES = ("zero", "mean")
-TWO_BLOCKS = "{name} is an encoder–decoder model: head effects are on a causal language model's next token (AutoModelForCausalLM)"
+TWO_BLOCKS = (
+    "{name} is an encoder–decoder model: head effects are on a causal language model's next token "
+    "(AutoModelForCausalLM)"
+)
 BUDGET = 2**30  # bytes a pass's copies may take in attention scores and activations (the batch is split past it)
 
 
@@ -36,7 +39,10 @@ class Rerun:
 
 def check_mode(mode) -> str:
     if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"mode must be 'zero' or 'mean' (a head's output set to zero, or to its mean over the text's positions); got {mode!r}")
+        raise ValueError(
+            "mode must be 'zero' or 'mean' (a head's output set to zero, or to its mean over the text's positions); "
+            f"got {mode!r}"
+        )
     return mode
 
 
@@ -44,23 +50,38 @@ def refusal(rerun: Rerun | None) -> str | None:
     """Why the model cannot give a next token to ablate for (None when it can)."""
     if rerun is None:
         return (
-            "head effects run the model again: they need a widget made from a model (AttentionWidget.from_transformers, "
-            "from_nnsight or from_transformer_lens), not your own arrays, sentences or attention weights alone"
+            "head effects run the model again: they need a widget made from a model "
+            "(AttentionWidget.from_transformers, from_nnsight or from_transformer_lens), not your own arrays, "
+            "sentences or attention weights alone"
         )
     model = rerun.model
     name = type(model).__name__
     if rerun.library == "transformer_lens":
-        return None if rerun.causal else f"{name} attends in both directions (an encoder): it has no next token to ablate heads for"
+        return (
+            None
+            if rerun.causal
+            else f"{name} attends in both directions (an encoder): it has no next token to ablate heads for"
+        )
     config = getattr(model, "config", None)
     if getattr(config, "is_encoder_decoder", False):
         return TWO_BLOCKS.format(name=name)
     if not rerun.causal:
-        return f"{name} is an encoder (each token reads the whole text): it has no next token to ablate heads for; use a causal language model (AutoModelForCausalLM)"
+        return (
+            f"{name} is an encoder (each token reads the whole text): it has no next token to ablate heads for; use a "
+            "causal language model (AutoModelForCausalLM)"
+        )
     head = getattr(model, "get_output_embeddings", None)
     if not callable(head) or head() is None:
-        return f"head effects need a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}"
+        return (
+            "head effects need a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM "
+            f"(AutoModelForCausalLM); got {name}"
+        )
     if getattr(config, "model_type", None) == "bloom":
-        return f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of the GPT-2 or Llama families (or TransformerLens's HookedTransformer, from_transformer_lens) has head effects"
+        return (
+            f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of "
+            "the GPT-2 or Llama families (or TransformerLens's HookedTransformer, from_transformer_lens) has head "
+            "effects"
+        )
     return None
 
 
@@ -150,9 +171,9 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
             heads = list(plan["heads"])
             if not heads or len(set(heads)) > 1:
                 raise NotImplementedError(
-                    f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention interface "
-                    f"with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, as decoder-only models "
-                    "such as GPT-2, Llama, Mistral, Qwen and Gemma make"
+                    f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention "
+                    f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
+                    "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
                 )
             blocks = _blocks(model, plan["modules"])
             best = int(clean.argmax())
@@ -170,7 +191,11 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
                             ablated = log_next(x, blocks[layer], count + (not checked))
                         except (RuntimeError, ValueError, IndexError):
                             ablated = None
-                        if ablated is None or len(ablated) != count + (not checked) or (not checked and not _agrees(ablated[-1], clean, best)):
+                        if (
+                            ablated is None
+                            or len(ablated) != count + (not checked)
+                            or (not checked and not _agrees(ablated[-1], clean, best))
+                        ):
                             blocks, ablated = None, None  # the whole model for every copy, from here on
                         checked = True
                     if ablated is None:
@@ -237,7 +262,9 @@ def _lens(model, ids: list[int], mode: str) -> np.ndarray:
                     def hook(z, hook, first=first, count=count):
                         return _ablate(z, first, count, mode)
 
-                    logits = model.run_with_hooks(x.expand(count, -1), return_type="logits", fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)])
+                    logits = model.run_with_hooks(
+                        x.expand(count, -1), return_type="logits", fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)]
+                    )
                     out[layer, first : first + count] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
     finally:
         model.train(was_training)

@@ -33,12 +33,16 @@ class ModelAttention:
     device: str | None = None  # the torch device the model ran on (its overview is computed there), or None
     # per layer, heads × n × n_keys added to its scores (attention weights alone: their logarithms); None: bias above
     biases: list[np.ndarray] | None = None
-    weights_only: str = ""  # "weights" or "weights and values": no q and k, only what they gave (integrations/weights.py)
+    weights_only: str = (
+        ""  # "weights" or "weights and values": no q and k, only what they gave (integrations/weights.py)
+    )
     # per layer, its output projection (interface.Projection: what each head's values are mapped
     # by, a reference to the model's own weights) or a sentence saying why it could not be read;
     # None: the values are what the heads add (your own arrays, attention weights alone)
     projections: list | None = None
-    rerun: object | None = None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
+    rerun: object | None = (
+        None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
+    )
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

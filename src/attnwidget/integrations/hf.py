@@ -35,10 +35,15 @@ SUPPORTED = (
 CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # how models name cross-attention
 
 
-def extract(model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None) -> ModelAttention | dict[str, ModelAttention]:
+def extract(
+    model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None
+) -> ModelAttention | dict[str, ModelAttention]:
     """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace.)"""
     if not isinstance(text, str):  # (a tokenizer takes a list as a batch: only its first text would be read)
-        raise TypeError(f"text must be a string; got {type(text).__name__} (a list of texts is read one text at a time by from_transformers)")
+        raise TypeError(
+            f"text must be a string; got {type(text).__name__} (a list of texts is read one text at a time by "
+            "from_transformers)"
+        )
     if isinstance(generate, bool) or not isinstance(generate, numbers.Integral):
         raise TypeError(f"generate must be a whole number of tokens to write, got {generate!r}")
     if generate < 0:
@@ -64,7 +69,9 @@ def extract(model, tokenizer, text: str, target: str | None = None, generate: in
     prompt = ids.shape[1]
     if prompt == 0:
         raise ValueError(f"{text!r} gives no tokens")
-    _check_readable(text, ids[0].tolist(), name, _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate)
+    _check_readable(
+        text, ids[0].tolist(), name, _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate
+    )
     if generate:  # then read the whole text, the prompt and what the model wrote, by its ids
         ids = _greedy(model, ids, generate)
         enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -99,13 +106,21 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
     layer, the cells it closes besides; its scale, soft cap and additive term, one per block."""
     n, m = calls[0].q.shape[1], calls[0].k.shape[1]
     d_head = calls[0].q.shape[-1]
-    for what, values in (("scales its attention scores", [c.scaling for c in calls]), ("caps its attention scores", [c.softcap for c in calls])):
+    for what, values in (
+        ("scales its attention scores", [c.scaling for c in calls]),
+        ("caps its attention scores", [c.softcap for c in calls]),
+    ):
         if len(set(values)) > 1:
             hint = " (GPT-2's scale_attn_by_inverse_layer_idx)" if kind == "gpt2" and what.startswith("scales") else ""
-            raise NotImplementedError(f"{name} {what} differently in each layer{hint}: {sorted(set(values), key=str)}; attnwidget takes one per model")
+            raise NotImplementedError(
+                f"{name} {what} differently in each layer{hint}: {sorted(set(values), key=str)}; attnwidget takes one "
+                "per model"
+            )
     bias = calls[0].bias
     if any(not _equal(c.bias, bias) for c in calls[1:]):
-        raise NotImplementedError(f"{name} adds a different term to its scores in each layer; attnwidget takes one bias per model")
+        raise NotImplementedError(
+            f"{name} adds a different term to its scores in each layer; attnwidget takes one bias per model"
+        )
     # causal: every layer's mask closes every cell above the diagonal (and perhaps more)
     causal = key_tokens is None and n == m and all(c.open is not None and not np.triu(c.open, 1).any() for c in calls)
     ahead = np.triu(np.ones((n, m), dtype=bool), 1)
@@ -136,7 +151,9 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
 
 
 def _equal(a, b) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b))
+    return (a is None and b is None) or (
+        a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b)
+    )
 
 
 def _bloom(base, enc, tokens, name) -> ModelAttention:
@@ -154,7 +171,8 @@ def _bloom(base, enc, tokens, name) -> ModelAttention:
         model_name=name,
         bias=_numpy(_bloom_bias(base, enc)),
         projections=[
-            Projection(d.weight.detach().T, d.bias.detach(), f"h.{i}.self_attention.dense") for i, d in enumerate(a.self_attention.dense for a in base.h)
+            Projection(d.weight.detach().T, d.bias.detach(), f"h.{i}.self_attention.dense")
+            for i, d in enumerate(a.self_attention.dense for a in base.h)
         ],
     )
 
@@ -164,7 +182,10 @@ def _check_writer(model, kind) -> None:
     name = type(model).__name__
     head = getattr(model, "get_output_embeddings", None)
     if not callable(head) or head() is None:
-        raise ValueError(f"generate= needs a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM (AutoModelForCausalLM); got {name}")
+        raise ValueError(
+            "generate= needs a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM "
+            f"(AutoModelForCausalLM); got {name}"
+        )
     writes = getattr(model, "can_generate", lambda: False)()
     if not writes or getattr(model.config, "is_encoder_decoder", False):
         raise NotImplementedError(_NOT_A_WRITER.format(name=name, kind=kind))
@@ -199,7 +220,10 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
             "model (e.g. T5ForConditionalGeneration, BartForConditionalGeneration)"
         )
     if not getattr(config, "is_encoder_decoder", False):
-        raise ValueError(f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: call it without target=")
+        raise ValueError(
+            f"target= is for encoder–decoder models; {type(model).__name__} ({kind!r}) reads one text: call it "
+            "without target="
+        )
 
     start = getattr(config, "decoder_start_token_id", None)
     if start is None:  # recent releases keep it in the generation config
@@ -218,14 +242,25 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
     _check_readable(text, src, name, positions, (config.vocab_size, "config.vocab_size"))
     # Marian can give its decoder a vocabulary of its own
     dec_vocab = getattr(config, "decoder_vocab_size", None)
-    _check_readable(target, dec, name, positions, (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"))
+    _check_readable(
+        target,
+        dec,
+        name,
+        positions,
+        (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"),
+    )
 
     device = next(base.parameters()).device
     ids = torch.tensor([src], device=device)
     with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: call", 3 * _count(config)) as step:
         # no cache: every layer runs once, on the whole sequence
         calls = capture(
-            base, on_call=step, input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=torch.tensor([dec], device=device), use_cache=False
+            base,
+            on_call=step,
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            decoder_input_ids=torch.tensor([dec], device=device),
+            use_cache=False,
         )
     blocks: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}
     for c in calls:
@@ -255,7 +290,8 @@ def _base_model(model):
         inner = getattr(first, "auto_model", None)  # sentence_transformers.SentenceTransformer
         if not isinstance(inner, PreTrainedModel):
             raise NotImplementedError(
-                f"attnwidget cannot read attention from {type(model).__name__}: expected a Hugging Face PreTrainedModel; supported: {SUPPORTED}"
+                f"attnwidget cannot read attention from {type(model).__name__}: expected a Hugging Face "
+                f"PreTrainedModel; supported: {SUPPORTED}"
             )
         model = inner
     return model.base_model
@@ -294,7 +330,10 @@ def _positions(config, kind):
     if _relative(config):
         return float("inf"), "relative positions"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
-        return (config.max_position_embeddings - config.pad_token_id - 1, "config.max_position_embeddings - config.pad_token_id - 1")
+        return (
+            config.max_position_embeddings - config.pad_token_id - 1,
+            "config.max_position_embeddings - config.pad_token_id - 1",
+        )
     for attribute in ("n_positions", "max_position_embeddings"):
         limit = getattr(config, attribute, None)
         if isinstance(limit, int):

@@ -161,9 +161,9 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     if not caught:
         kind = getattr(getattr(model, "config", None), "model_type", None)
         raise NotImplementedError(
-            f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}): it computes attention "
-            "without transformers' attention interface, where attnwidget reads it (every model built on the interface "
-            "is read, and BLOOM by hand)"
+            f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}): it computes "
+            "attention without transformers' attention interface, where attnwidget reads it (every model built on the "
+            "interface is read, and BLOOM by hand)"
         )
     return caught
 
@@ -235,11 +235,15 @@ class _Projections:
             w = w.detach()  # GPT-2's: x @ W + b already
         else:
             return (
-                f"the attention output goes to a {kind}, not a linear map attnwidget reads (torch's Linear, transformers' Conv1D): "
-                "an adapter (merge it into the model first), a quantised layer (load the model unquantised) or a norm"
+                f"the attention output goes to a {kind}, not a linear map attnwidget reads (torch's Linear, "
+                "transformers' Conv1D): an adapter (merge it into the model first), a quantised layer (load the model "
+                "unquantised) or a norm"
             )
         if not w.dtype.is_floating_point or w.ndim != 2:
-            return f"the output projection's weight ({kind}) is {w.dtype} of shape {tuple(w.shape)}: not a matrix of floating-point numbers"
+            return (
+                f"the output projection's weight ({kind}) is {w.dtype} of shape {tuple(w.shape)}: not a matrix of "
+                "floating-point numbers"
+            )
         return Projection(w, None if b is None else b.detach(), self.names.get(id(module), ""))
 
     def _after(self, module, args, output) -> None:
@@ -254,9 +258,17 @@ class _Projections:
         dtype = torch.promote_types(found.weight.dtype, torch.float32)
         w, row = found.weight.to(dtype), x[0, -1].to(dtype)
         want = row @ w + (0 if found.bias is None else found.bias.to(dtype))
-        scale = float(row.norm() * torch.linalg.vector_norm(w, dim=0).max()) + (0.0 if found.bias is None else float(found.bias.abs().max()))
-        eps = torch.finfo(dtype).eps * 8 * len(row) ** 0.5 + 2 * (torch.finfo(y.dtype).eps if y.dtype.is_floating_point else 1.0)
+        scale = float(row.norm() * torch.linalg.vector_norm(w, dim=0).max()) + (
+            0.0 if found.bias is None else float(found.bias.abs().max())
+        )
+        eps = torch.finfo(dtype).eps * 8 * len(row) ** 0.5 + 2 * (
+            torch.finfo(y.dtype).eps if y.dtype.is_floating_point else 1.0
+        )
         if y.shape[-1] != want.shape[-1] or float((y[0, -1].to(dtype) - want).abs().max()) > eps * scale:
-            call.out = f"{found.name or 'the output projection'} does not give its input @ its weight + its bias: attnwidget cannot read it as a linear map (remove forward hooks on it, merge adapters, or load the model unquantised)"
+            call.out = (
+                f"{found.name or 'the output projection'} does not give its input @ its weight + its bias: attnwidget "
+                "cannot read it as a linear map (remove forward hooks on it, merge adapters, or load the model "
+                "unquantised)"
+            )
         else:
             call.out = found

@@ -22,9 +22,14 @@ def extract(model, text: str, cache=None) -> ModelAttention:
     try:
         from transformer_lens.HookedTransformer import HookedTransformer
     except ImportError as e:  # TransformerLens 4 removed it
-        raise ImportError('from_transformer_lens needs TransformerLens < 4, which has HookedTransformer: pip install "attnwidget[transformer-lens]"') from e
+        raise ImportError(
+            "from_transformer_lens needs TransformerLens < 4, which has HookedTransformer: pip install "
+            '"attnwidget[transformer-lens]"'
+        ) from e
     if not isinstance(model, HookedTransformer):
-        raise NotImplementedError(f"from_transformer_lens takes a transformer_lens HookedTransformer, got {type(model).__name__}")
+        raise NotImplementedError(
+            f"from_transformer_lens takes a transformer_lens HookedTransformer, got {type(model).__name__}"
+        )
     cfg = model.cfg
     _check_supported(cfg)
     rotary = cfg.positional_embedding_type == "rotary"
@@ -67,7 +72,10 @@ def extract(model, text: str, cache=None) -> ModelAttention:
         model_name=cfg.model_name,
         # each layer's output: z (heads · d_head) @ W_O + b_O, W_O heads × d_head × width (a view, not a copy)
         projections=[
-            Projection(b.attn.W_O.detach().reshape(-1, b.attn.W_O.shape[-1]), b.attn.b_O.detach(), f"blocks.{i}.attn.W_O") for i, b in enumerate(model.blocks)
+            Projection(
+                b.attn.W_O.detach().reshape(-1, b.attn.W_O.shape[-1]), b.attn.b_O.detach(), f"blocks.{i}.attn.W_O"
+            )
+            for i, b in enumerate(model.blocks)
         ],
     )
 
@@ -86,7 +94,9 @@ def _check_supported(cfg) -> None:
             problems.append(flag)
     # Q/K norms and clipping come after hook_q/hook_k; only the rotary hooks see them
     if cfg.positional_embedding_type != "rotary" and (
-        getattr(cfg, "use_qk_norm", False) or getattr(cfg, "clip_qkv", None) is not None or (cfg.original_architecture or "").startswith("Olmo")
+        getattr(cfg, "use_qk_norm", False)
+        or getattr(cfg, "clip_qkv", None) is not None
+        or (cfg.original_architecture or "").startswith("Olmo")
     ):
         problems.append("Q/K normalisation or clipping without rotary embeddings")
     if getattr(cfg, "clip_qkv", None) is not None:
@@ -94,12 +104,19 @@ def _check_supported(cfg) -> None:
     if cfg.attention_dir not in ("causal", "bidirectional"):
         problems.append(f"attention_dir={cfg.attention_dir!r}")
     if problems:
-        raise NotImplementedError(f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}")
+        raise NotImplementedError(
+            f"from_transformer_lens does not support {cfg.model_name!r}: {', '.join(sorted(set(problems)))}"
+        )
 
 
 def _check_cache(cache, cfg, names, n: int) -> None:
     """A run_with_cache cache of this text, holding each layer's queries, keys and values."""
-    missing = [f"blocks.{i}.attn.{name}" for i in range(cfg.n_layers) for name in names if f"blocks.{i}.attn.{name}" not in cache]
+    missing = [
+        f"blocks.{i}.attn.{name}"
+        for i in range(cfg.n_layers)
+        for name in names
+        if f"blocks.{i}.attn.{name}" not in cache
+    ]
     if missing:
         raise ValueError(
             f"the cache has no {missing[0]} ({len(missing)} of the hooks read are missing): run_with_cache with no "
@@ -108,5 +125,6 @@ def _check_cache(cache, cfg, names, n: int) -> None:
     shape = tuple(cache[f"blocks.0.attn.{names[0]}"].shape)
     if shape[0] != 1 or shape[1] != n:
         raise ValueError(
-            f"the cache is of {shape[0]} text(s) of {shape[1]} tokens, but the text is one of {n} tokens: pass the text the cache was made from, alone"
+            f"the cache is of {shape[0]} text(s) of {shape[1]} tokens, but the text is one of {n} tokens: pass the "
+            "text the cache was made from, alone"
         )

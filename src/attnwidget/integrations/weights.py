@@ -17,7 +17,9 @@ import numpy as np
 from .common import ModelAttention
 
 CLOSED = -1e30  # the score of a cell of weight 0 that only some heads have: exp(CLOSED − max) is 0
-ROW_SUM = 1e-4  # how far from 1 a row's weights may sum; HALF_ROW_SUM for half precision, which a softmax is cast back to
+ROW_SUM = (
+    1e-4  # how far from 1 a row's weights may sum; HALF_ROW_SUM for half precision, which a softmax is cast back to
+)
 HALF_ROW_SUM = 1e-2
 
 
@@ -28,9 +30,14 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     tokens = _labels(tokens, "tokens")
     keys = None if key_tokens is None else _labels(key_tokens, "key_tokens")
     if len(tokens) != n or len(keys if keys is not None else tokens) != m:
-        cols = f"key_tokens {len(keys)}" if keys is not None else f"tokens {len(tokens)} (pass key_tokens= for cross-attention)"
+        cols = (
+            f"key_tokens {len(keys)}"
+            if keys is not None
+            else f"tokens {len(tokens)} (pass key_tokens= for cross-attention)"
+        )
         raise ValueError(
-            f"the weights are {n} queries × {m} keys, but there are {len(tokens)} tokens and {cols} for the columns: give one token per row and per column"
+            f"the weights are {n} queries × {m} keys, but there are {len(tokens)} tokens and {cols} for the columns: "
+            "give one token per row and per column"
         )
     for i, w in enumerate(layers):
         _check(w, i, HALF_ROW_SUM if half else ROW_SUM)
@@ -39,11 +46,14 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     masks, biases = [], []
     for i, w in enumerate(layers):
         closed = (w == 0).all(axis=0) & ~above  # what the causal rule does not close: the layer's mask
-        alone = (w.sum(axis=-1) == 0) & ~(w == 0).all(axis=(0, 2))  # a row reading nothing in one head, something in another
+        alone = (w.sum(axis=-1) == 0) & ~(w == 0).all(
+            axis=(0, 2)
+        )  # a row reading nothing in one head, something in another
         if alone.any():
             h, row = np.argwhere(alone)[0]
             raise ValueError(
-                f"row {row} of head {h} (layer {i}) is all 0, but other heads read in that row: a row that reads nothing "
+                f"row {row} of head {h} (layer {i}) is all 0, but other heads read in that row: a row that reads "
+                "nothing "
                 "is shown only where every head of the layer has it (a mask); give that head the weights it had"
             )
         masks.append(None if not closed.any() else ~closed)
@@ -75,14 +85,23 @@ def _layers(attentions) -> tuple[list[np.ndarray], bool]:
     whether they came in half precision."""
     if hasattr(attentions, "keys") and "attentions" in attentions.keys():  # a Hugging Face output: its attentions
         attentions = attentions["attentions"]
-    if hasattr(attentions, "keys") and not isinstance(attentions, np.ndarray):  # a TransformerLens ActivationCache, or a dict of patterns
-        found = sorted((int(name.split(".")[1]), name) for name in attentions.keys() if name.startswith("blocks.") and name.endswith("attn.hook_pattern"))
+    if hasattr(attentions, "keys") and not isinstance(
+        attentions, np.ndarray
+    ):  # a TransformerLens ActivationCache, or a dict of patterns
+        found = sorted(
+            (int(name.split(".")[1]), name)
+            for name in attentions.keys()
+            if name.startswith("blocks.") and name.endswith("attn.hook_pattern")
+        )
         if not found:
             raise ValueError(
-                "this cache has no attention patterns (blocks.<layer>.attn.hook_pattern): run_with_cache without a names_filter that leaves them out"
+                "this cache has no attention patterns (blocks.<layer>.attn.hook_pattern): run_with_cache without a "
+                "names_filter that leaves them out"
             )
         read = [_array(attentions[name]) for _, name in found]  # (a cache made with remove_batch_dim=True has no batch)
-        return [_batch_of_one(a[None] if a.ndim == 3 else a, f"layer {i}") for (i, _), (a, _) in zip(found, read)], any(h for _, h in read)
+        return [_batch_of_one(a[None] if a.ndim == 3 else a, f"layer {i}") for (i, _), (a, _) in zip(found, read)], any(
+            h for _, h in read
+        )
     if isinstance(attentions, (tuple, list)):  # Hugging Face's: one batch × heads × queries × keys per layer
         if not attentions:
             raise ValueError("the attentions are empty: give at least one layer")
@@ -97,7 +116,8 @@ def _layers(attentions) -> tuple[list[np.ndarray], bool]:
     if 2 <= a.ndim <= 4:
         return list(a.reshape((-1, *a.shape[-3:]) if a.ndim == 4 else (1, -1, *a.shape[-2:]))), half
     raise ValueError(
-        f"attention weights of {a.ndim} dimensions (shape {a.shape}): give queries × keys, heads × queries × keys or layers × heads × queries × keys"
+        f"attention weights of {a.ndim} dimensions (shape {a.shape}): give queries × keys, heads × queries × keys or "
+        "layers × heads × queries × keys"
     )
 
 
@@ -121,7 +141,9 @@ def _batch_of_one(a: np.ndarray, where: str) -> np.ndarray:
     if a.ndim != 4:
         raise ValueError(f"{where} is of shape {a.shape}: each layer's attentions are batch × heads × queries × keys")
     if len(a) != 1:
-        raise ValueError(f"{where} holds a batch of {len(a)} texts: give one text's weights (attentions[i][j:j + 1] for text j)")
+        raise ValueError(
+            f"{where} holds a batch of {len(a)} texts: give one text's weights (attentions[i][j:j + 1] for text j)"
+        )
     return a[0]
 
 
@@ -131,17 +153,23 @@ def _check(w: np.ndarray, layer: int, tolerance: float) -> None:
     bad = ~np.isfinite(w)
     if bad.any():
         h, i, j = np.argwhere(bad)[0]
-        raise ValueError(f"the weights hold {w[h, i, j]} ({where}, head {h}, row {i}, column {j}): every weight must be a finite number")
+        raise ValueError(
+            f"the weights hold {w[h, i, j]} ({where}, head {h}, row {i}, column {j}): every weight must be a finite "
+            "number"
+        )
     if (w < 0).any():
         h, i, j = np.argwhere(w < 0)[0]
-        raise ValueError(f"the weights hold a negative number, {w[h, i, j]:.3g} ({where}, head {h}, row {i}, column {j}): weights are 0 or more")
+        raise ValueError(
+            f"the weights hold a negative number, {w[h, i, j]:.3g} ({where}, head {h}, row {i}, column {j}): weights "
+            "are 0 or more"
+        )
     sums = w.sum(axis=-1, dtype=np.float64)
     off = (np.abs(sums - 1) > tolerance) & (sums != 0)
     if off.any():
         h, i = np.argwhere(off)[0]
         raise ValueError(
-            f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within {tolerance:g}), "
-            "or is all 0; pass the weights after the softmax, not the scores"
+            f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within "
+            f"{tolerance:g}), or is all 0; pass the weights after the softmax, not the scores"
         )
 
 
@@ -156,5 +184,7 @@ def _values(values, heads: int, m: int) -> np.ndarray:
     if v.ndim == 2:
         v = np.broadcast_to(v, (heads, *v.shape))
     if v.ndim != 3 or v.shape[:2] != (heads, m):
-        raise ValueError(f"values must be one vector per key: keys × width ({m} × d), or heads × keys × width; got shape {v.shape}")
+        raise ValueError(
+            f"values must be one vector per key: keys × width ({m} × d), or heads × keys × width; got shape {v.shape}"
+        )
     return np.ascontiguousarray(v)

@@ -96,7 +96,10 @@ def _bring_in(s, before, asked, sources):
             s["tokens"] = ex["tokens"]
             for name in STACK:
                 s[name] = ex[name]
-            for name in ("bias", "step"):  # its own position bias, and the step it opens at, unless this change sets them
+            for name in (
+                "bias",
+                "step",
+            ):  # its own position bias, and the step it opens at, unless this change sets them
                 if name not in asked:
                     s[name] = ex[name]
             if "layer" not in asked:
@@ -125,7 +128,11 @@ def _bring_in(s, before, asked, sources):
     known = s.get("block", "") in blocks if blocks else not s.get("block")  # (an unknown block is refused below)
     text = s["sentence_index"] if texts else 0  # a model's text shown (the sentences are its texts)
     if (
-        ("layer" in asked or "model_q" in asked) and sources is not None and known and 0 <= s["layer"] < s.get("n_layers", 0) and 0 <= text < max(1, texts)
+        ("layer" in asked or "model_q" in asked)
+        and sources is not None
+        and known
+        and 0 <= s["layer"] < s.get("n_layers", 0)
+        and 0 <= text < max(1, texts)
     ):  # (a model loaded: its layer shown)
         found = sources.layer(s.get("block", ""), s["layer"], text)
         s["tokens"], s["cross"] = found["tokens"], found["key_tokens"] is not None
@@ -152,7 +159,11 @@ def _fit(s, before, asked, changed, sources):
     if mask is not None and "mask" not in changed and shape(mask) != (n, m):
         s["mask"] = None  # a mask for other tokens
     b = s.get("bias")
-    if b is not None and "bias" not in changed and (shape(b)[-2:] != (n, m) or (len(b.shape) == 3 and (len(q.shape) != 3 or q.shape[0] != b.shape[0]))):
+    if (
+        b is not None
+        and "bias" not in changed
+        and (shape(b)[-2:] != (n, m) or (len(b.shape) == 3 and (len(q.shape) != 3 or q.shape[0] != b.shape[0])))
+    ):
         s["bias"] = None  # a bias for other tokens, or other heads
     if s.get("x") is None and s.get("residual") and "residual" not in changed:
         s["residual"] = False  # nothing to add the mix to
@@ -190,8 +201,14 @@ def _fit(s, before, asked, changed, sources):
     # an exercise is about one row as it is: anything that changes that row starts a new try; a
     # new guess after a reveal is a new try too (a guess sent with the change is for the new row;
     # the temperature exercise's reveal sent with the slider's last value is of that value)
-    kept = "guess" in asked or (s["exercise"] == "temperature" and "revealed" in asked and before.get("exercise") == "temperature")
-    if (s["exercise"] or before.get("exercise")) and not kept and any(not same(s.get(k), before.get(k)) for k in ROW_TRAITS):
+    kept = "guess" in asked or (
+        s["exercise"] == "temperature" and "revealed" in asked and before.get("exercise") == "temperature"
+    )
+    if (
+        (s["exercise"] or before.get("exercise"))
+        and not kept
+        and any(not same(s.get(k), before.get(k)) for k in ROW_TRAITS)
+    ):
         s["guess"], s["revealed"] = None, False
     elif "guess" in changed and "revealed" not in asked:
         s["revealed"] = False
@@ -203,25 +220,52 @@ def _check_state(s, asked):
     q, k, v, x, mask, bias = (s.get(n) for n in ("q", "k", "v", "x", "mask", "bias"))
     for name in ("tokens", "key_tokens"):
         if len(s[name]) == 0:
-            raise Refused(f"'{name}' must not be empty: give one string per row of {'q' if name == 'tokens' else 'k and v'}.")
-    if bias is not None and ((not cross and bias.shape[-1] != bias.shape[-2]) or (len(bias.shape) == 3 and (len(q.shape) != 3 or bias.shape[0] != q.shape[0]))):
-        raise Refused(f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {shape(bias)} beside q {shape(q)}.")
+            raise Refused(
+                f"'{name}' must not be empty: give one string per row of {'q' if name == 'tokens' else 'k and v'}."
+            )
+    if bias is not None and (
+        (not cross and bias.shape[-1] != bias.shape[-2])
+        or (len(bias.shape) == 3 and (len(q.shape) != 3 or bias.shape[0] != q.shape[0]))
+    ):
+        raise Refused(
+            f"'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got {shape(bias)} beside q "
+            f"{shape(q)}."
+        )
     if mask is not None and not cross and mask.shape[0] != mask.shape[1]:
-        raise Refused(f"'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape {shape(mask)}.")
+        raise Refused(
+            f"'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape {shape(mask)}."
+        )
     arrays = [(n, a) for n, a in (("q", q), ("k", k), ("v", v))]
     if len({len(a.shape) for _, a in arrays}) > 1 or len({a.shape[0] for _, a in arrays if len(a.shape) == 3}) > 1:
         told = ", ".join(f"{n} {shape(a)}" for n, a in arrays)
         raise Refused(f"q, k and v must all be 2-D, or all 3-D with the same number of heads; got {told}.")
     if q.shape[-1] != k.shape[-1]:
-        raise Refused(f"'q' and 'k' must have the same width (they are compared by dot product), got q {shape(q)} and k {shape(k)}.")
+        raise Refused(
+            f"'q' and 'k' must have the same width (they are compared by dot product), got q {shape(q)} and k "
+            f"{shape(k)}."
+        )
     dim = lambda a, i: None if a is None else a.shape[i]
     row_counts = [
-        (n, c) for n, c in (("tokens", len(tokens)), ("q", q.shape[-2]), ("x", dim(x, 0)), ("mask", dim(mask, 0)), ("bias", dim(bias, -2))) if c is not None
+        (n, c)
+        for n, c in (
+            ("tokens", len(tokens)),
+            ("q", q.shape[-2]),
+            ("x", dim(x, 0)),
+            ("mask", dim(mask, 0)),
+            ("bias", dim(bias, -2)),
+        )
+        if c is not None
     ]
     keys = (("key_tokens", len(key_tokens)),) if cross else ()
-    col_counts = [(n, c) for n, c in (*keys, ("k", k.shape[-2]), ("v", v.shape[-2]), ("mask", dim(mask, 1)), ("bias", dim(bias, -1))) if c is not None]
+    col_counts = [
+        (n, c)
+        for n, c in (*keys, ("k", k.shape[-2]), ("v", v.shape[-2]), ("mask", dim(mask, 1)), ("bias", dim(bias, -1)))
+        if c is not None
+    ]
     if not cross and len({c for _, c in row_counts + col_counts}) > 1:
-        told = ", ".join(f"{n}: {c}" for n, c in row_counts) + "".join(f", {n}: {c}" for n, c in col_counts if n not in dict(row_counts))
+        told = ", ".join(f"{n}: {c}" for n, c in row_counts) + "".join(
+            f", {n}: {c}" for n, c in col_counts if n not in dict(row_counts)
+        )
         told += "".join(f", {n} columns: {a.shape[-1]}" for n, a in (("mask", mask), ("bias", bias)) if a is not None)
         raise Refused(
             f"tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got {told}. "
@@ -242,10 +286,13 @@ def _check_state(s, asked):
         raise Refused(f"'x' must have the width of the values (the mix is added to it): v {shape(v)}, x {shape(x)}.")
     n = len(tokens)
     if not 1 <= s["step"] <= n:
-        raise Refused(f"'step' must be the number of tokens written so far, from 1 to {n} ({n} shows them all); got {s['step']}.")
+        raise Refused(
+            f"'step' must be the number of tokens written so far, from 1 to {n} ({n} shows them all); got {s['step']}."
+        )
     if writing(s) and cross:
         raise Refused(
-            "'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens."
+            "'step' below the number of tokens is for self-attention (a text written one token at a time); in "
+            "cross-attention set it to the number of tokens."
         )
     r, m = rows(s), keys_read(s)
     cell = s.get("cell")
@@ -280,15 +327,19 @@ def _check_exercise(s, m):
         total = math.fsum(guess)
         if abs(total - 1) > GUESS_TOLERANCE:
             raise Refused(
-                f"'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got {num(float(f'{total:.9g}'))}. Divide it by its sum."
+                "'guess' must spend the whole budget: its weights must sum to 1 (within 1e-6), got "
+                f"{num(float(f'{total:.9g}'))}. Divide it by its sum."
             )
         shut = [j for j in closed_keys(s, s["focus"]) if guess[j] != 0]
         if shut:
             raise Refused(
-                f"'guess' puts weight on tokens the focused row cannot read (the causal rule, the mask or the sink close them): "
-                f"{', '.join(str(j) for j in shut)}. Give them 0."
+                "'guess' puts weight on tokens the focused row cannot read (the causal rule, the mask or the sink "
+                f"close them): {', '.join(str(j) for j in shut)}. Give them 0."
             )
     if s["revealed"] and not s["exercise"]:
         raise Refused("'revealed' belongs to an exercise: set exercise='predict' or 'temperature' first.")
     if s["revealed"] and s["exercise"] == "predict" and guess is None:
-        raise Refused("Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in the page.")
+        raise Refused(
+            "Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in "
+            "the page."
+        )

@@ -9,7 +9,9 @@ import numbers
 STAGES = ("tokens", "qk", "scores", "weights", "blend")
 BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
-SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect")  # "effect": a causal language model's head_effects()
+# the overview's colours: head_summary()'s (the text shown), a causal language model's head_effects() ("effect"),
+# and head_scores()'s over every text ("sink", "duplicate", "entropy")
+SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "entropy")
 MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 TEMPERATURE_RANGE = (0.1, 5.0)
 SCALE_LIMIT = 1e10
@@ -36,7 +38,21 @@ ROW_TRAITS = (
     "step",
     "exercise",
 )
-ARRAYS = ("q", "k", "v", "x", "mask", "bias", "value_basis", "model_q", "model_k", "model_v", "model_basis", "model_masks", "model_bias")
+ARRAYS = (
+    "q",
+    "k",
+    "v",
+    "x",
+    "mask",
+    "bias",
+    "value_basis",
+    "model_q",
+    "model_k",
+    "model_v",
+    "model_basis",
+    "model_masks",
+    "model_bias",
+)
 # A layer's own arrays, each a slice (of that layer's heads) of the model's stack of every layer
 LAYERED = {"q": "model_q", "k": "model_k", "v": "model_v", "value_basis": "model_basis"}
 # A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
@@ -101,20 +117,31 @@ _NO_QK = (
     "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
     "Read the model with from_transformers, or pass q=, k=, v=, to see them."
 )
-_NO_VALUES = "This widget has attention weights alone (from_attentions): the blend needs values; pass values= (one vector per key) to from_attentions."
+_NO_VALUES = (
+    "This widget has attention weights alone (from_attentions): the blend needs values; pass values= (one vector per "
+    "key) to from_attentions."
+)
 WEIGHTS_ONLY = {
-    "weights": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage"), "blend": _NO_VALUES},
+    "weights": {
+        "qk": _NO_QK.format(what="'qk' stage"),
+        "scores": _NO_QK.format(what="'scores' stage"),
+        "blend": _NO_VALUES,
+    },
     "weights and values": {"qk": _NO_QK.format(what="'qk' stage"), "scores": _NO_QK.format(what="'scores' stage")},
 }
 WEIGHTS_BIAS = (
-    "A widget of attention weights alone (from_attentions) carries the weights' logarithms as its bias, each layer its own: "
-    "it cannot take another; pass other weights to from_attentions instead."
+    "A widget of attention weights alone (from_attentions) carries the weights' logarithms as its bias, each layer its "
+    "own: it cannot take another; pass other weights to from_attentions instead."
 )
 NO_EFFECT = (
-    "summary='effect' colours the heads by their effect on the next token (head_effects()), which needs a causal language model's widget: "
-    "from_transformers, from_nnsight or from_transformer_lens of a model with a language-model head (AutoModelForCausalLM, HookedTransformer)."
+    "summary='effect' colours the heads by their effect on the next token (head_effects()), which needs a causal "
+    "language model's widget: from_transformers, from_nnsight or from_transformer_lens of a model with a "
+    "language-model head (AutoModelForCausalLM, HookedTransformer)."
 )
-GENERATION_IS_CAUSAL = "A text written one token at a time is causal: causal=False needs every token written (step = the number of tokens)."
+GENERATION_IS_CAUSAL = (
+    "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
+    "tokens)."
+)
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
     "stages": list(STAGES),
@@ -171,7 +198,14 @@ def kind(value) -> str:
     """What sort of value it is, in the words of a message."""
     if value is None:
         return "None"
-    for t, name in ((bool, "bool"), (numbers.Integral, "int"), (numbers.Real, "float"), (str, "str"), ((list, tuple), "list"), (dict, "dict")):
+    for t, name in (
+        (bool, "bool"),
+        (numbers.Integral, "int"),
+        (numbers.Real, "float"),
+        (str, "str"),
+        ((list, tuple), "list"),
+        (dict, "dict"),
+    ):
         if isinstance(value, t):
             return name
     return type(value).__name__
@@ -223,12 +257,16 @@ def _text_list(name, value, allow_none=False):
     bad = [t for t in value if not isinstance(t, str)][:1]
     if bad:
         bad = bad[0]
-        raise Refused(f"'{name}' must be strings, one per token; got {kind(bad)} {show(bad)}. Convert them with [str(t) for t in {name}].")
+        raise Refused(
+            f"'{name}' must be strings, one per token; got {kind(bad)} {show(bad)}. Convert them with [str(t) for t "
+            f"in {name}]."
+        )
     return list(value)
 
 
 def check(name, value):
-    """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state is looked at."""
+    """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state
+    is looked at."""
     if name in INDICES:
         return _index(name, value)
     if name in FLAGS:
@@ -237,14 +275,19 @@ def check(name, value):
         t = _number(name, value, "a finite number > 0")
         if not (math.isfinite(t) and t > 0):
             lo, hi = TEMPERATURE_RANGE
-            raise Refused(f"'temperature' must be a finite number > 0 (the slider spans {num(lo)} to {num(hi)}), got {num(t)}.")
+            raise Refused(
+                f"'temperature' must be a finite number > 0 (the slider spans {num(lo)} to {num(hi)}), got {num(t)}."
+            )
         return t
     if name == "scale":
         if value is None:
             return None
         s = _number(name, value, "a number, or None for 1/√d")
         if not (math.isfinite(s) and abs(s) <= SCALE_LIMIT):
-            raise Refused(f"'scale' must be a finite number no larger than {SCALE_LIMIT:.0e} in size, or None for 1/√d; got {num(s)}.")
+            raise Refused(
+                f"'scale' must be a finite number no larger than {SCALE_LIMIT:.0e} in size, or None for 1/√d; got "
+                f"{num(s)}."
+            )
         return s
     if name == "softcap":
         if value is None:
@@ -252,13 +295,16 @@ def check(name, value):
         c = _number(name, value, "a number > 0, or None for no cap")
         if not (math.isfinite(c) and 0 < c <= SCALE_LIMIT):
             raise Refused(
-                f"'softcap' must be a finite number > 0 and no larger than {SCALE_LIMIT:.0e} (scores become softcap·tanh(s/softcap)), or None for no cap; got {num(c)}."
+                f"'softcap' must be a finite number > 0 and no larger than {SCALE_LIMIT:.0e} (scores become "
+                f"softcap·tanh(s/softcap)), or None for no cap; got {num(c)}."
             )
         return c
     if name == "goal":
         g = _number(name, value, "a number of effective tokens")
         if not (math.isfinite(g) and g >= 1):
-            raise Refused(f"'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got {num(g)}.")
+            raise Refused(
+                f"'goal' is a number of effective tokens, at least 1 (one token takes the whole budget); got {num(g)}."
+            )
         return g
     if name == "stage":
         if not isinstance(value, str) or value not in STAGES:
@@ -283,7 +329,9 @@ def check(name, value):
         if value is None:
             return None
         if not isinstance(value, (list, tuple)) or not all(_is_number(g) for g in value):
-            raise Refused(f"'guess' must be a list of weights, one per token the focused row reads, or None; got {show(value)}.")
+            raise Refused(
+                f"'guess' must be a list of weights, one per token the focused row reads, or None; got {show(value)}."
+            )
         return [float(g) for g in value]
     if name in ("tokens", "key_tokens", "value_axes"):
         return _text_list(name, value, allow_none=name == "key_tokens")
@@ -291,7 +339,10 @@ def check(name, value):
         if value is None and name in ("q", "k", "v"):
             raise Refused(f"'{name}' must be an array of numbers, got None.")
         if value is not None and not hasattr(value, "shape"):
-            raise Refused(f"an array from the page could not be read ({kind(value)}); expected {{shape, dtype: float32 or float64, view}}")
+            raise Refused(
+                "an array from the page could not be read "
+                f"({kind(value)}); expected {{shape, dtype: float32 or float64, view}}"
+            )
         if value is not None:
             _dims(name, value.shape)
     return value
@@ -312,7 +363,9 @@ def _dims(name, dims):
     allowed, said = DIMS[name]
     if len(dims) not in allowed:
         shown = "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
-        raise Refused(f"'{name}' must be {'-D or '.join(map(str, allowed))}-D ({said}), got {len(dims)}-D with shape {shown}")
+        raise Refused(
+            f"'{name}' must be {'-D or '.join(map(str, allowed))}-D ({said}), got {len(dims)}-D with shape {shown}"
+        )
 
 
 # --- the state's own measures ---
@@ -347,7 +400,11 @@ def closed_keys(state, row) -> list:
     m, mask = keys_read(state), state.get("mask")
     out = []
     for j in range(m):
-        shut = (state.get("causal") and j > row) or (state.get("sink") and j == 0) or (mask is not None and not bool(mask[row][j]))
+        shut = (
+            (state.get("causal") and j > row)
+            or (state.get("sink") and j == 0)
+            or (mask is not None and not bool(mask[row][j]))
+        )
         if shut:
             out.append(j)
     return out
@@ -355,7 +412,9 @@ def closed_keys(state, row) -> list:
 
 def _so_far(state) -> str:
     n = len(state["tokens"])
-    return f" written so far (step {state['step']} of {n}: advance step to reach later tokens)" if writing(state) else ""
+    return (
+        f" written so far (step {state['step']} of {n}: advance step to reach later tokens)" if writing(state) else ""
+    )
 
 
 def _in_range(name, value, count, what):

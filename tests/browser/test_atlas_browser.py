@@ -1,0 +1,70 @@
+"""Head scores over every text (w.head_scores(), a view the kernel computes: views.py) in the page:
+choosing one in "colour by" asks the kernel through the page's one request path, and the heads
+are coloured with Python's numbers, for the state shown; an exported page carries them."""
+
+import numpy as np
+import pytest
+from test_overview_browser import HEADS, LAYERS, kernel_model, opened
+
+from attnwidget import AttentionWidget
+
+pytestmark = pytest.mark.browser
+ROOT = "document.querySelector('.aw-root').attnwidget"
+
+
+def values_on_page(page) -> dict:
+    cells = page.locator(".aw-head").all()
+    return {
+        (int(c.get_attribute("data-layer") or 0), int(c.get_attribute("data-head"))): c.get_attribute("data-value")
+        for c in cells
+    }
+
+
+def test_in_jupyterlab_a_head_score_is_asked_of_the_kernel_and_colours_the_heads(open_notebook):
+    setup = f"""
+{kernel_model(4)}m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights"}})
+m
+"""
+    page, kernel, errors = open_notebook("atlas.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        assert not kernel.eval("m.computed")  # nothing asked yet
+        page.locator(".aw-summary").select_option("sink")
+        assert kernel.wait_for("m.summary", lambda s: s == "sink") == "sink"
+        page.wait_for_function(f"{ROOT}.model.get('computed')?.head_scores?.key.temperature === 1")
+        page.wait_for_selector(".aw-heads[data-loading=false]", state="attached")
+        want = np.array(kernel.eval("m.head_scores()['sink'].tolist()"))
+        got = values_on_page(page)
+        assert len(got) == LAYERS * HEADS
+        for (layer, head), value in got.items():
+            assert abs(float(value) - want[layer, head]) < 1e-12
+        assert "coloured by its sink score over this text" in page.locator(".aw-heads-caption").text_content()
+        # another temperature: the answer is out of date, dropped, and asked for again
+        page.evaluate(f"{ROOT}.model.set('temperature', 0.5); {ROOT}.model.save_changes()")
+        page.wait_for_function(f"{ROOT}.model.get('computed')?.head_scores?.key.temperature === 0.5")
+        page.wait_for_selector(".aw-heads[data-loading=false]", state="attached")
+        want = np.array(kernel.eval("m.head_scores()['sink'].tolist()"))
+        for (layer, head), value in values_on_page(page).items():
+            assert abs(float(value) - want[layer, head]) < 1e-12
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_an_exported_page_carries_the_scores_over_its_texts(browser, tmp_path):
+    w = AttentionWidget(["the cat sat on the mat", "a dog saw the dog run"], summary="duplicate", stage="weights")
+    rng = np.random.default_rng(0)
+    w.set_vectors(q=rng.normal(size=(3, 6, 4)), k=rng.normal(size=(3, 6, 4)), v=rng.normal(size=(3, 6, 2)))
+    want = w.head_scores()["duplicate"]
+    page = opened(browser, w, tmp_path / "atlas.html")
+    try:
+        for (_, head), value in values_on_page(page).items():
+            assert abs(float(value) - want[0, head]) < 1e-12
+        assert "over 2 texts" in page.locator(".aw-heads-caption").text_content()
+        page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")  # no kernel: it says which state it shows
+        page.wait_for_function(
+            "document.querySelector('.aw-heads-caption').textContent.includes('as exported, at T = 1.00')"
+        )
+    finally:
+        page.context.close()
+

@@ -1,0 +1,92 @@
+"""Head scores over a widget's texts (atlas.py, w.head_scores()): each equals a computation written
+here from the weights the widget shows for each text in turn, and the page is sent them as a
+computed view (views.py) keyed to the state they are for."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_across_layers import model_widget
+
+from attnwidget import AttentionWidget, atlas
+from attnwidget.widget import _on_page_message
+
+TEXTS = ["the cat sat on the mat", "a dog saw the dog run", "she sat by the river bank"]
+
+
+def by_hand(w) -> dict[str, np.ndarray]:
+    """Each score from w.weights, text by text, layer by layer, head by head, with plain loops."""
+    out = {name: [] for name in atlas.SCORES}
+    texts = range(max(1, len(w.sentences)))
+    per_text = []
+    for t in texts:
+        w.sentence_index = t
+        layers = range(max(1, w.n_layers))
+        scores = {name: np.full((len(layers), w.n_heads), np.nan) for name in atlas.SCORES}
+        for layer in layers:
+            if w.n_layers:
+                w.layer = layer
+            for h in range(w.n_heads):
+                w.head = h
+                W, toks = w.weights, w.tokens[: len(w.weights)]
+                n = len(W)
+                scores["sink"][layer, h] = np.mean([W[i, 0] for i in range(n)])
+                scores["self"][layer, h] = np.mean([W[i, i] for i in range(n)])
+                if n > 1:
+                    scores["previous"][layer, h] = np.mean([W[i, i - 1] for i in range(1, n)])
+                copies = [sum(W[i, j] for j in range(i) if toks[j] == toks[i]) for i in range(n) if toks[i] in toks[:i]]
+                if copies:
+                    scores["duplicate"][layer, h] = np.mean(copies)
+                scores["entropy"][layer, h] = np.mean([-sum(x * np.log(x) for x in row if x > 0) for row in W])
+        per_text.append(scores)
+    for name in atlas.SCORES:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # (no text repeats a token: NaN)
+            out[name] = np.nanmean(np.stack([s[name] for s in per_text]), axis=0)
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(temperature=st.sampled_from([0.3, 1.0, 2.0]), causal=st.booleans(), sink=st.booleans())
+def test_each_score_is_the_mean_over_texts_of_the_weights_shown(temperature, causal, sink):
+    rng = np.random.default_rng(0)
+    toks = ["a", "b", "a", "c", "b"]
+    q, k, v = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 2))
+    own = AttentionWidget(tokens=toks, q=q, k=k, v=v, temperature=temperature, causal=causal, sink=sink)
+    sentences = AttentionWidget(TEXTS, temperature=temperature, causal=causal, sink=sink)
+    for w in (own, sentences):
+        got = w.head_scores()
+        want = by_hand(w)
+        for name in atlas.SCORES:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_a_models_every_layer_and_head_is_scored():
+    w = model_widget(seed=3, n=6, layers=3, heads=2)
+    got = w.head_scores()
+    want = by_hand(w)
+    assert got["sink"].shape == (3, 2)
+    for name in atlas.SCORES:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    assert atlas.sink_heads(got) == int((want["sink"] > 0.3).sum())
+
+
+def test_the_page_asks_for_the_scores_and_gets_them_for_the_state_it_shows():
+    w = AttentionWidget(TEXTS, causal=True)
+    w.summary = "duplicate"
+    _on_page_message(w, {"kind": "compute", "view": "head_scores"}, [])
+    sent = w.computed["head_scores"]
+    assert sent["key"]["temperature"] == 1.0 and sent["key"]["causal"] is True
+    scores = w.head_scores()
+    for name in atlas.SCORES:
+        want = [None if np.isnan(x) else float(x) for x in scores[name].ravel()]
+        assert sent["summaries"][name] == pytest.approx(want, nan_ok=True)
+    assert sent["texts"] == 3 and sent["sink_heads"] == atlas.sink_heads(scores)
+    w.temperature = 0.5  # out of date: dropped, and asked for again
+    assert "head_scores" not in (w.computed or {})
+    page = w.page_state()["state"]
+    assert page["computed"]["head_scores"]["key"]["temperature"] == 0.5  # an exported page carries them
