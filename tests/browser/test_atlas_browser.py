@@ -67,4 +67,3 @@ def test_an_exported_page_carries_the_scores_over_its_texts(browser, tmp_path):
         )
     finally:
         page.context.close()
-
