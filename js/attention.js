@@ -130,6 +130,9 @@ export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
  * read: with causal, j ≤ i; with a mask (rows × keys, 1 = may read), its cells. The others are
  * exactly 0, and so is a row that may read nothing.
  */
+/** A score at or below this closes its cell: weight exactly 0 at every temperature (core.CLOSED). */
+export const CLOSED = -1e30;
+
 export function weights(S, rows, temperature, causal, mask = null) {
   const m = S.length / rows,
     W = new Float64Array(S.length);
@@ -143,11 +146,11 @@ export function weightRow(S, n, i, temperature, causal, mask = null, out = new F
     row = i * n;
   out.fill(0);
   let max = -Infinity;
-  for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > max) max = S[row + j];
+  for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > CLOSED && S[row + j] > max) max = S[row + j];
   if (max === -Infinity) return out;
   let sum = 0;
   for (let j = 0; j <= last; j++) {
-    if (mask && !mask[row + j]) continue;
+    if ((mask && !mask[row + j]) || S[row + j] <= CLOSED) continue;
     // max first: no overflow at any T; divided, as numpy does (1/T overflows for a tiny T)
     const e = Math.exp((S[row + j] - max) / temperature);
     out[j] = e;
@@ -344,7 +347,7 @@ export function outputSpread(O, n, d) {
 export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null, softcap = null }) {
   const n = k.rows,
     last = causal ? Math.min(i, n - 1) : n - 1,
-    open = (m) => !mask || mask[i * n + m];
+    open = (m) => (!mask || mask[i * n + m]) && S[i * n + m] > CLOSED;
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;

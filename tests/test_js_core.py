@@ -58,3 +58,37 @@ def test_js_matches_numpy_on_random_cases():
         np.testing.assert_allclose(js["eff"], a.effective_tokens, rtol=1e-9)
         np.testing.assert_allclose(js["sense"], a.sense_resolved, rtol=1e-9, atol=1e-12)
         assert js["spread"] == pytest.approx(a.output_spread, rel=1e-7, abs=1e-9)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_a_score_at_or_below_closed_gives_weight_0_in_the_page_as_in_numpy_at_any_temperature():
+    """core.CLOSED (a cell given 0 in weights given as input): closed in js/attention.js as in numpy,
+    whatever the temperature; a row of closed cells reads nothing."""
+    from attnwidget.core import CLOSED, _softmax_rows
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for t in (0.01, 1.0, 1e28, 1e300):
+        S = np.log(rng.random((4, 4)))
+        S[rng.random((4, 4)) < 0.4] = CLOSED
+        S[3] = CLOSED  # a row with nothing to read
+        cases.append({"S": S.ravel().tolist(), "t": t})
+    script = (
+        f'import * as A from "{(ROOT / "js" / "attention.js").as_uri()}";\n'
+        'import { readFileSync } from "node:fs";\n'
+        "const out = JSON.parse(readFileSync(0, 'utf8')).map((c) => Array.from(A.weights(Float64Array.from(c.S), 4, "
+        "c.t, false)));\n"
+        "process.stdout.write(JSON.stringify(out));\n"
+    )
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", script],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for case, js in zip(cases, json.loads(done.stdout)):
+        S = np.array(case["S"]).reshape(4, 4)
+        want = _softmax_rows(S.copy(), case["t"], None)
+        np.testing.assert_allclose(js, want.ravel(), rtol=1e-12, atol=0)
+        assert (np.array(js).reshape(4, 4)[S <= CLOSED] == 0).all() and not np.array(js)[12:].any()

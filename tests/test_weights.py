@@ -236,3 +236,49 @@ def test_a_causal_pattern_is_written_token_by_token_and_exported(gpt2, tmp_path)
         small = w.page_state(budget=budget)
     assert 0 in small["state"]["held_layers"] and len(small["state"]["held_layers"]) < 3
     assert set(small["arrays"]["layer:0"]) >= {"q", "k", "v", "bias"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    causal=st.booleans(),
+    temperature=st.sampled_from([0.05, 1.0, 7.0, 1e28, 1e30, 1e300]),
+    change=st.sampled_from(["causal off", "mask none", "another mask", "sink", "step"]),
+)
+def test_a_cell_given_0_stays_0_in_every_state(seed, causal, temperature, change):
+    """Weights given as input stay what was given: a cell of weight 0 (in every head, as the causal
+    rule, or in one head alone) keeps weight 0 whatever the temperature, causal rule, mask, sink or
+    step; a row left with nothing to read reads nothing (no weight appears anywhere in it)."""
+    rng = np.random.default_rng(seed)
+    n, heads = 5, 2
+    w0 = rng.random((2, heads, n, n)) * (rng.random((2, heads, n, n)) > 0.35)
+    w0[:, :, :, 2] = 0  # a column no head reads: the layer's mask
+    if causal:
+        w0 = np.tril(w0)
+    w0[..., 0, 0] = np.where(w0[..., 0].sum(-1) == 0, 1.0, w0[..., 0, 0])  # every row reads something
+    for layer in range(2):
+        for h in range(heads):
+            for i in range(n):
+                if w0[layer, h, i].sum() == 0:
+                    w0[layer, h, i, min(i, 1) if causal else 0] = 1.0
+    w0 /= w0.sum(axis=-1, keepdims=True)
+    w = AttentionWidget.from_attentions(tuple(w0[:, None][layer] for layer in range(2)), [f"t{i}" for i in range(n)])
+    w.temperature = temperature
+    if change == "causal off" and w.causal:
+        w.causal = False
+    elif change == "mask none":
+        w.mask = None
+    elif change == "another mask":
+        w.mask = np.ones((n, n), dtype=bool)
+    elif change == "sink":
+        w.sink = True
+    elif change == "step" and w.causal:
+        w.step = 3
+    for layer in range(2):
+        w.layer = layer
+        for h in range(heads):
+            w.head = h
+            got, given = w.weights, w0[layer, h, : len(w.weights), : len(w.weights)]
+            assert (got[given == 0] == 0).all(), (layer, h, got, given)
+            rows = got.sum(axis=1)
+            assert np.all((np.abs(rows - 1) < 1e-9) | (rows == 0))  # a row reads something, whole, or nothing

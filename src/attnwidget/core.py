@@ -56,8 +56,14 @@ def _scaled(a: np.ndarray):
     return a / m, m
 
 
+# A score at or below this closes its cell (weight exactly 0 at every temperature), as an additive mask of a
+# model's lowest number does: how attention weights given as input keep a cell given 0 (integrations/weights.py).
+CLOSED = -1e30
+
+
 def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray:
-    """Row-wise softmax of scores / temperature over the allowed cells; the rest are exactly 0.
+    """Row-wise softmax of scores / temperature over the allowed cells (and those scored above
+    CLOSED); the rest are exactly 0.
 
     The row maximum is subtracted before dividing by the temperature, so every exponent is
     <= 0 and no finite input overflows, however small T is. A row with no allowed cell
@@ -67,6 +73,7 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     s = np.clip(scores, -big, big)  # a score that overflowed to ±inf still has a row maximum
     if allowed is not None:
         s[~allowed] = -np.inf
+    s[s <= CLOSED] = -np.inf
     top = s.max(axis=1, keepdims=True)
     empty = ~np.isfinite(top[:, 0])
     top[empty] = 0.0
@@ -171,6 +178,8 @@ class Attention:
         self.softcap = None if softcap is None else float(softcap)  # scores capped to ±softcap, or None
         self.scores = scores_of(q, k, self.scale, bias, self.softcap)
         self.allowed = allowed_cells(q.shape[0], self.causal, mask, k.shape[0])
+        if (self.scores <= CLOSED).any():  # closed by their score (weights given as input: a cell given 0)
+            self.allowed = (self.scores > CLOSED) & (True if self.allowed is None else self.allowed)
         self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
         self.output = self.weights @ v
 

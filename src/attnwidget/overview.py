@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .core import head_summaries, summaries_of_rows
+from .core import CLOSED, head_summaries, summaries_of_rows
 from .inputs import Inputs
 from .views import VIEWS
 
@@ -187,6 +187,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], float("-inf"))
+        s.masked_fill_(s <= CLOSED, float("-inf"))  # closed by its score (core.CLOSED: a cell given 0)
         top = s.amax(dim=-1, keepdim=True)
         s.sub_(torch.where(torch.isfinite(top), top, 0.0))  # (a row with no cell open: as core's, no maximum)
         if inputs.temperature != 1:

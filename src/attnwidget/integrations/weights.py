@@ -5,7 +5,8 @@ Weights determine the scores only up to a constant per row: every set of scores 
 W is log W + c_i. So a widget of weights is a model whose queries and keys are zero (width 1) and
 whose scores are log W, carried as each layer's ``bias``: softmax(log W / T) is W at T = 1 and W
 re-tempered at any other T, exactly as from the scores. A cell of weight 0 stays 0: closed by the
-causal rule or the layer's mask where every head has it, else given a score of ``CLOSED``. The
+causal rule or the layer's mask where every head has it, and given a score of ``core.CLOSED``,
+which closes a cell at every temperature, so no later mask, causal rule or temperature opens it. The
 query/key and scores stages are not offered (the page and the rules refuse them), nor the blend
 unless values are given.
 """
@@ -14,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import CLOSED  # the score of a cell given 0: closed at every temperature, whatever the mask or causal rule
 from .common import ModelAttention
 
-CLOSED = -1e30  # the score of a cell of weight 0 that only some heads have: exp(CLOSED − max) is 0
 ROW_SUM = (
     1e-4  # how far from 1 a row's weights may sum; HALF_ROW_SUM for half precision, which a softmax is cast back to
 )
@@ -59,8 +60,9 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
         masks.append(None if not closed.any() else ~closed)
         with np.errstate(divide="ignore"):
             bias = np.log(w)
-        bias[:, closed | above] = 0.0  # (closed: never read)
-        bias[np.isneginf(bias)] = CLOSED
+        bias[np.isneginf(bias) | closed | above] = (
+            CLOSED  # closed by its score too: a new mask or causal=False keeps it
+        )
         biases.append(bias)
     heads = len(layers[0])
     dtype = layers[0].dtype
