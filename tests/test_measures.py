@@ -177,3 +177,15 @@ def test_values_too_large_for_the_page_say_so_in_the_panel():
     )
     with np.errstate(all="raise"):
         assert "too large to draw" in ask(w)["error"]
+
+
+def test_the_difference_of_two_texts_is_whole_whichever_text_is_shown():
+    """difference(a, b) of two texts longer than the text shown is theirs, cell by cell, not cut
+    to the shown text's length."""
+    w = AttentionWidget(["a b c", "the cat sat on the mat", "a dog saw the dog run"], causal=True, temperature=0.7)
+    got = w.difference(1, 2)
+    assert got.shape == (1, 1, 6, 6)
+    w.sentence_index = 1
+    first = w.weights.copy()
+    w.sentence_index = 2
+    np.testing.assert_allclose(got[0, 0], first - w.weights, atol=1e-15)
