@@ -133,6 +133,13 @@ export function mount(host, model, { propose, flush }) {
       draw();
     },
     firstPaint: 0,
+    /** Every part the page draws is drawn: the stages' pictures (a worker's too) and every head's
+     * thumbnail loaded. Pictures (save_png, save_svg) are taken once this holds. */
+    ready: () =>
+      !!root.attnwidget.firstPaint &&
+      !stages.pending() &&
+      (heads.node.hidden ||
+        (heads.node.dataset.complete === "true" && [...heads.node.querySelectorAll("img.aw-thumb")].every((i) => i.complete && i.naturalWidth > 0))),
   };
 
   // --- wiring ---

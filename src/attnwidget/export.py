@@ -5,6 +5,7 @@ the sentence and layer switchers (their vectors are embedded too)."""
 
 from __future__ import annotations
 
+import atexit
 import base64
 import html
 import json
@@ -136,41 +137,77 @@ def chromium_path():
     return path if os.path.exists(path) else None
 
 
+def _launch(playwright):
+    return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+
+
+class _Pictures:
+    """One headless Chromium for every picture of the session, started at the first and closed at
+    exit, in a thread of its own: Playwright's synchronous API refuses to start where an event
+    loop runs (a notebook kernel's main thread), and stays in the thread it started in."""
+
+    def __init__(self):
+        self.pool = self.playwright = self.browser = None
+
+    def take(self, page_html: str, kind: str, scale: float) -> str:
+        if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.pool = ThreadPoolExecutor(1, thread_name_prefix="attnwidget-pictures")
+            atexit.register(self.close)
+        return self.pool.submit(self._take, page_html, kind, scale).result()
+
+    def _take(self, page_html: str, kind: str, scale: float) -> str:
+        if self.browser is None or not self.browser.is_connected():
+            from playwright.sync_api import sync_playwright
+
+            self.playwright = self.playwright or sync_playwright().start()
+            self.browser = _launch(self.playwright)
+        page = self.browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=scale)
+        try:
+            page.set_content(page_html)
+            page.wait_for_selector(".aw-root")
+            page.wait_for_function("document.fonts.status === 'loaded'")
+            # every part drawn (a condition, not a delay): the head thumbnails come after the first paint
+            page.wait_for_function("document.querySelector('.aw-root').attnwidget.ready()")
+            return page.evaluate(
+                "([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)", [kind, scale]
+            )
+        finally:
+            page.close()
+
+    def close(self) -> None:
+        """Close the browser (a later picture starts another)."""
+        if self.pool is not None:
+            try:
+                self.pool.submit(self._close).result()
+            except RuntimeError:  # at exit, after the thread pools were shut: the browser ends with the process
+                pass
+
+    def _close(self) -> None:
+        for part in (self.browser, self.playwright):
+            try:
+                if part is not None:
+                    part.close() if part is self.browser else part.stop()
+            except Exception:  # (already gone: at exit, Chromium may have been stopped first)
+                pass
+        self.browser = self.playwright = None
+
+
+_PICTURES = _Pictures()
+
+
 def _snapshot(payload: dict, kind: str, scale: float) -> str:
     """Render the widget's page headless and take its picture (an SVG text or a PNG data URL),
-    in the theme ``payload["theme"]`` names (light when none).
-
-    Runs Playwright in a worker thread: a notebook kernel already runs an event loop in
-    its main thread, where Playwright's synchronous API refuses to start.
-    """
+    in the theme ``payload["theme"]`` names (light when none), once every part of it is drawn."""
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
         raise ImportError(
             'Saving pictures from Python needs Playwright and Chromium: pip install "attnwidget[images]", '
             "then install Chromium (apt-get install chromium, or playwright install chromium)."
         ) from None
-    from concurrent.futures import ThreadPoolExecutor
-
-    page_html = to_html(payload, theme=payload.get("theme", "light"))
-
-    def run():
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1100, "height": 900}, device_scale_factor=scale)
-                page.set_content(page_html)
-                page.wait_for_selector(".aw-root")
-                page.wait_for_function("document.fonts.status === 'loaded'")
-                return page.evaluate(
-                    "([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)",
-                    [kind, scale],
-                )
-            finally:
-                browser.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
+    return _PICTURES.take(to_html(payload, theme=payload.get("theme", "light")), kind, scale)
 
 
 def _themed(payload: dict, theme: str) -> dict:
