@@ -282,3 +282,14 @@ def test_a_cell_given_0_stays_0_in_every_state(seed, causal, temperature, change
             assert (got[given == 0] == 0).all(), (layer, h, got, given)
             rows = got.sum(axis=1)
             assert np.all((np.abs(rows - 1) < 1e-9) | (rows == 0))  # a row reads something, whole, or nothing
+
+
+def test_empty_attentions_say_why_they_are_empty_and_the_two_ways_out():
+    with pytest.raises(ValueError, match=r'SDPA.*attn_implementation="eager".*from_transformers'):
+        AttentionWidget.from_attentions((), ["a"])
+
+
+def test_a_missing_tokenizer_is_named_with_what_to_pass():
+    pytest.importorskip("transformers")
+    with pytest.raises(TypeError, match=r"tokenizer must be the model's tokenizer \(AutoTokenizer"):
+        AttentionWidget.from_transformers(object(), None, "some text")

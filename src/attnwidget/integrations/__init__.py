@@ -72,6 +72,11 @@ def from_transformers(
     _require(("torch", "transformers"), "transformers")
     from . import hf
 
+    if not callable(tokenizer):
+        raise TypeError(
+            f"tokenizer must be the model's tokenizer (AutoTokenizer.from_pretrained(name), called on the text), got "
+            f"{type(tokenizer).__name__}: from_transformers(model, tokenizer, text)"
+        )
     if isinstance(text, str):
         return hf.extract(model, tokenizer, text, target=target, generate=generate)
     texts = texts_of(text)

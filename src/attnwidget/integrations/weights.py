@@ -106,7 +106,11 @@ def _layers(attentions) -> tuple[list[np.ndarray], bool]:
         )
     if isinstance(attentions, (tuple, list)):  # Hugging Face's: one batch × heads × queries × keys per layer
         if not attentions:
-            raise ValueError("the attentions are empty: give at least one layer")
+            raise ValueError(
+                "the attentions are empty: a model loaded with SDPA or flash attention (transformers' default) "
+                'gives no weights to output_attentions. Load it with attn_implementation="eager", or read it with '
+                "AttentionWidget.from_transformers(model, tokenizer, text), which reads SDPA models too"
+            )
         if any(a is None for a in attentions):
             raise ValueError(
                 "the attentions hold None: the model ran with an attention kernel that gives no weights (SDPA, flash); "
