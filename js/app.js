@@ -35,7 +35,15 @@ export function mount(host, model, { propose, flush }) {
   const fetching = createFetching(model, store, { propose, said, schedule: () => schedule() });
   const toHead = fetching.toHead;
   const live = !!model.holds; // a kernel computes what the page asks for
-  const requests = live ? createRequests(model, get) : null;
+  // a view is still wanted while the page shows it (the overview of a model's layers, the measure
+  // chosen, the summary chosen among a computed view's): a request for one no longer shown stops
+  const shows = (name) => {
+    const spec = get("_constants").views[name];
+    if (spec.held_in === "overview") return store.kernelOverview();
+    if (spec.held_in === "measure_data") return get("measure") === name && !get("measures")?.[name];
+    return Object.entries(spec.asked_when || {}).some(([t, values]) => values.includes(get(t)));
+  };
+  const requests = live ? createRequests(model, get, shows) : null;
 
   // --- views ---
   const onFocus = (i) => save("focus", i);
@@ -90,7 +98,7 @@ export function mount(host, model, { propose, flush }) {
     onResidual: (b) => save("residual", b),
     onWindow: () => schedule(),
   });
-  const parts = { root, model, store, get, constants, live, requests, fetching, notice };
+  const parts = { root, model, store, get, constants, live, requests, shows, fetching, notice };
   Object.assign(parts, { controls, heads, strip, generation, caption, body, readout, cellView, measure, exercise, stages });
 
   // --- drawing, batched to one frame ---
@@ -288,19 +296,21 @@ function drawHeads(p, pal, maxWidth, secret) {
     const asked = computedAnswer(get, p.constants.views); // head scores over every text: the kernel's
     const loading = overview?.error
       ? `the overview could not be computed (${overview.error})`
-      : asked && !current(asked.answer, get)
-        ? !p.live
-          ? asked.answer
-            ? `coloured as exported, at T = ${fmt2(asked.answer.key.temperature)}`
-            : "this page was exported without these scores: choose them in the notebook and export again"
-          : "updating…"
-        : p.fetching.label()
-          ? `loading ${p.fetching.label()}…`
-          : !store.overviewDue()
-            ? ""
-            : held // an exported page has no kernel to compute another overview: it says which one it shows
-              ? `as exported, at T = ${fmt2(overview.key.temperature)}`
-              : "updating…";
+      : asked?.answer?.error
+        ? `${get("summary")} could not be computed: ${asked.answer.error}`
+        : asked && !current(asked.answer, get)
+          ? !p.live
+            ? asked.answer
+              ? `coloured as exported, at T = ${fmt2(asked.answer.key.temperature)}`
+              : "this page was exported without these scores: choose them in the notebook and export again"
+            : "updating…"
+          : p.fetching.label()
+            ? `loading ${p.fetching.label()}…`
+            : !store.overviewDue()
+              ? ""
+              : held // an exported page has no kernel to compute another overview: it says which one it shows
+                ? `as exported, at T = ${fmt2(overview.key.temperature)}`
+                : "updating…";
     heads.update({
       work: store.thumbnails(),
       layers,
@@ -312,14 +322,13 @@ function drawHeads(p, pal, maxWidth, secret) {
       summary: get("summary") || "",
       loading,
       held,
-      colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(get, p.constants.views),
+      colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(get, p.constants.views, p.live),
       offered: get("head_effects") ? ["effect"] : [],
     });
   }
   if (p.requests && store.kernelOverview()) p.requests.want("overview");
   // the other views the kernel computes (head scores over every text), asked for while the state asks
-  for (const [name, spec] of Object.entries(p.constants.views))
-    if (p.requests && spec.asked_when && Object.entries(spec.asked_when).some(([t, values]) => values.includes(get(t)))) p.requests.want(name);
+  for (const [name, spec] of Object.entries(p.constants.views)) if (p.requests && spec.held_in === "computed" && p.shows(name)) p.requests.want(name);
 }
 
 /** The computed view whose summary is chosen (head scores over every text): {name, spec, answer
@@ -332,9 +341,10 @@ function computedAnswer(get, views) {
 }
 
 /** The overview's colours from the summary chosen among a computed view's, while it is for the state shown. */
-const computedSummary = (get, views) => {
+const computedSummary = (get, views, live) => {
   const found = computedAnswer(get, views);
-  if (!found?.answer?.summaries || !current(found.answer, get)) return null;
+  // a live page draws the kernel's answer for the state shown; an exported page, the one it carries (and says so)
+  if (!found?.answer?.summaries || (live && !current(found.answer, get))) return null;
   const { answer, spec } = found,
     summary = get("summary"),
     texts = answer.texts > 1 ? `${answer.texts} texts` : "this text";

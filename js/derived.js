@@ -199,6 +199,7 @@ export function createStore(get) {
     return open;
   };
   const maskOf = memo(openCells);
+  const openOf = memo(A.openCell); // (asked for every cell a grid draws: made once per causal rule and mask)
   // every layer's own mask (with `sink`), for the thumbnails of a model whose layers have masks; null when it has none
   const layerMasksOf = memo((all, which, n, m, sink) =>
     all && which?.length ? which.map((w) => openCells(w < 0 ? null : A.headOf(all, w), n, m, sink)) : null,
@@ -396,7 +397,7 @@ export function createStore(get) {
      * out), "mask"; null when it may. */
     closedWhy: (i, j) => (get("causal") && j > i ? "ahead" : !s.closed(i, j) ? null : get("sink") && j === 0 ? "sink" : "mask"),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
-    closed: (i, j) => !A.openCell(get("causal"), s.mask(), s.m())(i, j),
+    closed: (i, j) => !openOf(get("causal"), s.mask(), s.m())(i, j),
   };
   return s;
 }

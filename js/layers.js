@@ -49,10 +49,12 @@ export function createLayers(model, view) {
   model.on("change:q", record); // (a layer the page keeps comes with no arrays: nothing to record)
   model.on("change:sentence_index", newText);
   model.on("change:bias", newBias);
-  // the layer shown at first (the kernel forgets what an earlier page kept); a view of no model's
-  // layer says it keeps nothing, so that no head is left out of a message for it
-  if (model.get("layer_arrays")) record();
-  else tell([]);
+  // A new view keeps nothing yet: the arrays the model holds may be another head's than the one
+  // layer_arrays names (a switch to a head every other view kept sent its name alone). The kernel,
+  // told of a new view, sends the head shown again where they are, then says they are its ({kind: "heads"}).
+  const onMessage = (msg) => msg?.kind === "heads" && record();
+  model.on("msg:custom", onMessage);
+  tell([]);
   const shown = () => held.get(shownName());
   return {
     get: (n) => (layered(model).includes(n) && model.get("layer_shown") && shown() ? shown()[n] : model.get(n)),
@@ -67,6 +69,7 @@ export function createLayers(model, view) {
       model.off("change:q", record);
       model.off("change:sentence_index", newText);
       model.off("change:bias", newBias);
+      model.off("msg:custom", onMessage);
       held.clear();
       tell(null);
     },

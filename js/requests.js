@@ -14,9 +14,10 @@ export function held(get, name, spec) {
 /** An answer is current when every part of its key is the state shown (a measure's name is the measure chosen). */
 export const current = (answer, get) => !!answer?.key && Object.entries(answer.key).every(([k, v]) => v === (get(k) ?? (typeof v === "string" ? "" : null)));
 
-/** createRequests(model, get) -> {want(name), destroy()}: `want` says the page needs view `name`
- * now; it is asked for (one timer for every view) unless what the page holds is current. */
-export function createRequests(model, get) {
+/** createRequests(model, get, still) -> {want(name), destroy()}: `want` says the page needs view
+ * `name` now; it is asked for (one timer for every view) until what the page holds is current, or
+ * `still(name)` says the page no longer shows it (another measure, another summary). */
+export function createRequests(model, get, still) {
   const views = get("_constants").views;
   const wanted = new Set();
   let timer = 0,
@@ -24,7 +25,7 @@ export function createRequests(model, get) {
   function ask() {
     timer = 0;
     for (const name of wanted) {
-      if (current(held(get, name, views[name]), get)) wanted.delete(name);
+      if (!still(name) || current(held(get, name, views[name]), get)) wanted.delete(name);
       else model.send({ kind: "compute", view: name });
     }
     if (wanted.size) timer = setTimeout(ask, AGAIN_MS);

@@ -90,3 +90,49 @@ def test_the_page_asks_for_the_scores_and_gets_them_for_the_state_it_shows():
     assert "head_scores" not in (w.computed or {})
     page = w.page_state()["state"]
     assert page["computed"]["head_scores"]["key"]["temperature"] == 0.5  # an exported page carries them
+
+
+def test_cross_attention_is_scored_where_it_means_something():
+    rng = np.random.default_rng(2)
+    w = AttentionWidget(
+        tokens=list("ab"),
+        key_tokens=list("xyz"),
+        q=rng.normal(size=(2, 3)),
+        k=rng.normal(size=(3, 3)),
+        v=rng.normal(size=(3, 2)),
+    )
+    got = w.head_scores()
+    np.testing.assert_allclose(got["sink"], [[w.weights[:, 0].mean()]])
+    assert np.isnan(got["self"]).all() and np.isnan(got["previous"]).all() and np.isnan(got["duplicate"]).all()
+
+
+def test_a_mask_on_the_text_shown_is_not_put_on_the_other_texts():
+    w = AttentionWidget(["the cat sat on the mat", "a dog saw the dog run and ran"], causal=True)
+    w.mask = ~np.eye(6, dtype=bool)  # the text shown's rows may not read themselves
+    got = w.head_scores()  # (the other text, of 8 tokens, has no mask of its own)
+    w.sentence_index = 1
+    other = atlas.text_scores(w.weights[None], w.tokens)
+    w.sentence_index = 0
+    w.mask = ~np.eye(6, dtype=bool)
+    shown = atlas.text_scores(w.weights[None], w.tokens)
+    np.testing.assert_allclose(got["self"], [[(shown["self"][0] + other["self"][0]) / 2]], atol=1e-15)
+
+
+def test_a_layer_switch_keeps_the_scores_the_page_was_sent():
+    w = model_widget(seed=1, n=5, layers=3, heads=2)
+    w.summary = "sink"
+    _on_page_message(w, {"kind": "compute", "view": "head_scores"}, [])
+    sent = w.computed["head_scores"]
+    w.layer = 2  # every layer's scores: the same answer, still current
+    assert w.computed["head_scores"] is sent
+
+
+def test_texts_of_other_heads_are_refused_with_what_to_do():
+    w = AttentionWidget(["a b c", "d e f"])
+    rng = np.random.default_rng(0)
+    w.set_vectors(q=rng.normal(size=(3, 3, 2)), k=rng.normal(size=(3, 3, 2)), v=rng.normal(size=(3, 3, 2)))
+    with pytest.raises(ValueError, match="same layers and heads"):
+        w.head_scores()
+    w.summary = "entropy"
+    _on_page_message(w, {"kind": "compute", "view": "head_scores"}, [])
+    assert "same layers and heads" in w.computed["head_scores"]["error"]  # said in the page, once

@@ -218,3 +218,8 @@ def test_a_models_page_holds_every_layer_under_its_budget_and_else_the_nearest_o
     assert "model_q" not in payload["state"] and payload["state"]["overview"]["layers"] == 6
     with pytest.raises(ValueError, match="layers= is for a model's widget"):
         AttentionWidget("She sat by the river bank").to_html(layers=[0])
+
+
+def test_an_exported_pages_data_holds_the_widgets_own_traits_not_the_bundle_it_carries_already():
+    state = AttentionWidget().page_state()["state"]
+    assert not {"_esm", "_css", "_anywidget_id"} & set(state) and "_constants" in state

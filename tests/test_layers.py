@@ -210,6 +210,7 @@ def test_a_head_the_page_keeps_is_not_sent_again_and_the_page_is_told_whose_arra
         [],
     )
     assert w._page_holds == {"": {("", 0, 0), ("", 2, 0), ("", 2, 1)}}  # what cannot be read is left out
+    w.comm.sent.clear()  # (the new view is told whose arrays the page holds)
     w.layer = 2  # kept by the page: its name, no arrays
     ((data, buffers),) = w.comm.sent
     assert (
@@ -253,3 +254,30 @@ def test_a_head_is_sent_unless_every_view_of_the_widget_keeps_it():
     assert w.comm.sent[-1][0]["state"]["layer_arrays"] == ["", 2, 0] and not {"q", "k"} & set(
         w.comm.sent[-1][0]["state"]
     )
+
+
+def test_a_new_view_is_sent_the_head_shown_whole():
+    """A view opened later may find another head's arrays in the page's model under the name of the
+    head shown (a switch to a head every other view kept sends its name alone): told of a new view,
+    the kernel sends the head shown again where so, then says whose arrays the model holds."""
+    from test_widget import RecordingComm
+
+    from attnwidget.widget import _on_page_message
+
+    w = AttentionWidget._from_model(fake_model(n_layers=3, heads=2, n=5, d=6), 0, 0, {})
+    w.comm = RecordingComm()
+    _on_page_message(w, {"kind": "holding", "view": "a", "layers": []}, [])
+    w.head = 1  # not kept: sent whole, so the page's model holds head 1's arrays
+    _on_page_message(w, {"kind": "holding", "view": "a", "layers": [["", 0, 0], ["", 0, 1]]}, [])
+    w.head = 0  # kept by view a: its name alone; the model's arrays are still head 1's
+    w.comm.sent.clear()
+    _on_page_message(w, {"kind": "holding", "view": "b", "layers": []}, [])  # a view opened now
+    (data, buffers), (said, _) = w.comm.sent
+    assert data["state"]["layer_arrays"] == ["", 0, 0] and {"q", "k", "v"} <= set(data["state"]) and buffers
+    assert said["content"] == {"kind": "heads", "arrays": ["", 0, 0]}  # then: they are head 0's
+    w.comm.sent.clear()
+    _on_page_message(w, {"kind": "holding", "view": "b", "layers": [["", 0, 0]]}, [])  # known now: nothing more
+    assert w.comm.sent == []
+    _on_page_message(w, {"kind": "holding", "view": "c", "layers": []}, [])  # another: the arrays are head 0's
+    ((said, _),) = w.comm.sent
+    assert said["content"] == {"kind": "heads", "arrays": ["", 0, 0]}

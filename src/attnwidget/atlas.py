@@ -13,8 +13,10 @@ SCORES = ("sink", "previous", "self", "duplicate", "entropy")
 SINK_HEAD = 0.3  # a head whose sink score passes this is a sink head (Gu et al., ICLR 2025)
 
 
-def text_scores(weights: np.ndarray, tokens) -> dict[str, np.ndarray]:
-    """One text's scores of one layer's heads (weights: heads × n × n, rows read):
+def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, np.ndarray]:
+    """One text's scores of one layer's heads (weights: heads × n × m, rows read; in
+    cross-attention, ``cross``, a row and a column of one number are different texts' tokens, so
+    "previous", "self" and "duplicate" are NaN):
 
     - ``"sink"``: the mean over rows i of W[i, 0], the weight on the first token;
     - ``"previous"``: the mean over rows i ≥ 1 of W[i, i − 1] (NaN for one token);
@@ -23,13 +25,21 @@ def text_scores(weights: np.ndarray, tokens) -> dict[str, np.ndarray]:
       earlier copies, summed (NaN when no token repeats);
     - ``"entropy"``: the mean over rows of the row's entropy in nats (0·ln 0 = 0).
     """
-    n = weights.shape[-1]
+    n = weights.shape[-2]
+    nan = np.full(weights.shape[:-2], np.nan)
+    logw = np.log(np.where(weights > 0, weights, 1.0))
+    if cross or weights.shape[-1] != n:
+        return {
+            "sink": weights[..., :, 0].mean(axis=-1),
+            "previous": nan,
+            "self": nan,
+            "duplicate": nan,
+            "entropy": -(weights * logw).sum(axis=-1).mean(axis=-1),
+        }
     rows = np.arange(n)
     text = np.array([str(t) for t in tokens[:n]], dtype=object)
     earlier = np.tril(text[:, None] == text[None, :], -1)  # (i, j): j < i holds row i's token
     repeats = earlier.any(axis=1)
-    logw = np.log(np.where(weights > 0, weights, 1.0))
-    nan = np.full(weights.shape[:-2], np.nan)
     return {
         "sink": weights[..., :, 0].mean(axis=-1),
         "previous": weights[..., rows[1:], rows[1:] - 1].mean(axis=-1) if n > 1 else nan,
@@ -45,9 +55,14 @@ def head_scores(texts) -> dict[str, np.ndarray]:
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
     for tokens, inputs in texts:
-        layers = [text_scores(w, tokens) for w, _ in inputs.weights()]
+        layers = [text_scores(w, tokens, inputs.cross) for w, _ in inputs.weights()]
         for name in SCORES:
             got = np.array([s[name] for s in layers], dtype=float)
+            if name in sums and np.shape(sums[name]) != got.shape:
+                raise ValueError(
+                    f"head scores average each head over the texts, but the texts have {got.shape} and "
+                    f"{np.shape(sums[name])} layers × heads: give every text the same layers and heads"
+                )
             seen = ~np.isnan(got)
             sums[name] = sums.get(name, 0) + np.where(seen, got, 0)
             counts[name] = counts.get(name, 0) + seen

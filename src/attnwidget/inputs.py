@@ -26,7 +26,9 @@ def depends(names: tuple, state: dict) -> tuple:
     """``names`` without a mask or bias that each of a model's layers has of its own: its layers
     are read at those, whatever the widget's (which is then only the layer shown's copy)."""
     own = {"mask": bool(state.get("mask_of_layer")), "bias": state.get("model_bias") is not None}
-    return tuple(n for n in names if not own.get(n))
+    # a model's layer shown: its q, k and v are that layer's slices of model_q (and the like), named by the layer
+    layered = {n: bool(state.get("layer_shown")) for n in ("q", "k", "v")}
+    return tuple(n for n in names if not own.get(n) and not layered.get(n))
 
 
 def stale(names: tuple, before: dict, after: dict) -> bool:
@@ -89,14 +91,16 @@ class Inputs:
         )
         if state["layer_shown"]:
             found = [self.sources.layer(state["block"], i, text) for i in range(state["n_layers"])]
-            masks = [f.get("mask", state["mask"]) for f in found]
+            # each layer's own mask where the model has them; else the widget's, for the text shown only
+            masks = [f.get("mask", state["mask"] if other is None else None) for f in found]
             return [
                 (f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias)) for f, mk in zip(found, masks)
             ]
         q, k = (
             (state["q"], state["k"]) if other is None else (other["q"], other["k"])
         )  # your own arrays (a sentence's): one layer
-        return [(q, k, reading_mask(state["mask"], self.sink, n, m), bias)]
+        mask = state["mask"] if other is None else None  # (the widget's mask is the text shown's)
+        return [(q, k, reading_mask(mask, self.sink, n, m), bias)]
 
     @cached_property
     def scale(self) -> float:

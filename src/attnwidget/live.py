@@ -33,9 +33,9 @@ class LivePage(WholeChanges):
 
     def __init__(self, **kwargs):
         self._page_holds: dict = {}  # each view's (block, layer, head) whose arrays it keeps: not sent again
-        self._fresh: set | None = (
-            None  # after a switch of a model's text: the heads sent since (the page's others are another text's)
-        )
+        # after a switch of a model's text: the heads sent since (the page's others are another text's)
+        self._fresh: set | None = None
+        self._raw: tuple | None = None  # whose arrays the page's model holds: the head last sent whole
         super().__init__(**kwargs)
         self.on_msg(_on_page_message)
 
@@ -50,13 +50,21 @@ class LivePage(WholeChanges):
         if content.get("kind") == "holding" and isinstance(view, str) and content.get("layers") is None:
             self._page_holds.pop(view, None)  # a view closed
         elif content.get("kind") == "holding" and isinstance(view, str) and isinstance(content["layers"], list):
+            if view not in self._page_holds and self.layer_shown:  # a new view: whose arrays the model holds
+                shown = tuple(self.layer_arrays)
+                if self._raw != shown:  # another head's (a switch to one every view kept): the head shown, whole
+                    self.send_state(["layer_arrays", *(n for n in self._by_head() if getattr(self, n) is not None)])
+                    self._raw = shown
+                    if self._fresh is not None:
+                        self._fresh.add(shown)
+                self.send({"kind": "heads", "arrays": list(shown)})
             named = [
                 p
                 for p in content["layers"]
                 if isinstance(p, list) and len(p) == 3 and isinstance(p[0], str) and all(map(rules._is_int, p[1:]))
             ]
             self._page_holds[view] = {(block, int(layer), int(head)) for block, layer, head in named}
-        if content.get("kind") == "compute" and content.get("view") in VIEWS:
+        if content.get("kind") == "compute" and isinstance(content.get("view"), str) and content["view"] in VIEWS:
             self._answer(content["view"])
 
     def _text_switched(self) -> None:
@@ -78,8 +86,10 @@ class LivePage(WholeChanges):
         sent = names | (
             {n for n in self._by_head() if getattr(self, n) is not None} if "layer_arrays" in names else set()
         )
-        if self._fresh is not None and shown is not None and sent & set(self._by_head()):
-            self._fresh.add(shown)  # the page keeps this text's arrays of this head now
+        if shown is not None and sent & set(self._by_head()):
+            self._raw = shown
+            if self._fresh is not None:
+                self._fresh.add(shown)  # the page keeps this text's arrays of this head now
         return sent
 
     def get_state(self, key=None):
@@ -88,6 +98,8 @@ class LivePage(WholeChanges):
         state = super().get_state(key)
         if self.layer_shown:
             h = self.layer_arrays[2]
+            if set(self._by_head()) & set(state):
+                self._raw = tuple(self.layer_arrays)
             for name in set(self._by_head()) & set(state):
                 state[name] = one_head(state[name], h)
         return state

@@ -118,12 +118,11 @@ def held_texts(sources, layers=None, budget: float = BUDGET) -> bool:
     return sum(np.asarray(a).nbytes for a in (*arrays, *biases)) * 4 / 3 <= budget
 
 
-def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDGET) -> dict:
+def page_payload(widget, inputs, own, effects=None, layers=None, budget: float = BUDGET) -> dict:
     """The payload (above) of ``widget`` at ``inputs`` (inputs.Inputs: its state and sources),
-    holding the layers ``held_layers`` picks; ``effects``: a language model's head effects, as
-    computed (None: none)."""
-    import anywidget
-
+    holding the layers ``held_layers`` picks; ``own``: the widget's own traits (not anywidget's,
+    such as the bundle the page carries already); ``effects``: a language model's head effects,
+    as computed (None: none)."""
     from . import views
     from .overview import compute
     from .rules import STACK
@@ -133,7 +132,6 @@ def page_payload(widget, inputs, effects=None, layers=None, budget: float = BUDG
     held = held_layers(widget, inputs, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
     layered = by_head({"weights_only": widget.weights_only})  # a bias per layer is the layer's too
-    own = set(type(widget).class_trait_names()) - set(anywidget.AnyWidget.class_trait_names())
     live = [
         n
         for n in widget.keys

@@ -171,7 +171,11 @@ def answer(name: str, inputs: Inputs) -> dict:
     """A view held in "computed": its numbers at ``inputs``, and the key they are for."""
     view = VIEWS[name]
     assert view.compute is not None  # (a computed view's)
-    return {**view.compute(inputs), "key": view.key(inputs)}
+    try:
+        with np.errstate(all="ignore"):
+            return {**view.compute(inputs), "key": view.key(inputs)}
+    except ValueError as e:  # what these texts cannot give: said in the page, once (not asked again)
+        return {"error": str(e), "key": view.key(inputs)}
 
 
 def asked(name: str, state: dict) -> bool:

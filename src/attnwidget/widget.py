@@ -341,7 +341,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         if self.summary == "effect" and self._effects_kept() is False:
             self.head_effects(self._effect_mode)  # shown coloured by them: computed now (a forward pass per layer)
         kept = self._effects_kept()
-        return page_payload(self, self._inputs(), None if kept is None or kept is False else kept, layers, budget)
+        effects = None if kept is None or kept is False else kept
+        return page_payload(self, self._inputs(), self._own, effects, layers, budget)
 
     def _repr_mimebundle_(self, **kwargs):
         """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs

@@ -51,16 +51,17 @@ m
         page.context.close()
 
 
-def test_an_exported_page_carries_the_scores_over_its_texts(browser, tmp_path):
-    w = AttentionWidget(["the cat sat on the mat", "a dog saw the dog run"], summary="duplicate", stage="weights")
+def test_an_exported_page_carries_the_scores(browser, tmp_path):
     rng = np.random.default_rng(0)
-    w.set_vectors(q=rng.normal(size=(3, 6, 4)), k=rng.normal(size=(3, 6, 4)), v=rng.normal(size=(3, 6, 2)))
+    toks = ["the", "cat", "sat", "on", "the", "mat"]
+    q, k, v = rng.normal(size=(3, 6, 4)), rng.normal(size=(3, 6, 4)), rng.normal(size=(3, 6, 2))
+    w = AttentionWidget(tokens=toks, q=q, k=k, v=v, summary="duplicate", stage="weights")
     want = w.head_scores()["duplicate"]
     page = opened(browser, w, tmp_path / "atlas.html")
     try:
         for (_, head), value in values_on_page(page).items():
             assert abs(float(value) - want[0, head]) < 1e-12
-        assert "over 2 texts" in page.locator(".aw-heads-caption").text_content()
+        assert "its duplicate score over this text" in page.locator(".aw-heads-caption").text_content()
         page.evaluate(f"{ROOT}.model.set('temperature', 0.5)")  # no kernel: it says which state it shows
         page.wait_for_function(
             "document.querySelector('.aw-heads-caption').textContent.includes('as exported, at T = 1.00')"

@@ -41,6 +41,8 @@ const arrays = (layer, mb, head = 0) => ({ q: { layer, head, view: { byteLength:
 test("a head fetched once is served from the page, and the kernel is told which are kept", () => {
   const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 1) });
   const page = createLayers(m, "view-1");
+  assert.deepEqual(m.sent.at(-1), { kind: "holding", view: "view-1", layers: [] }); // new: keeps nothing yet
+  m.arrive({ layer_arrays: ["", 0, 0], ...arrays(0, 1) }); // the kernel sends the head shown for it
   assert.deepEqual(m.sent.at(-1), { kind: "holding", view: "view-1", layers: [["", 0, 0]] });
   m.set("layer", 1); // asked; the kernel sends layer 1's head shown, named
   m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 1) });
@@ -66,6 +68,7 @@ test("a head fetched once is served from the page, and the kernel is told which 
 test("past the budget the least recently shown goes, never the head on show", () => {
   const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 200) });
   const page = createLayers(m, "view-1");
+  m.arrive({ layer_arrays: ["", 0, 0], ...arrays(0, 200) });
   m.set("layer", 1);
   m.arrive({ layer_arrays: ["", 1, 0], ...arrays(1, 200) });
   m.set("layer", 0); // back to 0, kept; then a late layer 2 arrives while 0 is on show
@@ -83,4 +86,14 @@ test("a view that closes stops listening and tells the kernel it keeps nothing",
   page.destroy();
   assert.deepEqual(m.sent.at(-1), { kind: "holding", view: "view-2", layers: null });
   assert.equal(Object.keys(m.handlers).length, 0); // nothing it registered outlives it
+});
+
+test("a view opened after a switch to a kept head does not take the model's stale arrays for it", () => {
+  // the model holds head 1's arrays, but layer_arrays names head 0 (a switch back sent its name alone)
+  const m = fakeModel({ layer_shown: true, block: "", layer: 0, head: 0, layer_arrays: ["", 0, 0], ...arrays(0, 1, 1) });
+  const page = createLayers(m, "view-3");
+  assert.equal(page.holds("", 0, 0), false); // not recorded under head 0's name
+  assert.deepEqual(m.sent.at(-1).layers, []);
+  m.arrive({ layer_arrays: ["", 0, 0], ...arrays(0, 1, 0) }); // the kernel's answer to a new view: head 0's own
+  assert.equal(page.get("q").head, 0);
 });
