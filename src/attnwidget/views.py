@@ -86,7 +86,8 @@ VIEWS = {
     v.name: v
     for v in (
         View("overview", KEY + ARRAYS + ("model_q", "layer_shown"), "overview"),
-        # a causal language model's head effects: a summary of the overview, computed by running the model
+        # a causal language model's head effects: a summary within the overview (its answer), computed by running the
+        # model when the summary asks (research._overview_now); kept per step and text, at any temperature
         View("effect", ("step", "sentence_index"), "overview", signed=True),
         View("norms", (*_MEASURE, "head"), "measure_data", why_not=_why("norms"), matrix=_norms),
         View("rollout", _MEASURE, "measure_data", why_not=_why("rollout"), matrix=_rollout),
@@ -111,10 +112,10 @@ VIEWS = {
 }
 MEASURES = tuple(n for n, v in VIEWS.items() if v.held_in == "measure_data")
 COMPUTED = tuple(n for n, v in VIEWS.items() if v.held_in == "computed")
-# what the page learns of each view (rules.CONSTANTS["views"])
+# what the page learns of each view (sent with the rules' constants): whether it is signed, where its answer is
+# held, when the page asks for it (an answer's own "key" says which state it is for)
 VIEWS_FOR_PAGE = {
     n: {
-        "key": [k for k in v.depends if k in KEY or k in ("layer", "head")],
         "signed": v.signed,
         "held_in": v.held_in,
         "asked_when": v.asked_when,
