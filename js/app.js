@@ -255,7 +255,8 @@ function drawAll(p) {
   );
   p.stages.update(view);
   const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
-  const closed = (j) => store.closed(focus, j);
+  const closedCell = store.closedCells(),
+    closed = (j) => closedCell(focus, j);
   const stripRow = showWeights && secret !== "row" ? row : null;
   const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span() });
   // the first draw with every picture in it (a long input's weights come from a worker)
@@ -389,7 +390,7 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
     sentences: get("sentences") || [],
     secret,
     cross: store.cross(),
-    closed: store.closed,
+    closed: store.closedCells(),
     pal,
     maxWidth,
   });

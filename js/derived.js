@@ -156,7 +156,9 @@ export function createGrowing() {
  * as sent, `store.get(name)` as it stands (while generating: the tokens written so far). */
 export function createStore(get) {
   // how many tokens are written while generating; 0 when every one is (cross-attention is written whole)
-  const written = () => (writing({ step: get("step"), tokens: get("tokens") }) && !get("cross") ? get("step") : 0);
+  // (asked at every array read: remembered for the step, tokens and cross-attention it was asked at)
+  const writtenAt = memo((step, tokens, cross) => (writing({ step, tokens }) && !cross ? step : 0));
+  const written = () => writtenAt(get("step"), get("tokens"), get("cross"));
   const cutTokens = {};
   const current = (name) =>
     name === "tokens" || name === "key_tokens"
@@ -199,7 +201,10 @@ export function createStore(get) {
     return open;
   };
   const maskOf = memo(openCells);
-  const openOf = memo(A.openCell); // (asked for every cell a grid draws: made once per causal rule and mask)
+  const closedOf = memo((causal, mask, m) => {
+    const open = A.openCell(causal, mask, m);
+    return (i, j) => !open(i, j);
+  });
   // every layer's own mask (with `sink`), for the thumbnails of a model whose layers have masks; null when it has none
   const layerMasksOf = memo((all, which, n, m, sink) =>
     all && which?.length ? which.map((w) => openCells(w < 0 ? null : A.headOf(all, w), n, m, sink)) : null,
@@ -377,7 +382,7 @@ export function createStore(get) {
       scoreRange: s.scoreRange,
       output: s.output,
       spread: s.spread,
-      closed: s.closed,
+      closed: s.closedCells(),
       closedWhy: s.closedWhy,
       cellArithmetic: s.cellArithmetic,
     }),
@@ -397,7 +402,9 @@ export function createStore(get) {
      * out), "mask"; null when it may. */
     closedWhy: (i, j) => (get("causal") && j > i ? "ahead" : !s.closed(i, j) ? null : get("sink") && j === 0 ? "sink" : "mask"),
     /** A cell row i may not read: ahead of it under the causal rule, or closed by the mask. */
-    closed: (i, j) => !openOf(get("causal"), s.mask(), s.m())(i, j),
+    closed: (i, j) => s.closedCells()(i, j),
+    /** closed(i, j) for the state as it stands, made once per causal rule and mask: what a grid asks of every cell. */
+    closedCells: () => closedOf(get("causal"), s.mask(), s.m()),
   };
   return s;
 }

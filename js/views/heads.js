@@ -37,6 +37,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
     { class: "aw-summary", "aria-label": "Colour the heads by a summary" },
     SUMMARIES.map(([value, label]) => el("option", { value }, label)),
   );
+  // while the panel's difference colours the heads, the menu says so (and is not a choice)
+  const byPanel = el("option", { value: "colourBy", hidden: true, disabled: true });
+  choice.append(byPanel);
   choice.addEventListener("change", () => onSummary(choice.value));
   const sort = el("input", { type: "checkbox", class: "aw-summary-sort" });
   sort.addEventListener("change", () => {
@@ -183,8 +186,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
         list.dataset.heads = grid ? String(per) : ""; // a wrapping run: rows as laid out
         fill(list, rows);
       }
-      choice.value = chosen;
-      choice.disabled = colourBy?.name === "difference"; // the difference panel's colours: not a summary
+      byPanel.hidden = colourBy?.name !== "difference"; // the difference panel's colours: not a summary
+      byPanel.textContent = byPanel.hidden ? "" : `${colourBy.label} (the panel's)`;
+      choice.value = byPanel.hidden ? chosen : "colourBy";
+      choice.disabled = !byPanel.hidden;
       sortBox.hidden = !summary;
       const values = thumbs.map((_, p) => raw(p)).filter((v) => !Number.isNaN(v)),
         top = signed ? Math.max(...values.map(Math.abs), 0) : Math.max(...values, 0);

@@ -150,6 +150,9 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
             "coloured by the largest difference from the other text"
             in page.locator(".aw-heads-caption").inner_text().lower()
         )
+        # the menu says the same as the heading, not a summary the heads are not coloured by
+        chosen = page.locator("select.aw-summary").evaluate("(s) => s.options[s.selectedIndex].textContent")
+        assert chosen == "the largest difference from the other text (the panel's)"
         # a button per text: the other text's weights, as Python has them; the difference says it is text 1's
         page.locator(".aw-sentence").nth(1).click()
         page.wait_for_function(f"{ROOT}.model.get('sentence_index') === 1")
