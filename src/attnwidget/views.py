@@ -24,7 +24,7 @@ _OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its
 class View:
     name: str
     depends: tuple  # the state it is computed from: plain values are its key, arrays are compared here
-    held_in: str  # the trait that holds its answer: "overview", or "measure_data" (by name)
+    held_in: str  # the trait that holds its answer: "overview", or "measure_data" or "computed" (by name)
     signed: bool = False  # drawn on a diverging scale from a neutral 0
     why_not: Callable[[Inputs], str] = lambda inputs: ""  # "" where the widget can show it, else why not
     matrix: Callable | None = None  # a measure's queries × keys (and extra numbers for the page)
