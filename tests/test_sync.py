@@ -3,6 +3,7 @@ touches any), pinned: each still exists and still behaves as sync.py assumes. `m
 this file, with the widget's own tests, on the oldest versions pyproject.toml allows."""
 
 import ipywidgets
+import pytest
 import traitlets
 from ipywidgets.widgets import widget as ipw
 from test_widget import RecordingComm
@@ -43,3 +44,20 @@ def test_the_pages_lock_is_set_and_cleared_without_telling_observers():
     w.observe(lambda c: told.append(c.name), names=traitlets.All)
     w.set_state({"focus": 2})
     assert "_property_lock" not in told and w._property_lock == {} and w.focus == 2
+
+
+def test_close_finishes_before_an_observers_error_is_reported():
+    """An observer that raises on close (of the comm going) cannot leave the widget's layout open:
+    close finishes, then the observer's error is reported."""
+    from attnwidget import AttentionWidget
+
+    w = AttentionWidget()
+    layout = w.layout
+
+    def bad(change):
+        raise RuntimeError("an observer's bug")
+
+    w.observe(bad, names=["comm"])
+    with pytest.raises(RuntimeError, match="an observer's bug"):
+        w.close()
+    assert layout.comm is None and w.comm is None

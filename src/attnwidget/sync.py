@@ -176,9 +176,11 @@ class WholeChanges(anywidget.AnyWidget):
     def close(self):
         """Close the widget and the layout ipywidgets made for it, which would outlive it otherwise."""
         layout = self._trait_values.get("layout")
-        super().close()
-        if layout is not None:
-            layout.close()
+        try:
+            super().close()
+        finally:  # (an observer of the widget's comm that raises: the layout is closed, then its error told)
+            if layout is not None:
+                layout.close()
 
     def __del__(self, _finalizing=sys.is_finalizing):  # bound now: at exit the module's globals are gone
         # Closed widgets are freed, some only at interpreter exit, when ipywidgets' own registry
