@@ -372,10 +372,13 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
   const { store, get, constants, live } = p;
   const data = get("measure_data") || {},
     shown = get("measure") || "";
-  const why = live ? get("measures") || {} : {};
   const names = Object.keys(constants.views).filter((n) => constants.views[n].held_in === "measure_data");
-  // a live page: what Python offers (views.offered); an exported page: what it carries
-  const offered = live ? get("offered_measures") || [] : names.filter((n) => n in data || n === shown);
+  // what Python offers (views.offered); a page exported before offered_measures existed: what it carries
+  const offered = get("offered_measures") ?? names.filter((n) => n in data || n === shown);
+  // why one cannot be shown: Python's reason; in an exported page also a measure it does not carry
+  const missing = (n) => `this page was exported without ${n}: choose it in the notebook and export the page again`;
+  const reasons = get("measures") || {};
+  const why = live ? reasons : Object.fromEntries(offered.map((n) => [n, reasons[n] || (n in data ? "" : missing(n))]));
   p.measure.update({
     measure: shown,
     offered,

@@ -193,3 +193,21 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
         )
     finally:
         page.context.close()
+
+
+def test_an_exported_page_offers_every_measure_the_widget_offers_and_says_which_it_does_not_carry(browser, tmp_path):
+    """A long text's exported page carries no flow (too slow to compute for it): its button stays,
+    marked, and the panel says why, in the page's words, instead of the button going without a word."""
+    w = model_widget(seed=2, n=40, layers=3, heads=2)
+    assert "flow" in w.offered_measures and "flow" not in w.page_state()["state"]["measure_data"]
+    page, errors = exported(browser, w, tmp_path / "long.html")
+    try:
+        button = page.locator(".aw-measure-choice[data-measure='flow']")
+        assert button.get_attribute("aria-disabled") == "true"
+        button.dispatch_event("click")  # (marked, not disabled: a reader's click reaches it, and the panel says why)
+        page.wait_for_function(f"{ROOT}.model.get('measure') === 'flow'")
+        page.wait_for_function("document.querySelector('.aw-measure-status').textContent !== ''")
+        assert "this page was exported without flow" in page.locator(".aw-measure-status").inner_text()
+        assert errors == []
+    finally:
+        page.context.close()
