@@ -293,3 +293,11 @@ def test_a_missing_tokenizer_is_named_with_what_to_pass():
     pytest.importorskip("transformers")
     with pytest.raises(TypeError, match=r"tokenizer must be the model's tokenizer \(AutoTokenizer"):
         AttentionWidget.from_transformers(object(), None, "some text")
+
+
+def test_a_models_widget_opens_where_its_weights_are_drawn():
+    w = AttentionWidget.from_attentions(np.full((2, 2, 3, 3), 1 / 3), ["a", "b", "c"])
+    assert w.stage == "weights"
+    assert (
+        AttentionWidget.from_attentions(np.full((1, 1, 3, 3), 1 / 3), ["a", "b", "c"], stage="tokens").stage == "tokens"
+    )

@@ -47,7 +47,8 @@ class FromModels(_Widget):
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
         layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
         as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
-        Python or in the page.
+        Python or in the page. The widget opens on the weights stage (``stage=`` chooses another),
+        as every constructor from a model does.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
@@ -139,6 +140,7 @@ class FromModels(_Widget):
                 kwargs.setdefault("step", found.prompt_length)  # the text shown opens as one text would
         if not 0 <= layer < len(found.layers):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
+        kwargs.setdefault("stage", "weights")  # where a model's numbers are drawn (the tokens stage has none yet)
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
         kwargs.setdefault("softcap", getattr(found, "softcap", None))
