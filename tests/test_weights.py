@@ -301,3 +301,16 @@ def test_a_models_widget_opens_where_its_weights_are_drawn():
     assert (
         AttentionWidget.from_attentions(np.full((1, 1, 3, 3), 1 / 3), ["a", "b", "c"], stage="tokens").stage == "tokens"
     )
+
+
+def test_layers_of_other_shapes_are_refused_saying_which():
+    """A tuple of layers with different numbers of heads or tokens, or a cache with a layer missing,
+    is refused with which layer differs, instead of heads dropped, repeated or renumbered."""
+    even = np.full((1, 2, 3, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"layer 1 .*3 heads.*layer 0 .*2"):
+        AttentionWidget.from_attentions((even, np.full((1, 3, 3, 3), 1 / 3)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match=r"layer 1 .*4 × 4.*layer 0 .*3 × 3"):
+        AttentionWidget.from_attentions((even, np.full((1, 2, 4, 4), 1 / 4)), ["a", "b", "c"])
+    cache = {f"blocks.{i}.attn.hook_pattern": np.full((1, 2, 3, 3), 1 / 3) for i in (0, 2)}
+    with pytest.raises(ValueError, match=r"blocks\.1\.attn\.hook_pattern"):
+        AttentionWidget.from_attentions(cache, ["a", "b", "c"])

@@ -28,6 +28,12 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     """Every layer's weights (layers of heads × queries × keys), checked, as a ModelAttention."""
     layers, half = _layers(attentions)
     n, m = layers[0].shape[1:]
+    for i, w in enumerate(layers[1:], 1):
+        if w.shape != layers[0].shape:
+            raise ValueError(
+                f"layer {i} has {w.shape[0]} heads of {w.shape[1]} × {w.shape[2]} weights, but layer 0 has "
+                f"{layers[0].shape[0]} of {n} × {m}: every layer of one text has the same heads and tokens"
+            )
     tokens = _labels(tokens, "tokens")
     keys = None if key_tokens is None else _labels(key_tokens, "key_tokens")
     if len(tokens) != n or len(keys if keys is not None else tokens) != m:
@@ -99,6 +105,12 @@ def _layers(attentions) -> tuple[list[np.ndarray], bool]:
             raise ValueError(
                 "this cache has no attention patterns (blocks.<layer>.attn.hook_pattern): run_with_cache without a "
                 "names_filter that leaves them out"
+            )
+        missing = sorted(set(range(found[-1][0] + 1)) - {i for i, _ in found})
+        if missing:  # (numbered as the cache numbers them: a layer left out is not renumbered past)
+            raise ValueError(
+                f"this cache has no blocks.{missing[0]}.attn.hook_pattern, though it has later layers: run_with_cache "
+                "with every layer's pattern (a names_filter that keeps them all)"
             )
         read = [_array(attentions[name]) for _, name in found]  # (a cache made with remove_batch_dim=True has no batch)
         return [_batch_of_one(a[None] if a.ndim == 3 else a, f"layer {i}") for (i, _), (a, _) in zip(found, read)], any(
