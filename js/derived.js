@@ -169,7 +169,7 @@ export function createStore(get) {
   const decoded = (name) => (codecs[name] ??= memo((value, r) => firstRows(A.decodeMatrix(value), r, CUT[name] === 2)))(get(name), CUT[name] ? written() : 0);
   // A model's q, k, v and value axes: the current layer's, cut from every layer's arrays (sent
   // once), while Python says its own are that layer's; else the arrays sent.
-  const LAYERED = get("_constants").layered; // q -> model_q and the like (rules.py's LAYERED)
+  const LAYERED = get("_constants").layered; // q -> model_q and the like (rules/values.py's LAYERED)
   const layers = {};
   const layerOf = (all, layer, count) => {
     const heads = all.heads / count,

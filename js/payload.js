@@ -31,7 +31,7 @@ function heads(a, from, count) {
 }
 
 /** A layer's own q, k, v and value axes: slices of the stacked model arrays (`stack` holds
- * model_q, model_k, model_v, model_basis and n_layers; `layered` names each, rules.py's LAYERED). */
+ * model_q, model_k, model_v, model_basis and n_layers; `layered` names each, rules/values.py's LAYERED). */
 export function layerArrays(stack, i, layered) {
   const count = stack.model_q.shape[0] / stack.n_layers;
   return Object.fromEntries(Object.entries(layered).map(([n, m]) => [n, stack[m] ? heads(stack[m], i * count, count) : null]));

@@ -1,4 +1,4 @@
-// The widget's rules, on plain state: the twin of src/attnwidget/rules.py, with the same names
+// The widget's rules, on plain state: the twin of src/attnwidget/rules/, with the same names
 // and the same messages. No DOM, no model: a state is an object of every trait's value (arrays,
 // {shape, dtype, view}, are only looked at for their shape and compared by identity), a change
 // the values asked for. settle(state, change, sources, page) returns the complete new state or
@@ -238,7 +238,7 @@ export function check(name, value, C) {
 
 export const nHeads = (s) => (s.q == null || s.q.shape.length === 2 ? 1 : s.q.shape[0]);
 /** What a live page gets of a model's layer one head at a time (the head shown): its layered
- * arrays (C.layered), and of attention weights alone the bias too (rules.py's by_head). */
+ * arrays (C.layered), and of attention weights alone the bias too (rules/values.py's by_head). */
 export const byHead = (s, C) => [...Object.keys(C.layered), ...(s.weights_only ? ["bias"] : [])];
 /** Still writing: only the first `step` tokens exist. */
 export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;

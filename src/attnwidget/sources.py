@@ -1,7 +1,7 @@
 """What a widget can switch to: its sentences (or a model's texts), a model's layers, an
 encoder–decoder model's blocks.
 
-The rules (rules.py) ask for them by name when a follow-up brings one in; the page asks the same
+The rules (rules/) ask for them by name when a follow-up brings one in; the page asks the same
 questions of the payload (js/payload.js). Each layer's arrays are views of one stacked copy per
 model (or block), which is also what the page gets.
 """

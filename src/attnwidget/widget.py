@@ -3,7 +3,7 @@
 Its other parts are classes it is made of, each in a module of its own: the numbers of the head
 shown (shown.py), the views across layers, heads and texts and the page's requests for them
 (research.py), the constructors from models (from_models.py), and what a live page gets
-(live.py). The rules that follow a change live in rules.py (and, the same, in js/rules.js); the trait types
+(live.py). The rules that follow a change live in rules/ (and, the same, in js/rules.js); the trait types
 and codecs in traits.py; the whole-change machinery in sync.py; what a live page gets and asks in
 live.py; what a widget can switch to in sources.py; what every computed view is computed from in
 inputs.py, and the views themselves in views.py; the exported page's data in payload.py; the
@@ -183,7 +183,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     """The measures the page offers a button for (views.offered): none for one head of one text, difference only
     with several texts."""
     measure_data = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
-    """{measure: its matrix for the page, at the state in its "key"} (measures.entry), computed here when the page
+    """{measure: its matrix for the page, at the state in its "key"} (views.entry), computed here when the page
     asks; None until then, and again when the arrays change."""
     computed = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
     """{view: its answer for the page, at the state in its "key"} for the other views views.py declares (head_scores),
@@ -299,7 +299,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             self.close()
             raise
 
-    # --- every change: the rules settle it (rules.py), then one message (sync.py) ---
+    # --- every change: the rules settle it (rules/), then one message (sync.py) ---
 
     @classmethod
     def _plain(cls, values) -> dict:
