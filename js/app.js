@@ -294,7 +294,7 @@ function drawHeads(p, pal, maxWidth, secret) {
   heads.node.hidden = store.all("q").heads * layers < 2 || secret === "row"; // thumbnails scale themselves
   if (!heads.node.hidden) {
     const overview = get("overview");
-    const asked = computedAnswer(get, p.constants.views); // head scores over every text: the kernel's
+    const asked = computedAnswer(p); // head scores over every text: the kernel's
     const loading = overview?.error
       ? `the overview could not be computed (${overview.error})`
       : asked?.answer?.error
@@ -323,7 +323,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       summary: get("summary") || "",
       loading,
       held,
-      colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(get, p.constants.views, p.live),
+      colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(p),
       offered: get("head_effects") ? ["effect"] : [],
     });
   }
@@ -332,18 +332,18 @@ function drawHeads(p, pal, maxWidth, secret) {
   for (const [name, spec] of Object.entries(p.constants.views)) if (p.requests && spec.held_in === "computed" && p.shows(name)) p.requests.want(name);
 }
 
-/** The computed view whose summary is chosen (head scores over every text): {name, spec, answer
- * (as held: the kernel's, or as exported), or null when none is chosen. */
-function computedAnswer(get, views) {
-  const summary = get("summary");
-  for (const [name, spec] of Object.entries(views))
-    if (spec.held_in === "computed" && spec.asked_when?.summary?.includes(summary)) return { name, spec, answer: held(get, name, spec) };
+/** The computed view the page shows (head scores over every text, while its summary is chosen):
+ * {name, spec, answer (as held: the kernel's, or as exported)}, or null when none is shown. */
+function computedAnswer({ get, constants, shows }) {
+  for (const [name, spec] of Object.entries(constants.views))
+    if (spec.held_in === "computed" && shows(name)) return { name, spec, answer: held(get, name, spec) };
   return null;
 }
 
 /** The overview's colours from the summary chosen among a computed view's, while it is for the state shown. */
-const computedSummary = (get, views, live) => {
-  const found = computedAnswer(get, views);
+const computedSummary = (p) => {
+  const { get, live } = p,
+    found = computedAnswer(p);
   // a live page draws the kernel's answer for the state shown; an exported page, the one it carries (and says so)
   if (!found?.answer?.summaries || (live && !current(found.answer, get))) return null;
   const { answer, spec } = found,

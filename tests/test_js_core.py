@@ -13,16 +13,12 @@ from attnwidget import attention
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_js(cases):
+def on_each(cases, each: str):
+    """js/attention.js (as A) run by node on each case c: the JSON of ``each``, a JS function of c."""
     script = (
         f'import * as A from "{(ROOT / "js" / "attention.js").as_uri()}";\n'
         'import { readFileSync } from "node:fs";\n'
-        "const m = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });\n"
-        "const out = JSON.parse(readFileSync(0, 'utf8')).map((c) => {\n"
-        "  const a = A.attention(m(c.q), m(c.k), m(c.v), c.options);\n"
-        "  return { scores: Array.from(a.scores), weights: Array.from(a.weights), output: Array.from(a.output),\n"
-        "           eff: a.effectiveTokens, sense: a.senseResolved, spread: a.outputSpread };\n"
-        "});\n"
+        f"const out = JSON.parse(readFileSync(0, 'utf8')).map({each});\n"
         "process.stdout.write(JSON.stringify(out));\n"
     )
     done = subprocess.run(
@@ -33,6 +29,18 @@ def run_js(cases):
         check=True,
     )
     return json.loads(done.stdout)
+
+
+def run_js(cases):
+    return on_each(
+        cases,
+        "(c) => {\n"
+        "  const m = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });\n"
+        "  const a = A.attention(m(c.q), m(c.k), m(c.v), c.options);\n"
+        "  return { scores: Array.from(a.scores), weights: Array.from(a.weights), output: Array.from(a.output),\n"
+        "           eff: a.effectiveTokens, sense: a.senseResolved, spread: a.outputSpread };\n"
+        "}",
+    )
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
@@ -73,21 +81,8 @@ def test_a_score_at_or_below_closed_gives_weight_0_in_the_page_as_in_numpy_at_an
         S[rng.random((4, 4)) < 0.4] = CLOSED
         S[3] = CLOSED  # a row with nothing to read
         cases.append({"S": S.ravel().tolist(), "t": t})
-    script = (
-        f'import * as A from "{(ROOT / "js" / "attention.js").as_uri()}";\n'
-        'import { readFileSync } from "node:fs";\n'
-        "const out = JSON.parse(readFileSync(0, 'utf8')).map((c) => Array.from(A.weights(Float64Array.from(c.S), 4, "
-        "c.t, false)));\n"
-        "process.stdout.write(JSON.stringify(out));\n"
-    )
-    done = subprocess.run(
-        ["node", "--input-type=module", "-e", script],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    for case, js in zip(cases, json.loads(done.stdout)):
+    got = on_each(cases, "(c) => Array.from(A.weights(Float64Array.from(c.S), 4, c.t, false))")
+    for case, js in zip(cases, got):
         S = np.array(case["S"]).reshape(4, 4)
         want = _softmax_rows(S.copy(), case["t"], None)
         np.testing.assert_allclose(js, want.ravel(), rtol=1e-12, atol=0)

@@ -10,8 +10,9 @@ import itertools
 
 import numpy as np
 
+from . import rules
 from .core import attention_flow, attention_norms, rollout
-from .inputs import Inputs
+from .inputs import ACROSS_CROSS, Inputs
 
 # the reasons a widget cannot show a measure, each said once
 TWO_TEXTS = (
@@ -72,12 +73,10 @@ def pair(sources, shown_text: int) -> tuple[int, int]:
 
 def check_pair(sources, a, b) -> None:
     """Refuse a pair of texts that difference(a, b) cannot compare, saying why."""
-    from .rules import _is_int
-
     counts = lengths(sources)
     if len(counts) < 2:
         raise ValueError(TWO_TEXTS)
-    if not (_is_int(a) and _is_int(b) and 0 <= a < len(counts) and 0 <= b < len(counts) and a != b):
+    if not (rules._is_int(a) and rules._is_int(b) and 0 <= a < len(counts) and 0 <= b < len(counts) and a != b):
         raise ValueError(
             f"a and b must be two different text indexes from 0 to {len(counts) - 1}; got a={a!r}, b={b!r}."
         )
@@ -111,9 +110,6 @@ def difference(inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
 def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:
     """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
     else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
-    from . import rules
-    from .inputs import ACROSS_CROSS
-
     n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)
     too_many = n * n * layers > FLOW_CELLS
     flow = (

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import atlas, measures, rules
 from .inputs import ARRAYS, KEY, Inputs
+from .inputs import stale as inputs_stale
 
 _OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its arrays
 
@@ -47,10 +48,7 @@ def _texts_differ(inputs: Inputs) -> str:
 
 
 def _why(name: str) -> Callable[[Inputs], str]:
-    def why_not(inputs: Inputs) -> str:
-        return measures.available(inputs.state, _texts_differ(inputs) if name == "difference" else "")[name]
-
-    return why_not
+    return lambda inputs: available(inputs)[name]
 
 
 def _rollout(inputs):
@@ -125,8 +123,8 @@ VIEWS_FOR_PAGE = {
 
 
 def available(inputs: Inputs) -> dict[str, str]:
-    """Each measure's name -> "" where the widget can show it, else why not."""
-    return {n: VIEWS[n].why_not(inputs) for n in MEASURES}
+    """Each measure's name -> "" where the widget can show it, else why not (measures.available)."""
+    return measures.available(inputs.state, _texts_differ(inputs))
 
 
 def offered(state: dict) -> list[str]:
@@ -192,9 +190,7 @@ def current(name: str, held, inputs: Inputs) -> bool:
 
 def stale(name: str, before: dict, after: dict) -> bool:
     """A change from state ``before`` to ``after`` leaves view ``name``'s answer out of date."""
-    from .inputs import stale as changed
-
-    return changed(VIEWS[name].depends, before, after)
+    return inputs_stale(VIEWS[name].depends, before, after)
 
 
 PAGE_BYTES = 4e6  # an exported page carries rollout at every layer within this
