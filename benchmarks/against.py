@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 # benchmarks/run.py and views.py: the browser's flags, the frames and task timer, first paint, medians
 # and p95, the machine line, the model's tokenizer and texts
-from run import CHROMIUM_ARGS, DRAWN, FRAMES, chromium_path, first_paint, machine, qkv, stats  # noqa: E402
+from run import CHROMIUM_ARGS, DRAWN, chromium_path, first_paint, machine, qkv, stats  # noqa: E402
+from run import task_samples as work_per_change  # noqa: E402  (samples kept to pool over page loads)
 from views import build_tokenizer, source, text  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -172,37 +173,6 @@ class Pages:
         page.goto(pathlib.Path(path).as_uri())
         page.wait_for_selector(".aw-root")
         return page
-
-
-def work_per_change(page, changes) -> tuple[list[float], list[float], list[str]]:
-    """run.py's task_ms_per_change, its samples kept to pool over page loads: (work of each change
-    and the two frames after it, ms; the same two frames with no change, ms; refusals)."""
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
-    busy = lambda: next(
-        m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "TaskDuration"
-    )
-    settle = lambda: page.wait_for_selector(
-        ".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000
-    )
-    work, idle, refused = [], [], []
-    for name, value in changes:
-        settle()
-        page.evaluate(DRAWN)
-        t0 = busy()
-        page.evaluate(FRAMES)
-        idle.append((busy() - t0) * 1000)
-        t0 = busy()
-        said = page.evaluate(
-            f"([n, v]) => {{ try {{ {ROOT_JS}.model.set(n, v); return null; }} catch (e) {{ return String(e); }} }}",
-            [name, value],
-        )
-        page.evaluate(DRAWN)
-        work.append((busy() - t0) * 1000)
-        if said or page.evaluate(f"(n) => {ROOT_JS}.model.get(n)", name) != value:
-            refused.append(f"{name}={value!r}: {said or 'not taken'}")
-    cdp.detach()
-    return work, idle, refused
 
 
 def offered_measures(page) -> list[str]:

@@ -186,7 +186,9 @@ requestAnimationFrame(wait)
                                           : requestAnimationFrame(() => requestAnimationFrame(done))); wait(); })"""
 
 
-def task_ms_per_change(page, changes):
+def task_samples(page, changes) -> tuple[list[float], list[float], list[str]]:
+    """Chrome's task timer across each change and the two frames after it (ms), the same two frames
+    with no change (ms), and the changes the page refused or did not take ("name=value: why")."""
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
     busy = lambda: next(
@@ -195,7 +197,8 @@ def task_ms_per_change(page, changes):
     settle = lambda: page.wait_for_selector(
         ".aw-heads[data-complete=true], .aw-heads[hidden]", state="attached", timeout=60_000
     )
-    work, idle = [], []
+    root = "document.querySelector('.aw-root').attnwidget"
+    work, idle, refused = [], [], []
     for name, value in changes:
         settle()
         page.evaluate(DRAWN)
@@ -203,9 +206,21 @@ def task_ms_per_change(page, changes):
         page.evaluate(FRAMES)
         idle.append((busy() - t0) * 1000)
         t0 = busy()
-        page.evaluate("([n, v]) => document.querySelector('.aw-root').attnwidget.model.set(n, v)", [name, value])
+        said = page.evaluate(
+            f"([n, v]) => {{ try {{ {root}.model.set(n, v); return null; }} catch (e) {{ return String(e); }} }}",
+            [name, value],
+        )
         page.evaluate(DRAWN)
         work.append((busy() - t0) * 1000)
+        if said or page.evaluate(f"(n) => {root}.model.get(n)", name) != value:
+            refused.append(f"{name}={value!r}: {said or 'not taken'}")
+    cdp.detach()
+    return work, idle, refused
+
+
+def task_ms_per_change(page, changes):
+    """The median and p95 of task_samples' work, less the idle frames' median."""
+    work, idle, _ = task_samples(page, changes)
     r = stats(work)
     r["idle_median"] = stats(idle)["median"]
     r["median"] -= r["idle_median"]
