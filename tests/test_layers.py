@@ -281,3 +281,12 @@ def test_a_new_view_is_sent_the_head_shown_whole():
     _on_page_message(w, {"kind": "holding", "view": "c", "layers": []}, [])  # another: the arrays are head 0's
     ((said, _),) = w.comm.sent
     assert said["content"] == {"kind": "heads", "arrays": ["", 0, 0]}
+
+
+def test_ipywidgets_embedding_reads_a_models_widget_one_head_at_a_time():
+    """ipywidgets' own embedding (embed_data, embed_minimal_html) asks get_state with drop_defaults."""
+    from ipywidgets.embed import embed_data
+
+    w = AttentionWidget._from_model(fake_model(n_layers=2, heads=2, n=5, d=6), 1, 1, {})
+    state = embed_data(views=[w])["manager_state"]["state"][w.model_id]["state"]
+    assert state["layer_arrays"] == ["", 1, 1] and state["q"]["head"] == 1  # the head shown, alone

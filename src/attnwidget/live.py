@@ -92,10 +92,10 @@ class LivePage(WholeChanges):
                 self._fresh.add(shown)  # the page keeps this text's arrays of this head now
         return sent
 
-    def get_state(self, key=None):
+    def get_state(self, key=None, drop_defaults=False):
         """The state as a live page gets it: a model's layer one head at a time (the head shown;
         the rest stay here until the page shows them). Exported pages get whole layers."""
-        state = super().get_state(key)
+        state = super().get_state(key, drop_defaults=drop_defaults)
         if self.layer_shown:
             h = self.layer_arrays[2]
             if set(self._by_head()) & set(state):
