@@ -71,7 +71,14 @@ export function mount(host, model, { propose, flush }) {
   root.append(notice);
   const heads = createHeads(root, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
-    onPick: (l, h) => (get("layer_shown") && l !== get("layer") ? toHead({ layer: l, head: h }) : toHead({ head: h })),
+    onPick: (l, h) => {
+      const change = get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h };
+      // coloured by a score over every text: the head is shown on the text where its score is highest
+      const best = computedAnswer({ get, constants, shows })?.answer?.best?.[get("summary")];
+      const text = best ? best[l * (best.length / Math.max(1, get("n_layers"))) + h] : -1;
+      if (text >= 0 && text !== get("sentence_index")) change.sentence_index = text;
+      toHead(change);
+    },
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
     signed: Object.keys(constants.views).filter((n) => constants.views[n].signed),
@@ -325,6 +332,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       held,
       colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(p),
       offered: get("head_effects") ? ["effect"] : [],
+      unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
     });
   }
   if (p.requests && store.kernelOverview()) p.requests.want("overview");

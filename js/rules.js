@@ -298,6 +298,7 @@ export function settle(state, change, sources = null, page = false) {
   const asked = new Set(Object.keys(change).filter((n) => !same(s[n], before[n]))); // a value as it was is no change (traitlets' rule too)
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
+  if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
   if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);
   if (!s.cross) s.key_tokens = s.tokens; // the columns are the tokens themselves

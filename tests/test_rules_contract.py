@@ -148,6 +148,7 @@ def cases(draw):
         summary="",
         measure="",
         next_token=draw(st.booleans()),
+        reads_model=draw(st.booleans()),
         sentences=[],
         sentence_index=0,
         value_axes=["v₁", "v₂"],

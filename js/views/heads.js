@@ -24,6 +24,7 @@ const SUMMARIES = [
   // head scores over every text (Python's head_scores, views.py): computed in the kernel when chosen
   ["sink", "sink score (weight on the first token), every text"],
   ["duplicate", "weight on earlier copies of its token, every text"],
+  ["induction", "induction score (random tokens repeated)"], // a model's: offered when it can read it again
   ["entropy", "entropy of its rows (nats), every text"],
 ];
 
@@ -115,7 +116,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
     node,
     /** A head still being computed keeps its old picture. */
     /** colourBy: {name, label, values (one per thumbnail), signed}, colours the heads in place of the summary: the
-     * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail has them. */
+     * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail
+     * has them; unavailable: summaries this widget cannot have, not listed. */
     update({
       work,
       layers = 1,
@@ -129,6 +131,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
       held = null,
       colourBy = null,
       offered = [],
+      unavailable = [],
     }) {
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
@@ -151,7 +154,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
       // a signed summary ranks its most negative first (the heads the next token needs most)
       const signed = colourBy ? !!colourBy.signed : SIGNED.has(summary),
         value = signed ? (p) => -raw(p) : raw;
-      for (const o of choice.options) if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
+      for (const o of choice.options) {
+        if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
+        if (unavailable.includes(o.value)) o.hidden = true;
+      }
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);

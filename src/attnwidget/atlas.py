@@ -1,16 +1,28 @@
 """Head scores over a widget's texts: which heads are attention sinks, which read the previous
-token, themselves or the earlier copies of their own token, and how spread their rows are. Each
-is one number per layer and head, a mean over the widget's texts (every text counted alike), at
-the widget's temperature, causal rule, masks and sink, computed one text's layers at a time from
-an :class:`~attnwidget.inputs.Inputs` per text, so many texts cost the memory of one.
+token, themselves or the earlier copies of their own token, which are induction heads, and how
+spread their rows are. Each is one number per layer and head, a mean over the widget's texts
+(every text counted alike), at the widget's temperature, causal rule, masks and sink, computed
+one text's layers at a time from an :class:`~attnwidget.inputs.Inputs` per text, so many texts
+cost the memory of one. The induction score reads the model on texts of its own: random tokens
+repeated twice.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-SCORES = ("sink", "previous", "self", "duplicate", "entropy")
+from .inputs import Inputs
+from .sources import Sources
+
+SCORES = ("sink", "previous", "self", "duplicate", "induction", "entropy")
 SINK_HEAD = 0.3  # a head whose sink score passes this is a sink head (Gu et al., ICLR 2025)
+# the induction score's texts: COUNT sequences of COPY random ordinary tokens, each repeated twice (seeded)
+COPY, COUNT, SEED = 50, 4, 0
+NOT_A_MODEL = (
+    "the induction score runs the model on repeated random tokens: it needs a widget made from a model "
+    "(AttentionWidget.from_transformers, from_nnsight or from_transformer_lens), not your own arrays, sentences "
+    "or attention weights alone"
+)
 
 
 def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, np.ndarray]:
@@ -49,14 +61,79 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
     }
 
 
-def head_scores(texts) -> dict[str, np.ndarray]:
+def repeated(reader, copy: int = COPY, count: int = COUNT, seed: int = SEED) -> tuple[list[list[int]], int, int]:
+    """The induction score's texts for the model ``reader`` reads (integrations.common.Reader):
+    ``count`` sequences, each the tokenizer's specials around ``copy`` random ordinary tokens
+    written twice (fewer when the model reads fewer positions), seeded; and where the first copy
+    starts and how long a copy is."""
+    room = int(min(reader.positions, 10**9)) - len(reader.prefix) - len(reader.suffix)
+    m = min(copy, room // 2)
+    vocabulary = reader.ordinary()
+    if m < 2 or len(vocabulary) < 2:
+        raise ValueError(
+            f"the induction score repeats random tokens twice, but this model reads {reader.positions} positions "
+            f"and its tokenizer has {len(vocabulary)} ordinary tokens: it needs at least 4 positions and 2 tokens"
+        )
+    rng = np.random.default_rng(seed)
+    sequences = []
+    for _ in range(count):
+        r = rng.choice(vocabulary, m).tolist()
+        sequences.append([*reader.prefix, *r, *r, *reader.suffix])
+    return sequences, len(reader.prefix), m
+
+
+def induction(weights: np.ndarray, start: int, m: int) -> np.ndarray:
+    """One layer's induction scores on one repeated sequence (weights: heads × n × n; the first
+    copy of m tokens starts at ``start``): the mean over the second copy's rows i of W[i, i − m + 1],
+    the weight on the token that followed this token's earlier copy (Olsson et al., 2022)."""
+    rows = np.arange(start + m, start + 2 * m)
+    return weights[..., rows, rows - m + 1].mean(axis=-1)
+
+
+def check_names(names, model: bool) -> tuple:
+    """The scores asked for (every one a widget has, ``model``: "induction" too, for None), checked."""
+    if names is None:
+        return tuple(n for n in SCORES if model or n != "induction")
+    names = (names,) if isinstance(names, str) else tuple(names)
+    bad = [n for n in names if n not in SCORES]
+    if bad or not names:
+        raise ValueError(f"head scores are {', '.join(map(repr, SCORES))}; got {bad[0] if bad else 'none'!r}")
+    if "induction" in names and not model:
+        raise ValueError(NOT_A_MODEL)
+    return names
+
+
+def read_repeated(inputs: Inputs, step=lambda done: None):
+    """(start, m, each sequence's Inputs) for the induction score: the model read once on its
+    repeated sequences (kept by its reader; ``step(i)`` after the i-th), each at the widget's
+    temperature, causal rule, scale and sink, with the model's own masks and bias on those
+    tokens; or ValueError for a widget not from a model."""
+    reader = inputs.extra.get("reader")
+    if reader is None:
+        raise ValueError(NOT_A_MODEL)
+    key = (COPY, COUNT, SEED)
+    if key not in reader.kept:
+        sequences, start, m = repeated(reader)
+        reader.kept[key] = (start, m, [step(i) or reader.read(ids) for i, ids in enumerate(sequences, 1)])
+    start, m, found = reader.kept[key]
+    # each sequence as a text of its own, not the one shown (index -1), every token read
+    state = {**inputs.state, "sentences": [""], "sentence_index": -1, "step": 0, "block": "", "mask": None}
+    return start, m, (Inputs({**state, "n_layers": len(f.layers)}, Sources(texts=[f]), 0) for f in found)
+
+
+def head_scores(texts, repeats=None, best: dict | None = None) -> dict[str, np.ndarray]:
     """The mean of each score over ``texts`` (an iterable of (tokens, Inputs) pairs, read one at a
-    time), layers × heads; a text without a score (no repeated token) leaves it out of that mean."""
+    time), layers × heads; a text without a score (no repeated token) leaves it out of that mean.
+    ``repeats``: read_repeated's, for "induction" (without it, "induction" is left out). ``best``:
+    filled with each score's text where each head's is highest (layers × heads indices, -1: none)."""
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
-    for tokens, inputs in texts:
+    tops: dict[str, np.ndarray] = {}
+    best = {} if best is None else best
+    names = [n for n in SCORES if n != "induction"]
+    for t, (tokens, inputs) in enumerate(texts):
         layers = [text_scores(w, tokens, inputs.cross) for w, _ in inputs.weights()]
-        for name in SCORES:
+        for name in names:
             got = np.array([s[name] for s in layers], dtype=float)
             if name in sums and np.shape(sums[name]) != got.shape:
                 raise ValueError(
@@ -64,10 +141,18 @@ def head_scores(texts) -> dict[str, np.ndarray]:
                     f"{np.shape(sums[name])} layers × heads: give every text the same layers and heads"
                 )
             seen = ~np.isnan(got)
+            higher = seen & ~(got <= tops.get(name, -np.inf))
+            tops[name] = np.where(higher, got, tops.get(name, -np.inf))
+            best[name] = np.where(higher, t, best.get(name, -1))
             sums[name] = sums.get(name, 0) + np.where(seen, got, 0)
             counts[name] = counts.get(name, 0) + seen
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {name: np.where(counts[name] > 0, sums[name] / np.maximum(counts[name], 1), np.nan) for name in SCORES}
+        out = {n: np.where(counts[n] > 0, sums[n] / np.maximum(counts[n], 1), np.nan) for n in names if n in sums}
+    if repeats is not None:
+        start, m, sequences = repeats
+        each = [np.array([induction(w, start, m) for w, _ in s.weights()]) for s in sequences]
+        out["induction"] = np.mean(each, axis=0)
+    return {name: out[name] for name in SCORES if name in out}
 
 
 def sink_heads(scores: dict[str, np.ndarray]) -> int:

@@ -184,6 +184,7 @@ class FromModels(_Widget):
         w.set_trait(
             "next_token", w._effects_kept() is not None
         )  # a causal language model, which head_effects can run again
+        w.set_trait("reads_model", w._reader() is not None)  # the induction score reads it on tokens of its own
         try:
             w.summary = summary
         except BaseException:

@@ -113,10 +113,12 @@ class Inputs:
 
     def texts(self):
         """(tokens, Inputs) of each of the widget's texts in turn (its sentences, or a model's
-        texts; this one alone when it has one), each read when its turn comes."""
+        texts; this one alone when it has one), each read when its turn comes. A model's tokens
+        are its token ids (two pieces with one label, " the" and "the", are different tokens)."""
         for t in range(max(1, len(self.state["sentences"] or ()))):
             inputs = self if t == self.text else Inputs(self.state, self.sources, t, **self.extra)
-            yield (self.state["tokens"] if inputs.other is None else inputs.other["tokens"]), inputs
+            ids = None if self.state["block"] else self.sources.ids(t)
+            yield (ids or (self.state["tokens"] if inputs.other is None else inputs.other["tokens"])), inputs
 
     def key(self, names: tuple = KEY, **more) -> dict:
         """The plain values among ``names`` (what the page compares with its own state), and ``more``."""

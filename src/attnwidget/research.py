@@ -45,7 +45,11 @@ class Research(_Widget):
         state = self._plain(self._trait_values) if state is None else state
         other = lambda: self._inputs(measures.pair(self._sources, state["sentence_index"])[1], state)
         extra = dict(
-            effect=self._effects_kept(), device=getattr(self, "_device", None), grams=self._head_grams, other=other
+            effect=self._effects_kept(),
+            device=getattr(self, "_device", None),
+            grams=self._head_grams,
+            other=other,
+            reader=self._reader(),
         )
         return Inputs(state, self._sources, text, **extra)
 
@@ -210,6 +214,12 @@ class Research(_Widget):
             raise ValueError(problem)
         return rerun
 
+    def _reader(self):
+        """How to read the model on tokens of one's own (integrations.common.Reader): the first text's
+        (one for every text, so what it read is kept once); None for a widget not from a model."""
+        found = None if self.blocks or not self.layer_shown else self._sources.found("", 0)
+        return getattr(found, "reader", None)
+
     def _effects_kept(self):
         """The overview's "effect" summary: head_effects kept for this step in the mode last asked,
         False when not computed, None for a widget with no next token."""
@@ -231,17 +241,32 @@ class Research(_Widget):
         elif str(overview.get("error", "")).startswith("head effects:"):
             values["overview"] = None
 
-    def head_scores(self) -> dict[str, np.ndarray]:
+    def head_scores(self, names=None) -> dict[str, np.ndarray]:
         """What each head does over every text of the widget (its sentences, or a model's texts;
         the one it has otherwise): ``"sink"`` (the mean over rows of the weight on the first
         token), ``"previous"`` (on token i − 1, rows i ≥ 1), ``"self"``, ``"duplicate"`` (over rows
         whose token appeared earlier, the weight on its earlier copies, summed) and ``"entropy"``
         (of each row, in nats), each a layers × heads array, the mean over the texts (see
         :func:`attnwidget.atlas.text_scores`), at the current temperature, causal rule, masks, sink
-        and step. One text's layers are held at a time. A head is a sink head when its ``"sink"``
-        passes ``attnwidget.atlas.SINK_HEAD`` (0.3, Gu et al. 2025); ``atlas.sink_heads`` counts them."""
-        with progress("head scores: text", max(1, len(self.sentences))) as step:
-            return atlas.head_scores(step(t) or pair for t, pair in enumerate(self._inputs().texts(), 1))
+        and step. One text's layers are held at a time, and progress is said on long runs.
+
+        A widget from a model has ``"induction"`` too: the model read on random tokens of its
+        tokenizer's ordinary vocabulary, repeated twice (``atlas.COUNT`` seeded sequences of
+        ``atlas.COPY`` tokens, after the tokens a text begins with), each head's mean over the second
+        copy's rows i of W[i, i − m + 1], m the length of a copy (Olsson et al., 2022); read once,
+        kept for other temperatures. ``names``: the scores to compute (every one the widget has by
+        default); "induction" on a widget not from a model raises ValueError.
+
+        A head is a sink head when its ``"sink"`` passes ``attnwidget.atlas.SINK_HEAD`` (0.3, Gu et
+        al. 2025); ``atlas.sink_heads`` counts them."""
+        names = atlas.check_names(names, self._reader() is not None)
+        inputs = self._inputs()
+        count = max(1, len(self.sentences)) if set(names) - {"induction"} else 0
+        with progress("head scores: text", count + atlas.COUNT * ("induction" in names)) as step:
+            texts = (step(t) or pair for t, pair in enumerate(inputs.texts(), 1)) if count else ()
+            repeats = atlas.read_repeated(inputs, lambda i: step(count + i)) if "induction" in names else None
+            scores = atlas.head_scores(texts, repeats)
+        return {n: scores[n] for n in names}
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

@@ -110,6 +110,11 @@ class Sources:
             {**self._sentences[i], **self.stack("", i)} if self.texts else self._sentences[i]
         )  # (the stack the widget adopted)
 
+    def ids(self, text: int = 0) -> list | None:
+        """A model's token ids of a text (what it read), or None where only labels are known."""
+        found = self.found("", text) if self.texts or self.model is not None else None
+        return getattr(getattr(found, "rerun", None), "ids", None)
+
     def found(self, block: str, text: int = 0):
         return self.blocks[block] if block else self.texts[text] if self.texts else self.model
 

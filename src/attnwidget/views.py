@@ -70,10 +70,14 @@ def _difference(inputs):
 
 
 def _head_scores(inputs: Inputs) -> dict:
-    scores = atlas.head_scores(inputs.texts())
+    best: dict = {}
+    repeats = atlas.read_repeated(inputs) if inputs.extra.get("reader") is not None else None
+    scores = atlas.head_scores(inputs.texts(), repeats, best)
     plain = {name: [None if np.isnan(v) else float(v) for v in a.ravel()] for name, a in scores.items()}
     return {
         "summaries": plain,
+        # each head's text where its score is highest (a click on it shows it there); none for induction's own texts
+        "best": {name: [int(t) for t in a.ravel()] for name, a in best.items()},
         "texts": max(1, len(inputs.state["sentences"] or ())),
         "sink_heads": atlas.sink_heads(scores),
     }
@@ -98,13 +102,13 @@ VIEWS = {
             why_not=_why("difference"),
             matrix=_difference,
         ),
-        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate" and "entropy"
+        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate", "induction", "entropy"
         View(
             "head_scores",
             KEY + ARRAYS + ("q", "k", "model_q", "layer_shown"),
             "computed",
             compute=_head_scores,
-            asked_when={"summary": ["sink", "duplicate", "entropy"]},
+            asked_when={"summary": ["sink", "duplicate", "induction", "entropy"]},
         ),
     )
 }

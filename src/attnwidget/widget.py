@@ -158,6 +158,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     next_token = traitlets.Bool(False, read_only=True).tag(sync=True)
     """A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next
     token)."""
+    reads_model = traitlets.Bool(False, read_only=True).tag(sync=True)
+    """A widget that can run its model again on tokens of its own: head_scores()'s and the overview's "induction"."""
     weights_only = traitlets.Unicode("", read_only=True).tag(sync=True)
     """"weights" (or "weights and values") for a widget of attention weights alone (from_attentions): no q and k, so no
     query/key or scores stage (and no blend without values); "" otherwise."""
@@ -172,7 +174,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     and model_v."""
     summary = Checked("").tag(sync=True)
     """The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
-    ("sink", "duplicate", "entropy"), or a causal language model's "effect" (head_effects()), each computed when
+    ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when
     asked; "" for none."""
     measure = Checked("").tag(sync=True)
     """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -43,6 +44,44 @@ class ModelAttention:
     rerun: object | None = (
         None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
     )
+    reader: Reader | None = None  # how to read the model on token ids of one's own (the induction score's), or None
+
+
+@dataclass
+class Reader:
+    """How a model's widget reads its model again on token ids of its own choosing: the induction
+    score's repeated random tokens. ``read(ids)`` is a ModelAttention of those ids (a reference to
+    the model, not a copy); the ids a text begins and ends with (``prefix``: a BOS token or [CLS];
+    ``suffix``: [SEP]) are added by the caller."""
+
+    read: Callable[[list], ModelAttention]
+    tokenizer: object
+    size: int  # the model's vocabulary: ids past it are the tokenizer's only
+    positions: float  # how many tokens the model reads at most
+    prefix: list = field(default_factory=list)
+    suffix: list = field(default_factory=list)
+    kept: dict = field(default_factory=dict)  # what was read on the repeated tokens, once per (copy, count, seed)
+
+    def ordinary(self) -> np.ndarray:
+        """The ids of the tokenizer's ordinary vocabulary: neither special nor added tokens."""
+        size = min(self.size, len(self.tokenizer)) if hasattr(self.tokenizer, "__len__") else self.size
+        special = set(getattr(self.tokenizer, "all_special_ids", ()) or ())
+        special |= set(getattr(self.tokenizer, "added_tokens_decoder", {}) or {})
+        return np.array([i for i in range(size) if i not in special], dtype=np.int64)
+
+
+def specials(tokenizer, bos: bool = True) -> tuple[list, list]:
+    """The ids the tokenizer puts before and after a text's own ([CLS] … [SEP], <s> …), with the
+    tokenizer's BOS token before when it has one but adds nothing itself (GPT-2's <|endoftext|>,
+    as TransformerLens prepends it); ``bos`` False: only what the tokenizer adds."""
+    whole = list(tokenizer("a")["input_ids"])
+    plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    at = next((i for i in range(len(whole) - len(plain) + 1) if whole[i : i + len(plain)] == plain), 0)
+    prefix, suffix = whole[:at], whole[at + len(plain) :]
+    start = getattr(tokenizer, "bos_token_id", None)
+    if bos and not prefix and start is not None:
+        prefix = [start]
+    return prefix, suffix
 
 
 def _check_readable(text: str, ids, model_name: str, positions, vocab, generate: int = 0) -> None:

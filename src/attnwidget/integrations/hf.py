@@ -24,7 +24,7 @@ import torch
 
 from ..progress import progress
 from .ablation import Rerun
-from .common import ModelAttention, _check_readable, _evaluating, _tokens_of
+from .common import ModelAttention, Reader, _check_readable, _evaluating, _tokens_of, specials
 from .interface import Projection, _numpy, capture
 
 SUPPORTED = (
@@ -36,9 +36,10 @@ CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # h
 
 
 def extract(
-    model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None
+    model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None, ids=None
 ) -> ModelAttention | dict[str, ModelAttention]:
-    """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace.)"""
+    """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace;
+    ids: read these token ids, not the text's.)"""
     if not isinstance(text, str):  # (a tokenizer takes a list as a batch: only its first text would be read)
         raise TypeError(
             f"text must be a string; got {type(text).__name__} (a list of texts is read one text at a time by "
@@ -64,7 +65,11 @@ def extract(
             "its decoder writes, to read its encoder, decoder and cross-attention"
         )
 
-    enc = tokenizer(text, return_tensors="pt")
+    if ids is None:
+        enc = tokenizer(text, return_tensors="pt")
+    else:  # ids of the caller's own (Reader): read as they are
+        enc = {"input_ids": torch.tensor([list(ids)]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+        text = f"a sequence of {len(ids)} token ids"
     ids = enc["input_ids"]
     prompt = ids.shape[1]
     if prompt == 0:
@@ -92,6 +97,13 @@ def extract(
     found.prompt_length = prompt if generate else None
     found.device = str(device)
     found.rerun = Rerun(model, ids[0].tolist(), found.causal)  # head effects run it again (ablation.py)
+    found.reader = Reader(
+        lambda ids: extract(model, tokenizer, "", run=run, ids=ids),
+        tokenizer,
+        config.vocab_size,
+        _positions(config, kind)[0],
+        *specials(tokenizer),
+    )
     return found
 
 

@@ -14,11 +14,12 @@ import math
 
 import torch
 
-from .common import ModelAttention, _check_readable, _tokens_of
+from .common import ModelAttention, Reader, _check_readable, _tokens_of
 from .interface import Projection
 
 
-def extract(model, text: str, cache=None) -> ModelAttention:
+def extract(model, text: str, cache=None, ids=None) -> ModelAttention:
+    """(ids: read these token ids, not the text's: Reader.)"""
     try:
         from transformer_lens.HookedTransformer import HookedTransformer
     except ImportError as e:  # TransformerLens 4 removed it
@@ -36,7 +37,7 @@ def extract(model, text: str, cache=None) -> ModelAttention:
     names = ("hook_rot_q", "hook_rot_k", "hook_v") if rotary else ("hook_q", "hook_k", "hook_v")
 
     # prepends BOS when the model's config says so; truncate=False, or it would cut at n_ctx unsaid
-    tokens = model.to_tokens(text, truncate=False)
+    tokens = model.to_tokens(text, truncate=False) if ids is None else torch.tensor([list(ids)], device=cfg.device)
     _check_readable(text, tokens[0].tolist(), cfg.model_name, (cfg.n_ctx, "cfg.n_ctx"), (cfg.d_vocab, "cfg.d_vocab"))
     if cache is None:
         was_training = model.training
@@ -63,8 +64,11 @@ def extract(model, text: str, cache=None) -> ModelAttention:
         raise NotImplementedError("this model scales its attention scores differently in each layer")
     scale = 1.0 / scales.pop()
 
+    tokenizer = model.tokenizer
+    prefix = [tokenizer.bos_token_id] if cfg.default_prepend_bos and tokenizer.bos_token_id is not None else []
     return ModelAttention(
-        tokens=_tokens_of(model.tokenizer, tokens[0].tolist()),
+        reader=Reader(lambda ids: extract(model, "", ids=ids), tokenizer, cfg.d_vocab, cfg.n_ctx, prefix, []),
+        tokens=_tokens_of(tokenizer, tokens[0].tolist()),
         layers=layers,
         causal=cfg.attention_dir == "causal",
         scale=None if math.isclose(scale, cfg.d_head**-0.5, rel_tol=1e-9) else scale,

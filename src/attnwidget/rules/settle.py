@@ -11,6 +11,7 @@ from .values import (
     GENERATION_IS_CAUSAL,
     GUESS_TOLERANCE,
     NO_EFFECT,
+    NO_INDUCTION,
     ROW_TRAITS,
     STACK,
     WEIGHTS_BIAS,
@@ -73,6 +74,8 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(WEIGHTS_BIAS)
     if "summary" in asked and s["summary"] == "effect" and not s.get("next_token"):
         raise Refused(NO_EFFECT)
+    if "summary" in asked and s["summary"] == "induction" and not s.get("reads_model"):
+        raise Refused(NO_INDUCTION)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
     _bring_in(s, before, asked, sources)

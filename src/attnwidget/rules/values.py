@@ -10,8 +10,8 @@ STAGES = ("tokens", "qk", "scores", "weights", "blend")
 BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
 # the overview's colours: head_summary()'s (the text shown), a causal language model's head_effects() ("effect"),
-# and head_scores()'s over every text ("sink", "duplicate", "entropy")
-SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "entropy")
+# and head_scores()'s over every text ("sink", "duplicate", "entropy", and a model's "induction")
+SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "induction", "entropy")
 MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 TEMPERATURE_RANGE = (0.1, 5.0)
 SCALE_LIMIT = 1e10
@@ -105,6 +105,7 @@ READ_ONLY = (
     "model_bias",
     "weights_only",
     "next_token",
+    "reads_model",
     "layer_shown",
     "model_name",
 )
@@ -138,6 +139,10 @@ NO_EFFECT = (
     "language model's widget: from_transformers, from_nnsight or from_transformer_lens of a model with a "
     "language-model head (AutoModelForCausalLM, HookedTransformer)."
 )
+NO_INDUCTION = (
+    "summary='induction' colours the heads by their induction score, read by running the model on repeated random "
+    "tokens: it needs a widget made from a model (from_transformers, from_nnsight or from_transformer_lens)."
+)
 GENERATION_IS_CAUSAL = (
     "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
     "tokens)."
@@ -160,6 +165,7 @@ CONSTANTS = {
     "weights_only": WEIGHTS_ONLY,
     "weights_bias": WEIGHTS_BIAS,
     "no_effect": NO_EFFECT,
+    "no_induction": NO_INDUCTION,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
