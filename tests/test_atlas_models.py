@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import pytest
 from test_effects import WIDE
-from test_integrations import TINY, gpt2, gpt2_tokenizer, hooked, minilm, random_model, tf  # noqa: F401 (fixtures)
+from test_integrations import TINY, gpt2, gpt2_tokenizer, hooked, minilm, random_model, tf
 
 from attnwidget import AttentionWidget, atlas
 from attnwidget.integrations.common import specials
@@ -114,7 +114,8 @@ def test_the_sink_rule_and_causal_rule_change_the_scores_as_they_change_the_weig
             att = model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
         # the first column left out and every row renormalised over the rest
         with np.errstate(invalid="ignore"):  # (row 0 reads only the first token: nothing left)
-            renorm = [a[0].double().numpy()[:, :, 1:] / a[0].double().numpy()[:, :, 1:].sum(-1, keepdims=True) for a in att]
+            kept = [a[0].double().numpy()[:, :, 1:] for a in att]
+            renorm = [k / k.sum(-1, keepdims=True) for k in kept]
         each.append([r[:, rows, rows - m].mean(-1) for r in renorm])  # column j is j + 1 of the whole
     np.testing.assert_allclose(got["induction"], np.mean(each, axis=0), atol=1e-6, rtol=0)
 

@@ -174,8 +174,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     and model_v."""
     summary = Checked("").tag(sync=True)
     """The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
-    ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when
-    asked; "" for none."""
+    ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each
+    computed when asked; "" for none."""
     measure = Checked("").tag(sync=True)
     """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or
     "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
