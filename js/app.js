@@ -15,6 +15,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { createMeasure } from "./views/measure.js";
+import { createQkMap } from "./views/qkmap.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
 import { captionOf, createStages } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
@@ -69,7 +70,9 @@ export function mount(host, model, { propose, flush }) {
   // Said plainly when rounding could make the page's numbers differ from Python's.
   const notice = el("p", { class: "aw-notice", role: "status", hidden: true });
   root.append(notice);
-  const heads = createHeads(root, {
+  const overviewRow = el("div", { class: "aw-overview-row" }); // the heads, and beside them the query–key map
+  root.append(overviewRow);
+  const heads = createHeads(overviewRow, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
     onPick: (l, h) => {
       const change = get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h };
@@ -81,7 +84,13 @@ export function mount(host, model, { propose, flush }) {
     },
     onProgress: () => schedule(),
     onSummary: (name) => save("summary", name),
+    onMap: (on) => save("qk_map", on),
     signed: Object.keys(constants.views).filter((n) => constants.views[n].signed),
+  });
+  // a click on a point opens its text at its token
+  const qk = createQkMap(overviewRow, {
+    onOpen: (text, position) =>
+      propose(text !== get("sentence_index") && (get("sentences") || []).length > 1 ? { sentence_index: text, focus: position } : { focus: position }),
   });
   const strip = createTokenStrip(root, { onFocus });
   const generation = createGeneration(root); // the K and V cache while generating
@@ -106,7 +115,7 @@ export function mount(host, model, { propose, flush }) {
     onWindow: () => schedule(),
   });
   const parts = { root, model, store, get, constants, live, requests, shows, fetching, notice };
-  Object.assign(parts, { controls, heads, strip, generation, caption, body, readout, cellView, measure, exercise, stages });
+  Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, cellView, measure, exercise, stages });
 
   // --- drawing, batched to one frame ---
   let frame = 0,
@@ -326,25 +335,48 @@ function drawHeads(p, pal, maxWidth, secret) {
       head: get("head"),
       color: weightColours(pal),
       signedColor: signedColours(pal, 1), // a signed summary's (the effect on the next token)
-      width: maxWidth,
+      width: get("qk_map") && maxWidth >= 1000 ? maxWidth - 560 : maxWidth, // the map beside it, on a wide page
       summary: get("summary") || "",
       loading,
       held,
       colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(p),
       offered: get("head_effects") ? ["effect"] : [],
       unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
+      map: !!get("qk_map"),
     });
   }
+  drawMap(p, pal, maxWidth);
   if (p.requests && store.kernelOverview()) p.requests.want("overview");
   // the other views the kernel computes (head scores over every text), asked for while the state asks
   for (const [name, spec] of Object.entries(p.constants.views)) if (p.requests && spec.held_in === "computed" && p.shows(name)) p.requests.want(name);
+}
+
+/** One head's queries and keys of every text, beside the overview while qk_map is on (the kernel's, or as exported). */
+function drawMap(p, pal, maxWidth) {
+  const { get, constants, live } = p,
+    spec = constants.views.query_key_map;
+  const on = !!get("qk_map"),
+    answer = on ? held(get, "query_key_map", spec) : null,
+    fresh = answer && current(answer, get);
+  const pending = !answer
+    ? live
+      ? "computing…"
+      : "this page was exported without the map: turn it on in the notebook and export again"
+    : fresh
+      ? ""
+      : live
+        ? "updating…"
+        : "as exported";
+  const layer = answer?.key?.layer ?? get("layer") ?? 0,
+    head = answer?.key?.head ?? get("head");
+  p.qk.update({ on, answer: fresh || !live ? answer : null, pending, texts: get("sentences") || [], layer, head, pal, width: maxWidth });
 }
 
 /** The computed view the page shows (head scores over every text, while its summary is chosen):
  * {name, spec, answer (as held: the kernel's, or as exported)}, or null when none is shown. */
 function computedAnswer({ get, constants, shows }) {
   for (const [name, spec] of Object.entries(constants.views))
-    if (spec.held_in === "computed" && shows(name)) return { name, spec, answer: held(get, name, spec) };
+    if (spec.held_in === "computed" && spec.asked_when?.summary && shows(name)) return { name, spec, answer: held(get, name, spec) };
   return null;
 }
 
@@ -357,7 +389,9 @@ const computedSummary = (p) => {
   const { answer, spec } = found,
     summary = get("summary"),
     texts = answer.texts > 1 ? `${answer.texts} texts` : "this text";
-  return { name: summary, label: `its ${summary} score over ${texts}`, values: answer.summaries[summary], signed: spec.signed };
+  // (the induction score reads texts of its own: random tokens repeated)
+  const over = summary === "induction" ? "on repeated random tokens" : `over ${texts}`;
+  return { name: summary, label: `its ${summary} score ${over}`, values: answer.summaries[summary], signed: spec.signed };
 };
 
 // The difference panel colours the overview by each head's largest difference from the other

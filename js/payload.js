@@ -68,6 +68,7 @@ export function decodePayload(payload) {
   // the measures beyond one head, computed at the state exported
   if (state.measure_data)
     state.measure_data = Object.fromEntries(Object.entries(state.measure_data).map(([n, e]) => [n, e.matrix ? { ...e, matrix: decode(e.matrix) } : e]));
+  if (state.computed) state.computed = Object.fromEntries(Object.entries(state.computed).map(([n, answer]) => [n, decodeAll(answer)]));
   const sentences = (src.sentences || []).map((e) => (e ? decodeAll(e) : null)); // null: a model's text left out
   const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
   const model = src.model ? decodeAll(src.model) : null;

@@ -30,7 +30,7 @@ const SUMMARIES = [
 
 /** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
  * log-probability), ranked and tinted by size (Python's views.py says which). */
-export function createHeads(parent, { onPick, onProgress, onSummary, signed: signedNames = [] }) {
+export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () => {}, signed: signedNames = [] }) {
   const SIGNED = new Set(signedNames);
   const title = el("span", {});
   const choice = el(
@@ -48,7 +48,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
     onProgress();
   }); // the page's own: a new order, redrawn
   const sortBox = el("label", { class: "aw-toggle" }, sort, "strongest first");
-  const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), sortBox);
+  const mapBox = el("input", { type: "checkbox", class: "aw-qk-toggle" });
+  mapBox.addEventListener("change", () => onMap(mapBox.checked));
+  const mapLabel = el("label", { class: "aw-toggle", title: "every query and key of the head shown, of every text, in one map" }, mapBox, "queries & keys map");
+  const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), sortBox, mapLabel);
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
   parent.append(node);
@@ -132,7 +135,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary, signed: sig
       colourBy = null,
       offered = [],
       unavailable = [],
+      map = false,
     }) {
+      mapBox.checked = map;
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
         clearTimeout(timer);

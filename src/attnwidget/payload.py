@@ -182,7 +182,11 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
         state["held_texts"] = held_text
     state["measure_data"] = views.for_page(inputs, _in_base64)  # computed here: the page has no kernel to ask
     # the other views the page shows as exported (head scores while a summary of theirs colours the overview)
-    state["computed"] = {n: views.answer(n, inputs) for n in views.COMPUTED if views.asked(n, inputs.state)} or None
+    state["computed"] = {
+        n: {k: _in_base64(v) for k, v in views.answer(n, inputs).items()}  # (the query–key map's arrays: binary)
+        for n in views.COMPUTED
+        if views.asked(n, inputs.state)
+    } or None
     if effects is not None:  # head_effects as computed: the page cannot run the model
         state["head_effects"] = [float(v) for v in effects.ravel()]
     if held is not None:

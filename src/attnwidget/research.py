@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, measures, views
+from . import atlas, measures, qkmap, views
 from .core import attention_flow, head_grams, head_summaries, head_vectors, rollout
 from .inputs import Inputs
 from .integrations import ablation
@@ -267,6 +267,20 @@ class Research(_Widget):
             repeats = atlas.read_repeated(inputs, lambda i: step(count + i)) if "induction" in names else None
             scores = atlas.head_scores(texts, repeats)
         return {n: scores[n] for n in names}
+
+    def query_key_map(self, layer: int | None = None, head: int | None = None, method: str = "pca") -> dict:
+        """One head's every query and key of every text of the widget in one 2-D picture (after
+        AttentionViz): the queries scaled by c and the keys by 1/c so that their mean norms are
+        equal, the keys then moved so that their centroid is the queries' (neither changes any
+        weight), and the union projected on its first two principal components (``method="tsne"``
+        or ``"umap"`` where scikit-learn or umap-learn is installed). ``layer`` and ``head``: the
+        widget's by default. Returns {"points": N × 2, "text", "position", "kind" ("query" or
+        "key"), "token": one each per point, "scale": c, "shift": the keys' move, "explained": the
+        variance share of each axis, "layer", "head", "method"}; the rows read (the first ``step``
+        tokens while writing) of each text. See :mod:`attnwidget.qkmap`."""
+        inputs = self._inputs()
+        layer, head = qkmap.check(inputs, self.layer if layer is None else layer, self.head if head is None else head, method)
+        return qkmap.query_key_map(inputs, layer, head, method)
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),

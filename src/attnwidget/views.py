@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import atlas, measures, rules
+from . import atlas, measures, qkmap, rules
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
 
@@ -83,6 +83,26 @@ def _head_scores(inputs: Inputs) -> dict:
     }
 
 
+def _buffer(a, dtype) -> dict:
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return {"shape": list(a.shape), "dtype": np.dtype(dtype).name, "view": memoryview(a.reshape(-1).data)}
+
+
+def _query_key_map(inputs: Inputs) -> dict:
+    s = inputs.state
+    layer, head = qkmap.check(inputs, s["layer"] if s["n_layers"] else 0, min(s["head"], rules.n_heads(s) - 1), "pca")
+    found = qkmap.query_key_map(inputs, layer, head)
+    return {
+        "points": _buffer(found["points"], np.float32),
+        "text": _buffer(found["text"], np.int32),
+        "position": _buffer(found["position"], np.int32),
+        "query": _buffer(found["kind"] == "query", np.uint8),
+        "token": [str(t) for t in found["token"]],
+        "explained": [float(v) for v in found["explained"]],
+        "scale": found["scale"],
+    }
+
+
 _MEASURE = KEY + ARRAYS + _OWN + ("layer",)
 VIEWS = {
     v.name: v
@@ -109,6 +129,14 @@ VIEWS = {
             "computed",
             compute=_head_scores,
             asked_when={"summary": ["sink", "duplicate", "induction", "entropy"]},
+        ),
+        # one head's queries and keys of every text in 2-D (qkmap.py), beside the overview while qk_map is on
+        View(
+            "query_key_map",
+            ("step", "block", "layer", "head", "tokens", "q", "k", "model_q", "layer_shown"),
+            "computed",
+            compute=_query_key_map,
+            asked_when={"qk_map": [True]},
         ),
     )
 }

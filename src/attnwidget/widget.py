@@ -176,6 +176,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     """The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
     ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each
     computed when asked; "" for none."""
+    qk_map = Checked(False).tag(sync=True)
+    """Beside the overview, the head shown's every query and key of every text in one 2-D map (query_key_map()),
+    computed when the page shows it."""
     measure = Checked("").tag(sync=True)
     """The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or
     "flow" (up to the layer shown), "difference" (two texts), or "" for none."""
@@ -244,6 +247,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         exercise="",
         goal=2.0,
         scores_hint=False,
+        qk_map=False,
     ):
         self._start_research()
         state = dict(
@@ -262,6 +266,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             exercise=exercise,
             goal=goal,
             scores_hint=scores_hint,
+            qk_map=qk_map,
         )
         arrays = dict(tokens=tokens, key_tokens=key_tokens, q=q, k=k, v=v, x=x)
         self._sources, given, sentences, own_keys = opening(sentence, arrays, value_axes, sentence_index)

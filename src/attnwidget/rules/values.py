@@ -88,6 +88,7 @@ WRITABLE = (
     "revealed",
     "goal",
     "scores_hint",
+    "qk_map",
 )
 READ_ONLY = (
     "key_tokens",
@@ -112,7 +113,7 @@ READ_ONLY = (
 FIELDS = WRITABLE + READ_ONLY
 # The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
 INDICES = ("focus", "head", "layer", "sentence_index", "step")
-FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint")
+FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint", "qk_map")
 # What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
 _NO_QK = (
     "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
