@@ -32,7 +32,7 @@ def check(inputs: Inputs, layer, head, method: str) -> tuple[int, int]:
 
 def vectors(inputs: Inputs, layer: int, head: int):
     """Each text's (tokens, key tokens, queries, keys) of one head, the rows and keys read, one text at a time."""
-    for tokens, each in inputs.texts():
+    for _, each in inputs.texts():
         q, k, *_ = each.layers[layer]
         labels = each.state["tokens"] if each.other is None else each.other["tokens"]
         keys = each.state["key_tokens"] if each.other is None else each.other.get("key_tokens")
@@ -82,7 +82,7 @@ def _embedded(x: np.ndarray, method: str) -> np.ndarray:
         return umap.UMAP(n_components=2, random_state=0).fit_transform(x)
     except ImportError as e:
         package = "scikit-learn" if method == "tsne" else "umap-learn"
-        raise ImportError(f"method={method!r} needs {package}: pip install {package} (or use the default, 'pca')") from e
+        raise ImportError(f"method={method!r} needs {package}: pip install {package} (or the default, 'pca')") from e
 
 
 def query_key_map(inputs: Inputs, layer: int, head: int, method: str = "pca") -> dict:

@@ -279,7 +279,8 @@ class Research(_Widget):
         variance share of each axis, "layer", "head", "method"}; the rows read (the first ``step``
         tokens while writing) of each text. See :mod:`attnwidget.qkmap`."""
         inputs = self._inputs()
-        layer, head = qkmap.check(inputs, self.layer if layer is None else layer, self.head if head is None else head, method)
+        layer = self.layer if layer is None else layer
+        layer, head = qkmap.check(inputs, layer, self.head if head is None else head, method)
         return qkmap.query_key_map(inputs, layer, head, method)
 
     def head_summary(self) -> dict[str, np.ndarray]:
