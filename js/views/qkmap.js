@@ -162,6 +162,7 @@ export function createQkMap(parent, { onOpen }) {
     const i = nearest(...at(ev));
     if (i >= 0) onOpen(floats(shown.answer.text, Int32Array)[i], floats(shown.answer.position, Int32Array)[i]);
   }
+  node.pointAt = (i) => (laid ? [laid.xs[i], laid.ys[i]] : null); // for scripts and tests: where point i is drawn
   canvas.addEventListener("mousemove", onMove);
   canvas.addEventListener("mouseleave", onLeave);
   canvas.addEventListener("click", onClick);
