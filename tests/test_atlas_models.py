@@ -177,3 +177,23 @@ def test_a_click_on_a_head_goes_to_the_text_where_its_score_is_highest(tf, gpt2_
         want = np.where(np.isnan(per_text).all(0), -1, np.nanargmax(np.where(np.isnan(per_text), -1, per_text), 0))
     assert sent["best"]["duplicate"] == want.ravel().tolist()
     assert "induction" not in sent["best"]  # its texts are its own
+
+
+def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers(tf, gpt2_tokenizer):
+    from attnwidget.sources import KEEP
+
+    model = gpt2(tf, gpt2_tokenizer)
+    texts = [f"{'on the river ' * (i + 1)}bank" for i in range(8)]
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, texts, sentence_index=2)
+    read = lambda: [i for i, t in enumerate(w._sources.texts) if t._found is not None]
+    assert read() == [2]  # only the text shown was run
+    got = w.head_scores()
+    assert len(read()) <= KEEP + 1 and 2 in read()
+    for name, value in own_scores(model, gpt2_tokenizer, texts).items():
+        np.testing.assert_allclose(got[name], value, atol=1e-6, rtol=0, err_msg=name)
+    weights = w.weights.copy()
+    w.sentence_index = 0  # a text let go of: read again, the same numbers
+    w.sentence_index = 2
+    np.testing.assert_array_equal(w.weights, weights)
+    with pytest.raises(ValueError, match="reads at most 64 positions"):  # every text checked before any is run
+        AttentionWidget.from_transformers(model, gpt2_tokenizer, ["a short one", "word " * 100])

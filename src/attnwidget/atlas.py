@@ -66,7 +66,8 @@ def repeated(reader, copy: int = COPY, count: int = COUNT, seed: int = SEED) -> 
     ``count`` sequences, each the tokenizer's specials around ``copy`` random ordinary tokens
     written twice (fewer when the model reads fewer positions), seeded; and where the first copy
     starts and how long a copy is."""
-    room = int(min(reader.positions, 10**9)) - len(reader.prefix) - len(reader.suffix)
+    prefix, suffix = reader.ends()
+    room = int(min(reader.positions, 10**9)) - len(prefix) - len(suffix)
     m = min(copy, room // 2)
     vocabulary = reader.ordinary()
     if m < 2 or len(vocabulary) < 2:
@@ -78,8 +79,8 @@ def repeated(reader, copy: int = COPY, count: int = COUNT, seed: int = SEED) -> 
     sequences = []
     for _ in range(count):
         r = rng.choice(vocabulary, m).tolist()
-        sequences.append([*reader.prefix, *r, *r, *reader.suffix])
-    return sequences, len(reader.prefix), m
+        sequences.append([*prefix, *r, *r, *suffix])
+    return sequences, len(prefix), m
 
 
 def induction(weights: np.ndarray, start: int, m: int) -> np.ndarray:

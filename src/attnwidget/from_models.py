@@ -65,13 +65,15 @@ class FromModels(_Widget):
         them (None for an encoder–decoder model).
 
         A list of texts is read one text at a time, each alone (and with ``generate`` each writes
-        on from its own prompt): ``sentences`` lists them and ``sentence_index`` (an argument too)
-        chooses the one shown, in Python or in the page, with its tokens and every layer; the
-        layer, head, temperature and stage stay. :meth:`difference` compares two of them.
+        on from its own prompt), each when first needed (without ``generate``: the widget holds a
+        few texts' layers at a time, not every text's): ``sentences`` lists them and
+        ``sentence_index`` (an argument too) chooses the one shown, in Python or in the page, with
+        its tokens and every layer; the layer, head, temperature and stage stay. :meth:`difference`
+        compares two of them.
         """
         from .integrations import from_transformers
 
-        found = from_transformers(model, tokenizer, text, target=target, generate=generate)
+        found = from_transformers(model, tokenizer, text, target=target, generate=generate, lazy=True)
         prompt = (
             None if isinstance(found, (dict, list)) else found.prompt_length
         )  # (a list's texts: each its own, _from_model)
@@ -88,7 +90,7 @@ class FromModels(_Widget):
         A list of texts is read a text at a time, as from_transformers reads one."""
         from .integrations import from_transformer_lens
 
-        return cls._from_model(from_transformer_lens(model, text, cache), layer, head, kwargs, texts=text)
+        return cls._from_model(from_transformer_lens(model, text, cache, lazy=True), layer, head, kwargs, texts=text)
 
     @classmethod
     def from_nnsight(cls, model, text: str | list[str], *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
@@ -98,7 +100,7 @@ class FromModels(_Widget):
         as from_transformers reads one."""
         from .integrations import from_nnsight
 
-        return cls._from_model(from_nnsight(model, text), layer, head, kwargs, texts=text)
+        return cls._from_model(from_nnsight(model, text, lazy=True), layer, head, kwargs, texts=text)
 
     @classmethod
     def from_attentions(

@@ -107,15 +107,19 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
     return sorted(near[: max(1, fit)])
 
 
-def held_texts(sources, layers=None, budget: float = BUDGET) -> bool:
+def held_texts(sources, shown: int, layers=None, budget: float = BUDGET) -> bool:
     """Whether an exported page holds every text of a model's several: while they all fit the
-    budget, and no ``layers`` are asked for (those are the text shown's)."""
+    budget, and no ``layers`` are asked for (those are the text shown's). Each text's size is the
+    text shown's in proportion to its tokens (its q, k, v), and to their square (a bias per
+    layer): the others are not read to know it."""
     texts = sources.texts
     if len(texts) < 2 or layers is not None:
         return False
-    arrays = (a for f in texts for layer in f.layers for a in layer)
-    biases = (b for f in texts for b in (getattr(f, "biases", None) or ()))
-    return sum(np.asarray(a).nbytes for a in (*arrays, *biases)) * 4 / 3 <= budget
+    one = texts[shown]
+    arrays = sum(np.asarray(a).nbytes for layer in one.layers for a in layer)
+    biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ()))
+    share = [len(f.tokens) / len(one.tokens) for f in texts]
+    return sum(arrays * s + biases * s * s for s in share) * 4 / 3 <= budget
 
 
 def page_payload(widget, inputs, own, effects=None, layers=None, budget: float = BUDGET) -> dict:
@@ -148,7 +152,7 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]
     held_text = None  # the texts an exported page holds, when not all: its buttons say which
     if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
-        every = held_texts(src, layers, budget)
+        every = held_texts(src, widget.sentence_index, layers, budget)
         sources["sentences"] = [
             encoded(widget, _text(src.sentence(i), i == widget.sentence_index))
             if every or i == widget.sentence_index

@@ -76,6 +76,9 @@ def _into_stack(arrays: list) -> np.ndarray:
     return stack
 
 
+KEEP = 3  # a model's texts read and kept besides the one shown (a difference needs two)
+
+
 def opening_step(found) -> int:
     """The tokens a model's text opens written: up to its prompt (generate=), else all of them."""
     return getattr(found, "prompt_length", None) or len(found.tokens)
@@ -94,6 +97,7 @@ class Sources:
             tuple, dict
         ] = {}  # each layer's views of them, made once: a switch back brings the same arrays
         self._sentences: dict[int, dict] = {}
+        self._shown: tuple | None = None  # the (block, text) the widget shows: its arrays are the widget's own
 
     def sentence(self, i: int) -> dict:
         """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at."""
@@ -113,7 +117,8 @@ class Sources:
     def ids(self, text: int = 0) -> list | None:
         """A model's token ids of a text (what it read), or None where only labels are known."""
         found = self.found("", text) if self.texts or self.model is not None else None
-        return getattr(getattr(found, "rerun", None), "ids", None)
+        known = getattr(found, "ids", None)  # (a text not read yet: LazyText knows them)
+        return known if known is not None else getattr(getattr(found, "rerun", None), "ids", None)
 
     def found(self, block: str, text: int = 0):
         return self.blocks[block] if block else self.texts[text] if self.texts else self.model
@@ -134,11 +139,26 @@ class Sources:
         key = (block, text if self.texts else 0)
         if key not in self._stacks:
             self._stacks[key] = stacked(self.found(*key))
+            self._forget()
+        else:
+            self._stacks[key] = self._stacks.pop(key)  # the last used: kept longest
         return self._stacks[key]
+
+    def _forget(self) -> None:
+        """Let go of the texts read longest ago, past KEEP (not the one the widget shows): read again when needed."""
+        texts = [k for k in self._stacks if self.texts and not k[0] and k != self._shown]
+        for key in texts[: max(0, len(texts) - KEEP)]:
+            del self._stacks[key]
+            self._layers = {k: found for k, found in self._layers.items() if k[:2] != key}
+            self._sentences.pop(key[1], None)
+            drop = getattr(self.texts[key[1]], "drop", None)
+            if drop is not None:
+                drop()
 
     def adopt(self, block: str, arrays: dict, text: int = 0) -> None:
         """Take the widget's own copies of a stack as the one its layers are views of."""
         key = (block, text if self.texts else 0)
+        self._shown = key
         before = self._stacks.get(key, {})
         if any(
             not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n)))

@@ -20,7 +20,7 @@ __all__ = ["ModelAttention", "from_nnsight", "from_transformer_lens", "from_tran
 
 
 def from_transformers(
-    model, tokenizer, text: str | list[str], *, target: str | None = None, generate: int = 0
+    model, tokenizer, text: str | list[str], *, target: str | None = None, generate: int = 0, lazy: bool = False
 ) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of a Hugging Face model on ``text``; for a list of texts,
     a list with each text's, each read alone (its own forward pass, and with ``generate`` its
@@ -68,6 +68,9 @@ def from_transformers(
     or the tokenizer gives ids outside the model's vocabulary; and when ``target`` is given to a
     model with no decoder. A list of texts with ``target`` raises ValueError: an encoder–decoder
     model reads one text and one target.
+
+    ``lazy`` (a list of texts, without ``generate``): each text checked now and read when first
+    needed (common.LazyText), so that a widget of many texts holds only those it uses.
     """
     _require(("torch", "transformers"), "transformers")
     from . import hf
@@ -85,6 +88,9 @@ def from_transformers(
             "target= reads one text and one target (an encoder–decoder model's source and what its decoder writes): "
             "pass one text, and make one widget for each pair"
         )
+    if lazy and not generate:
+        shared = hf.reader(model, tokenizer)
+        return [cast(ModelAttention, hf.lazy(model, tokenizer, t, shared=shared)) for t in texts]
     return [
         cast(ModelAttention, hf.extract(model, tokenizer, t, generate=generate)) for t in texts
     ]  # (no target: one block)
@@ -102,7 +108,9 @@ def texts_of(texts) -> list[str]:
     return list(texts)
 
 
-def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
+def from_nnsight(
+    model, text: str | list[str], lazy: bool = False
+) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
     or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read
     through transformers' attention interface as ``from_transformers`` reads them, during a trace
@@ -132,10 +140,15 @@ def from_nnsight(model, text: str | list[str]) -> ModelAttention | dict[str, Mod
 
     if isinstance(text, str):
         return hf.extract(module, tokenizer, text, run=run)
+    if lazy:  # (as from_transformers reads a list lazily)
+        shared = hf.reader(module, tokenizer, run)
+        return [cast(ModelAttention, hf.lazy(module, tokenizer, t, run, shared)) for t in texts_of(text)]
     return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
 
-def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAttention | list[ModelAttention]:
+def from_transformer_lens(
+    model, text: str | list[str], cache=None, lazy: bool = False
+) -> ModelAttention | list[ModelAttention]:
     """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text`` (or,
     for a list, on each text alone); from ``cache``, when given, a ``run_with_cache`` cache of the
     model on that one text (its hooks' queries, keys and values), without running the model again.
@@ -162,6 +175,16 @@ def from_transformer_lens(model, text: str | list[str], cache=None) -> ModelAtte
             "cache= is a run of the model on one text: pass one text with it, or a list of texts without it (each is "
             "run alone)"
         )
+    if lazy:  # (as from_transformers reads a list lazily)
+        from .common import LazyText
+
+        shared = tlens.reader(model)
+
+        def lazy_text(one: str) -> LazyText:
+            ids, tokens = tlens.extract(model, one, check_only=True)
+            return LazyText(lambda: read(one), tokens, ids, shared)
+
+        return [cast(ModelAttention, lazy_text(t)) for t in texts]
     return [read(t) for t in texts]
 
 

@@ -51,16 +51,19 @@ class ModelAttention:
 class Reader:
     """How a model's widget reads its model again on token ids of its own choosing: the induction
     score's repeated random tokens. ``read(ids)`` is a ModelAttention of those ids (a reference to
-    the model, not a copy); the ids a text begins and ends with (``prefix``: a BOS token or [CLS];
-    ``suffix``: [SEP]) are added by the caller."""
+    the model, not a copy); the ids a text begins and ends with (``ends()``: a BOS token or [CLS]
+    before, [SEP] after) are added by the caller."""
 
     read: Callable[[list], ModelAttention]
     tokenizer: object
     size: int  # the model's vocabulary: ids past it are the tokenizer's only
     positions: float  # how many tokens the model reads at most
-    prefix: list = field(default_factory=list)
-    suffix: list = field(default_factory=list)
+    fixed: tuple | None = None  # (prefix, suffix) where the model says (TransformerLens); else the tokenizer's
     kept: dict = field(default_factory=dict)  # what was read on the repeated tokens, once per (copy, count, seed)
+
+    def ends(self) -> tuple[list, list]:
+        """The ids a text begins and ends with (see ``specials``)."""
+        return self.fixed if self.fixed is not None else specials(self.tokenizer)
 
     def ordinary(self) -> np.ndarray:
         """The ids of the tokenizer's ordinary vocabulary: neither special nor added tokens."""
@@ -70,12 +73,48 @@ class Reader:
         return np.array([i for i in range(size) if i not in special], dtype=np.int64)
 
 
+class LazyText:
+    """One of a model's several texts, known by its tokens (the tokenizer's, checked against the
+    model) and read, the model run on it, when anything else of it is first needed; ``drop()``
+    lets go of what was read (read again when needed), so that a widget of 100 texts holds a
+    few of them at a time. Everything of a ModelAttention reads (and writes) through."""
+
+    _OWN = ("_read", "_found", "tokens", "ids", "reader", "prompt_length")
+
+    def __init__(self, read: Callable[[], ModelAttention], tokens: list, ids: list, reader: Reader | None = None):
+        self._read, self._found = read, None
+        self.tokens, self.ids, self.reader, self.prompt_length = tokens, ids, reader, None
+
+    def found(self) -> ModelAttention:
+        if self._found is None:
+            self._found = self._read()
+        return self._found
+
+    def drop(self) -> None:
+        self._found = None
+
+    def __getattr__(self, name):  # (only what is not its own: a ModelAttention's, read)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.found(), name)
+
+    def __setattr__(self, name, value):
+        if name in LazyText._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.found(), name, value)
+
+
 def specials(tokenizer, bos: bool = True) -> tuple[list, list]:
     """The ids the tokenizer puts before and after a text's own ([CLS] … [SEP], <s> …), with the
     tokenizer's BOS token before when it has one but adds nothing itself (GPT-2's <|endoftext|>,
-    as TransformerLens prepends it); ``bos`` False: only what the tokenizer adds."""
-    whole = list(tokenizer("a")["input_ids"])
-    plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    as TransformerLens prepends it); ``bos`` False: only what the tokenizer adds. A tokenizer that
+    cannot leave its specials out adds none here."""
+    try:
+        whole = list(tokenizer("a")["input_ids"])
+        plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
+    except TypeError:
+        whole = plain = []
     at = next((i for i in range(len(whole) - len(plain) + 1) if whole[i : i + len(plain)] == plain), 0)
     prefix, suffix = whole[:at], whole[at + len(plain) :]
     start = getattr(tokenizer, "bos_token_id", None)

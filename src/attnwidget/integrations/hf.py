@@ -24,7 +24,7 @@ import torch
 
 from ..progress import progress
 from .ablation import Rerun
-from .common import ModelAttention, Reader, _check_readable, _evaluating, _tokens_of, specials
+from .common import LazyText, ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
 from .interface import Projection, _numpy, capture
 
 SUPPORTED = (
@@ -36,10 +36,10 @@ CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # h
 
 
 def extract(
-    model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None, ids=None
+    model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None, ids=None, check_only=False
 ) -> ModelAttention | dict[str, ModelAttention]:
     """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace;
-    ids: read these token ids, not the text's.)"""
+    ids: read these token ids, not the text's; check_only: the text's (ids, tokens), checked, without running.)"""
     if not isinstance(text, str):  # (a tokenizer takes a list as a batch: only its first text would be read)
         raise TypeError(
             f"text must be a string; got {type(text).__name__} (a list of texts is read one text at a time by "
@@ -77,6 +77,8 @@ def extract(
     _check_readable(
         text, ids[0].tolist(), name, _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate
     )
+    if check_only:
+        return ids[0].tolist(), _tokens_of(tokenizer, ids[0].tolist())
     if generate:  # then read the whole text, the prompt and what the model wrote, by its ids
         ids = _greedy(model, ids, generate)
         enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -97,14 +99,22 @@ def extract(
     found.prompt_length = prompt if generate else None
     found.device = str(device)
     found.rerun = Rerun(model, ids[0].tolist(), found.causal)  # head effects run it again (ablation.py)
-    found.reader = Reader(
-        lambda ids: extract(model, tokenizer, "", run=run, ids=ids),
-        tokenizer,
-        config.vocab_size,
-        _positions(config, kind)[0],
-        *specials(tokenizer),
-    )
+    found.reader = reader(model, tokenizer, run)
     return found
+
+
+def reader(model, tokenizer, run=None) -> Reader:
+    """How to read the model again on token ids of one's own (the induction score's)."""
+    config = _base_model(model).config
+    read = lambda ids: extract(model, tokenizer, "", run=run, ids=ids)
+    positions = _positions(config, getattr(config, "model_type", None))[0]
+    return Reader(read, tokenizer, config.vocab_size, positions)
+
+
+def lazy(model, tokenizer, text: str, run=None, shared: Reader | None = None) -> LazyText:
+    """One of several texts, checked now (its tokens) and read when first needed."""
+    ids, tokens = extract(model, tokenizer, text, check_only=True)
+    return LazyText(lambda: extract(model, tokenizer, text, run=run), tokens, ids, shared)
 
 
 _NOT_A_WRITER = (

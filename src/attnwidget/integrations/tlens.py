@@ -18,8 +18,9 @@ from .common import ModelAttention, Reader, _check_readable, _tokens_of
 from .interface import Projection
 
 
-def extract(model, text: str, cache=None, ids=None) -> ModelAttention:
-    """(ids: read these token ids, not the text's: Reader.)"""
+def extract(model, text: str, cache=None, ids=None, check_only=False) -> ModelAttention:
+    """(ids: read these token ids, not the text's: Reader; check_only: the text's (ids, tokens), checked, without
+    running.)"""
     try:
         from transformer_lens.HookedTransformer import HookedTransformer
     except ImportError as e:  # TransformerLens 4 removed it
@@ -39,6 +40,8 @@ def extract(model, text: str, cache=None, ids=None) -> ModelAttention:
     # prepends BOS when the model's config says so; truncate=False, or it would cut at n_ctx unsaid
     tokens = model.to_tokens(text, truncate=False) if ids is None else torch.tensor([list(ids)], device=cfg.device)
     _check_readable(text, tokens[0].tolist(), cfg.model_name, (cfg.n_ctx, "cfg.n_ctx"), (cfg.d_vocab, "cfg.d_vocab"))
+    if check_only:
+        return tokens[0].tolist(), _tokens_of(model.tokenizer, tokens[0].tolist())
     if cache is None:
         was_training = model.training
         model.eval()
@@ -64,11 +67,9 @@ def extract(model, text: str, cache=None, ids=None) -> ModelAttention:
         raise NotImplementedError("this model scales its attention scores differently in each layer")
     scale = 1.0 / scales.pop()
 
-    tokenizer = model.tokenizer
-    prefix = [tokenizer.bos_token_id] if cfg.default_prepend_bos and tokenizer.bos_token_id is not None else []
     return ModelAttention(
-        reader=Reader(lambda ids: extract(model, "", ids=ids), tokenizer, cfg.d_vocab, cfg.n_ctx, prefix, []),
-        tokens=_tokens_of(tokenizer, tokens[0].tolist()),
+        reader=reader(model),
+        tokens=_tokens_of(model.tokenizer, tokens[0].tolist()),
         layers=layers,
         causal=cfg.attention_dir == "causal",
         scale=None if math.isclose(scale, cfg.d_head**-0.5, rel_tol=1e-9) else scale,
@@ -82,6 +83,15 @@ def extract(model, text: str, cache=None, ids=None) -> ModelAttention:
             for i, b in enumerate(model.blocks)
         ],
     )
+
+
+def reader(model) -> Reader:
+    """How to read the model again on token ids of one's own (the induction score's), with its BOS first where its
+    config prepends one."""
+    cfg, tokenizer = model.cfg, model.tokenizer
+    bos = getattr(tokenizer, "bos_token_id", None)
+    prefix = [bos] if cfg.default_prepend_bos and bos is not None else []
+    return Reader(lambda ids: extract(model, "", ids=ids), tokenizer, cfg.d_vocab, cfg.n_ctx, (prefix, []))
 
 
 def _check_supported(cfg) -> None:
