@@ -68,3 +68,36 @@ def test_an_exported_page_carries_the_scores(browser, tmp_path):
         )
     finally:
         page.context.close()
+
+
+def test_a_click_on_a_head_shows_it_on_the_text_where_its_score_is_highest(browser, tmp_path):
+    from attnwidget.integrations.common import ModelAttention
+
+    rng = np.random.default_rng(3)
+    words = [["a", "b", "a", "b", "a", "b"], ["a", "b", "c", "d", "e", "f"], ["x", "y", "x", "z", "x", "y"]]
+    found = [
+        ModelAttention(
+            tokens=t,
+            causal=True,
+            scale=None,
+            architecture="fake",
+            model_name="fake",
+            layers=[tuple(rng.normal(size=(HEADS, 6, 8)) for _ in range(3)) for _ in range(LAYERS)],
+        )
+        for t in words
+    ]
+    w = AttentionWidget._from_model(found, 0, 0, {"stage": "weights", "summary": "duplicate"}, texts=["1", "2", "3"])
+    best = w.page_state()["state"]["computed"]["head_scores"]["best"]["duplicate"]
+    page = opened(browser, w, tmp_path / "best.html")
+    try:
+        # a head whose highest is on text 2, then one whose is on text 0 (text 1 repeats no token)
+        picks = [next(divmod(p, HEADS) for p in range(1, LAYERS * HEADS) if best[p] == t) for t in (2, 0)]
+        for layer, head in picks:
+            want = best[layer * HEADS + head]
+            page.locator(f".aw-head[data-layer='{layer}'][data-head='{head}']").click()
+            page.wait_for_function(
+                f"{ROOT}.model.get('layer') === {layer} && {ROOT}.model.get('head') === {head}"
+                f" && {ROOT}.model.get('sentence_index') === {want}"
+            )
+    finally:
+        page.context.close()
