@@ -47,3 +47,18 @@ def test_short_work_and_scripts_say_nothing(monkeypatch):
         step(1)
     assert seen == []
     assert progress._display("no kernel here") is False  # (a script: no notebook to say it in)
+
+
+def test_head_scores_say_each_text_and_each_induction_sequence_then_clear(shown, tokenizer):
+    from attnwidget import AttentionWidget, atlas
+
+    AttentionWidget(["a b a", "c d c", "e f"]).head_scores()
+    (handle,) = shown
+    assert handle.said == [f"head scores: text {i} of 3" for i in (1, 2, 3)] + [""]
+    shown.clear()
+    w = AttentionWidget.from_transformers(model_for("llama", tokenizer), tokenizer, [TEXT, TEXT + " again"])
+    shown.clear()  # (reading the text shown)
+    w.head_scores()
+    total = 2 + atlas.COUNT
+    (scores,) = [h for h in shown if h.said[0].startswith("head scores")]
+    assert scores.said == [f"head scores: text {i} of {total}" for i in range(1, total + 1)] + [""]

@@ -125,7 +125,8 @@ def read_repeated(inputs: Inputs, step=lambda done: None):
 def head_scores(texts, repeats=None, best: dict | None = None) -> dict[str, np.ndarray]:
     """The mean of each score over ``texts`` (an iterable of (tokens, Inputs) pairs, read one at a
     time), layers × heads; a text without a score (no repeated token) leaves it out of that mean.
-    ``repeats``: read_repeated's, for "induction" (without it, "induction" is left out). ``best``:
+    ``repeats``: a call giving read_repeated's, for "induction", made once the texts are scored
+    (without it, "induction" is left out). ``best``:
     filled with each score's text where each head's is highest (layers × heads indices, -1: none)."""
     sums: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
@@ -150,7 +151,7 @@ def head_scores(texts, repeats=None, best: dict | None = None) -> dict[str, np.n
     with np.errstate(invalid="ignore", divide="ignore"):
         out = {n: np.where(counts[n] > 0, sums[n] / np.maximum(counts[n], 1), np.nan) for n in names if n in sums}
     if repeats is not None:
-        start, m, sequences = repeats
+        start, m, sequences = repeats()
         each = [np.array([induction(w, start, m) for w, _ in s.weights()]) for s in sequences]
         out["induction"] = np.mean(each, axis=0)
     return {name: out[name] for name in SCORES if name in out}

@@ -264,7 +264,7 @@ class Research(_Widget):
         count = max(1, len(self.sentences)) if set(names) - {"induction"} else 0
         with progress("head scores: text", count + atlas.COUNT * ("induction" in names)) as step:
             texts = (step(t) or pair for t, pair in enumerate(inputs.texts(), 1)) if count else ()
-            repeats = atlas.read_repeated(inputs, lambda i: step(count + i)) if "induction" in names else None
+            repeats = (lambda: atlas.read_repeated(inputs, lambda i: step(count + i))) if "induction" in names else None
             scores = atlas.head_scores(texts, repeats)
         return {n: scores[n] for n in names}
 

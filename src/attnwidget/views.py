@@ -71,7 +71,7 @@ def _difference(inputs):
 
 def _head_scores(inputs: Inputs) -> dict:
     best: dict = {}
-    repeats = atlas.read_repeated(inputs) if inputs.extra.get("reader") is not None else None
+    repeats = (lambda: atlas.read_repeated(inputs)) if inputs.extra.get("reader") is not None else None
     scores = atlas.head_scores(inputs.texts(), repeats, best)
     plain = {name: [None if np.isnan(v) else float(v) for v in a.ravel()] for name, a in scores.items()}
     return {
