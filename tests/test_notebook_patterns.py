@@ -360,7 +360,7 @@ def test_practice_asks_the_cache_question_before_the_widget_answers_it(practice)
 
 # --- every notebook: numbers and colours as the page shows them ----------------------
 
-ALL = ["01_attention_lab.ipynb", VISUALLY, REAL, "04_cross_attention.ipynb", "04_practice.ipynb"]
+ALL = ["01_attention_lab.ipynb", VISUALLY, REAL, "04_cross_attention.ipynb", "04_practice.ipynb", "05_head_atlas.ipynb"]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -416,3 +416,43 @@ def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says
         said.startswith("You chose layer 1, head 3")
         and f"The head it needs most is layer {best[0]}, head {best[1]}" in said
     )
+
+
+# --- 05: the head atlas ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def head_atlas():
+    return executed("05_head_atlas.ipynb")
+
+
+def test_atlas_finds_the_heads_the_text_names(head_atlas):
+    text = plain(head_atlas.markdown)
+    steps, seconds = (int(x) for x in re.search(r"trained for (\d+) steps in (\d+) s", head_atlas.all_printed).groups())
+    assert steps <= 2000 and seconds < 60 and "well under a minute" in text
+    out = head_atlas.printed_by("scores = w.head_scores()")
+    table = {
+        name: [[float(v) for v in layer.split()] for layer in row.split("|")[:2]]
+        for name, row in re.findall(r"^ *(\w+): (.*)$", out, flags=re.M)
+        if name in ("previous", "induction", "sink")
+    }
+    previous, induction = np.array(table["previous"]), np.array(table["induction"])
+    # "In layer 0 one head mostly reads the word just before it (above 0.5, the highest of any head)"
+    assert "its previous score is above 0.5, the highest of any head" in text
+    assert previous[0].max() > 0.5 and previous[0].max() == previous.max()
+    # layer 0 has no induction head; every head of layer 1 is one
+    assert "each induction score is below 0.1" in text and (induction[0] < 0.1).all()
+    assert "In layer 1 every head is an induction head: each scores above 0.5" in text and (induction[1] > 0.5).all()
+    head = int(re.search(r"induction head: layer 1, head (\d)", out).group(1))
+    assert induction[1, head] == induction[1].max() and head_atlas.widgets["w"]["head"] == head
+    assert head_atlas.widgets["w"]["layer"] == 1
+    # the map: "More than half of the keys nearest a second-copy query are the first copy's"
+    share = int(re.search(r"(\d+)% are the first copy's", head_atlas.printed_by("found = w.query_key_map()")).group(1))
+    assert "More than half of the keys nearest a second-copy query are the first copy's" in text and share > 50
+
+
+def test_atlas_counts_the_sink_heads_of_the_real_model(head_atlas):
+    count, total = (int(x) for x in re.search(r"(\d+) of (\d+) heads are sink heads", head_atlas.all_printed).groups())
+    real = head_atlas.widgets["real"]
+    assert total == 72 and 0 < count <= total and real["summary"] == "sink"
+    assert "more than 0.3 of each row's weight to the first token" in plain(head_atlas.markdown)

