@@ -197,3 +197,5 @@ def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers
     np.testing.assert_array_equal(w.weights, weights)
     with pytest.raises(ValueError, match="reads at most 64 positions"):  # every text checked before any is run
         AttentionWidget.from_transformers(model, gpt2_tokenizer, ["a short one", "word " * 100])
+    with pytest.raises(ValueError, match="the list of texts is empty: give at least one text"):
+        AttentionWidget.from_transformers(model, gpt2_tokenizer, [])
