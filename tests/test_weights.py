@@ -314,3 +314,16 @@ def test_layers_of_other_shapes_are_refused_saying_which():
     cache = {f"blocks.{i}.attn.hook_pattern": np.full((1, 2, 3, 3), 1 / 3) for i in (0, 2)}
     with pytest.raises(ValueError, match=r"blocks\.1\.attn\.hook_pattern"):
         AttentionWidget.from_attentions(cache, ["a", "b", "c"])
+
+
+def test_a_batch_of_texts_is_never_read_as_layers():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    batch = torch.softmax(torch.tensor(rng.normal(size=(2, 3, 4, 4))), dim=-1)  # one layer: 2 texts × 3 heads
+    with pytest.raises(ValueError, match="holds a batch of 2 texts: give one text's weights"):
+        AttentionWidget.from_attentions(batch, list("abcd"))
+    one = AttentionWidget.from_attentions(batch[1:2], list("abcd"), head=2)  # the second text's layer
+    assert one.n_layers == 1 and one.n_heads == 3
+    np.testing.assert_allclose(one.weights, batch[1, 2].numpy(), atol=1e-12)
+    stacked = AttentionWidget.from_attentions(batch.numpy(), list("abcd"), layer=1)  # numpy: layers × heads × …
+    assert stacked.n_layers == 2

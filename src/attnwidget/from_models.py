@@ -108,8 +108,14 @@ class FromModels(_Widget):
     ) -> AttentionWidget:
         """Attention weights alone, as other tools give them: Hugging Face's ``attentions`` (a
         tuple of layers, each batch × heads × queries × keys, batch 1), a numpy array or torch
-        tensor of queries × keys, heads × … or layers × heads × …, or a TransformerLens
-        ``ActivationCache`` (its ``blocks.<layer>.attn.hook_pattern`` entries).
+        tensor of queries × keys or heads × …, a numpy array of layers × heads × …, or a
+        TransformerLens ``ActivationCache`` (its ``blocks.<layer>.attn.hook_pattern`` entries).
+
+        A batch axis cannot be told apart from a layer axis by the numbers, so the rule is by
+        kind: a torch tensor of four axes is what transformers and TransformerLens give for one
+        layer, batch × heads × queries × keys, read as that layer when the batch is one text and
+        refused when it holds several (give one text's: ``attentions[i][j:j + 1]``); four axes
+        are layers only in a numpy array, as ``np.stack`` of one text's layers makes them.
 
         The weights are shown as given, with everything that needs weights alone: the matrix,
         arcs, row budget and effective tokens, heads and layers side by side, summaries, the

@@ -130,7 +130,10 @@ def _layers(attentions) -> tuple[list[np.ndarray], bool]:
             )
         read = [_array(a) for a in attentions]
         return [_batch_of_one(a, f"layer {i}") for i, (a, _) in enumerate(read)], any(h for _, h in read)
+    tensor = hasattr(attentions, "detach")
     a, half = _array(attentions)
+    if tensor and a.ndim == 4:  # what transformers and TransformerLens give for one layer: batch first
+        return [_batch_of_one(a, "this tensor (one layer's batch × heads × queries × keys)")], half
     if 2 <= a.ndim <= 4:
         return list(a.reshape((-1, *a.shape[-3:]) if a.ndim == 4 else (1, -1, *a.shape[-2:]))), half
     raise ValueError(
@@ -160,7 +163,9 @@ def _batch_of_one(a: np.ndarray, where: str) -> np.ndarray:
         raise ValueError(f"{where} is of shape {a.shape}: each layer's attentions are batch × heads × queries × keys")
     if len(a) != 1:
         raise ValueError(
-            f"{where} holds a batch of {len(a)} texts: give one text's weights (attentions[i][j:j + 1] for text j)"
+            f"{where} holds a batch of {len(a)} texts: give one text's weights (attentions[i][j:j + 1] for text j, or "
+            "the whole tuple of layers of one text); a stack of layers goes as a numpy array, layers × heads × "
+            "queries × keys"
         )
     return a[0]
 
