@@ -456,3 +456,12 @@ def test_atlas_counts_the_sink_heads_of_the_real_model(head_atlas):
     real = head_atlas.widgets["real"]
     assert total == 72 and 0 < count <= total and real["summary"] == "sink"
     assert "more than 0.3 of each row's weight to the first token" in plain(head_atlas.markdown)
+
+
+def test_atlas_focus_reads_the_word_after_the_first_occurrence(head_atlas):
+    shown = head_atlas.widgets["w"]
+    m, focus = 20, shown["focus"]
+    tokens = shown["tokens"]
+    assert m < focus <= 2 * m and tokens[focus] == tokens[focus - m]  # "a word of the second copy"
+    assert int(np.argmax(shown["weights"][focus])) == focus - m + 1 == focus - 19  # "19 tokens back"
+    assert "19 tokens back" in plain(head_atlas.markdown)
