@@ -199,3 +199,23 @@ def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers
         AttentionWidget.from_transformers(model, gpt2_tokenizer, ["a short one", "word " * 100])
     with pytest.raises(ValueError, match="the list of texts is empty: give at least one text"):
         AttentionWidget.from_transformers(model, gpt2_tokenizer, [])
+
+
+def test_the_page_asks_for_the_induction_score_alone_and_the_other_scores_run_no_model(tf, gpt2_tokenizer, monkeypatch):
+    from attnwidget.widget import _on_page_message
+
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXTS[:2])
+    reads = []
+    reader = w._reader()
+    read = reader.read
+    monkeypatch.setattr(reader, "read", lambda ids: reads.append(ids) or read(ids))
+    w.summary = "sink"
+    for name in ("head_scores", "induction"):
+        _on_page_message(w, {"kind": "compute", "view": name}, [])
+    assert reads == [] and "induction" not in (w.computed or {})  # not asked: the model is not run
+    w.summary = "induction"
+    _on_page_message(w, {"kind": "compute", "view": "induction"}, [])
+    sent = w.computed["induction"]
+    assert len(reads) == atlas.COUNT and sent["key"]["temperature"] == 1.0
+    np.testing.assert_allclose(sent["summaries"]["induction"], w.head_scores("induction")["induction"].ravel())
+    assert w.page_state()["state"]["computed"]["induction"]["summaries"]  # an exported page carries it

@@ -71,8 +71,7 @@ def _difference(inputs):
 
 def _head_scores(inputs: Inputs) -> dict:
     best: dict = {}
-    repeats = (lambda: atlas.read_repeated(inputs)) if inputs.extra.get("reader") is not None else None
-    scores = atlas.head_scores(inputs.texts(), repeats, best)
+    scores = atlas.head_scores(inputs.texts(), None, best)
     plain = {name: [None if np.isnan(v) else float(v) for v in a.ravel()] for name, a in scores.items()}
     return {
         "summaries": plain,
@@ -103,6 +102,12 @@ def _query_key_map(inputs: Inputs) -> dict:
     }
 
 
+def _induction(inputs: Inputs) -> dict:
+    """The induction score alone: the model run on its own repeated texts (once), not the widget's texts."""
+    scores = atlas.head_scores((), lambda: atlas.read_repeated(inputs))
+    return {"summaries": {"induction": [float(v) for v in scores["induction"].ravel()]}, "best": {}}
+
+
 _MEASURE = KEY + ARRAYS + _OWN + ("layer",)
 VIEWS = {
     v.name: v
@@ -122,13 +127,21 @@ VIEWS = {
             why_not=_why("difference"),
             matrix=_difference,
         ),
-        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate", "induction", "entropy"
+        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate" and "entropy"
         View(
             "head_scores",
             KEY + ARRAYS + ("q", "k", "model_q", "layer_shown"),
             "computed",
             compute=_head_scores,
-            asked_when={"summary": ["sink", "duplicate", "induction", "entropy"]},
+            asked_when={"summary": ["sink", "duplicate", "entropy"]},
+        ),
+        # a model's induction score (atlas.py), on texts of its own: asked for alone, as running the model is not cheap
+        View(
+            "induction",
+            KEY + ("model_q", "layer_shown"),
+            "computed",
+            compute=_induction,
+            asked_when={"summary": ["induction"]},
         ),
         # one head's queries and keys of every text in 2-D (qkmap.py), beside the overview while qk_map is on
         View(
