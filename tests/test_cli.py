@@ -65,11 +65,18 @@ def test_mistakes_are_explained(tmp_path, capsys, args, message):
         ("missing/x.html", "there is no folder"),
         ("a-file/x.html", "there is no folder"),  # its parent is a regular file
         ("/proc/attnwidget-x.html", "cannot be written"),  # refused even to root
+        ("lab.jpg", "the file's extension chooses what is written: .html (the page), .png, .svg or .pdf"),
+        ("lab", "the file's extension chooses what is written"),
+        ("link.html", "is not a regular file (a link, a device or a pipe)"),  # not replaced, nor its target
+        ("pipe.html", "is not a regular file"),  # (opening it would wait for a reader)
+        ("/dev/null", "is not a regular file"),
     ],
 )
 def test_an_output_that_cannot_be_written_is_refused_first(tmp_path, capsys, monkeypatch, output, message):
     (tmp_path / "folder").mkdir()
     (tmp_path / "a-file").write_text("kept")
+    (tmp_path / "link.html").symlink_to(tmp_path / "a-file")
+    os.mkfifo(tmp_path / "pipe.html")
     before = sorted(tmp_path.rglob("*"))
     monkeypatch.setattr(
         "attnwidget.__main__.AttentionWidget", lambda *a, **k: pytest.fail("built the widget before checking -o")
@@ -79,6 +86,7 @@ def test_an_output_that_cannot_be_written_is_refused_first(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err.splitlines()[-1]
     assert sorted(tmp_path.rglob("*")) == before and not os.path.exists("/proc/attnwidget-x.html")
+    assert (tmp_path / "a-file").read_text() == "kept" and os.path.islink(tmp_path / "link.html")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

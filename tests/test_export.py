@@ -223,3 +223,14 @@ def test_a_models_page_holds_every_layer_under_its_budget_and_else_the_nearest_o
 def test_an_exported_pages_data_holds_the_widgets_own_traits_not_the_bundle_it_carries_already():
     state = AttentionWidget().page_state()["state"]
     assert not {"_esm", "_css", "_anywidget_id"} & set(state) and "_constants" in state
+
+
+@pytest.mark.parametrize(
+    "save, wrong, right",
+    [("save_png", "x.jpg", "x.png"), ("save_svg", "x.png", "x.svg"), ("save_pdf", "x.PNG", "x.pdf")],
+)
+def test_a_picture_named_for_another_format_is_refused_before_it_is_drawn(tmp_path, save, wrong, right):
+    w = AttentionWidget("She sat by the river bank")
+    with pytest.raises(ValueError, match=f"name the file {right}"):
+        getattr(w, save)(tmp_path / wrong)
+    assert list(tmp_path.iterdir()) == []

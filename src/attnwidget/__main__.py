@@ -115,11 +115,25 @@ def main(argv=None) -> int:
     return 0
 
 
+SUFFIXES = (".html", ".htm", ".png", ".svg", ".pdf")
+
+
 def _check_output(parser, out: str) -> None:
     """A usage error now, rather than a traceback after the work, if ``out`` cannot be written."""
     folder = os.path.dirname(os.path.abspath(out))
     if os.path.isdir(out):
         parser.error(f"-o {out!r} is a folder; name a file inside it, e.g. {os.path.join(out, 'lab.html')!r}")
+    if os.path.islink(out) or (os.path.lexists(out) and not os.path.isfile(out) and not os.path.isdir(out)):
+        parser.error(
+            f"-o {out!r} is not a regular file (a link, a device or a pipe): the command writes only regular files, "
+            "or - for standard output"
+        )
+    suffix = os.path.splitext(out)[1].lower()
+    if suffix not in SUFFIXES:
+        parser.error(
+            f"-o {out!r}: the file's extension chooses what is written: .html (the page), .png, .svg or .pdf (a "
+            f"picture){'; ' + suffix + ' is none of them' if suffix else ''}"
+        )
     if not os.path.isdir(folder):
         parser.error(f"-o {out!r}: there is no folder {folder!r} to write into; create it or choose another path")
     existed = os.path.lexists(out)

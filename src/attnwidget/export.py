@@ -216,6 +216,16 @@ def _themed(payload: dict, theme: str) -> dict:
     return {**payload, "theme": theme}
 
 
+def _check_suffix(path, suffix: str, what: str) -> None:
+    """A file named for another kind of picture (save_png("x.jpg")) is refused: it would hold what its name denies."""
+    given = pathlib.Path(path).suffix.lower()
+    if given and given != suffix:
+        raise ValueError(
+            f"save_{suffix[1:]} writes {what}: name the file {pathlib.Path(path).stem}{suffix}, not {given} (a "
+            "picture in another format: convert this one, e.g. with Pillow)"
+        )
+
+
 def save_svg(payload: dict, path, *, theme: str = "light") -> None:
     """Write the current view as a vector SVG picture, in the "light" or "dark" theme ("auto":
     the headless browser's, light), without the controls.
@@ -226,12 +236,14 @@ def save_svg(payload: dict, path, *, theme: str = "light") -> None:
     tokens; long inputs' weights, painted by a worker, always) is one embedded PNG image, as are
     the head thumbnails.
     """
+    _check_suffix(path, ".svg", "an SVG picture")
     _write_whole(path, _snapshot(_themed(payload, theme), "svg", 1).encode("utf-8"))
 
 
 def save_pdf(payload: dict, path, *, theme: str = "light") -> None:
     """Write the current view as a one-page vector PDF (for LaTeX's \\includegraphics): the SVG
     of save_svg, converted by CairoSVG; the page is the picture's size, 3/4 pt per CSS pixel."""
+    _check_suffix(path, ".pdf", "a PDF")
     try:
         import cairosvg
     except (ImportError, OSError) as err:  # OSError: the package is there, the cairo library is not
@@ -251,6 +263,7 @@ PNG_SCALES = (0.25, 8)
 def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> None:
     """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8):
     the SVG picture of save_svg, rasterised."""
+    _check_suffix(path, ".png", "a PNG picture")
     payload = _themed(payload, theme)
     low, high = PNG_SCALES
     if not (
