@@ -179,9 +179,11 @@ def test_a_click_on_a_head_goes_to_the_text_where_its_score_is_highest(tf, gpt2_
     assert "induction" not in sent["best"]  # its texts are its own
 
 
-def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers(tf, gpt2_tokenizer):
+def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers(tf, gpt2_tokenizer, monkeypatch):
+    from attnwidget import sources
     from attnwidget.sources import KEEP
 
+    monkeypatch.setattr(sources, "HOLD", 0)  # (texts past what HOLD keeps: a few at a time)
     model = gpt2(tf, gpt2_tokenizer)
     texts = [f"{'on the river ' * (i + 1)}bank" for i in range(8)]
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, texts, sentence_index=2)
@@ -219,3 +221,24 @@ def test_the_page_asks_for_the_induction_score_alone_and_the_other_scores_run_no
     assert len(reads) == atlas.COUNT and sent["key"]["temperature"] == 1.0
     np.testing.assert_allclose(sent["summaries"]["induction"], w.head_scores("induction")["induction"].ravel())
     assert w.page_state()["state"]["computed"]["induction"]["summaries"]  # an exported page carries it
+
+
+def test_texts_that_fit_are_read_once_and_kept(tf, gpt2_tokenizer, monkeypatch):
+    from attnwidget import sources
+
+    model = gpt2(tf, gpt2_tokenizer)
+    texts = [f"on the river {'bank ' * (i % 3)}" for i in range(12)]
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, texts)
+    one = sum(a.nbytes for layer in w._sources.texts[0].layers for a in layer)  # a text's q, k and v
+    monkeypatch.setattr(sources, "HOLD", 4 * one)  # (four texts, give or take)
+    runs = []
+    for text in w._sources.texts:
+        read = text._read
+        text._read = lambda read=read: runs.append(1) or read()
+    w.head_scores(["sink"])
+    first = len(runs)
+    w.head_scores(["sink"])
+    kept = [i for i, t in enumerate(w._sources.texts) if t._found is not None]
+    again = len(runs) - first
+    assert first == 11 and 0 < again < first  # the first texts read stay, and are not read again
+    assert {0, 1} <= set(kept) and len(kept) < 12

@@ -76,7 +76,10 @@ def _into_stack(arrays: list) -> np.ndarray:
     return stack
 
 
-KEEP = 3  # a model's texts read and kept besides the one shown (a difference needs two)
+# A model's several texts, read when first needed, are kept while their arrays take at most HOLD bytes (the first
+# read stay: a pass over every text then reads again only those past it); past it, the KEEP read last (besides the
+# one shown: a difference needs two).
+HOLD, KEEP = 1e9, 3
 
 
 def opening_step(found) -> int:
@@ -98,6 +101,8 @@ class Sources:
         ] = {}  # each layer's views of them, made once: a switch back brings the same arrays
         self._sentences: dict[int, dict] = {}
         self._shown: tuple | None = None  # the (block, text) the widget shows: its arrays are the widget's own
+        self._kept: set = set()  # the texts kept while they fit HOLD, and their bytes
+        self._kept_bytes = 0
 
     def sentence(self, i: int) -> dict:
         """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at."""
@@ -139,14 +144,22 @@ class Sources:
         key = (block, text if self.texts else 0)
         if key not in self._stacks:
             self._stacks[key] = stacked(self.found(*key))
-            self._forget()
+            self._forget(key)
         else:
             self._stacks[key] = self._stacks.pop(key)  # the last used: kept longest
         return self._stacks[key]
 
-    def _forget(self) -> None:
-        """Let go of the texts read longest ago, past KEEP (not the one the widget shows): read again when needed."""
-        texts = [k for k in self._stacks if self.texts and not k[0] and k != self._shown]
+    def _forget(self, new: tuple) -> None:
+        """Keep the text just read while the texts kept take at most HOLD bytes; else let go of the texts read
+        longest ago past KEEP (never the one the widget shows): read again when needed."""
+        if not self.texts or new[0]:
+            return
+        size = sum(np.asarray(a).nbytes for a in self._stacks[new].values() if isinstance(a, np.ndarray))
+        if self._kept_bytes + size <= HOLD:
+            self._kept.add(new)
+            self._kept_bytes += size
+            return
+        texts = [k for k in self._stacks if not k[0] and k != self._shown and k not in self._kept]
         for key in texts[: max(0, len(texts) - KEEP)]:
             del self._stacks[key]
             self._layers = {k: found for k, found in self._layers.items() if k[:2] != key}
