@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-
-import numpy as np
 import pathlib
 import sys
 import tempfile
 import time
 import tracemalloc
+
+import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
