@@ -242,3 +242,14 @@ def test_texts_that_fit_are_read_once_and_kept(tf, gpt2_tokenizer, monkeypatch):
     again = len(runs) - first
     assert first == 11 and 0 < again < first  # the first texts read stay, and are not read again
     assert {0, 1} <= set(kept) and len(kept) < 12
+
+
+def test_a_text_read_only_for_scores_gets_its_values_axes_when_shown(tf, gpt2_tokenizer):
+    from attnwidget.core import principal_axes
+
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXTS, layer=1)
+    w.head_scores(["sink"])  # texts 1 and 2 read without the blend's axes
+    assert "model_basis" not in w._sources._stacks[("", 2)]
+    w.sentence_index = 2
+    np.testing.assert_allclose(w.value_basis, principal_axes(np.asarray(w.v)), atol=1e-12)
+    assert w.model_basis is not None and len(w.model_basis) == len(w.model_v)

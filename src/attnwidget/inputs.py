@@ -69,7 +69,7 @@ class Inputs:
         self.rows, self.keys = rules.rows(state), rules.keys_read(state)
         shown = state["sentence_index"]
         self.text = shown if text is None else text
-        other = sources.sentence(self.text) if self.text != shown else None
+        other = sources.sentence(self.text, axes=False) if self.text != shown else None
         if other is not None:  # another text: all its tokens, or while the widget writes, its first `step`
             n = len(other["tokens"])
             self.rows = self.keys = min(state["step"], n) if rules.writing(state) else n

@@ -30,10 +30,11 @@ def frozen(a, fresh=False):
     return own(a)
 
 
-def stacked(found) -> dict:
+def stacked(found, axes: bool = True) -> dict:
     """A model's (or one block's) every layer's heads, stacked: (layers · heads) × tokens × width.
     Each layer is copied in and then replaced by views of the stacks, so that a model's arrays
-    are held twice only one layer at a time (a large model's reading peaks lower)."""
+    are held twice only one layer at a time (a large model's reading peaks lower). ``axes``
+    False: without model_basis (the blend's axes, for a text only computed from: with_axes)."""
     columns = [
         [layer[i] for layer in found.layers] for i in range(3)
     ]  # the only hold on them: each is dropped once copied
@@ -43,10 +44,8 @@ def stacked(found) -> dict:
     finally:  # (refused, the model keeps its layers: copied ones as views, the same numbers)
         found.layers = list(zip(*columns))
     arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
-    wide = found.layers[0][2].shape[-1] > 2  # values wider than the plot: their principal axes
-    arrays["model_basis"] = (
-        frozen(np.concatenate([principal_axes(lv) for _, _, lv in found.layers]), fresh=True) if wide else None
-    )
+    if axes:
+        with_axes(arrays, len(found.layers))
     biases = getattr(found, "biases", None)  # (attention weights alone: nearly all of their data)
     if biases:
         found.biases = list(biases)
@@ -57,6 +56,18 @@ def stacked(found) -> dict:
     index = {id(m): i for i, m in enumerate(distinct)}
     arrays["mask_of_layer"] = [index[id(m)] if m is not None else -1 for m in masks]
     return {**arrays, "n_layers": len(found.layers)}
+
+
+def with_axes(arrays: dict, layers: int) -> dict:
+    """``arrays`` (a stack) with model_basis: each layer's values' principal axes, where the values are wider than
+    the blend's plot (None otherwise)."""
+    if "model_basis" not in arrays:
+        v = arrays["model_v"]
+        wide = v.shape[-1] > 2
+        heads = len(v) // layers
+        each = [principal_axes(v[i * heads : (i + 1) * heads]) for i in range(layers)] if wide else None
+        arrays["model_basis"] = frozen(np.concatenate(each), fresh=True) if wide else None
+    return arrays
 
 
 def _into_stack(arrays: list) -> np.ndarray:
@@ -104,8 +115,9 @@ class Sources:
         self._kept: set = set()  # the texts kept while they fit HOLD, and their bytes
         self._kept_bytes = 0
 
-    def sentence(self, i: int) -> dict:
-        """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at."""
+    def sentence(self, i: int, axes: bool = True) -> dict:
+        """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at
+        (``axes`` False: without the values' axes, for a text only computed from)."""
         if i not in self._sentences:
             if self.texts:
                 f = self.texts[i]
@@ -116,7 +128,7 @@ class Sources:
                 arrays = {n: frozen(getattr(e, n)) for n in ("q", "k", "v", "x")}
                 self._sentences[i] = dict(tokens=list(e.tokens), **arrays, value_basis=principal_axes(arrays["v"]))
         return (
-            {**self._sentences[i], **self.stack("", i)} if self.texts else self._sentences[i]
+            {**self._sentences[i], **self.stack("", i, axes)} if self.texts else self._sentences[i]
         )  # (the stack the widget adopted)
 
     def ids(self, text: int = 0) -> list | None:
@@ -140,14 +152,18 @@ class Sources:
             **self.stack(name),
         )
 
-    def stack(self, block: str = "", text: int = 0) -> dict:
+    def stack(self, block: str = "", text: int = 0, axes: bool = True) -> dict:
         key = (block, text if self.texts else 0)
         if key not in self._stacks:
-            self._stacks[key] = stacked(self.found(*key))
+            self._stacks[key] = stacked(self.found(*key), axes)
             self._forget(key)
         else:
             self._stacks[key] = self._stacks.pop(key)  # the last used: kept longest
-        return self._stacks[key]
+        found = self._stacks[key]
+        if axes and "model_basis" not in found:  # (read for computing only, now shown: its layers get their axes)
+            with_axes(found, found["n_layers"])
+            self._layers = {k: layer for k, layer in self._layers.items() if k[:2] != key}
+        return found
 
     def _forget(self, new: tuple) -> None:
         """Keep the text just read while the texts kept take at most HOLD bytes; else let go of the texts read
@@ -187,7 +203,7 @@ class Sources:
         return self._layers[key]
 
     def _layer(self, block: str, text: int, i: int) -> dict:
-        f, arrays = self.found(block, text), self.stack(block, text)
+        f, arrays = self.found(block, text), self.stack(block, text, axes=False)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         masks, which = arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
@@ -197,7 +213,7 @@ class Sources:
         biases = arrays.get("model_bias")
         bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
         # the layered arrays (rules.LAYERED): the layer's heads of each stack, the widget's own (no trait copies them)
-        layered = {n: None if arrays[m] is None else own(arrays[m][part]) for n, m in LAYERED.items()}
+        layered = {n: None if arrays.get(m) is None else own(arrays[m][part]) for n, m in LAYERED.items()}
         return dict(**mask, **bias, tokens=list(f.tokens), key_tokens=_keys(f), **layered)
 
     @staticmethod
