@@ -88,6 +88,7 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/python benchmarks/side_by_side.py
 	$(BIN)/python benchmarks/models.py
 	$(BIN)/python benchmarks/views.py
+	$(BIN)/python benchmarks/atlas.py
 
 clean:
 	rm -rf $(VENV) .venv-oldest node_modules src/attnwidget/static dist tests/artifacts build
