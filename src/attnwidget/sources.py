@@ -63,10 +63,11 @@ def with_axes(arrays: dict, layers: int) -> dict:
     the blend's plot (None otherwise)."""
     if "model_basis" not in arrays:
         v = arrays["model_v"]
-        wide = v.shape[-1] > 2
         heads = len(v) // layers
-        each = [principal_axes(v[i * heads : (i + 1) * heads]) for i in range(layers)] if wide else None
-        arrays["model_basis"] = frozen(np.concatenate(each), fresh=True) if wide else None
+        arrays["model_basis"] = None
+        if v.shape[-1] > 2:
+            each = [principal_axes(v[i * heads : (i + 1) * heads]) for i in range(layers)]
+            arrays["model_basis"] = frozen(np.concatenate(each), fresh=True)
     return arrays
 
 

@@ -82,7 +82,8 @@ class LazyText:
     _OWN = ("_read", "_found", "tokens", "ids", "reader", "prompt_length")
 
     def __init__(self, read: Callable[[], ModelAttention], tokens: list, ids: list, reader: Reader | None = None):
-        self._read, self._found = read, None
+        self._read = read
+        self._found: ModelAttention | None = None
         self.tokens, self.ids, self.reader, self.prompt_length = tokens, ids, reader, None
 
     def found(self) -> ModelAttention:

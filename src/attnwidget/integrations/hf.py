@@ -18,6 +18,7 @@ import math
 import numbers
 import os
 import pathlib
+from typing import Literal, cast, overload
 
 import numpy as np
 import torch
@@ -35,9 +36,32 @@ SUPPORTED = (
 CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # how models name cross-attention
 
 
+@overload
+def extract(
+    model,
+    tokenizer,
+    text: str,
+    target: str | None = ...,
+    generate: int = ...,
+    run=...,
+    ids=...,
+    *,
+    check_only: Literal[True],
+) -> tuple[list[int], list[str]]: ...
+@overload
+def extract(
+    model,
+    tokenizer,
+    text: str,
+    target: str | None = ...,
+    generate: int = ...,
+    run=...,
+    ids=...,
+    check_only: Literal[False] = ...,
+) -> ModelAttention | dict[str, ModelAttention]: ...
 def extract(
     model, tokenizer, text: str, target: str | None = None, generate: int = 0, run=None, ids=None, check_only=False
-) -> ModelAttention | dict[str, ModelAttention]:
+) -> ModelAttention | dict[str, ModelAttention] | tuple[list[int], list[str]]:
     """(run: run(inputs) makes the forward pass on the tokenizer's inputs, instead of the model: nnsight's trace;
     ids: read these token ids, not the text's; check_only: the text's (ids, tokens), checked, without running.)"""
     if not isinstance(text, str):  # (a tokenizer takes a list as a batch: only its first text would be read)
@@ -106,7 +130,7 @@ def extract(
 def reader(model, tokenizer, run=None) -> Reader:
     """How to read the model again on token ids of one's own (the induction score's)."""
     config = _base_model(model).config
-    read = lambda ids: extract(model, tokenizer, "", run=run, ids=ids)
+    read = lambda ids: cast(ModelAttention, extract(model, tokenizer, "", run=run, ids=ids))
     positions = _positions(config, getattr(config, "model_type", None))[0]
     return Reader(read, tokenizer, config.vocab_size, positions)
 
@@ -114,7 +138,7 @@ def reader(model, tokenizer, run=None) -> Reader:
 def lazy(model, tokenizer, text: str, run=None, shared: Reader | None = None) -> LazyText:
     """One of several texts, checked now (its tokens) and read when first needed."""
     ids, tokens = extract(model, tokenizer, text, check_only=True)
-    return LazyText(lambda: extract(model, tokenizer, text, run=run), tokens, ids, shared)
+    return LazyText(lambda: cast(ModelAttention, extract(model, tokenizer, text, run=run)), tokens, ids, shared)
 
 
 _NOT_A_WRITER = (

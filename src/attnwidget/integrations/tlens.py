@@ -11,6 +11,7 @@ Imported only by ``attnwidget.integrations.from_transformer_lens``.
 from __future__ import annotations
 
 import math
+from typing import Literal, overload
 
 import torch
 
@@ -18,7 +19,11 @@ from .common import ModelAttention, Reader, _check_readable, _tokens_of
 from .interface import Projection
 
 
-def extract(model, text: str, cache=None, ids=None, check_only=False) -> ModelAttention:
+@overload
+def extract(model, text: str, cache=..., ids=..., *, check_only: Literal[True]) -> tuple[list[int], list[str]]: ...
+@overload
+def extract(model, text: str, cache=..., ids=..., check_only: Literal[False] = ...) -> ModelAttention: ...
+def extract(model, text: str, cache=None, ids=None, check_only=False) -> ModelAttention | tuple[list[int], list[str]]:
     """(ids: read these token ids, not the text's: Reader; check_only: the text's (ids, tokens), checked, without
     running.)"""
     try:
