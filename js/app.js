@@ -181,7 +181,7 @@ export function mount(host, model, { propose, flush }) {
     requests?.destroy();
     model.off("change", schedule);
     unwatch();
-    for (const v of [fetching, controls, heads, strip, stages, cellView, exercise, generation, measure]) v.destroy();
+    for (const v of [fetching, controls, heads, qk, strip, stages, cellView, exercise, generation, measure]) v.destroy();
     root.remove();
   };
 }

@@ -2,7 +2,7 @@
 // Matrices are {data, rows, cols} (data row-major: Float32Array or Float64Array inputs, exactly
 // the numbers Python holds; Float64Array results: every sum and product is in float64).
 
-const TYPES = { float32: Float32Array, float64: Float64Array, uint8: Uint8Array };
+const TYPES = { float32: Float32Array, float64: Float64Array, int32: Int32Array, uint8: Uint8Array };
 
 /** Decode a synced array {shape, dtype, view: DataView} into {data, heads, rows, cols}. */
 export function decodeMatrix(value) {

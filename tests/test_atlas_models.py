@@ -197,6 +197,11 @@ def test_a_widget_of_many_texts_reads_a_few_at_a_time_and_gives_the_same_numbers
     w.sentence_index = 0  # a text let go of: read again, the same numbers
     w.sentence_index = 2
     np.testing.assert_array_equal(w.weights, weights)
+    w.sentence_index = 7  # the text switched to is the one never let go of
+    w.head_scores(["sink"])
+    assert 7 in read() and w._sources._stacks[("", 7)]["model_q"] is w.model_q
+    w.layer = 1  # its layers stay views of the widget's own arrays, with their axes
+    assert np.shares_memory(w.q, w.model_q) and w.value_basis is not None
     with pytest.raises(ValueError, match="reads at most 64 positions"):  # every text checked before any is run
         AttentionWidget.from_transformers(model, gpt2_tokenizer, ["a short one", "word " * 100])
     with pytest.raises(ValueError, match="the list of texts is empty: give at least one text"):
@@ -221,6 +226,10 @@ def test_the_page_asks_for_the_induction_score_alone_and_the_other_scores_run_no
     assert len(reads) == atlas.COUNT and sent["key"]["temperature"] == 1.0
     np.testing.assert_allclose(sent["summaries"]["induction"], w.head_scores("induction")["induction"].ravel())
     assert w.page_state()["state"]["computed"]["induction"]["summaries"]  # an exported page carries it
+    w.sentence_index = 1  # the score is of the model's own repeated tokens: another text keeps it
+    assert w.computed["induction"] is sent
+    w.temperature = 2.0
+    assert "induction" not in (w.computed or {})
 
 
 def test_texts_that_fit_are_read_once_and_kept(tf, gpt2_tokenizer, monkeypatch):
@@ -253,3 +262,13 @@ def test_a_text_read_only_for_scores_gets_its_values_axes_when_shown(tf, gpt2_to
     w.sentence_index = 2
     np.testing.assert_allclose(w.value_basis, principal_axes(np.asarray(w.v)), atol=1e-12)
     assert w.model_basis is not None and len(w.model_basis) == len(w.model_v)
+
+
+def test_vectors_of_ones_own_on_a_models_widget_are_scored_by_their_own_tokens(tf, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, "one two three four five")
+    rng = np.random.default_rng(0)
+    w.set_vectors(
+        tokens=["x", "y", "x"], q=rng.normal(size=(2, 3, 4)), k=rng.normal(size=(2, 3, 4)), v=rng.normal(size=(2, 3, 2))
+    )
+    own = AttentionWidget(tokens=["x", "y", "x"], q=w.q, k=w.k, v=w.v)
+    np.testing.assert_allclose(w.head_scores(["duplicate"])["duplicate"], own.head_scores(["duplicate"])["duplicate"])

@@ -229,8 +229,11 @@ def test_an_exported_pages_data_holds_the_widgets_own_traits_not_the_bundle_it_c
     "save, wrong, right",
     [("save_png", "x.jpg", "x.png"), ("save_svg", "x.png", "x.svg"), ("save_pdf", "x.PNG", "x.pdf")],
 )
-def test_a_picture_named_for_another_format_is_refused_before_it_is_drawn(tmp_path, save, wrong, right):
+def test_a_picture_named_for_another_format_is_refused_before_it_is_drawn(tmp_path, save, wrong, right, monkeypatch):
     w = AttentionWidget("She sat by the river bank")
+    monkeypatch.setattr(w, "page_state", lambda: pytest.fail("the page's state was made for a file refused"))
     with pytest.raises(ValueError, match=f"name the file {right}"):
         getattr(w, save)(tmp_path / wrong)
+    with pytest.raises(ValueError, match="theme must be one of"):
+        getattr(w, save)(tmp_path / right, theme="sepia")
     assert list(tmp_path.iterdir()) == []

@@ -62,3 +62,7 @@ def test_head_scores_say_each_text_and_each_induction_sequence_then_clear(shown,
     total = 2 + atlas.COUNT
     (scores,) = [h for h in shown if h.said[0].startswith("head scores")]
     assert scores.said == [f"head scores: text {i} of {total}" for i in range(1, total + 1)] + [""]
+    shown.clear()
+    w.head_scores()  # the repeated sequences read before: only the texts are counted
+    (scores,) = [h for h in shown if h.said[0].startswith("head scores")]
+    assert scores.said == ["head scores: text 1 of 2", "head scores: text 2 of 2", ""]

@@ -112,3 +112,19 @@ def test_bad_input_is_refused_with_what_to_do():
     with pytest.raises(Exception, match="must be True or False"):
         w.qk_map = "yes"
     assert w.qk_map is False
+
+
+def test_a_model_widget_given_vectors_of_its_own_maps_them_not_a_layer():
+    w = model_widget(seed=1, n=4, layers=2, heads=2)
+    w.layer = 1
+    rng = np.random.default_rng(3)
+    w.set_vectors(q=rng.normal(size=(2, 4, 3)), k=rng.normal(size=(2, 4, 3)), v=rng.normal(size=(2, 4, 2)))
+    assert not w.layer_shown
+    own = AttentionWidget(tokens=w.tokens, q=w.q, k=w.k, v=w.v)
+    same_up_to_sign(w.query_key_map()["points"], by_hand(own, 0, 0))  # the vectors shown, whatever the layer
+    w.qk_map = True
+    _on_page_message(w, {"kind": "compute", "view": "query_key_map"}, [])
+    sent = w.computed["query_key_map"]
+    assert "error" not in sent
+    points = np.frombuffer(sent["points"]["view"], np.float32).reshape(sent["points"]["shape"])
+    np.testing.assert_allclose(points, w.query_key_map()["points"], atol=1e-5)

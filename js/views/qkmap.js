@@ -1,6 +1,7 @@
 // Queries and keys together: one head's every query and key of every text in one 2-D map (the
 // kernel's query_key_map, qkmap.py). Queries are dots, keys rings; coloured by position or by
 // token; hover names the token and its text, a click opens that text at that token.
+import { decodeMatrix } from "../attention.js";
 import { el, fill, luminance, short } from "./dom.js";
 
 const HEIGHT = 340,
@@ -8,7 +9,7 @@ const HEIGHT = 340,
   NEAR = 7; // px: how close the pointer must come to a point to name it
 const CELL = 16; // px: the hover index's buckets
 
-const floats = (a, Type) => new Type(a.view.buffer, a.view.byteOffset, a.view.byteLength / Type.BYTES_PER_ELEMENT);
+const numbers = (a) => decodeMatrix(a).data; // (its dtype's typed array, wherever the buffer sits)
 // a hue per token, spread by the golden angle so that neighbours in a vocabulary differ
 const hueOf = (token) => {
   let h = 0;
@@ -42,7 +43,7 @@ export function createQkMap(parent, { onOpen }) {
   by.addEventListener("change", () => shown && draw(shown));
 
   function layout(a, width) {
-    const pts = floats(a.points, Float32Array),
+    const pts = numbers(a.points),
       n = pts.length / 2;
     let x0 = Infinity,
       x1 = -Infinity,
@@ -75,9 +76,9 @@ export function createQkMap(parent, { onOpen }) {
 
   function draw(v) {
     const { answer: a, pal, width } = v;
-    const text = floats(a.text, Int32Array),
-      position = floats(a.position, Int32Array),
-      query = new Uint8Array(a.query.view.buffer, a.query.view.byteOffset, a.query.view.byteLength);
+    const text = numbers(a.text),
+      position = numbers(a.position),
+      query = numbers(a.query);
     const dpr = window.devicePixelRatio || 1;
     canvas.width = Math.round(width * dpr);
     canvas.height = Math.round(HEIGHT * dpr);
@@ -134,12 +135,12 @@ export function createQkMap(parent, { onOpen }) {
   }
   const at = (ev) => {
     const r = canvas.getBoundingClientRect();
-    return [ev.clientX - r.left, ev.clientY - r.top];
+    return [ev.clientX - r.left - canvas.clientLeft, ev.clientY - r.top - canvas.clientTop]; // (inside its border)
   };
   const describe = (i) => {
     const a = shown.answer,
-      t = floats(a.text, Int32Array)[i],
-      pos = floats(a.position, Int32Array)[i],
+      t = numbers(a.text)[i],
+      pos = numbers(a.position)[i],
       q = a.query.view.getUint8(i);
     const named = shown.texts[t];
     return `“${a.token[i]}” · ${q ? "query" : "key"} of token ${pos}${named === undefined ? "" : ` · text ${t}: ${short(named, 40)}`}`;
@@ -160,7 +161,7 @@ export function createQkMap(parent, { onOpen }) {
   };
   function onClick(ev) {
     const i = nearest(...at(ev));
-    if (i >= 0) onOpen(floats(shown.answer.text, Int32Array)[i], floats(shown.answer.position, Int32Array)[i]);
+    if (i >= 0) onOpen(numbers(shown.answer.text)[i], numbers(shown.answer.position)[i]);
   }
   node.pointAt = (i) => (laid ? [laid.xs[i], laid.ys[i]] : null); // for scripts and tests: where point i is drawn
   canvas.addEventListener("mousemove", onMove);
@@ -177,8 +178,9 @@ export function createQkMap(parent, { onOpen }) {
       status.textContent = answer?.error ? ` could not be computed: ${answer.error}` : pending;
       const w = Math.max(240, Math.min(520, width));
       if (!answer?.points || answer.error) return;
-      const v = { answer, pal, width: w, texts };
-      if (shown && shown.answer === answer && shown.width === w && shown.pal.bg === pal.bg) return; // drawn already
+      const v = { answer, pal, width: w, texts, dpr: window.devicePixelRatio || 1 };
+      const same = shown && shown.answer === answer && shown.width === w && shown.dpr === v.dpr;
+      if (same && shown.pal.bg === pal.bg) return; // drawn already
       shown = v;
       draw(v);
     },

@@ -2,9 +2,10 @@
 token, themselves or the earlier copies of their own token, which are induction heads, and how
 spread their rows are. Each is one number per layer and head, a mean over the widget's texts
 (every text counted alike), at the widget's temperature, causal rule, masks and sink, computed
-one text's layers at a time from an :class:`~attnwidget.inputs.Inputs` per text, so many texts
-cost the memory of one. The induction score reads the model on texts of its own: random tokens
-repeated twice.
+one text's layers at a time from an :class:`~attnwidget.inputs.Inputs` per text; a model's texts
+are read while they fit ``sources.HOLD`` bytes, past it a few at a time (``sources.KEEP``), so
+memory stays bounded however many texts there are. The induction score reads the model on
+texts of its own: random tokens repeated twice.
 """
 
 from __future__ import annotations
@@ -104,16 +105,22 @@ def check_names(names, model: bool) -> tuple:
     return names
 
 
+def read_already(reader) -> bool:
+    """The model's repeated sequences were read before (by ``reader``): the induction score reads nothing."""
+    return (COPY, COUNT, SEED) in reader.kept
+
+
 def read_repeated(inputs: Inputs, step=lambda done: None):
     """(start, m, each sequence's Inputs) for the induction score: the model read once on its
-    repeated sequences (kept by its reader; ``step(i)`` after the i-th), each at the widget's
-    temperature, causal rule, scale and sink, with the model's own masks and bias on those
-    tokens; or ValueError for a widget not from a model."""
+        repeated sequences (kept by its reader; ``step(i)`` before the i-th is read, not called when
+    they were read before), each at the widget's
+        temperature, causal rule, scale and sink, with the model's own masks and bias on those
+        tokens; or ValueError for a widget not from a model."""
     reader = inputs.extra.get("reader")
     if reader is None:
         raise ValueError(NOT_A_MODEL)
     key = (COPY, COUNT, SEED)
-    if key not in reader.kept:
+    if not read_already(reader):
         sequences, start, m = repeated(reader)
         reader.kept[key] = (start, m, [step(i) or reader.read(ids) for i, ids in enumerate(sequences, 1)])
     start, m, found = reader.kept[key]

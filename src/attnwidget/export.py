@@ -15,6 +15,7 @@ import os
 import pathlib
 import re
 import secrets
+from collections.abc import Callable
 
 _STATIC = pathlib.Path(__file__).parent / "static"
 THEMES = ("auto", "light", "dark")
@@ -210,10 +211,11 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
     return _PICTURES.take(to_html(payload, theme=payload.get("theme", "light")), kind, scale)
 
 
-def _themed(payload: dict, theme: str) -> dict:
+def _themed(payload: dict | Callable[[], dict], theme: str) -> dict:
+    """The page's state in ``theme``; ``payload`` may be a call that makes it: made once the arguments are checked."""
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
-    return {**payload, "theme": theme}
+    return {**(payload() if callable(payload) else payload), "theme": theme}
 
 
 def _check_suffix(path, suffix: str, what: str) -> None:
@@ -226,7 +228,7 @@ def _check_suffix(path, suffix: str, what: str) -> None:
         )
 
 
-def save_svg(payload: dict, path, *, theme: str = "light") -> None:
+def save_svg(payload: dict | Callable[[], dict], path, *, theme: str = "light") -> None:
     """Write the current view as a vector SVG picture, in the "light" or "dark" theme ("auto":
     the headless browser's, light), without the controls.
 
@@ -240,10 +242,11 @@ def save_svg(payload: dict, path, *, theme: str = "light") -> None:
     _write_whole(path, _snapshot(_themed(payload, theme), "svg", 1).encode("utf-8"))
 
 
-def save_pdf(payload: dict, path, *, theme: str = "light") -> None:
+def save_pdf(payload: dict | Callable[[], dict], path, *, theme: str = "light") -> None:
     """Write the current view as a one-page vector PDF (for LaTeX's \\includegraphics): the SVG
     of save_svg, converted by CairoSVG; the page is the picture's size, 3/4 pt per CSS pixel."""
     _check_suffix(path, ".pdf", "a PDF")
+    payload = _themed(payload, theme)
     try:
         import cairosvg
     except (ImportError, OSError) as err:  # OSError: the package is there, the cairo library is not
@@ -251,7 +254,7 @@ def save_pdf(payload: dict, path, *, theme: str = "light") -> None:
             'Saving a PDF needs CairoSVG and the cairo library: pip install "attnwidget[images]" '
             f"(and, where cairo is missing, apt-get install libcairo2) ({err})"
         ) from None
-    svg = _snapshot(_themed(payload, theme), "svg", 1)
+    svg = _snapshot(payload, "svg", 1)
     _write_whole(path, cairosvg.svg2pdf(bytestring=svg.encode("utf-8")))
 
 
@@ -260,11 +263,10 @@ def save_pdf(payload: dict, path, *, theme: str = "light") -> None:
 PNG_SCALES = (0.25, 8)
 
 
-def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> None:
+def save_png(payload: dict | Callable[[], dict], path, *, scale: float = 2, theme: str = "light") -> None:
     """Write the current view as a PNG picture, at ``scale`` times its on-screen size (0.25 to 8):
     the SVG picture of save_svg, rasterised."""
     _check_suffix(path, ".png", "a PNG picture")
-    payload = _themed(payload, theme)
     low, high = PNG_SCALES
     if not (
         isinstance(scale, numbers.Real)
@@ -276,7 +278,7 @@ def save_png(payload: dict, path, *, scale: float = 2, theme: str = "light") -> 
             f"scale must be a finite number from {low} to {high} (times the on-screen size), got {scale!r}; "
             "for a larger picture save an SVG, which scales without limit"
         )
-    data_url = _snapshot(payload, "png", float(scale))
+    data_url = _snapshot(_themed(payload, theme), "png", float(scale))
     data = base64.b64decode(data_url.partition(",")[2])
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise ValueError(

@@ -117,7 +117,8 @@ class Inputs:
         are its token ids (two pieces with one label, " the" and "the", are different tokens)."""
         for t in range(max(1, len(self.state["sentences"] or ()))):
             inputs = self if t == self.text else Inputs(self.state, self.sources, t, **self.extra)
-            ids = None if self.state["block"] else self.sources.ids(t)
+            model = self.state["layer_shown"] and not self.state["block"]  # (not one's own vectors, nor a block's)
+            ids = self.sources.ids(t) if model else None
             yield (ids or (self.state["tokens"] if inputs.other is None else inputs.other["tokens"])), inputs
 
     def key(self, names: tuple = KEY, **more) -> dict:

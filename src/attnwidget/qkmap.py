@@ -4,7 +4,9 @@ key vector of every text of the widget in one 2-D picture.
 Before the projection the queries are scaled by c and the keys by 1/c so that their mean norms are
 equal, and the keys are then moved so that their centroid is the queries'. Neither changes a
 weight: q·k is unchanged by the scaling, and moving every key by t adds q·t to a whole row of
-scores, which the softmax takes away. Then the union is projected on its first two principal
+scores, which the softmax takes away (not under a soft cap, Gemma 2's, which bends the scores
+before the softmax: there the map's moved keys would give slightly other weights; the picture is
+of the vectors all the same). Then the union is projected on its first two principal
 components (deterministic: each axis's sign is the one that makes its largest loading positive);
 t-SNE (scikit-learn) or UMAP (umap-learn) where the user has installed them.
 """
@@ -21,7 +23,8 @@ METHODS = ("pca", "tsne", "umap")
 
 def check(inputs: Inputs, layer, head, method: str) -> tuple[int, int]:
     """(layer, head), checked against the widget's layers and heads, and the method."""
-    layers, heads = max(1, inputs.state["n_layers"]), rules.n_heads(inputs.state)
+    s = inputs.state  # (vectors of one's own on a model's widget: one layer, theirs)
+    layers, heads = (max(1, s["n_layers"]) if s["layer_shown"] else 1), rules.n_heads(s)
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if not (rules._is_int(value) and 0 <= value < count):
             raise ValueError(f"{name} must be from 0 to {count - 1} for this widget, got {value!r}")

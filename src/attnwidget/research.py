@@ -248,7 +248,8 @@ class Research(_Widget):
         whose token appeared earlier, the weight on its earlier copies, summed) and ``"entropy"``
         (of each row, in nats), each a layers × heads array, the mean over the texts (see
         :func:`attnwidget.atlas.text_scores`), at the current temperature, causal rule, masks, sink
-        and step. One text's layers are held at a time, and progress is said on long runs.
+        and step. One text's layers are scored at a time; a model's texts are kept while they fit
+        ``sources.HOLD`` bytes, past it read again when needed; progress is said on long runs.
 
         A widget from a model has ``"induction"`` too: the model read on random tokens of its
         tokenizer's ordinary vocabulary, repeated twice (``atlas.COUNT`` seeded sequences of
@@ -262,7 +263,8 @@ class Research(_Widget):
         names = atlas.check_names(names, self._reader() is not None)
         inputs = self._inputs()
         count = max(1, len(self.sentences)) if set(names) - {"induction"} else 0
-        with progress("head scores: text", count + atlas.COUNT * ("induction" in names)) as step:
+        reads = atlas.COUNT if "induction" in names and not atlas.read_already(self._reader()) else 0
+        with progress("head scores: text", count + reads) as step:
             texts = (step(t) or pair for t, pair in enumerate(inputs.texts(), 1)) if count else ()
             repeats = (lambda: atlas.read_repeated(inputs, lambda i: step(count + i))) if "induction" in names else None
             scores = atlas.head_scores(texts, repeats)
@@ -279,7 +281,7 @@ class Research(_Widget):
         variance share of each axis, "layer", "head", "method"}; the rows read (the first ``step``
         tokens while writing) of each text. See :mod:`attnwidget.qkmap`."""
         inputs = self._inputs()
-        layer = self.layer if layer is None else layer
+        layer = (self.layer if self.layer_shown else 0) if layer is None else layer
         layer, head = qkmap.check(inputs, layer, self.head if head is None else head, method)
         return qkmap.query_key_map(inputs, layer, head, method)
 

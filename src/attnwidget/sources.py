@@ -185,10 +185,14 @@ class Sources:
             if drop is not None:
                 drop()
 
+    def show(self, block: str, text: int = 0) -> None:
+        """The (block, text) the widget shows now: never let go of, its layers with their axes."""
+        self._shown = (block, text if self.texts else 0)
+
     def adopt(self, block: str, arrays: dict, text: int = 0) -> None:
         """Take the widget's own copies of a stack as the one its layers are views of."""
         key = (block, text if self.texts else 0)
-        self._shown = key
+        self.show(*key)
         before = self._stacks.get(key, {})
         if any(
             not (a is before.get(n) or (not isinstance(a, np.ndarray) and a == before.get(n)))
@@ -204,7 +208,7 @@ class Sources:
         return self._layers[key]
 
     def _layer(self, block: str, text: int, i: int) -> dict:
-        f, arrays = self.found(block, text), self.stack(block, text, axes=False)
+        f, arrays = self.found(block, text), self.stack(block, text, axes=(block, text) == self._shown)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         masks, which = arrays.get("model_masks"), arrays.get("mask_of_layer") or ()

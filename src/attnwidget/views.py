@@ -89,7 +89,9 @@ def _buffer(a, dtype) -> dict:
 
 def _query_key_map(inputs: Inputs) -> dict:
     s = inputs.state
-    layer, head = qkmap.check(inputs, s["layer"] if s["n_layers"] else 0, min(s["head"], rules.n_heads(s) - 1), "pca")
+    layer, head = qkmap.check(
+        inputs, s["layer"] if s["layer_shown"] else 0, min(s["head"], rules.n_heads(s) - 1), "pca"
+    )
     found = qkmap.query_key_map(inputs, layer, head)
     return {
         "points": _buffer(found["points"], np.float32),
@@ -138,7 +140,7 @@ VIEWS = {
         # a model's induction score (atlas.py), on texts of its own: asked for alone, as running the model is not cheap
         View(
             "induction",
-            KEY + ("model_q", "layer_shown"),
+            ("temperature", "causal", "sink", "scale", "softcap", "block", "layer_shown"),  # (not the texts shown)
             "computed",
             compute=_induction,
             asked_when={"summary": ["induction"]},

@@ -325,6 +325,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             [after["block"], after["layer"], min(after["head"], len(after["q"]) - 1)] if after["layer_shown"] else None
         )
         if after["n_layers"] and after["sentence_index"] != state["sentence_index"]:
+            self._sources.show(after["block"], after["sentence_index"])
             self._text_switched()
         # the views computed here: an answer for the state before is out of date (the page asks again)
         if values.get("overview") is not None and views.stale("overview", state, after):
@@ -393,7 +394,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         ``scale`` (0.25 to 8) times its on-screen size; ``theme`` "light" or "dark"."""
         from .export import save_png
 
-        save_png(self.page_state(), path, scale=scale, theme=theme)
+        save_png(self.page_state, path, scale=scale, theme=theme)
 
     def save_svg(self, path: str | os.PathLike, *, theme: str = "light") -> None:
         """Save the current view as a vector SVG picture, rendered headless; ``theme`` "light"
@@ -401,14 +402,14 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         40 000 cells is embedded as one PNG image (see export.save_svg)."""
         from .export import save_svg
 
-        save_svg(self.page_state(), path, theme=theme)
+        save_svg(self.page_state, path, theme=theme)
 
     def save_pdf(self, path: str | os.PathLike, *, theme: str = "light") -> None:
         """Save the current view as a one-page vector PDF, for LaTeX: the SVG picture, converted
         by CairoSVG (in the images extra)."""
         from .export import save_pdf
 
-        save_pdf(self.page_state(), path, theme=theme)
+        save_pdf(self.page_state, path, theme=theme)
 
     def set_vectors(
         self, *, tokens=_KEEP, key_tokens=_KEEP, q=_KEEP, k=_KEEP, v=_KEEP, x=_KEEP, mask=_KEEP, bias=_KEEP

@@ -95,9 +95,12 @@ class LazyText:
         self._found = None
 
     def __getattr__(self, name):  # (only what is not its own: a ModelAttention's, read)
-        if name.startswith("__"):
+        if name.startswith("_"):  # (copy, pickle and the like probe these: they never run the model)
             raise AttributeError(name)
         return getattr(self.found(), name)
+
+    def __repr__(self) -> str:
+        return f"<a text of {len(self.tokens)} tokens, {'read' if self._found is not None else 'not read yet'}>"
 
     def __setattr__(self, name, value):
         if name in LazyText._OWN:
@@ -116,8 +119,8 @@ def specials(tokenizer, bos: bool = True) -> tuple[list, list]:
         plain = list(tokenizer("a", add_special_tokens=False)["input_ids"])
     except TypeError:
         whole = plain = []
-    at = next((i for i in range(len(whole) - len(plain) + 1) if whole[i : i + len(plain)] == plain), 0)
-    prefix, suffix = whole[:at], whole[at + len(plain) :]
+    at = next((i for i in range(len(whole) - len(plain) + 1) if whole[i : i + len(plain)] == plain), None)
+    prefix, suffix = ([], []) if at is None else (whole[:at], whole[at + len(plain) :])  # (not found: none known)
     start = getattr(tokenizer, "bos_token_id", None)
     if bos and not prefix and start is not None:
         prefix = [start]
