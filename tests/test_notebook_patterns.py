@@ -465,3 +465,7 @@ def test_atlas_focus_reads_the_word_after_the_first_occurrence(head_atlas):
     assert m < focus <= 2 * m and tokens[focus] == tokens[focus - m]  # "a word of the second copy"
     assert int(np.argmax(shown["weights"][focus])) == focus - m + 1 == focus - 19  # "19 tokens back"
     assert "19 tokens back" in plain(head_atlas.markdown)
+    # "the second copy's rows make a diagonal 19 cells to the left of the main one"
+    rows = range(m + 1, 2 * m + 1)
+    on = np.mean([np.argmax(shown["weights"][i]) == i - 19 for i in rows])
+    assert "a diagonal 19 cells to the left of the main one" in plain(head_atlas.markdown) and on > 0.75

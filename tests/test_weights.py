@@ -163,7 +163,13 @@ def test_what_needs_queries_and_keys_is_refused_and_values_bring_the_blend_back(
             "row 0 of head 0 (layer 0) sums to 3: each row of weights sums to 1 (within 0.0001), or is all 0; "
             "pass the weights after the softmax",
         ),
-        (np.eye(4), "the weights are 4 queries × 4 keys, but there are 3 tokens"),
+        (np.eye(7), "the weights are 7 queries × 7 keys, but 3 tokens were given: give one token per row"),
+        (
+            np.eye(5),
+            "2 positions more than the tokens, as a tokenizer's special tokens ([CLS] … [SEP], <s>) add: pass the "
+            'tokens the model read, tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])',
+        ),
+        (np.ones((4, 5)) / 5, "the weights are 4 queries × 5 keys, but 3 tokens were given (for cross-attention"),
         ((np.ones((2, 1, 3, 3)) / 3,), "layer 0 holds a batch of 2 texts"),
         (np.ones((1, 1, 1, 3, 3)) / 3, "attention weights of 5 dimensions"),
         ((), "the attentions are empty"),

@@ -37,14 +37,18 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
     tokens = _labels(tokens, "tokens")
     keys = None if key_tokens is None else _labels(key_tokens, "key_tokens")
     if len(tokens) != n or len(keys if keys is not None else tokens) != m:
-        cols = (
-            f"key_tokens {len(keys)}"
-            if keys is not None
-            else f"tokens {len(tokens)} (pass key_tokens= for cross-attention)"
-        )
+        given = f"{len(tokens)} tokens" + ("" if keys is None else f" and {len(keys)} key_tokens")
+        more = n - len(tokens)
+        if keys is None and n == m and 0 < more <= 3:  # (what a tokenizer adds: tokens taken from the text alone)
+            raise ValueError(
+                f"the weights are {n} queries × {m} keys, but {given} were given: {more} position"
+                f"{'s' if more > 1 else ''} more than the tokens, as a tokenizer's special tokens ([CLS] … [SEP], <s>) "
+                'add: pass the tokens the model read, tokenizer.convert_ids_to_tokens(inputs["input_ids"][0])'
+            )
+        cross = " (for cross-attention, pass key_tokens= for the columns)" if keys is None and n != m else ""
         raise ValueError(
-            f"the weights are {n} queries × {m} keys, but there are {len(tokens)} tokens and {cols} for the columns: "
-            "give one token per row and per column"
+            f"the weights are {n} queries × {m} keys, but {given} were given{cross}: give one token per row and per "
+            "column"
         )
     for i, w in enumerate(layers):
         _check(w, i, HALF_ROW_SUM if half else ROW_SUM)
