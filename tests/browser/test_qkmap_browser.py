@@ -17,7 +17,7 @@ def test_an_exported_map_is_pythons_and_a_click_opens_the_text_at_the_token(brow
     w = AttentionWidget(TEXTS, qk_map=True, stage="weights")
     want = w.query_key_map()
     w.to_html(tmp_path / "map.html")
-    page = browser.new_context(viewport={"width": 1200, "height": 1000}).new_page()
+    page = browser.new_context(viewport={"width": 1200, "height": 1000}, bypass_csp=True).new_page()  # (the waits)
     try:
         page.goto((tmp_path / "map.html").as_uri())
         page.wait_for_selector(".aw-qk[data-points]")
@@ -33,6 +33,7 @@ def test_an_exported_map_is_pythons_and_a_click_opens_the_text_at_the_token(brow
             for j in range(len(want["token"]))
             if want["text"][j] == 2 and want["token"][j] == "river" and want["kind"][j] == "key"
         )
+        page.wait_for_function("document.querySelector('.aw-root').attnwidget.ready()")  # laid out: nothing moves
         x, y = page.evaluate(f"document.querySelector('.aw-qk').pointAt({i})")
         box = page.locator(".aw-qk-canvas").bounding_box()
         page.mouse.move(box["x"] + x, box["y"] + y)
