@@ -3,11 +3,13 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from test_integrations import gpt2_tokenizer, tf  # (fixtures)
 
 from attnwidget.__main__ import main
 
@@ -194,17 +196,50 @@ def test_export_a_models_page_with_the_layers_asked(tmp_path, minilm_path, monke
         (["--layers", "0"], "--layer, --head, --layers and --max-mb are for a model's page: give --model"),
         (["--model", "M", "--layers", "zero"], "--layers 'zero': give layer numbers and rising ranges, e.g. 0,3,5-7"),
         (["--model", "M", "--layers", "5-3"], "--layers '5-3': give layer numbers and rising ranges"),
-        (["--model", "M", "--layers", "0,9"], "--layers must be layer numbers from 0 to 5; got [9]"),
+        (["--model", "M", "--layers", "0,9"], "--layers must be layer numbers from 0 to 5; got 9"),
         (["--model", "M", "--layer", "6"], "--layer 6 is out of range: the model has 6 layers, 0 to 5"),
         (["--model", "M", "--preset", "lab"], "--model reads one sentence"),
+        (["--model", ""], "--model '': give a folder saved with save_pretrained, or a model's name on the Hub"),
+        (["--model", "M", "--max-mb", "0"], "--max-mb 0.0: give a size in megabytes above 0, e.g. 50"),
+        (["--model", "M", "--max-mb", "nan"], "--max-mb nan: give a size in megabytes above 0"),
+        (["--model", "M", "--max-mb", "-3"], "--max-mb -3.0: give a size in megabytes above 0"),
+        (
+            ["--model", "M", "--layers", "0-99999999999"],
+            "--layers must be layer numbers from 0 to 5; got 6 to 99999999999",
+        ),
+        (["--model", "M", "--layers", "2,7,9-12"], "--layers must be layer numbers from 0 to 5; got 7, 9 to 12"),
+        (["--model", "BROKEN"], "could not be loaded"),
     ],
 )
 def test_a_models_mistakes_are_explained(tmp_path, capsys, minilm_path, monkeypatch, args, message):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    args = [str(minilm_path) if a == "M" else a for a in args]
+    broken = tmp_path / "broken"  # a model folder whose weights file is cut short
+    shutil.copytree(minilm_path, broken)
+    for weights in broken.glob("*.safetensors"):
+        weights.write_bytes(weights.read_bytes()[:1000])
+    args = [str(minilm_path) if a == "M" else str(broken) if a == "BROKEN" else a for a in args]
     sentence = [] if "--preset" in args else ["a b"]
     with pytest.raises(SystemExit) as exit_:
         main(["export", *sentence, *args, "-o", str(tmp_path / "x.html")])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and message in err.splitlines()[-1]
     assert not (tmp_path / "x.html").exists()
+
+
+def test_an_encoder_decoder_models_page_reads_the_target_given(tmp_path, capsys, monkeypatch, tf, gpt2_tokenizer):
+    from test_seq2seq import seq2seq
+
+    folder = tmp_path / "bart"
+    seq2seq(tf, gpt2_tokenizer, "bart").save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit):
+        main(["export", "the river bank", "--model", str(folder), "-o", str(tmp_path / "x.html")])
+    assert 'give --target "…", the text its decoder writes' in capsys.readouterr().err.splitlines()[-1]
+    out = tmp_path / "bart.html"
+    main(["export", "the river bank", "--model", str(folder), "--target", "a bank", "-o", str(out)])
+    state = embedded_state(out)
+    assert state["blocks"] == ["encoder", "decoder", "cross"] and state["block"] == "cross"  # (as in Python)
+    with pytest.raises(SystemExit):
+        main(["export", "a b", "--target", "c", "-o", str(tmp_path / "y.html")])
+    assert "--target is for an encoder–decoder model's page: give --model" in capsys.readouterr().err

@@ -333,3 +333,33 @@ def test_a_batch_of_texts_is_never_read_as_layers():
     np.testing.assert_allclose(one.weights, batch[1, 2].numpy(), atol=1e-12)
     stacked = AttentionWidget.from_attentions(batch.numpy(), list("abcd"), layer=1)  # numpy: layers × heads × …
     assert stacked.n_layers == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    off=st.floats(-9e-5, 9e-5),
+    dtype=st.sampled_from([np.float64, np.float32, np.float16]),
+)
+def test_weights_are_shown_as_given_each_row_divided_by_its_sum(seed, off, dtype):
+    """ "As given" (from_attentions' docstring): at T = 1 each row divided by its sum, which is 1 within 1e-4."""
+    rng = np.random.default_rng(seed)
+    g = rng.random((2, 5, 5)) * (rng.random((2, 5, 5)) > 0.3)
+    g[..., 0] += 0.01  # (no row all zeros)
+    g /= g.sum(axis=-1, keepdims=True)
+    g[..., 0, :] *= 1 + off  # a row summing to 1 + off
+    given = g.astype(dtype)
+    w = AttentionWidget.from_attentions(given, list("abcde"))
+    exact = given.astype(float)
+    exact = exact / exact.sum(axis=-1, keepdims=True)
+    for h in range(2):
+        w.head = h
+        shown = np.asarray(w.weights)
+        np.testing.assert_allclose(shown, exact[h], rtol=1e-12, atol=1e-15)
+        assert np.abs(shown - given[h]).max() <= 1e-4 + (0 if dtype != np.float16 else 2e-3)
+        assert (shown[given[h] == 0] == 0).all()
+    w.temperature = 0.002  # re-tempered from the logarithms of the numbers given, not of their float32 roundings
+    with np.errstate(divide="ignore"):
+        s = np.log(given[w.head].astype(float)) / 0.002
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(np.asarray(w.weights), s / s.sum(axis=-1, keepdims=True), rtol=1e-9, atol=1e-12)

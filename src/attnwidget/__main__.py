@@ -10,6 +10,7 @@ the layers --layers names and the one shown, or without --layers every layer whi
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
     model.add_argument(
         "--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub"
     )
+    model.add_argument("--target", help="an encoder–decoder model's: the text its decoder writes")
     model.add_argument("--layer", type=int, default=0, help="the layer to open on")
     model.add_argument("--head", type=int, default=0, help="the head to open on")
     model.add_argument(
@@ -60,19 +62,25 @@ def main(argv=None) -> int:
 
     if bool(args.sentences) == bool(args.preset):
         parser.error("give one or more sentences, or --preset, not both")
+    if args.model is not None and not args.model.strip():
+        parser.error("--model '': give a folder saved with save_pretrained, or a model's name on the Hub")
+    if not (math.isfinite(args.max_mb) and args.max_mb > 0):
+        parser.error(f"--max-mb {args.max_mb}: give a size in megabytes above 0, e.g. 50")
     if args.model and (args.preset or len(args.sentences) != 1):
         parser.error("--model reads one sentence: give it alone, without --preset")
+    if not args.model and args.target is not None:
+        parser.error("--target is for an encoder–decoder model's page: give --model")
     if not args.model and (args.layers is not None or args.max_mb != 50 or args.layer or args.head):
         parser.error("--layer, --head, --layers and --max-mb are for a model's page: give --model")
-    layers = _layer_list(parser, args.layers) if args.layers is not None else None
+    layers = ranges = _layer_list(parser, args.layers) if args.layers is not None else None
     if args.output != "-":
         _check_output(parser, args.output)  # before the slower work
     try:
         if args.preset:
             w = PRESETS[args.preset]()
         elif args.model:
-            w = _from_model(parser, args.model, args.sentences[0])
-            _check_layers(parser, w, args.layer, args.head, layers)
+            w = _from_model(parser, args.model, args.sentences[0], args.target)
+            layers = _check_layers(parser, w, args.layer, args.head, ranges)
             w.layer, w.head = args.layer, args.head
         else:
             w = AttentionWidget(args.sentences[0] if len(args.sentences) == 1 else args.sentences)
@@ -145,19 +153,19 @@ def _check_output(parser, out: str) -> None:
         os.remove(out)  # leave nothing behind if a later step fails
 
 
-def _layer_list(parser, text: str) -> list[int]:
-    """--layers "0,3,5-7" as [0, 3, 5, 6, 7]."""
+def _layer_list(parser, text: str) -> list[list[int]]:
+    """--layers "0,3,5-7" as [[0], [3], [5, 7]] (made a list of layers by _check_layers)."""
     try:
         ends = [[int(n) for n in part.split("-")] for part in text.split(",")]
         if any(len(e) not in (1, 2) or e[0] > e[-1] or e[0] < 0 for e in ends):
             raise ValueError
     except ValueError:
         parser.error(f"--layers {text!r}: give layer numbers and rising ranges, e.g. 0,3,5-7")
-    return sorted({i for e in ends for i in range(e[0], e[-1] + 1)})
+    return ends  # (ranges as given: checked against the model's layers before any is made)
 
 
-def _from_model(parser, name: str, text: str) -> AttentionWidget:
-    """The model and tokenizer saved at ``name`` (or named so on the Hub), read on ``text``."""
+def _from_model(parser: argparse.ArgumentParser, name: str, text: str, target: str | None) -> AttentionWidget:
+    """The model and tokenizer saved at ``name`` (or named so on the Hub), read on ``text`` (and ``target``)."""
     try:
         import transformers
     except ImportError:
@@ -169,24 +177,29 @@ def _from_model(parser, name: str, text: str) -> AttentionWidget:
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModel.from_pretrained(name)
-    except (OSError, ValueError) as err:
+    except Exception as err:  # (a missing folder, an unknown name, a cut or corrupt weights file: each its own kind)
         parser.error(
-            f"--model {name!r} could not be loaded ({err}); give a folder saved with save_pretrained, or a model's "
-            "name on the Hub"
+            f"--model {name!r} could not be loaded ({type(err).__name__}: {str(err)[:300]}); give a folder saved with "
+            "save_pretrained, or a model's name on the Hub"
         )
-    return AttentionWidget.from_transformers(model.eval(), tokenizer, text)
+    try:
+        return AttentionWidget.from_transformers(model.eval(), tokenizer, text, target=target)
+    except ValueError as err:  # (said in the command line's words)
+        parser.error(str(err).replace('pass target="…"', 'give --target "…"'))
 
 
-def _check_layers(parser, w: AttentionWidget, layer: int, head: int, layers: list[int] | None) -> None:
-    """--layer, --head and --layers in the model's range, said in the command line's words."""
+def _check_layers(parser, w: AttentionWidget, layer: int, head: int, ranges: list[list[int]] | None) -> list | None:
+    """--layer, --head and --layers in the model's range, said in the command line's words; the layers asked."""
     n, heads = w.n_layers, w.n_heads
     if not 0 <= layer < n:
         parser.error(f"--layer {layer} is out of range: the model has {n} layers, 0 to {n - 1}")
     if not 0 <= head < heads:
         parser.error(f"--head {head} is out of range: the model has {heads} heads, 0 to {heads - 1}")
-    wrong = [i for i in layers or [] if not 0 <= i < n]
-    if wrong:
-        parser.error(f"--layers must be layer numbers from 0 to {n - 1}; got {wrong}")
+    beyond = [(max(e[0], n), e[-1]) for e in ranges or [] if e[-1] >= n]  # (a range's part past the last layer)
+    if beyond:
+        said = ", ".join(str(a) if a == b else f"{a} to {b}" for a, b in beyond)
+        parser.error(f"--layers must be layer numbers from 0 to {n - 1}; got {said}")
+    return None if ranges is None else sorted({i for e in ranges for i in range(e[0], e[-1] + 1)})
 
 
 def _focus_index(parser, focus: str, tokens: list[str]) -> int:

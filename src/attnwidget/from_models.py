@@ -117,7 +117,9 @@ class FromModels(_Widget):
         refused when it holds several (give one text's: ``attentions[i][j:j + 1]``); four axes
         are layers only in a numpy array, as ``np.stack`` of one text's layers makes them.
 
-        The weights are shown as given, with everything that needs weights alone: the matrix,
+        The weights are shown as given: at temperature 1 each row divided by its sum (which must be
+        1 within 1e-4), to float64's rounding, whatever precision they came in; cells given 0 stay
+        0 in every state. With them comes everything that needs weights alone: the matrix,
         arcs, row budget and effective tokens, heads and layers side by side, summaries, the
         sink, exercises, writing token by token (a causal pattern) and exported pages. A
         temperature re-tempers each row exactly: softmax(log W / T), cells of weight 0 staying 0,

@@ -69,7 +69,7 @@ def read(attentions, tokens, key_tokens=None, values=None) -> ModelAttention:
             )
         masks.append(None if not closed.any() else ~closed)
         with np.errstate(divide="ignore"):
-            bias = np.log(w)
+            bias = np.log(w.astype(np.float64))  # (float32's own logs would move re-tempered weights by ~1e-7 / T)
         bias[np.isneginf(bias) | closed | above] = (
             CLOSED  # closed by its score too: a new mask or causal=False keeps it
         )
