@@ -65,10 +65,10 @@ m
         assert int(page.locator(".aw-qk").get_attribute("data-points")) == points
         page.locator(".aw-head[data-layer='1'][data-head='2']").click()  # another head: its own map
         page.wait_for_function(f"{ROOT}.model.get('computed')?.query_key_map?.key.head === 2")
-        assert "layer 1, head 2" in page.locator(".aw-qk-title").text_content()
+        page.wait_for_function("document.querySelector('.aw-qk-title').textContent.includes('layer 1, head 2')")
         page.locator(".aw-qk-toggle").uncheck()
         assert kernel.wait_for("m.qk_map", lambda on: on is False) is False
-        assert page.locator(".aw-qk").is_hidden()
+        page.wait_for_selector(".aw-qk", state="hidden")  # (at the next frame the page draws)
         assert errors == []
     finally:
         page.context.close()
