@@ -1,5 +1,7 @@
 """Long work in the kernel says how far it is in the notebook, and leaves nothing behind."""
 
+import warnings
+
 import pytest
 from test_interface import TEXT, model_for, tokenizer
 
@@ -66,3 +68,17 @@ def test_head_scores_say_each_text_and_each_induction_sequence_then_clear(shown,
     w.head_scores()  # the repeated sequences read before: only the texts are counted
     (scores,) = [h for h in shown if h.said[0].startswith("head scores")]
     assert scores.said == ["head scores: text 1 of 2", "head scores: text 2 of 2", ""]
+
+
+def test_flow_says_each_row_and_warns_before_a_long_run(shown, monkeypatch):
+    from attnwidget import AttentionWidget, measures
+
+    w = AttentionWidget("one two three four five six")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a short run: no warning
+        w.flow()
+    (handle,) = shown
+    assert handle.said == [f"attention flow: row {i} of 6" for i in range(1, 7)] + [""]
+    monkeypatch.setattr(measures, "FLOW_CELLS", 2)  # (as if the machine took a second for two cells)
+    with pytest.warns(UserWarning, match=r"attention flow of 6 tokens through 1 layer takes about \d+ s"):
+        w.flow()

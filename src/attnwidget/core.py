@@ -371,18 +371,23 @@ def rollout(weights) -> np.ndarray:
     return np.array(out)
 
 
-def attention_flow(weights) -> np.ndarray:
+def attention_flow(weights, step=lambda row: None) -> np.ndarray:
     """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the
     last layer through the layered graph whose edge from token j below layer l to token i above
     it has capacity Â_l[i, j]. Exact (a maximum flow for every pair, Dinic's algorithm): about
-    n² flows on a graph of (layers + 1) · n nodes, so a text of a few dozen tokens."""
+    n² flows on a graph of (layers + 1) · n nodes, so a text of a few dozen tokens. ``step(i)`` is
+    called before row i (from 1)."""
     a = _mixed(weights)
     layers, n = a.shape[0], a.shape[-1]
     size = (layers + 1) * n
     cap = np.zeros((size, size))
     for at in range(layers):  # node at·n + j: token j below layer at
         cap[at * n : (at + 1) * n, (at + 1) * n : (at + 2) * n] = a[at].T
-    return np.array([[_max_flow(cap, j, layers * n + i) for j in range(n)] for i in range(n)])
+    rows = []
+    for i in range(n):
+        step(i + 1)
+        rows.append([_max_flow(cap, j, layers * n + i) for j in range(n)])
+    return np.array(rows)
 
 
 def _max_flow(cap: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:

@@ -7,6 +7,7 @@ for the state in its key (views.py declares each one and makes its entry for the
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -45,10 +46,16 @@ def norms(inputs: Inputs, combined: bool = False) -> np.ndarray:
     return attention_norms(weights, inputs.extra["grams"]()[: weights.shape[-1]], combined)
 
 
-def across(inputs: Inputs, name: str, up_to: int | None = None) -> np.ndarray:
-    """Rollout (every layer's, up to ``up_to``) or flow (up to ``up_to``)."""
+def across(inputs: Inputs, name: str, up_to: int | None = None, step=lambda row: None) -> np.ndarray:
+    """Rollout (every layer's, up to ``up_to``) or flow (up to ``up_to``; ``step(i)`` before its row i)."""
     layers = inputs.across(name, up_to)
-    return rollout(layers) if name == "rollout" else attention_flow(layers)
+    return rollout(layers) if name == "rollout" else attention_flow(layers, step)
+
+
+def flow_seconds(n: int, layers: int) -> float:
+    """About how long flow takes on n tokens through ``layers`` layers: FLOW_CELLS cells take a second, and each
+    maximum flow grows with the graph (about n³ · layers in all, as benchmarks/views.py measures)."""
+    return n * n * layers / FLOW_CELLS * max(1.0, n / math.sqrt(FLOW_CELLS / layers))
 
 
 def lengths(sources) -> list[int]:

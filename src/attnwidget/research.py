@@ -10,12 +10,13 @@ overview's background computation) it keeps.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import atlas, measures, qkmap, views
-from .core import attention_flow, head_grams, head_summaries, head_vectors, rollout
+from .core import head_grams, head_summaries, head_vectors, rollout
 from .inputs import Inputs
 from .integrations import ablation
 from .overview import Background
@@ -105,8 +106,19 @@ class Research(_Widget):
         """Attention flow (Abnar & Zuidema, 2020), n × n: entry (i, j) is the maximum flow from
         input token j to token i at the last layer through the graph of every layer whose
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
-        of a few dozen tokens (see :func:`attnwidget.core.attention_flow`)."""
-        return attention_flow(self._inputs().across("flow"))
+        of a few dozen tokens (see :func:`attnwidget.core.attention_flow`): progress is said row by
+        row, and a run estimated past ten seconds warns first."""
+        inputs = self._inputs()
+        n, layers = inputs.rows, len(inputs.layers)
+        seconds = measures.flow_seconds(n, layers)
+        if seconds > 10:
+            warnings.warn(
+                f"attention flow of {n} tokens through {layers} layer{'s' if layers > 1 else ''} takes about "
+                f"{seconds:.0f} s (a maximum flow for each pair of tokens); rollout() is its fast approximation",
+                stacklevel=2,
+            )
+        with progress("attention flow: row", n) as step:
+            return measures.across(inputs, "flow", step=step)
 
     def norms(self, combined: bool = False) -> np.ndarray:
         """Norm-based attention (Kobayashi et al., 2020), heads × queries × keys at the current layer
