@@ -402,11 +402,18 @@ const differenceSummary = (get) => {
   return d?.largest && current(d, get) ? { name: "difference", label, values: d.largest, signed: false } : null;
 };
 
-// An exported page colours the heads by the effects computed before it was exported.
-const effectSummary = (get) =>
-  get("summary") === "effect" && get("head_effects")
-    ? { name: "effect", label: "effect on the next token", values: get("head_effects"), signed: get("_constants").views.effect.signed }
-    : null;
+// An exported page colours the heads by the effects computed before it was exported: of the text and step
+// exported only (the page cannot run the model), said at another.
+const effectSummary = (get) => {
+  const effects = get("summary") === "effect" ? get("head_effects") : null;
+  if (!effects) return null;
+  const key = get("head_effects_key"),
+    fresh = !key || current({ key }, get),
+    where = key && (get("sentences") || []).length > 1 ? `text ${key.sentence_index} at step ${key.step}` : `step ${key?.step}`;
+  const note = fresh ? "" : `the effect on the next token was computed for ${where} only`;
+  const values = fresh ? effects : effects.map(() => NaN);
+  return { name: "effect", label: "effect on the next token", values, note, signed: get("_constants").views.effect.signed };
+};
 
 /** The panel beyond one head: a live page offers what the kernel can compute (and says why not);
  * an exported page, what it carries. */

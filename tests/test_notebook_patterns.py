@@ -400,7 +400,14 @@ def test_lab_says_the_cold_end_as_the_numbers_are(lab):
 
 def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says(practice):
     assert "i put my money in the → bank" in practice.printed_by("next_word = ")
+    training = next(c for c in practice.code_cells if "next_word = " in c.source)
+    warned = [o.get("text", "") for o in training.get("outputs", []) if o.get("name") == "stderr"]
+    assert not any("[transformers]" in text for text in warned), warned  # the model's config is its own
     needed = practice.widgets["needed"]
+    # Run All clicks no head: the learner's check cell asks for one (the teacher's cell then clicks and reveals)
+    assert practice.printed_by("print(check_head(needed))").startswith(
+        "Click the head you think the next word needs most, in the overview, then run this cell again.\n"
+    )
     assert needed["summary"] == "effect"  # the reveal coloured the overview
     rows = [(int(layer), int(head), float(money), float(effect)) for layer, head, money, effect in re.findall(
         r"^ +(\d) +(\d) +(\d\.\d\d) +([+-]\d\.\d+)$", practice.printed_by("needed.head_effects()"), flags=re.M,
@@ -411,7 +418,7 @@ def test_practice_which_head_the_next_word_needs_is_revealed_as_the_teacher_says
     assert len(reading) == 2 and best in reading
     other = next(r for r in reading if r is not best)
     assert abs(other[3]) * 5 < abs(best[3])  # "only one of them is needed"
-    said = practice.printed_by("print(check_head(needed))")
+    said = practice.printed_by("needed.layer, needed.head = 1, 3")
     assert (
         said.startswith("You chose layer 1, head 3")
         and f"The head it needs most is layer {best[0]}, head {best[1]}" in said

@@ -99,7 +99,8 @@ export function createExercise(parent, { onGuess, onReveal }) {
     draft = null, // the guess being dragged: drawn at once, sent on release
     drag = null, // {j, track} while a bar is dragged
     held = [], // the entries the learner set, typed or dragged: they keep their values while others make room
-    sent = null; // the guess last committed, until a draw shows it (a Reveal may come first)
+    sent = null, // the guess last committed, until a draw shows it (a Reveal may come first)
+    typing = -1; // the box the learner is typing in: nothing drawn meanwhile overwrites what it holds
 
   const shares = () => draft || last.guess || evenGuess(last.open);
   // a bar still held is committed first; a guess just committed counts although no draw has shown it yet
@@ -123,6 +124,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
   };
 
   function build(keys, open, why, selfIndex) {
+    typing = -1;
     items = keys.map((t, j) => {
       const guessBar = el("div", { class: "aw-ex-fill aw-ex-fill-guess" });
       const realBar = el("div", { class: "aw-ex-fill aw-ex-fill-real" });
@@ -167,9 +169,23 @@ export function createExercise(parent, { onGuess, onReveal }) {
           ev.preventDefault();
           set(j, Math.round((shares()[j] + step) * 100) / 100, true);
         });
-        input.addEventListener("change", () => {
+        const apply = () => {
+          typing = -1;
           if (input.value === "" || !Number.isFinite(Number(input.value))) return paint(); // back to the guess as it is
           set(j, Number(input.value) / 100, true);
+        };
+        input.addEventListener("input", () => {
+          typing = j;
+        });
+        input.addEventListener("change", apply);
+        input.addEventListener("keydown", (ev) => {
+          if (ev.key !== "Enter") return;
+          ev.preventDefault();
+          ev.stopPropagation(); // (a notebook would take Enter as its own)
+          apply();
+        });
+        input.addEventListener("blur", () => {
+          if (typing === j) apply();
         });
       }
       return { row, track, guessBar, realBar, input, real };
@@ -189,7 +205,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
     items.forEach((it, j) => {
       it.guessBar.style.width = `${(100 * g[j]).toFixed(2)}%`;
       it.track.setAttribute("aria-valuenow", pct[j]);
-      if (document.activeElement !== it.input || !draft) it.input.value = String(pct[j]);
+      if (typing !== j) it.input.value = String(pct[j]);
       it.row.classList.toggle("aw-ex-tentative", !draft && !last.guess);
       it.realBar.style.width = revealed && open[j] ? `${(100 * row[j]).toFixed(2)}%` : "0";
       if (open[j]) {

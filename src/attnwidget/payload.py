@@ -28,7 +28,7 @@ layer shown, "held_layers" (the layers in "arrays") and the overview of every la
 scores, while a summary of theirs colours the overview), and "measure_data": each measure the page
 can show, computed here at the state exported (views.for_page), its matrix in base64; and
 "head_effects" (layers · heads numbers) when a language model's effects were computed before the
-export (the "effect" summary).
+export (the "effect" summary), with "head_effects_key": the step and text they are of.
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
@@ -193,6 +193,7 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     } or None
     if effects is not None:  # head_effects as computed: the page cannot run the model
         state["head_effects"] = [float(v) for v in effects.ravel()]
+        state["head_effects_key"] = {n: inputs.state[n] for n in ("step", "sentence_index")}  # what they are of
     if held is not None:
         overview = compute(inputs)  # every layer at a glance, at the state exported: the page cannot compute it
         state["held_layers"], state["overview"] = held, {**overview, "thumbs": _in_base64(overview["thumbs"])}

@@ -74,5 +74,13 @@ def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path,
         page.wait_for_function("document.querySelector('.aw-heads-list').dataset.heads === ''")
         order = [float(c.get_attribute("data-value")) for c in page.locator(".aw-head").all()]
         assert order == sorted(order)
+        # another step: the effects exported are of the step exported only, and the page says so
+        page.evaluate(f"{ROOT}.model.set('step', {len(w.tokens) - 2})")
+        page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value === '')")
+        caption = page.locator(".aw-heads-caption").inner_text().lower()
+        assert f"the effect on the next token was computed for step {len(w.tokens)} only" in caption, caption
+        page.evaluate(f"{ROOT}.model.set('step', {len(w.tokens)})")  # back: shown again
+        page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')")
+        heads_show(page, effects)
     finally:
         page.context.close()

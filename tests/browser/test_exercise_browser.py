@@ -122,6 +122,29 @@ def test_a_bad_guess_from_the_page_is_refused_and_resynced(live):
     assert [page.locator(".aw-ex-input").nth(j).input_value() for j in range(6)] == ["10", "10", "10", "10", "30", "30"]
 
 
+def test_in_jupyterlab_enter_applies_a_typed_share_and_a_reply_never_merges_into_the_box_being_typed(live):
+    page, kernel, errors = live
+    kernel.run("w.guess = [0.1, 0.1, 0.1, 0.1, 0.3, 0.3]")
+    page.wait_for_function(f"JSON.stringify({MODEL}.get('guess')) === JSON.stringify([0.1, 0.1, 0.1, 0.1, 0.3, 0.3])")
+    box = page.locator(".aw-ex-input").nth(2)
+    box.fill("")
+    box.type("40")
+    box.press("Enter")  # applied on Enter, the box still focused
+    assert kernel.wait_for("w.guess", lambda g: g is not None and g[2] == pytest.approx(0.4)) is not None
+    other = page.locator(".aw-ex-input").nth(3)
+    other.fill("")
+    other.type("4")  # the learner is typing here when the kernel's reply to something else arrives
+    kernel.run("w.guess = [0.2, 0.1, 0.2, 0.1, 0.2, 0.2]")
+    page.wait_for_function(f"{MODEL}.get('guess')[0] === 0.2")
+    page.evaluate(FRAMES)
+    assert other.input_value() == "4"  # not overwritten by the reply
+    other.type("5")
+    assert other.input_value() == "45"
+    other.press("Enter")
+    assert kernel.wait_for("w.guess", lambda g: g[3] == pytest.approx(0.45)) is not None
+    assert not errors
+
+
 def test_exported_predict_page_types_a_guess_and_scores_it_with_no_kernel(browser, tmp_path, artifacts):
     w = AttentionWidget(exercise="predict", focus=5, stage="weights", temperature=0.7)
     page, problems = exported(browser, tmp_path, w, "predict.html")
