@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { pyStr, Refused } from "./rules.js";
+import { check, nHeads, pyStr, Refused } from "./rules.js";
 
 export const VERSION = 1;
 
@@ -13,13 +13,39 @@ function bytesOf(base64) {
   return bytes;
 }
 
-function decode(value) {
-  if (value && typeof value === "object" && typeof value.base64 === "string")
-    return { shape: value.shape, dtype: value.dtype, view: new DataView(bytesOf(value.base64).buffer) };
-  return value;
+const BYTES = { float32: 4, float64: 8, int32: 4, uint8: 1 };
+const FLOATS = { float32: Float32Array, float64: Float64Array };
+
+/** An array as encoded ({shape, dtype, base64}), checked against what it declares before its bytes are
+ * read: an altered page is refused with what is wrong, never drawn from numbers it does not hold.
+ * `finite`: numbers the page computes from (not NaN, not infinite). Anything else comes back as it is. */
+function decode(value, name = "an array", finite = false) {
+  if (!(value && typeof value === "object" && typeof value.base64 === "string")) return value;
+  const { shape, dtype, base64 } = value;
+  if (!Object.hasOwn(BYTES, dtype)) throw new Refused(`${name} has dtype ${JSON.stringify(dtype)}: not one this page reads (${Object.keys(BYTES).join(", ")})`);
+  if (!Array.isArray(shape) || !shape.every((n) => Number.isSafeInteger(n) && n >= 0))
+    throw new Refused(`${name} has shape ${JSON.stringify(shape)}: a shape is a list of whole numbers`);
+  const need = shape.reduce((a, n) => a * n, 1) * BYTES[dtype],
+    pad = base64.endsWith("==") ? 2 : base64.endsWith("=") ? 1 : 0,
+    holds = base64.length % 4 ? "bytes cut short" : `${(base64.length / 4) * 3 - pad} bytes`;
+  if (holds !== `${need} bytes`) throw new Refused(`${name} holds ${holds}, but its shape ${JSON.stringify(shape)} in ${dtype} needs ${need}`);
+  let bytes;
+  try {
+    bytes = bytesOf(base64);
+  } catch {
+    throw new Refused(`${name}'s bytes are not base64`);
+  }
+  if (finite && FLOATS[dtype]) {
+    const numbers = new FLOATS[dtype](bytes.buffer, bytes.byteOffset, bytes.byteLength / BYTES[dtype]);
+    for (let i = 0; i < numbers.length; i++)
+      if (!Number.isFinite(numbers[i])) throw new Refused(`${name} holds ${numbers[i]} at index ${i}: every number must be finite`);
+  }
+  return { shape, dtype, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
 }
 
-const decodeAll = (values) => Object.fromEntries(Object.entries(values || {}).map(([k, v]) => [k, decode(v)]));
+/** Each of `values`' arrays decoded; `where` names them (and that they are computed from: finite). */
+const decodeAll = (values, where = "", finite = true) =>
+  Object.fromEntries(Object.entries(values || {}).map(([k, v]) => [k, decode(v, `${where}${k}`, finite)]));
 
 const WIDTH = { float32: 4, float64: 8 };
 
@@ -60,18 +86,23 @@ export function layerBias(stack, i) {
 
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v). */
 export function decodePayload(payload) {
-  if (payload.version !== VERSION)
-    throw new Error(`This page's data is version ${payload.version}; this page reads version ${VERSION}. Export it again with the same attnwidget.`);
+  if (!payload || typeof payload !== "object" || !payload.state || typeof payload.state !== "object" || !payload.state._constants)
+    throw new Refused("it holds no widget's state");
+  if (typeof payload.version !== "number")
+    throw new Refused(`it declares version ${typeof payload.version === "string" ? pyStr(payload.version) : String(payload.version)}, not a version number`);
+  if (payload.version !== VERSION) throw new Refused(`it is version ${payload.version}; this page reads version ${VERSION}`);
   const state = decodeAll(payload.state),
     src = payload.sources || {};
-  if (state.overview) state.overview = { ...state.overview, thumbs: decode(state.overview.thumbs) }; // a model too large for the page: its overview as exported
+  if (state.overview) state.overview = { ...state.overview, thumbs: decode(state.overview.thumbs, "overview thumbs") }; // a model too large for the page: its overview as exported
   // the measures beyond one head, computed at the state exported
   if (state.measure_data)
-    state.measure_data = Object.fromEntries(Object.entries(state.measure_data).map(([n, e]) => [n, e.matrix ? { ...e, matrix: decode(e.matrix) } : e]));
-  if (state.computed) state.computed = Object.fromEntries(Object.entries(state.computed).map(([n, answer]) => [n, decodeAll(answer)]));
-  const sentences = (src.sentences || []).map((e) => (e ? decodeAll(e) : null)); // null: a model's text left out
-  const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b)]));
-  const model = src.model ? decodeAll(src.model) : null;
+    state.measure_data = Object.fromEntries(
+      Object.entries(state.measure_data).map(([n, e]) => [n, e.matrix ? { ...e, matrix: decode(e.matrix, `${n}'s matrix`) } : e]),
+    );
+  if (state.computed) state.computed = Object.fromEntries(Object.entries(state.computed).map(([n, answer]) => [n, decodeAll(answer, `${n}'s `, false)]));
+  const sentences = (src.sentences || []).map((e, i) => (e ? decodeAll(e, `text ${i}'s `) : null)); // null: a model's text left out
+  const blocks = Object.fromEntries(Object.entries(src.blocks || {}).map(([name, b]) => [name, decodeAll(b, `block ${name}'s `)]));
+  const model = src.model ? decodeAll(src.model, "the model's ") : null;
   // the block shown at first: its every layer's arrays are in the state, not among the blocks
   const home = Object.fromEntries(state._constants.stack.map((k) => [k, state[k]]));
   const stackOf = (block, text) => (block && blocks[block].model_q ? blocks[block] : !block && sentences[text]?.model_q ? sentences[text] : home);
@@ -87,7 +118,7 @@ export function decodePayload(payload) {
     return sentences[i].model_q ? sentences[i] : { ...sentences[i], ...home };
   };
   const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
-  const arrays = Object.fromEntries(Object.entries(payload.arrays || {}).map(([name, a]) => [name, decodeAll(a)]));
+  const arrays = Object.fromEntries(Object.entries(payload.arrays || {}).map(([name, a]) => [name, decodeAll(a, `${name}'s `)]));
   const held = state.held_layers; // a model too large for the page: the layers it holds, in `arrays`
   const heldLayer = (i) => {
     const found = arrays[`layer:${i}`];
@@ -124,7 +155,23 @@ export function decodePayload(payload) {
     const shown = sources.layer(state.block || "", state.layer, texts ? first : 0);
     Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : [])]));
   }
+  checkLoaded(state);
   return { state, sources };
+}
+
+/** The state's own values as the rules check a change to each (the same messages), and its indices within
+ * what it holds: a page whose numbers were altered says so before anything is drawn. */
+function checkLoaded(state) {
+  const C = state._constants;
+  for (const name of C.writable) if (name in state && !state[name]?.view) check(name, state[name], C);
+  const within = (name, count, what) => {
+    if (state[name] >= count) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
+  };
+  within("head", nHeads(state), "a head index");
+  within("layer", Math.max(1, state.n_layers || 0), "a layer index");
+  within("focus", state.tokens.length, "a token index");
+  if ((state.sentences || []).length > 1) within("sentence_index", state.sentences.length, "a text's index");
+  if (state.step > state.tokens.length) throw new Refused(`'step' must be from 0 to ${state.tokens.length}, got ${state.step}.`);
 }
 
 const pick = (o, names) => Object.fromEntries(names.map((k) => [k, o[k]]));

@@ -59,8 +59,21 @@ export function localModel(payload) {
  * "light", "dark" or "auto" (the reader's setting). Returns the cleanup. */
 export function standalone(mount, el, payload) {
   const started = performance.now();
-  const model = localModel(payload);
-  const app = mount(el, model, { propose: (change) => model.propose(change), flush() {} });
+  let model, app;
+  try {
+    model = localModel(payload);
+    app = mount(el, model, { propose: (change) => model.propose(change), flush() {} });
+  } catch (err) {
+    // said in the page (not only in the console), and nothing drawn from numbers it could not trust
+    const why = err instanceof Refused ? err.message : `its data is not in the form this page reads (${err.name})`;
+    const box = document.createElement("p");
+    box.className = "aw-page-error";
+    box.setAttribute("role", "alert");
+    box.textContent = `This page's data cannot be shown: ${why}. Export it again from the notebook (w.to_html) to get a page that works.`;
+    el.replaceChildren(box);
+    console.error(err);
+    return () => box.remove();
+  }
   const root = el.querySelector(".aw-root"),
     dark = window.matchMedia("(prefers-color-scheme: dark)");
   const setTheme = () => {

@@ -29,6 +29,8 @@ scores, while a summary of theirs colours the overview), and "measure_data": eac
 can show, computed here at the state exported (views.for_page), its matrix in base64; and
 "head_effects" (layers · heads numbers) when a language model's effects were computed before the
 export (the "effect" summary), with "head_effects_key": the step and text they are of.
+The page checks all of it before drawing (js/payload.js): each array against its dtype, shape and
+byte count, the state's values as the rules check a change; an altered page says what is wrong.
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
