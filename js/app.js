@@ -419,6 +419,7 @@ const effectSummary = (get) => {
  * an exported page, what it carries. */
 function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
   const { store, get, constants, live } = p;
+  const edited = live ? [] : p.model.edited?.() || []; // (an exported page's measures: of its arrays as brought in)
   const data = get("measure_data") || {},
     shown = get("measure") || "";
   const names = Object.keys(constants.views).filter((n) => constants.views[n].held_in === "measure_data");
@@ -434,6 +435,7 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
     why,
     entry: data[shown] || null,
     live,
+    edited,
     get,
     tokens,
     keys,

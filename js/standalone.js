@@ -5,10 +5,27 @@
 import { decodePayload } from "./payload.js";
 import { Refused, same, settleChecked } from "./rules.js";
 
+// Arrays the page may change itself (the dial, a script); a switch of text, layer or block brings in others.
+const EDITABLE = ["q", "k", "v", "x", "mask", "bias"];
+const BRING_IN = ["sentence_index", "layer", "block"];
+const prints = new WeakMap();
+/** An array's contents in one string (its dtype, shape and an FNV-1a hash of its bytes), once per array object. */
+function fingerprint(a) {
+  if (!a?.view) return a ?? null;
+  if (!prints.has(a)) {
+    const bytes = new Uint8Array(a.view.buffer, a.view.byteOffset, a.view.byteLength);
+    let h = 0x811c9dc5;
+    for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i], 0x01000193);
+    prints.set(a, `${a.dtype}:${a.shape}:${h >>> 0}`);
+  }
+  return prints.get(a);
+}
+
 /** localModel(payload) -> an anywidget-style model whose changes the rules settle. */
 export function localModel(payload) {
   const { state: initial, sources } = decodePayload(payload);
   let state = initial;
+  let before = {}; // each array changed here, as brought in: what the page's exported measures are of
   const listeners = new Map();
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
@@ -23,6 +40,8 @@ export function localModel(payload) {
       return err.message;
     }
     const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
+    if (BRING_IN.some((k) => changed.includes(k))) before = {};
+    else for (const k of EDITABLE) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does
@@ -31,6 +50,8 @@ export function localModel(payload) {
 
   return {
     get: (name) => state[name],
+    /** The arrays changed here (not brought in by a switch) whose numbers differ from those brought in. */
+    edited: () => Object.keys(before).filter((k) => fingerprint(state[k]) !== fingerprint(before[k])),
     /** One trait, settled; a refused value throws, with Python's message, and changes nothing. */
     set(name, value) {
       const refused = propose({ [name]: value });

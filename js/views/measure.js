@@ -22,8 +22,8 @@ const ABOUT = {
 };
 
 /** Which state an entry is for, in words: the parts of its key that are not the state shown. */
-function describeKey(key, get) {
-  const parts = [];
+function describeKey(key, get, edited = []) {
+  const parts = edited.length ? [`the ${edited.join(", ")} exported (changed here since)`] : [];
   if ("temperature" in key && key.temperature !== get("temperature")) parts.push(`T = ${fmt2(key.temperature)}`);
   if ("layer" in key && key.layer !== get("layer")) parts.push(`layer ${key.layer}`);
   if ("head" in key && key.head !== get("head")) parts.push(`head ${key.head}`);
@@ -119,10 +119,10 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
      * get (the state), tokens, keys, focus, cross, closed(i, j), weights (the focused row's, for
      * weight × ‖value‖), sentences, secret (what an exercise hides), pal, maxWidth} */
     update(view) {
-      const { measure, offered, why, entry, live, get } = view;
+      const { measure, offered, why, entry, live, get, edited = [] } = view;
       node.hidden = offered.length === 0;
       if (node.hidden) return;
-      const fresh = current(entry, get);
+      const fresh = current(entry, get) && !edited.length; // (an exported page's: of its arrays as exported)
       buttons(offered, measure, why);
       node.dataset.measure = measure;
       about.hidden = !measure;
@@ -140,7 +140,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
             : live
               ? "updating…"
               : entry
-                ? `as exported, at ${describeKey(entry.key, get)}: this page has no kernel to compute it again (export it again at the state you want)`
+                ? `as exported, at ${describeKey(entry.key, get, edited)}: this page has no kernel to compute it again (export it again at the state you want)`
                 : "This page was exported without it: choose it in the notebook and export again.";
       status.hidden = !status.textContent;
       // the matrix and arcs are redrawn only when what they show changes: not at every step of a drag
@@ -150,6 +150,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         shown,
         error,
         fresh,
+        edited.join(),
         view.focus,
         get("layer"),
         get("block"),

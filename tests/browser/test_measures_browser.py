@@ -8,6 +8,7 @@ from test_across_layers import model_widget
 from test_integrations import gpt2, gpt2_tokenizer, tf  # (fixtures)
 from test_overview_browser import HEADS, LAYERS, N, kernel_model
 
+from attnwidget import AttentionWidget
 from attnwidget.core import attention_flow
 
 pytestmark = pytest.mark.browser
@@ -208,6 +209,34 @@ def test_an_exported_page_offers_every_measure_the_widget_offers_and_says_which_
         page.wait_for_function(f"{ROOT}.model.get('measure') === 'flow'")
         page.wait_for_function("document.querySelector('.aw-measure-status').textContent !== ''")
         assert "this page was exported without flow" in page.locator(".aw-measure-status").inner_text()
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_an_exported_measure_is_out_of_date_once_the_page_changes_what_it_was_computed_from(browser, tmp_path):
+    w = AttentionWidget("She sat by the river bank", stage="weights", measure="norms")
+    page, errors = exported(browser, w, tmp_path / "edited.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        # new values from the page (as the dial or a script makes them): the same key, other numbers
+        page.evaluate(
+            f"""() => {{ const m = {ROOT}.model, v = m.get('v');
+            window.exportedV = v;
+            const f = new Float64Array(v.view.buffer.slice(v.view.byteOffset, v.view.byteOffset + v.view.byteLength));
+            f[0] += 0.5;
+            m.set('v', {{ shape: v.shape, dtype: v.dtype, view: new DataView(f.buffer) }}); }}"""
+        )
+        page.wait_for_selector(".aw-measure[data-state='exported']")
+        status = page.locator(".aw-measure-status").inner_text()
+        assert "the v exported (changed here since)" in status, status
+        # the same numbers again, in a new array: current again
+        page.evaluate(
+            f"""() => {{ const v = window.exportedV, start = v.view.byteOffset;
+            const copy = new DataView(v.view.buffer.slice(start, start + v.view.byteLength));
+            {ROOT}.model.set('v', {{ shape: v.shape, dtype: v.dtype, view: copy }}); }}"""
+        )
+        page.wait_for_selector(".aw-measure[data-state='current']")
         assert errors == []
     finally:
         page.context.close()
