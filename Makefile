@@ -26,8 +26,12 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
+# The demo runs on copies in build/demo/ (the tracked notebooks stay as they are; a copy you changed
+# is kept until its notebook here is newer); -y: Ctrl-C stops the server without asking.
 demo: build $(VENV)/.demo-installed
-	$(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/01_attention_lab.ipynb
+	mkdir -p build/demo && cp -ru notebooks/. build/demo/
+	$(BIN)/jupyter lab -y $(ROOT_FLAG) --ServerApp.root_dir=build/demo \
+	  --LabApp.default_url=/lab/tree/01_attention_lab.ipynb
 
 # Browser tests drive Debian's Chromium, and vector pictures are checked in librsvg too
 # (rsvg-convert); install them when they are missing and we may.

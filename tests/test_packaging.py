@@ -2,9 +2,15 @@
 
 import json
 import pathlib
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 import zipfile
+
+import pytest
 
 import attnwidget
 
@@ -57,3 +63,50 @@ def test_the_widget_loads_the_built_bundle():
 
     bundle = (_STATIC / "widget.js").read_text()  # missing: run `npm run build` (make test does)
     assert str(AttentionWidget._esm) == bundle
+
+
+def test_the_demo_runs_on_copies_and_ctrl_c_stops_it(tmp_path):
+    """`make demo` serves copies in build/demo (the tracked notebooks stay as they are), and its
+    JupyterLab stops at one Ctrl-C, without asking."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "jupyter").write_text('#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n')
+    (fake / "jupyter").chmod(0o755)
+    work = tmp_path / "repo"  # (the recipe run in a copy: the repository's own build/ is left alone)
+    shutil.copytree(ROOT / "notebooks", work / "notebooks")
+    shutil.copy(ROOT / "Makefile", work / "Makefile")
+    run = subprocess.run(
+        ["make", "-s", "-o", "build", "-o", ".venv/.demo-installed", "demo", f"BIN={fake}"],
+        cwd=work, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    args = (fake / "args").read_text().split()
+    assert args[:2] == ["lab", "-y"] and "--ServerApp.root_dir=build/demo" in args
+    copied = sorted(p.name for p in (work / "build" / "demo").glob("*.ipynb"))
+    assert copied == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    # the server itself, as the recipe starts it (in the copy): up, then one SIGINT (Ctrl-C) and it is gone
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    own = [f"--port={port}", "--no-browser", "--ServerApp.token=", "--ServerApp.ip=127.0.0.1"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", *args[1:], *own],
+        cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        up = False
+        start = time.monotonic()
+        while not up and server.poll() is None and time.monotonic() - start < 60:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                up = True
+            except OSError:
+                time.sleep(0.3)
+        assert up, server.communicate(timeout=5)[0][-2000:]
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=15) == 0  # no question asked, nothing left running
+    finally:
+        if server.poll() is None:
+            server.kill()
