@@ -3,7 +3,7 @@
 import { rgb } from "d3-color";
 import { lookupTable } from "../picture.js";
 import { advance, createThumbPool, SIZE } from "../thumbs.js";
-import { el, fill, fmt2, fmtE, inkOn } from "./dom.js";
+import { el, fill, fmt2, fmtSigned, inkOn } from "./dom.js";
 
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
@@ -210,7 +210,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         b.title = `${b.getAttribute("aria-label")}${away ? " (not in this page)" : ""}`;
         const v = value(p),
           shown = summary && !Number.isNaN(v);
-        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : signed ? fmtE(raw(p)) : fmt2(v)) : "";
+        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : signed ? fmtSigned(raw(p)) : fmt2(v)) : "";
         b.dataset.value = shown ? String(raw(p)) : "";
         // the value's colour behind the thumbnail: as the weights' (0 to the largest of these heads), or
         // a signed one's from its neutral 0 (purple: the head raises the next token's log-probability, orange: lowers it)

@@ -16,7 +16,7 @@ const ABOUT = {
     "Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the row's token for that key (f(x) = (x W_V + b_V) W_O, a model's value through its output projection; your own arrays' value itself). It differs from the weight where a value is short: a large weight on a token whose value is near zero moves nothing.",
   rollout:
     "Rollout up to this layer: at each layer Â = ½ · the heads' mean weights + ½ · I (the residual path), rows renormalised, and Â_l · … · Â_0 says how much of each input token (the columns) reaches each token (the rows) this far up. Each row sums to 1. Move the layer to go further up.",
-  flow: "Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows) through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so only for short texts. Move the layer to go further up.",
+  flow: "Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows) through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so only for short texts. A row's flows do not sum to 1 (each pair's is its own maximum): the percentages under the tokens are each flow's share of the focused row's total. Move the layer to go further up.",
   difference:
     "The difference of two texts, head by head: this text's weights minus the other's, cell by cell. Purple: this text's row reads that token more; orange: less.",
 };

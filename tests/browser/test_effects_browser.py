@@ -2,6 +2,7 @@
 computed in the kernel when the page asks for that summary, and carried by an exported page."""
 
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -69,6 +70,9 @@ def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path,
         page.wait_for_function(f"{ROOT}.model.get('summary') === 'effect'")
         page.wait_for_function("[...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')")
         heads_show(page, effects)
+        # each effect written alike: its sign and three decimals (as notebook 04 prints them)
+        labels = [c.inner_text().split("\n")[-1] for c in page.locator(".aw-head").all()]
+        assert all(re.fullmatch(r"[+−]\d\.\d{3}|[+−]\d\.\de[+−]\d+", t) for t in labels), labels  # (− the minus sign)
         # strongest first: the heads the next token needs most (the most negative) first
         page.locator(".aw-summary-sort").check()
         page.wait_for_function("document.querySelector('.aw-heads-list').dataset.heads === ''")

@@ -45,6 +45,9 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
         np.testing.assert_allclose(values, flows, rtol=1e-6, atol=1e-7)
         assert got["key"]["layer"] == 1
         assert "flow up to layer 1" in page.locator(".aw-measure figcaption").text_content()
+        # the strip's percentages are shares of the row's flows, which do not sum to 1: said
+        assert flows[5].sum() > 1.5
+        assert "each flow's share of the focused row's total" in page.locator(".aw-measure-about").inner_text()
         # the arcs from the focused token are its row's shares
         np.testing.assert_allclose(got["row"], flows[5] / flows[5].sum(), rtol=1e-6)
         assert page.locator(".aw-measure .aw-arc").count() == int((flows[5] / flows[5].sum() >= 0.005).sum())
