@@ -85,6 +85,81 @@ def test_each_heads_effect_is_a_hand_made_ablation_at_the_output_projection(tf, 
     np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
 
 
+def gradient_times_activation(model, ids, mode):
+    """layers × heads: attribution patching written here: the output projection's input (the heads'
+    outputs side by side) captured with its gradient of log p(next), and each head's slice of
+    (ablated − actual) · gradient summed."""
+    import torch
+
+    heads = model.config.num_attention_heads
+    ids = torch.tensor([ids])
+    seen = []
+
+    def keep(module, args):
+        x = args[0]
+        x.retain_grad()
+        seen.append(x)
+
+    handles = [proj.register_forward_pre_hook(keep) for proj in projections(model)]
+    try:
+        with torch.enable_grad():
+            logp = torch.log_softmax(model(input_ids=ids).logits[0, -1].double(), dim=-1)
+            logp[int(logp.argmax())].backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.zero_grad(set_to_none=True)
+    out = np.zeros((len(seen), heads))
+    for layer, x in enumerate(seen):
+        d = x.shape[-1] // heads
+        for h in range(heads):
+            part, grad = x[0, :, h * d : (h + 1) * d].detach(), x.grad[0, :, h * d : (h + 1) * d]
+            target = torch.zeros_like(part) if mode == "zero" else part.mean(dim=0, keepdim=True).expand_as(part)
+            out[layer, h] = float(((target - part) * grad).sum())
+    return out
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_the_attribution_estimate_is_gradient_times_activation_and_the_exact_effects_stay(
+    tf, gpt2_tokenizer, kind, mode
+):
+    model = models(tf, gpt2_tokenizer)[kind]()
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    exact = w.head_effects(mode=mode)
+    got = w.head_effects(mode=mode, method="attribution")
+    want = gradient_times_activation(model, ids_of(gpt2_tokenizer), mode)
+    assert got.shape == (2, 4) and got.dtype == np.float64 and np.abs(want).max() > 1e-2
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(w.head_effects(mode=mode), exact)  # the exact effects: unchanged, the default
+    np.testing.assert_allclose(exact, by_hand(model, ids_of(gpt2_tokenizer), mode), atol=1e-5, rtol=0)
+    assert all(p.grad is None for p in model.parameters())  # nothing left on the model
+    with pytest.raises(ValueError, match="method must be 'exact' or 'attribution'"):
+        w.head_effects(method="guess")
+
+
+def test_a_transformer_lens_models_estimate_is_gradient_times_its_hook_z(gpt2_tokenizer):
+    tl = pytest.importorskip("transformer_lens")
+    import torch
+
+    model = hooked(tl, gpt2_tokenizer, "rotary-gqa", initializer_range=0.25)
+    w = AttentionWidget.from_transformer_lens(model, TEXT)
+    tokens = model.to_tokens(TEXT)
+    seen = []
+
+    def keep(z, hook):
+        z.retain_grad()
+        seen.append(z)
+
+    with torch.enable_grad():
+        logits = model.run_with_hooks(tokens, return_type="logits", fwd_hooks=[(lambda n: n.endswith("hook_z"), keep)])
+        logp = torch.log_softmax(logits[0, -1].double(), dim=-1)
+        logp[int(logp.argmax())].backward()
+    model.zero_grad(set_to_none=True)
+    want = np.stack([(-(z.detach() * z.grad)).sum(dim=(0, 1, 3)).double().numpy() for z in seen])
+    np.testing.assert_allclose(w.head_effects(method="attribution"), want, atol=1e-5, rtol=0)
+
+
 def test_the_layers_before_the_one_ablated_run_once_for_every_copy(tf, gpt2_tokenizer):
     model = models(tf, gpt2_tokenizer)["llama"]()
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)

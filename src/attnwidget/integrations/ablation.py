@@ -11,6 +11,7 @@ torch is imported only when a model is run.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 MODES = ("zero", "mean")
+METHODS = ("exact", "attribution")
 TWO_BLOCKS = (
     "{name} is an encoder–decoder model: head effects are on a causal language model's next token "
     "(AutoModelForCausalLM)"
@@ -44,6 +46,15 @@ def check_mode(mode) -> str:
             f"got {mode!r}"
         )
     return mode
+
+
+def check_method(method) -> str:
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(
+            "method must be 'exact' or 'attribution' (each head ablated and the model run again, or the linear "
+            f"estimate of one forward and one backward pass); got {method!r}"
+        )
+    return method
 
 
 def refusal(rerun: Rerun | None) -> str | None:
@@ -85,16 +96,99 @@ def refusal(rerun: Rerun | None) -> str | None:
     return None
 
 
-def effects(rerun: Rerun, step: int, mode: str) -> np.ndarray:
+def effects(rerun: Rerun, step: int, mode: str, method: str = "exact") -> np.ndarray:
     """layers × heads, float64: log p(next) with that head ablated alone, minus log p(next) of the
     model's own pass, at the last of the first ``step`` tokens; next is the token the model's own
-    pass finds most likely there."""
+    pass finds most likely there. ``method="attribution"``: its linear estimate (attribution
+    patching), (z' − z) · ∂ log p(next) / ∂z summed over the head's output slot z (z' its ablated
+    value), from one forward and one backward pass."""
     problem = refusal(rerun)
     if problem:
         raise ValueError(problem)
-    ids = rerun.ids[:step]
-    run = _lens if rerun.library == "transformer_lens" else _transformers
-    return run(rerun.model, ids, check_mode(mode))
+    ids, mode = rerun.ids[:step], check_mode(mode)
+    lens = rerun.library == "transformer_lens"
+    if check_method(method) == "attribution":
+        return (_lens_estimate if lens else _transformers_estimate)(rerun.model, ids, mode)
+    return (_lens if lens else _transformers)(rerun.model, ids, mode)
+
+
+def _estimate(slots, grads, mode: str) -> np.ndarray:
+    """layers × heads: each head's (ablated − actual) · gradient over its slot (1 × positions × heads × d)."""
+    import torch
+
+    out = []
+    for z, g in zip(slots, grads):
+        target = torch.zeros_like(z) if mode == "zero" else z.mean(dim=1, keepdim=True).expand_as(z)
+        out.append(((target - z).double() * g.double()).sum(dim=(0, 1, 3)).cpu().numpy())
+    return np.stack(out)
+
+
+def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
+    """A Hugging Face model's estimate: a zero added to what each layer's attention function returns
+    (its heads' outputs, batch × positions × heads × d) is what the gradient is taken against."""
+    import torch
+
+    from .common import _evaluating
+    from .interface import _eager
+
+    x = torch.tensor([ids], device=next(model.parameters()).device)
+    slots: list = []
+
+    def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        own = sys.modules[type(module).__module__].eager_attention_forward  # the model's own attention
+        out, weights = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        zero = torch.zeros_like(out, requires_grad=True)
+        slots.append((out.detach(), zero))
+        return out + zero, weights
+
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    with _routed(recording), _eager(model), _evaluating(model), torch.enable_grad():
+        logits = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **keep).logits
+        logp = _log_next(logits)[0]
+        grads = torch.autograd.grad(logp[int(logp.argmax())], [zero for _, zero in slots])
+    return _estimate([z for z, _ in slots], grads, mode)
+
+
+def _lens_estimate(model, ids: list[int], mode: str) -> np.ndarray:
+    """A TransformerLens model's estimate, at each layer's hook_z."""
+    import torch
+
+    x = torch.tensor([ids], device=model.cfg.device)
+    slots: list = []
+
+    def recording(z, hook):
+        zero = torch.zeros_like(z, requires_grad=True)
+        slots.append((z.detach(), zero))
+        return z + zero
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.enable_grad():
+            hooks = [(lambda name: name.endswith("attn.hook_z"), recording)]
+            logp = _log_next(model.run_with_hooks(x, return_type="logits", fwd_hooks=hooks))[0]
+            grads = torch.autograd.grad(logp[int(logp.argmax())], [zero for _, zero in slots])
+    finally:
+        model.train(was_training)
+    return _estimate([z for z, _ in slots], grads, mode)
+
+
+@contextlib.contextmanager
+def _routed(attend):
+    """transformers' "eager" attention function replaced by ``attend`` (looked up there first, before a
+    model's own default) while the block runs."""
+    from transformers import AttentionInterface
+
+    mapping = AttentionInterface._global_mapping
+    had = mapping.get("eager")
+    mapping["eager"] = attend
+    try:
+        yield
+    finally:
+        if had is None:
+            mapping.pop("eager", None)
+        else:
+            mapping["eager"] = had
 
 
 def _ablate(out, first: int, count: int, mode: str):
@@ -129,7 +223,6 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
     the batch; an unablated copy in the first batch checks that this is the model's own pass, and
     otherwise every copy runs the whole model."""
     import torch
-    from transformers import AttentionInterface
 
     from .common import _evaluating
     from .interface import _eager
@@ -162,50 +255,41 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
                 handle.remove()
         return _log_next(logits)
 
-    mapping = AttentionInterface._global_mapping
-    had = mapping.get("eager")
-    mapping["eager"] = ablating  # "eager" is looked up here first, before the model's own default
-    try:
-        with _eager(model), _evaluating(model), torch.no_grad():
-            clean = log_next(x)[0]
-            heads = list(plan["heads"])
-            if not heads or len(set(heads)) > 1:
-                raise NotImplementedError(
-                    f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention "
-                    f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
-                    "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
-                )
-            blocks = _blocks(model, plan["modules"])
-            best = int(clean.argmax())
-            width = int(getattr(model.config, "hidden_size", 0) or 0)
-            step = _copies(heads[0], len(ids), width)
-            out = np.zeros((len(heads), heads[0]))
-            checked = False
-            for layer in range(len(heads)):
-                for first in range(0, heads[0], step):
-                    count = min(step, heads[0] - first)
-                    plan.update(layer=layer, first=first, count=count)
-                    ablated = None
-                    if blocks is not None:
-                        try:  # with one unablated copy more the first time: it must be the model's own pass
-                            ablated = log_next(x, blocks[layer], count + (not checked))
-                        except (RuntimeError, ValueError, IndexError):
-                            ablated = None
-                        if (
-                            ablated is None
-                            or len(ablated) != count + (not checked)
-                            or (not checked and not _agrees(ablated[-1], clean, best))
-                        ):
-                            blocks, ablated = None, None  # the whole model for every copy, from here on
-                        checked = True
-                    if ablated is None:
-                        ablated = log_next(x.expand(count, -1))
-                    out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
-    finally:
-        if had is None:
-            mapping.pop("eager", None)
-        else:
-            mapping["eager"] = had
+    with _routed(ablating), _eager(model), _evaluating(model), torch.no_grad():
+        clean = log_next(x)[0]
+        heads = list(plan["heads"])
+        if not heads or len(set(heads)) > 1:
+            raise NotImplementedError(
+                f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention "
+                f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
+                "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
+            )
+        blocks = _blocks(model, plan["modules"])
+        best = int(clean.argmax())
+        width = int(getattr(model.config, "hidden_size", 0) or 0)
+        step = _copies(heads[0], len(ids), width)
+        out = np.zeros((len(heads), heads[0]))
+        checked = False
+        for layer in range(len(heads)):
+            for first in range(0, heads[0], step):
+                count = min(step, heads[0] - first)
+                plan.update(layer=layer, first=first, count=count)
+                ablated = None
+                if blocks is not None:
+                    try:  # with one unablated copy more the first time: it must be the model's own pass
+                        ablated = log_next(x, blocks[layer], count + (not checked))
+                    except (RuntimeError, ValueError, IndexError):
+                        ablated = None
+                    if (
+                        ablated is None
+                        or len(ablated) != count + (not checked)
+                        or (not checked and not _agrees(ablated[-1], clean, best))
+                    ):
+                        blocks, ablated = None, None  # the whole model for every copy, from here on
+                    checked = True
+                if ablated is None:
+                    ablated = log_next(x.expand(count, -1))
+                out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
     return out
 
 
