@@ -155,9 +155,8 @@ def main():
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for scale, q in quality.items():
-        lines.append(
-            f"| {scale} | {q['largest_exact']:.3g} | {q['pearson']:.3f} | {q['spearman']:.3f} | {q['top_shared']} of 5 |"
-        )
+        shared = f"{q['top_shared']} of 5"
+        lines.append(f"| {scale} | {q['largest_exact']:.3g} | {q['pearson']:.3f} | {q['spearman']:.3f} | {shared} |")
     for scale, q in quality.items():
         lines += ["", f"Where they disagree most (scale {scale}):", ""]
         lines += ["| layer | head | exact | estimate |", "| ---: | ---: | ---: | ---: |"]
