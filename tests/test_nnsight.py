@@ -10,9 +10,12 @@ from test_integrations import gpt2_tokenizer, tf  # (fixtures)
 from attnwidget import AttentionWidget
 
 
-@pytest.fixture(scope="module")
-def wrapped(tf, gpt2_tokenizer):
+@pytest.fixture(scope="module", params=["TransformersModel", "LanguageModel"])
+def wrapped(request, tf, gpt2_tokenizer):
+    """nnsight's current entry point (TransformersModel), and LanguageModel, which it deprecates."""
     nnsight = pytest.importorskip("nnsight")
+    if not hasattr(nnsight, request.param):
+        pytest.skip(f"this nnsight has no {request.param}")
     import torch
 
     torch.manual_seed(0)
@@ -21,7 +24,7 @@ def wrapped(tf, gpt2_tokenizer):
     ).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (LanguageModel's successor is announced)
-        return nnsight.LanguageModel(model, tokenizer=gpt2_tokenizer), model
+        return getattr(nnsight, request.param)(model, tokenizer=gpt2_tokenizer), model
 
 
 def test_an_nnsight_model_is_read_during_its_trace_and_equals_its_own_attentions(wrapped, gpt2_tokenizer):

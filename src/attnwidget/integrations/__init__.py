@@ -127,7 +127,7 @@ def from_nnsight(
 
     if not (hasattr(model, "_module") and hasattr(model, "tokenizer") and hasattr(model, "trace")):
         raise TypeError(
-            "from_nnsight takes an nnsight model of a Hugging Face model (nnsight.LanguageModel), got "
+            "from_nnsight takes an nnsight model of a Hugging Face model (nnsight.TransformersModel), got "
             f"{type(model).__name__}"
         )
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
