@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { check, nHeads, pyStr, Refused } from "./rules.js";
+import { check, checkState, nHeads, overflow, pyStr, Refused } from "./rules.js";
 
 export const VERSION = 1;
 
@@ -163,9 +163,12 @@ export function decodePayload(payload) {
  * what it holds: a page whose numbers were altered says so before anything is drawn. */
 function checkLoaded(state) {
   const C = state._constants;
-  for (const name of C.writable) if (name in state && !state[name]?.view) check(name, state[name], C);
+  for (const name of C.writable) if (name in state) check(name, state[name], C); // (arrays too: dims, sizes, entries)
+  checkState(state); // the arrays and tokens agree with each other
+  const problem = overflow(state);
+  if (problem) throw new Refused(problem);
   const within = (name, count, what) => {
-    if (state[name] >= count) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
+    if (!(state[name] >= 0 && state[name] < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
   };
   within("head", nHeads(state), "a head index");
   within("layer", Math.max(1, state.n_layers || 0), "a layer index");

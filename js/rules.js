@@ -423,7 +423,7 @@ function fit(s, before, asked, changed, sources) {
 }
 
 /** The settled state holds together, or the change is refused with what did not fit. */
-function checkState(s) {
+export function checkState(s) {
   const { tokens, key_tokens, cross, q, k, v, x, mask, bias } = s;
   for (const name of ["tokens", "key_tokens"])
     if (s[name].length === 0) throw new Refused(`'${name}' must not be empty: give one string per row of ${name === "tokens" ? "q" : "k and v"}.`);

@@ -25,7 +25,7 @@ function fingerprint(a) {
 export function localModel(payload) {
   const { state: initial, sources } = decodePayload(payload);
   let state = initial;
-  let before = {}; // each array changed here, as brought in: what the page's exported measures are of
+  const before = {}; // each array changed here, as brought in: what the page's exported measures are of
   const listeners = new Map();
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
@@ -40,8 +40,9 @@ export function localModel(payload) {
       return err.message;
     }
     const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
-    if (BRING_IN.some((k) => changed.includes(k))) before = {};
-    else for (const k of EDITABLE) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
+    // a switch brings in its own q, k and v (not the rest: a mask or embeddings set here stay, and stay edited)
+    if (BRING_IN.some((k) => changed.includes(k))) for (const k of ["q", "k", "v"]) delete before[k];
+    for (const k of EDITABLE) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does

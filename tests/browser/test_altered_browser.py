@@ -23,6 +23,13 @@ def q_bytes(payload, change):
     q["base64"] = base64.b64encode(change(base64.b64decode(q["base64"]))).decode()
 
 
+def huge(payload, *names):
+    """Finite entries whose products overflow: every entry of ``names`` 1e200."""
+    for name in names:
+        a = payload["state"][name]
+        a["base64"] = base64.b64encode(np.full(a["shape"], 1e200).tobytes()).decode()
+
+
 def nan_first(raw: bytes) -> bytes:
     return np.float64(np.nan).tobytes() + raw[8:]
 
@@ -43,6 +50,9 @@ ALTERATIONS = {
     "temperature 0": (lambda p: p["state"].update(temperature=0), "'temperature' must be a finite number > 0"),
     "temperature as text": (lambda p: p["state"].update(temperature="hot"), "'temperature'"),
     "head out of range": (lambda p: p["state"].update(head=99), "'head' must be a head index from 0 to 0, got 99"),
+    "head below 0": (lambda p: p["state"].update(head=-1), "'head' must be a head index from 0 to 0, got -1"),
+    "entries that overflow": (lambda p: huge(p, "q", "k"), "overflow"),
+    "shape of other rows": (lambda p: p["state"]["q"].update(shape=[4, 6]), "'q'"),
     "version as text": (lambda p: p.update(version="1"), "it declares version '1', not a version number"),
 }
 

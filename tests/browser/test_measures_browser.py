@@ -243,3 +243,27 @@ def test_an_exported_measure_is_out_of_date_once_the_page_changes_what_it_was_co
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_an_exported_measure_stays_out_of_date_across_a_switch_that_keeps_the_arrays_changed(browser, tmp_path):
+    w = AttentionWidget(["She sat by the river bank", "He sat by the money bank"], stage="weights", measure="norms")
+    page, errors = exported(browser, w, tmp_path / "mask.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        # a mask from a script (each token reads itself and the first), then another text and back: the mask stays
+        page.evaluate(
+            f"""() => {{ const bytes = new Uint8Array(36);
+            for (let i = 0; i < 6; i++) {{ bytes[i * 6] = 1; bytes[i * 6 + i] = 1; }}
+            {ROOT}.model.set('mask', {{ shape: [6, 6], dtype: 'uint8', view: new DataView(bytes.buffer) }}); }}"""
+        )
+        page.wait_for_selector(".aw-measure[data-state='exported']")
+        for text in (1, 0):
+            page.locator(".aw-sentence").nth(text).click()
+            page.wait_for_function(f"{ROOT}.model.get('sentence_index') === {text}")
+        page.evaluate(FRAMES)
+        assert page.evaluate(f"{ROOT}.model.get('mask')") is not None
+        assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
+        assert "the mask exported (changed here since)" in page.locator(".aw-measure-status").inner_text()
+        assert errors == []
+    finally:
+        page.context.close()
