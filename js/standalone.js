@@ -77,12 +77,13 @@ export function localModel(payload) {
   };
 }
 
-/** A widget's mount(el, model, propose) on embedded state (exported pages); payload.theme is
- * "light", "dark" or "auto" (the reader's setting). Returns the cleanup. */
+/** A widget's mount(el, model, propose) on embedded state (exported pages: the payload, or its JSON
+ * text); payload.theme is "light", "dark" or "auto" (the reader's setting). Returns the cleanup. */
 export function standalone(mount, el, payload) {
   const started = performance.now();
   let model, app;
   try {
+    if (typeof payload === "string") payload = JSON.parse(payload); // (an exported page's: parsed here, to say what is wrong)
     model = localModel(payload);
     app = mount(el, model, { propose: (change) => model.propose(change), flush() {} });
   } catch (err) {

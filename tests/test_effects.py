@@ -428,3 +428,17 @@ def test_a_widget_of_several_texts_gives_the_effects_on_the_text_shown(tf, gpt2_
     w.sentence_index = 1
     np.testing.assert_allclose(w.head_effects(), alone[1], atol=1e-6)
     assert not np.allclose(alone[0], alone[1])
+
+
+def test_an_estimate_of_a_model_whose_attention_is_not_routed_is_refused_as_the_exact_path_is(
+    tf, gpt2_tokenizer, monkeypatch
+):
+    import contextlib
+
+    from attnwidget.integrations import ablation
+
+    w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXT)
+    monkeypatch.setattr(ablation, "_routed", lambda attend: contextlib.nullcontext())  # (no call reaches ours)
+    for method in ("attribution", "exact"):
+        with pytest.raises(NotImplementedError, match="head effects need one call per layer"):
+            w.head_effects(method=method)

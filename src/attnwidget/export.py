@@ -70,7 +70,7 @@ def _boot(bundle: str) -> str:
         raise RuntimeError("the widget bundle does not export renderStandalone; rebuild it with `npm run build`")
     call = (
         f'{names["renderStandalone"]}(document.getElementById("attnwidget"), '
-        'JSON.parse(document.getElementById("attnwidget-state").textContent));'
+        'document.getElementById("attnwidget-state").textContent);'
     )
     return bundle[: found.start()] + call
 
@@ -246,7 +246,8 @@ def save_pdf(payload: dict | Callable[[], dict], path, *, theme: str = "light") 
     """Write the current view as a one-page vector PDF (for LaTeX's \\includegraphics): the SVG
     of save_svg, converted by CairoSVG; the page is the picture's size, 3/4 pt per CSS pixel."""
     _check_suffix(path, ".pdf", "a PDF")
-    payload = _themed(payload, theme)
+    if theme not in THEMES:  # (checked before anything is imported or made)
+        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
     try:
         import cairosvg
     except (ImportError, OSError) as err:  # OSError: the package is there, the cairo library is not
@@ -254,7 +255,7 @@ def save_pdf(payload: dict | Callable[[], dict], path, *, theme: str = "light") 
             'Saving a PDF needs CairoSVG and the cairo library: pip install "attnwidget[images]" '
             f"(and, where cairo is missing, apt-get install libcairo2) ({err})"
         ) from None
-    svg = _snapshot(payload, "svg", 1)
+    svg = _snapshot(_themed(payload, theme), "svg", 1)  # (the page's state made once CairoSVG is known to be there)
     _write_whole(path, cairosvg.svg2pdf(bytestring=svg.encode("utf-8")))
 
 

@@ -104,3 +104,22 @@ def test_altered_data_is_named_in_the_page_and_nothing_is_drawn(browser, tmp_pat
         assert errors == []  # said in the page, not thrown
     finally:
         page.context.close()
+
+
+def test_a_page_whose_data_is_not_json_says_so_in_the_page(browser, tmp_path, exported):
+    text, _ = exported
+    cut = STATE.sub(lambda m: m.group(1) + m.group(2)[: len(m.group(2)) // 2] + m.group(3), text, count=1)
+    path = tmp_path / "cut.html"
+    path.write_text(cut)
+    page = browser.new_context(bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-page-error", state="attached")
+        assert (
+            "its data is not in the form this page reads (SyntaxError)" in page.locator(".aw-page-error").inner_text()
+        )
+        assert errors == []
+    finally:
+        page.context.close()

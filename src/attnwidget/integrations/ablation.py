@@ -145,6 +145,7 @@ def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     with _routed(recording), _eager(model), _evaluating(model), torch.enable_grad():
         logits = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **keep).logits
         logp = _log_next(logits)[0]
+        _check_calls(model, [z.shape[2] for z, _ in slots], len(slots))
         grads = torch.autograd.grad(logp[int(logp.argmax())], [zero for _, zero in slots])
     return _estimate([z for z, _ in slots], grads, mode)
 
@@ -258,12 +259,7 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
     with _routed(ablating), _eager(model), _evaluating(model), torch.no_grad():
         clean = log_next(x)[0]
         heads = list(plan["heads"])
-        if not heads or len(set(heads)) > 1:
-            raise NotImplementedError(
-                f"{type(model).__name__} makes {len(heads)} attention calls through transformers' attention "
-                f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
-                "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
-            )
+        _check_calls(model, heads, len(plan["modules"]))
         blocks = _blocks(model, plan["modules"])
         best = int(clean.argmax())
         width = int(getattr(model.config, "hidden_size", 0) or 0)
@@ -291,6 +287,17 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
                     ablated = log_next(x.expand(count, -1))
                 out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
     return out
+
+
+def _check_calls(model, heads: list[int], calls: int) -> None:
+    """One attention call per layer through transformers' attention interface, each with the layer's heads."""
+    layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
+    if not heads or len(set(heads)) > 1 or (isinstance(layers, int) and calls != layers):
+        raise NotImplementedError(
+            f"{type(model).__name__} makes {calls} attention calls through transformers' attention "
+            f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
+            "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
+        )
 
 
 def _blocks(model, modules) -> list | None:
