@@ -120,7 +120,8 @@ class FromModels(_Widget):
         The weights are shown as given: at temperature 1 each row divided by its sum (which must be
         1 within 1e-4), to float64's rounding, whatever precision they came in; cells given 0 stay
         0 in every state. They are held as float64 logarithms (the scores they stand for), so float32
-        weights take twice their own memory here and in an exported page. With them comes everything that needs weights alone: the matrix,
+        weights take twice their own memory here and in an exported page. With them comes everything
+        that needs weights alone: the matrix,
         arcs, row budget and effective tokens, heads and layers side by side, summaries, the
         sink, exercises, writing token by token (a causal pattern) and exported pages. A
         temperature re-tempers each row exactly: softmax(log W / T), cells of weight 0 staying 0,
