@@ -357,7 +357,8 @@ function drawMap(p, pal, maxWidth) {
     spec = constants.views.query_key_map;
   const on = !!get("qk_map"),
     answer = on ? held(get, "query_key_map", spec) : null,
-    fresh = answer && current(answer, get);
+    edited = live ? [] : p.model.edited?.().filter((n) => n === "q" || n === "k") || [], // (what it maps, changed here)
+    fresh = answer && current(answer, get) && !edited.length;
   const pending = !answer
     ? live
       ? "computing…"
@@ -366,7 +367,9 @@ function drawMap(p, pal, maxWidth) {
       ? ""
       : live
         ? "updating…"
-        : "as exported";
+        : edited.length
+          ? `as exported: the ${edited.join(" and ")} changed here since`
+          : "as exported";
   const layer = answer?.key?.layer ?? get("layer") ?? 0,
     head = answer?.key?.head ?? get("head");
   p.qk.update({ on, answer: fresh || !live ? answer : null, pending, texts: get("sentences") || [], layer, head, pal, width: maxWidth });

@@ -72,3 +72,23 @@ m
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_an_exported_map_says_when_the_page_has_changed_the_queries_since(browser, tmp_path):
+    AttentionWidget(TEXTS, qk_map=True, stage="weights").to_html(tmp_path / "map.html")
+    page = browser.new_context(viewport={"width": 1200, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.goto((tmp_path / "map.html").as_uri())
+        page.wait_for_selector(".aw-qk[data-points]")
+        assert "changed here since" not in page.locator(".aw-qk-status").inner_text()
+        page.evaluate(
+            f"""() => {{ const m = {ROOT}.model, q = m.get('q'), start = q.view.byteOffset;
+            const Type = q.dtype === "float32" ? Float32Array : Float64Array;
+            const f = new Type(q.view.buffer.slice(start, start + q.view.byteLength));
+            f[0] += 0.5;
+            m.set('q', {{ shape: q.shape, dtype: q.dtype, view: new DataView(f.buffer) }}); }}"""
+        )
+        page.wait_for_function("document.querySelector('.aw-qk-status').textContent.includes('changed here since')")
+        assert "as exported: the q changed here since" in page.locator(".aw-qk-status").text_content()
+    finally:
+        page.context.close()
