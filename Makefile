@@ -26,10 +26,11 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[test]"
 	touch $@
 
-# The demo runs on copies in build/demo/ (the tracked notebooks stay as they are; a copy you changed
-# is kept until its notebook here is newer); -y: Ctrl-C stops the server without asking.
+# The demo runs on copies in build/demo/, made where missing: the tracked notebooks stay as they are
+# and a copy you changed is never overwritten (delete build/demo to start again); -y: Ctrl-C stops
+# the server without asking.
 demo: build $(VENV)/.demo-installed
-	mkdir -p build/demo && cp -ru notebooks/. build/demo/
+	mkdir -p build/demo && for f in notebooks/*; do [ -e "build/demo/$${f##*/}" ] || cp -R "$$f" build/demo/; done
 	$(BIN)/jupyter lab -y $(ROOT_FLAG) --ServerApp.root_dir=build/demo \
 	  --LabApp.default_url=/lab/tree/01_attention_lab.ipynb
 

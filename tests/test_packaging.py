@@ -86,6 +86,13 @@ def test_the_demo_runs_on_copies_and_ctrl_c_stops_it(tmp_path):
     assert args[:2] == ["lab", "-y"] and "--ServerApp.root_dir=build/demo" in args
     copied = sorted(p.name for p in (work / "build" / "demo").glob("*.ipynb"))
     assert copied == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    mine = work / "build" / "demo" / "01_attention_lab.ipynb"
+    mine.write_text("{}")  # a copy the learner changed: never overwritten, even by a newer notebook here
+    (work / "notebooks" / "01_attention_lab.ipynb").touch()
+    subprocess.run(
+        ["make", "-s", "-o", "build", "-o", ".venv/.demo-installed", "demo", f"BIN={fake}"], cwd=work, check=True
+    )
+    assert mine.read_text() == "{}"
     # the server itself, as the recipe starts it (in the copy): up, then one SIGINT (Ctrl-C) and it is gone
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
