@@ -167,3 +167,18 @@ def test_the_site_follows_the_readers_theme_switch_without_losing_state(browser,
         expect(root.locator(".aw-token[aria-pressed=true] .aw-token-text")).to_have_text("river")  # the focus is kept
     finally:
         page.context.close()
+
+
+def test_the_home_page_shows_the_live_lab_above_the_sentence_that_says_it_is_live(browser, site):
+    page = open_offline(browser, f"{site}/index.html")
+    try:
+        page.wait_for_selector(".aw-root")
+        assert page.locator("main img[src*='lab.png']").count() == 0  # the widget itself, not a picture of it
+        said = page.get_by_text("Every widget on this site is live")
+        assert page.locator(".aw-root").bounding_box()["y"] < said.bounding_box()["y"]
+        model = "document.querySelector('.aw-root').attnwidget.model"
+        stage, tokens, focus = page.evaluate(f"[{model}.get('stage'), {model}.get('tokens'), {model}.get('focus')]")
+        assert stage == "blend" and tokens[focus] == "bank"
+        assert not page.elsewhere and not page.errors, (page.elsewhere, page.errors)
+    finally:
+        page.context.close()
