@@ -209,6 +209,7 @@ def test_export_a_models_page_with_the_layers_asked(tmp_path, minilm_path, monke
         ),
         (["--model", "M", "--layers", "2,7,9-12"], "--layers must be layer numbers from 0 to 5; got 7, 9 to 12"),
         (["--model", "BROKEN"], "could not be loaded"),
+        (["--model", "M", "--target", "a b"], "--target needs the whole encoder–decoder model"),
     ],
 )
 def test_a_models_mistakes_are_explained(tmp_path, capsys, minilm_path, monkeypatch, args, message):

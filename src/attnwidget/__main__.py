@@ -177,6 +177,9 @@ def _from_model(parser: argparse.ArgumentParser, name: str, text: str, target: s
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(name)
         model = transformers.AutoModel.from_pretrained(name)
+    except ImportError as err:  # a package the model needs (its tokenizer's, say): what to install, not a bad folder
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        sys.exit(1)
     except Exception as err:  # (a missing folder, an unknown name, a cut or corrupt weights file: each its own kind)
         parser.error(
             f"--model {name!r} could not be loaded ({type(err).__name__}: {str(err)[:300]}); give a folder saved with "
@@ -185,7 +188,7 @@ def _from_model(parser: argparse.ArgumentParser, name: str, text: str, target: s
     try:
         return AttentionWidget.from_transformers(model.eval(), tokenizer, text, target=target)
     except ValueError as err:  # (said in the command line's words)
-        parser.error(str(err).replace('pass target="…"', 'give --target "…"'))
+        parser.error(str(err).replace('pass target="…"', 'give --target "…"').replace("target=", "--target"))
 
 
 def _check_layers(parser, w: AttentionWidget, layer: int, head: int, ranges: list[list[int]] | None) -> list | None:
