@@ -166,6 +166,11 @@ export function overflow({ q, k, scale, bias }) {
 }
 
 /** `value` as the state holds it, or Refused: its kind and its own range. */
+/** The arrays a widget's state holds of its own (a page or a script may set them). */
+export const ARRAYS = ["q", "k", "v", "x", "mask", "bias"];
+/** The changes that bring in another sentence's, layer's or block's arrays (from the kernel, or a page's sources). */
+export const BRINGS_IN = ["sentence_index", "layer", "block"];
+
 export function check(name, value, C) {
   if (C.indices.includes(name)) return index(name, value);
   if (C.flags.includes(name)) return flag(name, value);
@@ -230,7 +235,7 @@ export function check(name, value, C) {
     return value.slice();
   }
   if (name === "tokens" || name === "key_tokens" || name === "value_axes") return textList(name, value, name === "key_tokens");
-  if (["q", "k", "v", "x", "mask", "bias"].includes(name)) return array(name, value, C);
+  if (ARRAYS.includes(name)) return array(name, value, C);
   return value;
 }
 

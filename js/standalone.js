@@ -3,11 +3,8 @@
 // settles every change with the same rules as Python (rules.js): a change Python would refuse
 // changes nothing here either, and says why.
 import { decodePayload } from "./payload.js";
-import { Refused, same, settleChecked } from "./rules.js";
+import { ARRAYS, BRINGS_IN, Refused, same, settleChecked } from "./rules.js";
 
-// Arrays the page may change itself (the dial, a script); a switch of text, layer or block brings in others.
-const EDITABLE = ["q", "k", "v", "x", "mask", "bias"];
-const BRING_IN = ["sentence_index", "layer", "block"];
 const prints = new WeakMap();
 /** An array's contents in one string (its dtype, shape and an FNV-1a hash of its bytes), once per array object. */
 function fingerprint(a) {
@@ -41,8 +38,8 @@ export function localModel(payload) {
     }
     const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
     // a switch brings in its own q, k and v (not the rest: a mask or embeddings set here stay, and stay edited)
-    if (BRING_IN.some((k) => changed.includes(k))) for (const k of ["q", "k", "v"]) delete before[k];
-    for (const k of EDITABLE) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
+    if (BRINGS_IN.some((k) => changed.includes(k))) for (const k of ["q", "k", "v"]) delete before[k];
+    for (const k of ARRAYS) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does

@@ -4,12 +4,9 @@
 import "./widget.css";
 import { mount } from "./app.js";
 import { createLayers } from "./layers.js";
-import { Refused, same, settleChecked } from "./rules.js";
+import { BRINGS_IN, Refused, same, settleChecked } from "./rules.js";
 import { createSender } from "./send.js";
 import { standalone } from "./standalone.js";
-
-// What only the kernel can bring in: another sentence's, layer's or block's arrays.
-const KERNEL = ["sentence_index", "layer", "block"];
 
 let views = 0; // each view's name to the kernel: which heads it keeps (layers.js)
 
@@ -22,7 +19,8 @@ function render({ model: widget, el }) {
   const state = () => Object.fromEntries(["_constants", ...C.writable, ...C.read_only].map((k) => [k, model.get(k)]));
   function propose(change, how = {}) {
     let settled = change;
-    if (!KERNEL.some((k) => k in change)) {
+    // (only the kernel can bring in another sentence's, layer's or block's arrays)
+    if (!BRINGS_IN.some((k) => k in change)) {
       try {
         const before = state(),
           after = settleChecked(before, change, null, true);

@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         parser.error("--target is for an encoder–decoder model's page: give --model")
     if not args.model and (args.layers is not None or args.max_mb != 50 or args.layer or args.head):
         parser.error("--layer, --head, --layers and --max-mb are for a model's page: give --model")
-    layers = ranges = _layer_list(parser, args.layers) if args.layers is not None else None
+    ranges, layers = _layer_list(parser, args.layers) if args.layers is not None else None, None
     if args.output != "-":
         _check_output(parser, args.output)  # before the slower work
     try:

@@ -81,8 +81,7 @@ def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Atte
 
     ``theme`` is "light", "dark" or "auto" (follows the reader's system setting).
     """
-    if theme not in THEMES:
-        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
+    _check_theme(theme)
     bundle, css = (
         (_STATIC / "widget.js").read_text(encoding="utf-8"),
         (_STATIC / "widget.css").read_text(encoding="utf-8"),
@@ -211,10 +210,14 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
     return _PICTURES.take(to_html(payload, theme=payload.get("theme", "light")), kind, scale)
 
 
-def _themed(payload: dict | Callable[[], dict], theme: str) -> dict:
-    """The page's state in ``theme``; ``payload`` may be a call that makes it: made once the arguments are checked."""
+def _check_theme(theme: str) -> None:
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
+
+
+def _themed(payload: dict | Callable[[], dict], theme: str) -> dict:
+    """The page's state in ``theme``; ``payload`` may be a call that makes it: made once the arguments are checked."""
+    _check_theme(theme)
     return {**(payload() if callable(payload) else payload), "theme": theme}
 
 
@@ -246,8 +249,7 @@ def save_pdf(payload: dict | Callable[[], dict], path, *, theme: str = "light") 
     """Write the current view as a one-page vector PDF (for LaTeX's \\includegraphics): the SVG
     of save_svg, converted by CairoSVG; the page is the picture's size, 3/4 pt per CSS pixel."""
     _check_suffix(path, ".pdf", "a PDF")
-    if theme not in THEMES:  # (checked before anything is imported or made)
-        raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
+    _check_theme(theme)  # (before anything is imported or made)
     try:
         import cairosvg
     except (ImportError, OSError) as err:  # OSError: the package is there, the cairo library is not

@@ -39,22 +39,19 @@ class Rerun:
     library: str = "transformers"  # or "transformer_lens"
 
 
+def _one_of(name: str, value, allowed: tuple, meaning: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be {' or '.join(map(repr, allowed))} ({meaning}); got {value!r}")
+    return value
+
+
 def check_mode(mode) -> str:
-    if not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(
-            "mode must be 'zero' or 'mean' (a head's output set to zero, or to its mean over the text's positions); "
-            f"got {mode!r}"
-        )
-    return mode
+    return _one_of("mode", mode, MODES, "a head's output set to zero, or to its mean over the text's positions")
 
 
 def check_method(method) -> str:
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(
-            "method must be 'exact' or 'attribution' (each head ablated and the model run again, or the linear "
-            f"estimate of one forward and one backward pass); got {method!r}"
-        )
-    return method
+    meaning = "each head ablated and the model run again, or the linear estimate of one forward and one backward pass"
+    return _one_of("method", method, METHODS, meaning)
 
 
 def refusal(rerun: Rerun | None) -> str | None:
