@@ -58,9 +58,13 @@ def _json_safe(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-def _boot(bundle: str) -> str:
+def _boot(
+    bundle: str,
+    call: str = '{render}(document.getElementById("attnwidget"), '
+    'document.getElementById("attnwidget-state").textContent);',
+) -> str:
     """The bundle as an inline module that renders itself: its closing export statement
-    (esbuild writes exactly one, last) becomes a call to renderStandalone."""
+    (esbuild writes exactly one, last) becomes ``call``, where ``{render}`` names renderStandalone."""
     found = re.search(r"export\s*\{([^}]*)\}\s*;?\s*$", bundle)
     names = {}  # exported name -> the bundle's own
     for part in map(str.strip, found.group(1).split(",") if found else []):
@@ -68,11 +72,7 @@ def _boot(bundle: str) -> str:
         names[exported or local] = local
     if found is None or "renderStandalone" not in names:
         raise RuntimeError("the widget bundle does not export renderStandalone; rebuild it with `npm run build`")
-    call = (
-        f'{names["renderStandalone"]}(document.getElementById("attnwidget"), '
-        'document.getElementById("attnwidget-state").textContent);'
-    )
-    return bundle[: found.start()] + call
+    return bundle[: found.start()] + call.replace("{render}", names["renderStandalone"])
 
 
 def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Attention") -> str:
@@ -296,3 +296,25 @@ def embed_html(payload: dict) -> str:
     holding the state as JSON, which the site's script draws with the widget's bundle (see
     docs/_static/attnwidget-docs.js). The widget's text stays JSON: it is never markup."""
     return f'<div class="attnwidget-static"><script type="application/json">{_json_safe(payload)}</script></div>'
+
+
+PLAIN_LINE = (
+    "A live attention widget is shown here when this notebook runs in Jupyter; for a page that keeps it live "
+    "with no kernel and no network, export the notebook with <code>jupyter nbconvert --to attnwidget</code>."
+)
+
+
+def plain_html(payload: dict | None = None) -> str:
+    """What a page without the widget's script shows in its place (a plain nbconvert export,
+    nbviewer, a host without the widget): one line on how to get the live page, under a picture of
+    the widget when ``payload`` is given (ATTNWIDGET_PICTURES=1: a headless browser at each display)."""
+    picture = ""
+    if payload is not None:
+        try:
+            url = _snapshot({**payload, "theme": "light"}, "png", 1)
+            picture = f'<img alt="The attention widget as it was shown" src="{html.escape(url)}"><br>'
+        except Exception as err:  # no Chromium here, say: the line alone, and why once
+            import warnings
+
+            warnings.warn(f"attnwidget: no picture of the widget for pages without it ({err})", stacklevel=3)
+    return f'<div class="attnwidget-plain">{picture}<small>{PLAIN_LINE}</small></div>'

@@ -353,17 +353,22 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         return page_payload(self, self._inputs(), self._own, effects, layers, budget)
 
     def _repr_mimebundle_(self, **kwargs):
-        """The widget view, as anywidget gives it; with ATTNWIDGET_STATIC_HTML set (a docs
-        build) also the widget as HTML that draws itself with no kernel (export.embed_html)."""
+        """The widget view, as anywidget gives it, and a ``text/html`` copy for pages without the
+        widget's script: with ATTNWIDGET_STATIC_HTML set (a docs build, a course page) the widget as
+        HTML that draws itself with no kernel (export.embed_html), otherwise one line on how to get
+        the live page, under a picture of it with ATTNWIDGET_PICTURES set (export.plain_html)."""
         self._answer(
             "overview", begin=False
         )  # a small one goes with the widget; a larger one is begun, a very large one when asked
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle  # (data, metadata), or data alone
-        if os.environ.get("ATTNWIDGET_STATIC_HTML") and isinstance(data, dict):
-            from .export import embed_html
+        if isinstance(data, dict):
+            from .export import embed_html, plain_html
 
-            data["text/html"] = embed_html(self.page_state())
+            if os.environ.get("ATTNWIDGET_STATIC_HTML"):
+                data["text/html"] = embed_html(self.page_state())
+            else:
+                data["text/html"] = plain_html(self.page_state() if os.environ.get("ATTNWIDGET_PICTURES") else None)
         return bundle
 
     def _title(self, title):
