@@ -136,10 +136,10 @@ def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
     assert "layer" not in every["key"] and every["matrix"]["shape"] == [3, 5, 5]
     got = np.frombuffer(base64.b64decode(every["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
     np.testing.assert_allclose(got, w.rollout(), rtol=1e-6)
-    flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(5, 5)
-    np.testing.assert_allclose(
-        flow, attention_flow(np.array(list(w._inputs().across("flow")))[:2]), rtol=1e-6, atol=1e-7
-    )
+    flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
+    layers = np.array(list(w._inputs().across("flow")))
+    for up in range(3):  # flow up to every layer too, for so short a text
+        np.testing.assert_allclose(flow[up], attention_flow(layers[: up + 1]), rtol=1e-6, atol=1e-7)
 
 
 def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown():

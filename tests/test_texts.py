@@ -2,6 +2,7 @@
 each text alone, the widget switches between them as between its sentences, and difference()
 gives text a's weights minus text b's. Tiny random models; nothing is downloaded."""
 
+import base64
 import json
 import pathlib
 import subprocess
@@ -359,3 +360,32 @@ def test_the_difference_while_writing_is_of_the_tokens_written_so_far():
         rows.append(w.weights.copy())  # the first three tokens', causal
     assert rows[0].shape == (3, 3)
     np.testing.assert_allclose(w.difference(0, 1)[0, 0], rows[0] - rows[1], atol=1e-12)
+
+
+def test_an_exported_page_holds_each_measure_at_every_layer_and_head_it_follows(models, gpt2_tokenizer):
+    """The page's layer and head controls go on working on the measures beyond one head: what the
+    page carries at each layer and head is what Python computes when the widget is there."""
+    from attnwidget import views
+    from attnwidget.widget import _on_page_message
+
+    w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], SAME[1]], temperature=0.8)
+    w.measure = "difference"
+    held = w.page_state()["state"]["measure_data"]
+    assert {n: e["every"] for n, e in held.items()} == {
+        "norms": ["head"],
+        "rollout": ["layer"],
+        "flow": ["layer"],
+        "difference": ["layer", "head"],
+    }
+    for name, e in held.items():
+        got = np.frombuffer(base64.b64decode(e["matrix"]["base64"]), dtype=np.float32).reshape(e["matrix"]["shape"])
+        assert not set(e["every"]) & set(e["key"])  # the page does not call it stale at another layer or head
+        for layer in range(w.n_layers) if "layer" in e["every"] else [e["key"]["layer"]]:
+            for head in range(w.n_heads) if "head" in e["every"] else [e["key"].get("head", 0)]:
+                w.set_state({"layer": layer, "head": head, "measure": name})
+                _on_page_message(w, {"kind": "compute", "view": name}, [])
+                live = w.measure_data[name]
+                want = np.frombuffer(bytes(live["matrix"]["view"]), dtype=np.float32).reshape(live["matrix"]["shape"])
+                at = {"layer": layer, "head": head}
+                np.testing.assert_allclose(got[tuple(at[a] for a in e["every"])], want, rtol=1e-5, atol=1e-7)
+                assert views.current(name, e, w._inputs())  # Python agrees: what the page holds is current here

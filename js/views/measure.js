@@ -110,6 +110,14 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
     );
   }
 
+  /** Which of the matrices an answer holds is the state's: those holding every value of a choice
+   * ("every": "layer", "head") hold them first, in that order (a page exported before "every": a
+   * 3-D matrix is rollout's every layer). Each index is clamped to what is held. */
+  function held(answer, shape, get) {
+    const axes = answer.every ?? (shape.length === 3 ? ["layer"] : []);
+    return axes.reduce((at, axis, i) => at * shape[i] + Math.min(Math.max(0, get(axis) ?? 0), shape[i] - 1), 0);
+  }
+
   return {
     node,
     /** For scripts and tests: the matrix drawn (row-major), the state it is for and the arcs' row, or null. */
@@ -153,6 +161,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         edited.join(),
         view.focus,
         get("layer"),
+        get("head"),
         get("block"),
         get("sentence_index"),
         view.tokens,
@@ -174,7 +183,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         at = null;
         return;
       }
-      const offset = shape.length === 3 ? Math.min(get("layer"), shape[0] - 1) * rows * cols : 0; // rollout at every layer: the one shown
+      const offset = held(shown, shape, get) * rows * cols; // (an exported page's: every layer or head held, the one shown)
       const value = (i, j) => data[offset + i * cols + j];
       const signed = !!views[shown.key.measure]?.signed;
       const hi = shown.hi || 1,
@@ -182,12 +191,13 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
       const focus = Math.min(view.focus, rows - 1);
       at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(data.subarray(offset, offset + rows * cols)), row: null };
-      const layerOf = "layer" in shown.key ? shown.key.layer : get("layer");
+      const layerOf = "layer" in shown.key ? shown.key.layer : get("layer"),
+        headOf = "head" in shown.key ? shown.key.head : get("head");
       const title = {
-        norms: `weight × ‖value‖, head ${shown.key.head}`,
+        norms: `weight × ‖value‖, head ${headOf}`,
         rollout: `rollout up to layer ${layerOf}`,
         flow: `flow up to layer ${layerOf}`,
-        difference: `this text − “${short(view.sentences[shown.other] ?? "the other", 40)}”, head ${shown.key.head}`,
+        difference: `this text − “${short(view.sentences[shown.other] ?? "the other", 40)}”, head ${headOf}`,
       }[shown.key.measure];
       grid.node.querySelector("figcaption")?.remove();
       grid.node.prepend(el("figcaption", {}, title));

@@ -52,6 +52,14 @@ def across(inputs: Inputs, name: str, up_to: int | None = None, step=lambda row:
     return rollout(layers) if name == "rollout" else attention_flow(layers, step)
 
 
+def across_every(inputs: Inputs, name: str) -> np.ndarray:
+    """Rollout or flow up to each layer in turn, layers × rows × rows."""
+    if name == "rollout":
+        return across(inputs, name)
+    layers = list(inputs.across(name))
+    return np.stack([attention_flow(layers[: up + 1]) for up in range(len(layers))])
+
+
 def flow_seconds(n: int, layers: int) -> float:
     """About how long flow takes on n tokens through ``layers`` layers: FLOW_CELLS cells take a second, and each
     maximum flow grows with the graph (about n³ · layers in all, as benchmarks/views.py measures)."""
@@ -101,17 +109,20 @@ def differences(a: Inputs, b: Inputs):
         yield np.subtract(wa, wb, out=wa)
 
 
-def difference(inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
+def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The head shown's difference from the other text (``inputs.extra["other"]()``, the Inputs of
-    the next text of as many tokens) at the layer shown, and every head's largest |difference|
-    (layers × heads), in one pass over the layers."""
+    the next text of as many tokens) at the layer shown (``every``: every head's at every layer,
+    layers × heads × rows × cols), and every head's largest |difference| (layers × heads), in one
+    pass over the layers."""
     layer, head = shown(inputs)
-    matrix, largest = np.empty(0), []
+    matrix, largest, kept = np.empty(0), [], []
     for at, d in enumerate(differences(inputs, inputs.extra["other"]())):
         largest.append(np.abs(d).max(axis=(1, 2)))
-        if at == layer:
+        if every:
+            kept.append(d.copy())  # (a layer's weights may be a buffer the next one reuses)
+        elif at == layer:
             matrix = d[head].copy()
-    return matrix, np.array(largest)
+    return (np.stack(kept) if every else matrix), np.array(largest)
 
 
 def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:

@@ -32,9 +32,10 @@ class View:
     compute: Callable | None = None  # a view held in "computed": its answer's numbers, from Inputs
     asked_when: dict | None = None  # {trait: values}: the page asks for it while a trait has one of them
 
-    def key(self, inputs: Inputs, every_layer: bool = False) -> dict:
-        """What the page compares with its own state to know whether this view's answer is current."""
-        names = tuple(n for n in self.depends if not (every_layer and n == "layer"))
+    def key(self, inputs: Inputs, every: tuple = ()) -> dict:
+        """What the page compares with its own state to know whether this view's answer is current;
+        ``every``: the choices ("layer", "head") an answer holds every value of, so not in its key."""
+        names = tuple(n for n in self.depends if n not in every)
         return inputs.key(names, **({"measure": self.name} if self.held_in == "measure_data" else {}))
 
 
@@ -63,8 +64,8 @@ def _norms(inputs):
     return measures.norms(inputs)[measures.shown(inputs)[1]], {}
 
 
-def _difference(inputs):
-    matrix, largest = measures.difference(inputs)
+def _difference(inputs, every: bool = False):
+    matrix, largest = measures.difference(inputs, every)
     other = measures.pair(inputs.sources, inputs.state["sentence_index"])[1]
     return matrix, {"other": other, "largest": [float(v) for v in largest.reshape(-1)]}
 
@@ -182,19 +183,36 @@ def offered(state: dict) -> list[str]:
     return [n for n in MEASURES if n != "difference" or texts > 1] if many else []
 
 
-def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:
-    """What the page draws for measure ``name``: {matrix (float32, rows × cols, or layers × rows ×
-    cols with ``every_layer``: rollout's every layer, for an exported page), lo, hi, key, and what
-    the view adds}, or {error, key} when it cannot be computed."""
+def every(name: str, inputs: Inputs) -> tuple:
+    """The choices an exported page switches among for measure ``name`` with every value held:
+    rollout and flow follow the layer, weight × ‖value‖ the head, the difference both (a widget of
+    one layer: the head alone)."""
+    layers = ("layer",) if inputs.state["layer_shown"] else ()
+    return {"rollout": layers, "flow": layers, "norms": ("head",), "difference": (*layers, "head")}[name]
+
+
+def _every_matrix(name: str, inputs: Inputs, axes: tuple):
+    """Measure ``name`` at every value of ``axes`` (leading axes in that order, then rows × cols)."""
+    if name == "norms":
+        return measures.norms(inputs), {}
+    if name == "difference":
+        stack, extra = _difference(inputs, every=True)
+        return (stack if "layer" in axes else stack[0]), extra
+    return measures.across_every(inputs, name), {}
+
+
+def entry(name: str, inputs: Inputs, every: tuple = ()) -> dict:
+    """What the page draws for measure ``name``: {matrix (float32, rows × cols; with ``every``, one
+    for each value of those choices first, as an exported page switches among them), lo, hi, key,
+    every, and what the view adds}, or {error, key} when it cannot be computed."""
     view = VIEWS[name]
-    every_layer = every_layer and name == "rollout" and inputs.state["layer_shown"]
     why = view.why_not(inputs)
     if why:
         return {"error": why, "key": view.key(inputs)}
     try:
         with np.errstate(all="ignore"):  # numbers past float32 are said below, not warned of
             assert view.matrix is not None  # (a measure's)
-            m, extra = (measures.across(inputs, "rollout"), {}) if every_layer else view.matrix(inputs)
+            m, extra = _every_matrix(name, inputs, every) if every else view.matrix(inputs)
             m = np.ascontiguousarray(m, dtype=np.float32)
     except (
         ValueError
@@ -209,7 +227,8 @@ def entry(name: str, inputs: Inputs, every_layer: bool = False) -> dict:
         "matrix": {"shape": list(m.shape), "dtype": "float32", "view": memoryview(m.reshape(-1).data)},
         "lo": -top if view.signed else 0.0,
         "hi": top,
-        "key": view.key(inputs, every_layer),
+        "key": view.key(inputs, every),
+        "every": list(every),
     }
 
 
@@ -232,7 +251,7 @@ def asked(name: str, state: dict) -> bool:
 
 def current(name: str, held, inputs: Inputs) -> bool:
     """What the widget holds for view ``name`` is its answer at ``inputs``."""
-    return held is not None and held.get("key") == VIEWS[name].key(inputs, "layer" not in held.get("key", {}))
+    return held is not None and held.get("key") == VIEWS[name].key(inputs, tuple(held.get("every", ())))
 
 
 def stale(name: str, before: dict, after: dict) -> bool:
@@ -240,7 +259,7 @@ def stale(name: str, before: dict, after: dict) -> bool:
     return inputs_stale(VIEWS[name].depends, before, after)
 
 
-PAGE_BYTES = 4e6  # an exported page carries rollout at every layer within this
+PAGE_BYTES = 4e6  # an exported page carries a measure at every layer (and head) within this
 OTHERS_CELLS = (
     256 * 256
 )  # queries × keys: up to this an exported page also carries the measures not shown (each well under a second)
@@ -248,15 +267,22 @@ OTHERS_CELLS = (
 
 def for_page(inputs: Inputs, in_base64) -> dict:
     """The measures an exported page carries, at the state exported: the one shown, and for a
-    short text every other the widget can show (flow while it takes under a quarter second);
-    rollout with every layer while they fit PAGE_BYTES, so the layer control goes on working."""
+    short text every other the widget can show (flow while it takes under a quarter second). Each
+    at every layer and head it follows (every()) while that fits PAGE_BYTES (flow: while every
+    layer's takes under half a second), so the layer and head controls go on working."""
     out, s = {}, inputs.state
     cells, layers = inputs.rows * inputs.keys, max(1, s["n_layers"])
+    heads = rules.n_heads(s)
     why = available(inputs)
     for name in MEASURES:
         slow = name == "flow" and inputs.rows**2 * layers > measures.FLOW_CELLS // 4
         if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
             continue
-        e = entry(name, inputs, every_layer=name == "rollout" and cells * 4 * layers <= PAGE_BYTES)
+        axes = every(name, inputs)
+        size = cells * 4 * (layers if "layer" in axes else 1) * (heads if "head" in axes else 1)
+        fits = size <= PAGE_BYTES and (
+            name != "flow" or sum(measures.flow_seconds(inputs.rows, up) for up in range(1, layers + 1)) <= 0.5
+        )
+        e = entry(name, inputs, axes if fits else ())
         out[name] = {**e, "matrix": in_base64(e["matrix"])} if "matrix" in e else e
     return out

@@ -43,7 +43,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
         page.wait_for_selector(".aw-measure[data-state='current']")
         values, got = drawn(page, n)
         np.testing.assert_allclose(values, flows, rtol=1e-6, atol=1e-7)
-        assert got["key"]["layer"] == 1
+        assert "layer" not in got["key"]  # carried at every layer, as rollout is
         assert "flow up to layer 1" in page.locator(".aw-measure figcaption").text_content()
         # the strip's percentages are shares of the row's flows, which do not sum to 1: said
         assert flows[5].sum() > 1.5
@@ -51,7 +51,19 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
         # the arcs from the focused token are its row's shares
         np.testing.assert_allclose(got["row"], flows[5] / flows[5].sum(), rtol=1e-6)
         assert page.locator(".aw-measure .aw-arc").count() == int((flows[5] / flows[5].sum() >= 0.005).sum())
-        # rollout: carried at every layer, so the layer slider goes on working
+        # flow and rollout: carried at every layer, so the layer control goes on working
+        for layer in (2, 0):
+            page.locator("select.aw-layer").select_option(str(layer))
+            page.wait_for_function(f"{ROOT}.model.get('layer') === {layer}")
+            page.evaluate(FRAMES)
+            values, got = drawn(page, n)
+            w.layer = layer
+            up_to = attention_flow(np.array(list(w._inputs().across("flow")))[: layer + 1])
+            np.testing.assert_allclose(values, up_to, rtol=1e-6, atol=1e-7)
+            assert (
+                got["state"] == "current"
+                and f"flow up to layer {layer}" in page.locator(".aw-measure figcaption").text_content()
+            )
         page.locator(".aw-measure-choice[data-measure='rollout']").click()
         page.wait_for_function(f"{ROOT}.model.get('measure') === 'rollout'")
         page.evaluate(FRAMES)
@@ -157,6 +169,14 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
         # the menu says the same as the heading, not a summary the heads are not coloured by
         chosen = page.locator("select.aw-summary").evaluate("(s) => s.options[s.selectedIndex].textContent")
         assert chosen == "the largest difference from the other text (the panel's)"
+        # every head at every layer carried: the head and layer controls go on working
+        for layer, head in ((0, 3), (1, 0), (1, 1)):  # (back to the head exported)
+            page.evaluate(f"{ROOT}.model.propose({{layer: {layer}, head: {head}}})")
+            page.wait_for_function(f"{ROOT}.model.get('head') === {head} && {ROOT}.model.get('layer') === {layer}")
+            page.evaluate(FRAMES)
+            values, got = drawn(page, n)
+            np.testing.assert_allclose(values, want[layer, head], atol=1e-6)
+            assert got["state"] == "current" and f"head {head}" in page.locator(".aw-measure figcaption").text_content()
         # a button per text: the other text's weights, as Python has them; the difference says it is text 1's
         page.locator(".aw-sentence").nth(1).click()
         page.wait_for_function(f"{ROOT}.model.get('sentence_index') === 1")
