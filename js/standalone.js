@@ -37,9 +37,14 @@ export function localModel(payload) {
       return err.message;
     }
     const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
-    // a switch brings in its own q, k and v (not the rest: a mask or embeddings set here stay, and stay edited)
-    if (BRINGS_IN.some((k) => changed.includes(k))) for (const k of ["q", "k", "v"]) delete before[k];
-    for (const k of ARRAYS) if (k in change && changed.includes(k) && !(k in before)) before[k] = state[k];
+    // a switch brings in its own q, k, v and x, a model's layer its own mask, a model's text or layer its own bias
+    // (rules.js bringIn); every other array it changes (a mask dropped as it no longer fits) is a change since
+    const model = next.model_q != null || next.model_bias != null;
+    const brought = BRINGS_IN.some((k) => changed.includes(k))
+      ? ["q", "k", "v", "x", ...(next.mask_of_layer?.length ? ["mask"] : []), ...(model ? ["bias"] : [])]
+      : [];
+    for (const k of brought) delete before[k];
+    for (const k of ARRAYS) if (changed.includes(k) && !brought.includes(k) && !(k in before)) before[k] = state[k];
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does

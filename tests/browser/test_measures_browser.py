@@ -287,3 +287,27 @@ def test_an_exported_measure_stays_out_of_date_across_a_switch_that_keeps_the_ar
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_an_exported_mask_a_switch_drops_leaves_the_measure_out_of_date(browser, tmp_path):
+    """A mask exported with the page, dropped by a switch to a shorter text (it no longer fits),
+    is gone when the page comes back: the measure computed with it says so, not current."""
+    keep = np.eye(6, dtype=bool)
+    keep[:, 0] = True
+    w = AttentionWidget(["She sat by the river bank", "He sat by it"], stage="weights", measure="norms", mask=keep)
+    page, errors = exported(browser, w, tmp_path / "dropped.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        for text in (1, 0):
+            page.locator(".aw-sentence").nth(text).click()
+            page.wait_for_function(f"{ROOT}.model.get('sentence_index') === {text}")
+        page.evaluate(FRAMES)
+        assert page.evaluate(f"{ROOT}.model.get('mask')") is None  # (dropped, as in Python)
+        w.sentence_index = 1
+        w.sentence_index = 0
+        assert w.mask is None
+        assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
+        assert "mask" in page.locator(".aw-measure-status").inner_text()
+        assert errors == []
+    finally:
+        page.context.close()
