@@ -175,6 +175,33 @@ function checkLoaded(state) {
   within("focus", state.tokens.length, "a token index");
   if ((state.sentences || []).length > 1) within("sentence_index", state.sentences.length, "a text's index");
   if (state.step > state.tokens.length) throw new Refused(`'step' must be from 0 to ${state.tokens.length}, got ${state.step}.`);
+  checkComputed(state);
+}
+
+/** What Python computed for the page agrees with the state it says it is for: one number per head, a
+ * matrix for every layer or head it holds, value axes as wide as the values. */
+function checkComputed(state) {
+  const heads = nHeads(state),
+    layers = Math.max(1, state.n_layers || 0),
+    all = layers * heads,
+    shape = (a) => JSON.stringify(a.shape);
+  for (const [name, e] of Object.entries(state.measure_data || {})) {
+    if (!e?.matrix?.shape) continue;
+    const every = e.every ?? (e.matrix.shape.length === 3 ? ["layer"] : []),
+      want = every.map((axis) => (axis === "layer" ? layers : heads));
+    if (e.matrix.shape.length !== want.length + 2 || want.some((n, i) => e.matrix.shape[i] !== n))
+      throw new Refused(
+        `${name}'s matrix has shape ${shape(e.matrix)}: for ${every.join(" and ") || "the state shown"} it must begin ${JSON.stringify(want)} (${layers} layers, ${heads} heads), then rows and columns`,
+      );
+  }
+  const effects = state.head_effects;
+  if (Array.isArray(effects) && effects.length !== all) throw new Refused(`head_effects holds ${effects.length} numbers: it must hold one per head, ${all}`);
+  const thumbs = state.overview?.thumbs;
+  if (thumbs?.shape && thumbs.shape[0] !== all) throw new Refused(`the overview holds ${thumbs.shape[0]} thumbnails: it must hold one per head, ${all}`);
+  const basis = state.value_basis,
+    d = state.v?.shape?.at(-1);
+  if (basis?.shape && d != null && basis.shape.at(-2) !== d)
+    throw new Refused(`value_basis has shape ${shape(basis)}: its axes must be as long as the values are wide (${d})`);
 }
 
 const pick = (o, names) => Object.fromEntries(names.map((k) => [k, o[k]]));

@@ -123,3 +123,46 @@ def test_a_page_whose_data_is_not_json_says_so_in_the_page(browser, tmp_path, ex
         assert errors == []
     finally:
         page.context.close()
+
+
+def rollout_layers(p, count):
+    """The rollout carried with its matrix cut to ``count`` layers (bytes and shape agreeing)."""
+    m = p["state"]["measure_data"]["rollout"]["matrix"]
+    layer = len(base64.b64decode(m["base64"])) // m["shape"][0]
+    m["base64"] = base64.b64encode(base64.b64decode(m["base64"])[: count * layer]).decode()
+    m["shape"] = [count, *m["shape"][1:]]
+
+
+COMPUTED = {
+    "a measure for fewer layers": (
+        lambda p: rollout_layers(p, 2),
+        "rollout's matrix has shape [2,5,5]: for layer it must begin [3] (3 layers, 2 heads)",
+    ),
+    "effects for other heads": (
+        lambda p: p["state"].update(head_effects=[0.1] * 5),
+        "head_effects holds 5 numbers: it must hold one per head, 6",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPUTED))
+def test_computed_numbers_that_disagree_with_the_state_are_named_in_the_page(browser, tmp_path, name):
+    """What Python computed for an exported model's page (a measure at every layer, each head's
+    effect) is checked against the layers and heads the page holds, not drawn for other heads."""
+    from test_across_layers import model_widget
+
+    w = model_widget(n=5, layers=3, heads=2)
+    w.measure = "rollout"
+    path = tmp_path / "model.html"
+    w.to_html(path)
+    text = path.read_text()
+    payload = json.loads(STATE.search(text).group(2))
+    alter, words = COMPUTED[name]
+    alter(payload)
+    page, errors = open_altered(browser, tmp_path, text, payload)
+    try:
+        said = page.locator(".aw-page-error").inner_text()
+        assert words in said, said
+        assert page.locator(".aw-root").count() == 0 and errors == []
+    finally:
+        page.context.close()
