@@ -90,3 +90,55 @@ def test_cross_attention_has_no_rollout():
     w = AttentionWidget._from_model(fake_seq2seq(), 0, 0, {}, "cross")
     with pytest.raises(ValueError, match="it is for self-attention, not cross-attention"):
         w.rollout()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    heads=st.integers(1, 3),
+    causal=st.booleans(),
+    masked=st.booleans(),
+    temperature=st.sampled_from([1.0, 0.3, 1e-300, 7.0]),
+    softcap=st.sampled_from([None, 5.0]),
+    biased=st.booleans(),
+    huge=st.booleans(),
+    rows=st.sampled_from([2, 7, 256]),
+    seed=st.integers(0, 2**16),
+)
+def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
+    n, heads, causal, masked, temperature, softcap, biased, huge, rows, seed
+):
+    """The measures' weights (Inputs.weights_of: scored a block of rows at a time, up to the last
+    column a block may read, heads shared among the cores) are the widget's own for each head
+    (core.Attention: one whole matrix), to rounding; to the bit where scores near float64's limit."""
+    from types import SimpleNamespace
+
+    from attnwidget import inputs
+    from attnwidget.core import Attention, allowed_cells
+
+    kept, inputs.ROWS = inputs.ROWS, rows
+    try:
+        rng = np.random.default_rng(seed)
+        q, k, v = (rng.normal(size=(heads, n, 4)) * (1e77 if huge else 1) for _ in range(3))
+        mask = rng.random((n, n)) > 0.3 if masked else None
+        bias = rng.normal(size=(heads, n, n)) if biased else None
+        at = SimpleNamespace(scale=None, softcap=softcap, temperature=temperature)
+        with np.errstate(all="ignore"):
+            got = inputs.Inputs.weights_of(at, q, k, allowed_cells(n, causal, mask), bias)
+            for h in range(heads):
+                own = Attention(
+                    q[h],
+                    k[h],
+                    v[h],
+                    temperature=temperature,
+                    causal=causal,
+                    mask=mask,
+                    softcap=softcap,
+                    bias=None if bias is None else bias[h],
+                ).weights
+                if huge:
+                    np.testing.assert_array_equal(got[h], own)
+                else:
+                    np.testing.assert_allclose(got[h], own, rtol=1e-12, atol=1e-15)
+    finally:
+        inputs.ROWS = kept

@@ -61,25 +61,34 @@ def _scaled(a: np.ndarray):
 CLOSED = -1e30
 
 
-def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray:
+def _softmax_rows(
+    scores: np.ndarray, temperature: float, allowed, *, overwrite: bool = False, closed=None
+) -> np.ndarray:
     """Row-wise softmax of scores / temperature over the allowed cells (and those scored above
     CLOSED); the rest are exactly 0.
 
     The row maximum is subtracted before dividing by the temperature, so every exponent is
     <= 0 and no finite input overflows, however small T is. A row with no allowed cell
-    reads nothing: all its weights are 0 (not NaN).
+    reads nothing: all its weights are 0 (not NaN). ``overwrite``: computed in ``scores``'s own
+    memory; ``closed``: ``~allowed``, when the caller has it. A step that would change nothing is
+    skipped (clipping finite scores, dividing by T = 1): the numbers are the same to the bit.
     """
-    big = np.finfo(float).max
-    s = np.clip(scores, -big, big)  # a score that overflowed to ±inf still has a row maximum
+    lo, hi = scores.min(initial=0.0), scores.max(initial=0.0)
+    s = scores if overwrite else scores.copy()
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # a score that overflowed to ±inf still has a row maximum
+        big = np.finfo(float).max
+        np.clip(s, -big, big, out=s)
     if allowed is not None:
-        s[~allowed] = -np.inf
-    s[s <= CLOSED] = -np.inf
-    top = s.max(axis=1, keepdims=True)
+        np.copyto(s, -np.inf, where=~allowed if closed is None else closed)
+    if not lo > CLOSED:
+        s[s <= CLOSED] = -np.inf
+    top = s.max(axis=1, keepdims=True, initial=-np.inf)
     empty = ~np.isfinite(top[:, 0])
     top[empty] = 0.0
     s -= top
-    with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
-        s /= temperature
+    if temperature != 1:
+        with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
+            s /= temperature
     np.exp(s, out=s)
     total = s.sum(axis=1, keepdims=True)
     total[empty] = 1.0
@@ -87,14 +96,21 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed) -> np.ndarray
     return s
 
 
-def scores_of(q, k, scale=None, bias=None, softcap=None) -> np.ndarray:
+def scores_of(q, k, scale=None, bias=None, softcap=None, out=None) -> np.ndarray:
     """scale · Q Kᵀ (scale None: 1/sqrt(d_k)), soft-capped to softcap · tanh(s / softcap) when
     ``softcap`` is given (Gemma 2's cap: no score beyond ±softcap), plus ``bias`` when given: the
-    scores, before temperature and mask."""
-    s = (default_scale(q.shape[-1]) if scale is None else scale) * (q @ k.T)
+    scores, before temperature and mask (written into ``out`` when given)."""
+    s = np.matmul(q, k.T, out=out)
+    if not np.issubdtype(s.dtype, np.inexact):
+        s = s.astype(float)  # (whole numbers given)
+    s *= default_scale(q.shape[-1]) if scale is None else scale  # in place: the same numbers, one pass fewer
     if softcap is not None:
-        s = softcap * np.tanh(s / softcap)
-    return s if bias is None else s + bias
+        s /= softcap
+        np.tanh(s, out=s)
+        s *= softcap
+    if bias is not None:
+        s = s + bias if np.result_type(s, bias) != s.dtype else np.add(s, bias, out=s)
+    return s
 
 
 def allowed_cells(n: int, causal: bool, mask=None, n_keys: int | None = None):

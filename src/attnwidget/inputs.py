@@ -9,6 +9,8 @@ reads the widget's own members.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
 import numpy as np
@@ -20,6 +22,7 @@ from .core import _softmax_rows, allowed_cells, default_scale, scores_of
 # state; the arrays, which it cannot compare, are compared here, by identity, when they change.
 KEY = ("temperature", "causal", "sink", "scale", "softcap", "step", "block", "sentence_index")
 ARRAYS = ("tokens", "mask", "bias")
+ROWS = 256  # weights_of scores a layer this many rows at a time
 
 
 def depends(names: tuple, state: dict) -> tuple:
@@ -141,13 +144,40 @@ class Inputs:
             yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
     def weights_of(self, q, k, allowed, bias=None) -> np.ndarray:
-        """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers)."""
-        biases = [None if bias is None else head_of(bias, h) for h in range(len(q))]
-        scores = (
-            scores_of(q[h].astype(float), k[h].astype(float), self.scale, biases[h], self.softcap)
-            for h in range(len(q))
+        """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers).
+
+        Each block of ROWS rows is scored only up to the last column one of its rows may read (a
+        causal layer: about half its cells), and the heads are shared among the machine's cores
+        (numpy's products and ufuncs release the GIL); the numbers are those of the whole matrix."""
+        n, m = len(q[0]), len(k[0])
+        out = np.zeros((len(q), n, m))
+        reach = (
+            np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - allowed[:, ::-1].argmax(axis=1), 0)
         )
-        return np.stack([_softmax_rows(s, self.temperature, allowed) for s in scores])
+        starts = list(range(0, n, ROWS))
+        if len(starts) > 1 and n - starts[-1] < 2:
+            starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
+        blocks = list(zip(starts, [*starts[1:], n]))
+        blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in blocks]  # (nor of one column)
+        if not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150:
+            blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
+        closed = None if allowed is None else ~allowed  # (once for every head)
+
+        def head(h):
+            qh, kh, bh = q[h].astype(float), k[h].astype(float), None if bias is None else head_of(bias, h)
+            for r0, r1, c in blocks:
+                part = out[h, r0:r1, :c]
+                scores_of(qh[r0:r1], kh[:c], self.scale, None if bh is None else bh[r0:r1, :c], self.softcap, out=part)
+                cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
+                _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1])
+
+        if len(q) > 1 and n * m >= 256 * 256:
+            with ThreadPoolExecutor(min(len(q), os.cpu_count() or 1)) as pool:
+                list(pool.map(head, range(len(q))))
+        else:
+            for h in range(len(q)):
+                head(h)
+        return out
 
     def weights(self, up_to: int | None = None):
         """(weights, allowed) of each layer up to ``up_to`` in turn: one layer's held at a time."""
