@@ -149,9 +149,19 @@ def from_nnsight(
 def from_transformer_lens(
     model, text: str | list[str], cache=None, lazy: bool = False
 ) -> ModelAttention | list[ModelAttention]:
-    """Q, K, V of every layer and head of a TransformerLens ``HookedTransformer`` on ``text`` (or,
-    for a list, on each text alone); from ``cache``, when given, a ``run_with_cache`` cache of the
-    model on that one text (its hooks' queries, keys and values), without running the model again.
+    """Q, K, V of every layer and head of a TransformerLens model on ``text`` (or, for a list, on
+    each text alone): a ``TransformerBridge`` (``TransformerBridge.boot_transformers(...)``, as it
+    is booted: ``enable_compatibility_mode`` folds weights and so changes V) or the deprecated
+    ``HookedTransformer``; from ``cache``, when given, a ``run_with_cache`` cache of the model on
+    that one text (its hooks' queries, keys and values; a bridge's also its ``hook_pattern`` or
+    ``hook_z``), without running the model again.
+
+    A bridge is read at its hooks (``hook_rot_q``/``hook_rot_k`` where the model rotates q and k),
+    with the scale, soft cap and causal rule of the Hugging Face attention it wraps, and each layer
+    is checked against the bridge's own pattern: a model whose attention is more than
+    softmax(scale·q·kᵀ) with a causal or no mask (ALiBi, a sliding window narrower than the text,
+    attention sinks, a scale per layer), or an encoder–decoder, raises NotImplementedError saying
+    so; read those with ``from_transformers``.
 
     Raises ValueError, before the model runs, when ``text`` has more tokens than
     ``cfg.n_ctx`` or ids outside ``cfg.d_vocab``.
