@@ -157,8 +157,8 @@ class Inputs:
         starts = list(range(0, n, ROWS))
         if len(starts) > 1 and n - starts[-1] < 2:
             starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
-        blocks = list(zip(starts, [*starts[1:], n]))
-        blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in blocks]  # (nor of one column)
+        # (rows r0 to r1, read up to column c; nor of one column)
+        blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
         if not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150:
             blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
         closed = None if allowed is None else ~allowed  # (once for every head)
