@@ -85,7 +85,8 @@ class FromModels(_Widget):
     def from_transformer_lens(
         cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs
     ) -> AttentionWidget:
-        """Every head of one layer of a TransformerLens ``HookedTransformer``; with ``cache`` (its
+        """Every head of one layer of a TransformerLens ``TransformerBridge`` (or the older
+        ``HookedTransformer``); with ``cache`` (its
         ``run_with_cache(text)``), read from that cache's hooks, without running the model again.
         A list of texts is read a text at a time, as from_transformers reads one."""
         from .integrations import from_transformer_lens
