@@ -343,6 +343,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       offered: get("head_effects") ? ["effect"] : [],
       unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
       map: !!get("qk_map"),
+      estimated: overview?.effect_exact?.map((exact) => !exact) ?? null, // (the kernel's: estimated, then the largest exact)
     });
   }
   drawMap(p, pal, maxWidth);

@@ -442,3 +442,37 @@ def test_an_estimate_of_a_model_whose_attention_is_not_routed_is_refused_as_the_
     for method in ("attribution", "exact"):
         with pytest.raises(NotImplementedError, match="head effects need one call per layer"):
             w.head_effects(method=method)
+
+
+@pytest.mark.parametrize("lens", [False, True])
+def test_a_model_of_many_heads_shows_every_estimate_at_once_then_the_largest_ablated_exactly(tf, gpt2_tokenizer, lens):
+    """More heads than research.EXACT: the page's effect summary draws every head's estimate first
+    (one backward pass), then ablates exactly the EXACT heads whose estimates are largest and
+    shows those values in their place, saying which are exact; Python's head_effects() stays exact."""
+    from attnwidget.research import EXACT
+
+    if lens:
+        w = AttentionWidget.from_transformer_lens(
+            hooked(pytest.importorskip("transformer_lens"), gpt2_tokenizer, "gpt2-like", n_layers=4, n_heads=6), TEXT
+        )
+    else:
+        size = dict(n_embd=48, n_layer=4, n_head=6, n_positions=64, initializer_range=0.25)
+        end = dict(bos_token_id=len(gpt2_tokenizer) - 1, eos_token_id=len(gpt2_tokenizer) - 1)
+        model = random_model(tf, "GPT2LMHeadModel", "GPT2Config", len(gpt2_tokenizer), **size, **end)
+        w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    w.comm = RecordingComm()
+    w.summary = "effect"
+    sent = []
+    w.observe(lambda change: sent.append(change["new"]), names="overview")
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
+    first, last = sent[0], sent[-1]
+    estimate, exact = w.head_effects(method="attribution").ravel(), w.head_effects().ravel()
+    assert not any(first["effect_exact"]) and len(sent) >= 2
+    np.testing.assert_allclose(first["summaries"]["effect"], estimate, rtol=0, atol=1e-12)  # at once: estimates
+    chosen = np.array(last["effect_exact"])
+    assert chosen.sum() == EXACT and set(np.flatnonzero(chosen)) == set(np.argsort(-np.abs(estimate))[:EXACT])
+    shown = np.array(last["summaries"]["effect"])
+    np.testing.assert_allclose(shown[chosen], exact[chosen], rtol=0, atol=1e-5)  # the largest: ablated (float32 passes)
+    np.testing.assert_allclose(shown[~chosen], estimate[~chosen], rtol=0, atol=1e-12)
+    # an exported page carries every head ablated exactly
+    np.testing.assert_allclose(w.page_state()["state"]["head_effects"], exact, rtol=0, atol=1e-12)

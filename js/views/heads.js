@@ -120,7 +120,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
     /** A head still being computed keeps its old picture. */
     /** colourBy: {name, label, values (one per thumbnail), signed}, colours the heads in place of the summary: the
      * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail
-     * has them; unavailable: summaries this widget cannot have, not listed. */
+     * has them; unavailable: summaries this widget cannot have, not listed; estimated: for "effect", true where a
+     * head's value is an estimate (marked ≈), not the head ablated. */
     update({
       work,
       layers = 1,
@@ -136,6 +137,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       offered = [],
       unavailable = [],
       map = false,
+      estimated = null,
     }) {
       mapBox.checked = map;
       const summary = colourBy ? "colourBy" : chosen;
@@ -210,7 +212,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         b.title = `${b.getAttribute("aria-label")}${away ? " (not in this page)" : ""}`;
         const v = value(p),
           shown = summary && !Number.isNaN(v);
-        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : signed ? fmtSigned(raw(p)) : fmt2(v)) : "";
+        const about = summary === "effect" && estimated?.[p] ? "≈" : ""; // an estimate, not the head ablated
+        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : about + (signed ? fmtSigned(raw(p)) : fmt2(v))) : "";
         b.dataset.value = shown ? String(raw(p)) : "";
         // the value's colour behind the thumbnail: as the weights' (0 to the largest of these heads), or
         // a signed one's from its neutral 0 (purple: the head raises the next token's log-probability, orange: lowers it)
@@ -221,7 +224,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${summary === "effect" && estimated?.some((x) => x) ? ` · ≈: estimated (attribution patching); the ${estimated.filter((x) => !x).length} heads estimated largest: ablated exactly` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

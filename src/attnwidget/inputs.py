@@ -78,6 +78,7 @@ class Inputs:
             self.rows = self.keys = min(state["step"], n) if rules.writing(state) else n
         self.other = other
         self.effect, self.device = extra.get("effect"), extra.get("device") or "cpu"
+        self.effect_exact = extra.get("effect_exact")  # which of ``effect`` are exact (None: all), the rest estimates
         self.extra = extra
 
     @cached_property

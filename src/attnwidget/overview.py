@@ -82,7 +82,9 @@ def compute(inputs: Inputs) -> dict:
         summaries["effect"] = (
             [None] * len(top) if effect is False else [None if np.isnan(v) else float(v) for v in effect.ravel()]
         )
+    exact = getattr(inputs, "effect_exact", None)
     return {
+        **({} if exact is None else {"effect_exact": [bool(x) for x in np.ravel(exact)]}),
         "layers": len(rows),
         "heads": len(stack) // len(rows),
         "width": int(stack.shape[2]),

@@ -29,6 +29,9 @@ else:
     _Widget = object
 
 
+EXACT = 12  # the page's effect summary ablates exactly the heads whose estimates are largest, this many
+
+
 class Research(_Widget):
     """rollout(), flow(), norms(), difference(), largest_difference(), head_effects(),
     head_summary(), and the computed views the page asks for."""
@@ -39,14 +42,20 @@ class Research(_Widget):
         self._grams: dict = {}
         # (mode, step, text) -> head_effects' layers × heads: a model's own passes, at any temperature
         self._effects: dict = {}
+        # (mode, step, text) -> (the page's effects: estimates, the EXACT largest ablated; which are exact)
+        self._estimates: dict = {}
         self._effect_mode = "zero"  # the mode the overview's "effect" summary shows: the last asked of head_effects
 
     def _inputs(self, text: int | None = None, state: dict | None = None) -> Inputs:
         """What every computed view is computed from, now (or of another ``text``: difference)."""
         state = self._plain(self._trait_values) if state is None else state
         other = lambda: self._inputs(measures.pair(self._sources, state["sentence_index"])[1], state)
+        shown = self._effects_kept()
         extra = dict(
-            effect=self._effects_kept(),
+            effect=shown,
+            effect_exact=self._estimates.get(self._effect_key(), (None, None))[1]
+            if shown is not None and shown is not False and self._effect_key() not in self._effects
+            else None,
             device=getattr(self, "_device", None),
             grams=self._head_grams,
             other=other,
@@ -86,13 +95,31 @@ class Research(_Widget):
                 return None  # (not while the page draws its first picture)
             # on the kernel's own thread: they swap transformers' attention function, which nothing may use meanwhile
             try:
-                self.head_effects(self._effect_mode)
+                self._page_effects()
             except Exception as err:  # said once, in the page, instead of computed again at each ask
                 return {
                     "error": f"head effects: {type(err).__name__}: {err}",
                     "key": views.VIEWS["overview"].key(self._inputs()),
                 }
         return self._overview.ask(self._inputs(), begin)
+
+    def _page_effects(self) -> None:
+        """The overview's "effect" summary on a model of more than EXACT heads: every head's estimate
+        (attribution patching, one backward pass) drawn at once, then the EXACT heads whose estimates
+        are largest ablated exactly in their place, the page told which are which (effect_exact)."""
+        rerun, key, mode = self._rerun(), self._effect_key(), self._effect_mode
+        if self.n_layers * self.n_heads <= EXACT:
+            self.head_effects(mode)
+            return
+        estimate = ablation.effects(rerun, key[1], mode, "attribution")
+        exact = np.zeros(estimate.shape, dtype=bool)
+        self._estimates[key] = (estimate, exact)
+        first = self._overview.ask(self._inputs(), True)
+        if first is not None:
+            self.set_trait("overview", first)  # (the estimate, drawn while the exact ablations run)
+        exact.flat[np.argsort(-np.abs(estimate), axis=None, kind="stable")[:EXACT]] = True
+        values = ablation.effects(rerun, key[1], mode, only=exact)
+        self._estimates[key] = (np.where(exact, values, estimate), exact)
 
     def rollout(self) -> np.ndarray:
         """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
@@ -240,14 +267,19 @@ class Research(_Widget):
         found = None if self.blocks or not self.layer_shown else self._sources.found("", 0)
         return getattr(found, "reader", None)
 
+    def _effect_key(self) -> tuple:
+        return (self._effect_mode, self._rows(), self.sentence_index)
+
     def _effects_kept(self):
-        """The overview's "effect" summary: head_effects kept for this step in the mode last asked,
-        False when not computed, None for a widget with no next token."""
+        """The overview's "effect" summary: head_effects kept for this step in the mode last asked
+        (else the page's, estimated and exact for the heads estimated largest), False when not
+        computed, None for a widget with no next token."""
         try:
             self._rerun()
         except ValueError:
             return None
-        return self._effects.get((self._effect_mode, self._rows(), self.sentence_index), False)
+        key = self._effect_key()
+        return self._effects[key] if key in self._effects else self._estimates.get(key, (False,))[0]
 
     def _new_summary(self, summary: str, values) -> None:
         """summary = "effect" (the rules refuse it without a next token): an overview without the

@@ -346,10 +346,10 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     def page_state(self, layers=None, budget: float = 50e6) -> dict:
         """Everything a page with no kernel needs, as plain data (the payload, payload.py): a
         model's every layer while under ``budget`` bytes, else those ``layers`` names (to_html)."""
-        if self.summary == "effect" and self._effects_kept() is False:
-            self.head_effects(self._effect_mode)  # shown coloured by them: computed now (a forward pass per layer)
         kept = self._effects_kept()
-        effects = None if kept is None or kept is False else kept
+        if self.summary == "effect" and kept is not None and self._effect_key() not in self._effects:
+            self.head_effects(self._effect_mode)  # shown coloured by them: every head exact (a forward pass per layer)
+        effects = self._effects.get(self._effect_key()) if kept is not None else None
         return page_payload(self, self._inputs(), self._own, effects, layers, budget)
 
     def _repr_mimebundle_(self, **kwargs):

@@ -88,3 +88,34 @@ def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path,
         heads_show(page, effects)
     finally:
         page.context.close()
+
+
+def test_in_jupyterlab_a_model_of_many_heads_marks_the_estimates_and_ablates_the_largest(open_notebook, gpt2_tokenizer):
+    setup = f"""
+import sys; sys.path.insert(0, {TESTS!r})
+import transformers
+from attnwidget import AttentionWidget
+from test_integrations import random_model
+tokenizer = transformers.AutoTokenizer.from_pretrained({gpt2_tokenizer.name_or_path!r})
+end = len(tokenizer) - 1
+model = random_model(transformers, "GPT2LMHeadModel", "GPT2Config", len(tokenizer), n_embd=48, n_layer=4, n_head=6, \
+n_positions=64, initializer_range=0.25, bos_token_id=end, eos_token_id=end)
+w = AttentionWidget.from_transformers(model, tokenizer, {TEXT!r}, stage="weights")
+w
+"""
+    page, kernel, errors = open_notebook("many_effects.ipynb", [setup])
+    try:
+        page.wait_for_selector(".aw-heads[data-complete=true]", state="attached")
+        page.locator("select.aw-summary").select_option("effect")
+        page.wait_for_function(
+            "document.querySelector('.aw-heads-caption').textContent.includes('ablated exactly')"
+            " && [...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')"
+        )
+        exact = np.array(kernel.eval("w.overview['effect_exact']"))
+        labels = [c.inner_text().split("\n")[-1] for c in page.locator(".aw-head").all()]
+        assert exact.sum() == 12 and [t.startswith("≈") for t in labels] == list(~exact)
+        caption = page.locator(".aw-heads-caption").text_content()
+        assert "≈: estimated (attribution patching); the 12 heads estimated largest: ablated exactly" in caption
+        assert errors == []
+    finally:
+        page.context.close()

@@ -93,12 +93,13 @@ def refusal(rerun: Rerun | None) -> str | None:
     return None
 
 
-def effects(rerun: Rerun, step: int, mode: str, method: str = "exact") -> np.ndarray:
+def effects(rerun: Rerun, step: int, mode: str, method: str = "exact", only=None) -> np.ndarray:
     """layers × heads, float64: log p(next) with that head ablated alone, minus log p(next) of the
     model's own pass, at the last of the first ``step`` tokens; next is the token the model's own
     pass finds most likely there. ``method="attribution"``: its linear estimate (attribution
     patching), (z' − z) · ∂ log p(next) / ∂z summed over the head's output slot z (z' its ablated
-    value), from one forward and one backward pass."""
+    value), from one forward and one backward pass. ``only`` (exact): a layers × heads mask of
+    the heads to ablate; the others are NaN."""
     problem = refusal(rerun)
     if problem:
         raise ValueError(problem)
@@ -106,7 +107,13 @@ def effects(rerun: Rerun, step: int, mode: str, method: str = "exact") -> np.nda
     lens = rerun.library == "transformer_lens"
     if check_method(method) == "attribution":
         return (_lens_estimate if lens else _transformers_estimate)(rerun.model, ids, mode)
-    return (_lens if lens else _transformers)(rerun.model, ids, mode)
+    return (_lens if lens else _transformers)(rerun.model, ids, mode, only)
+
+
+def _chosen(only, layer: int, heads: int, step: int):
+    """The heads of ``layer`` to ablate (every one without ``only``), ``step`` copies a pass at most."""
+    chosen = list(range(heads)) if only is None else [int(h) for h in np.flatnonzero(only[layer])]
+    return [chosen[at : at + step] for at in range(0, len(chosen), step)]
 
 
 def _estimate(slots, grads, mode: str) -> np.ndarray:
@@ -189,13 +196,13 @@ def _routed(attend):
             mapping["eager"] = had
 
 
-def _ablate(out, first: int, count: int, mode: str):
-    """``out`` (batch × positions × heads × d) with head first + b ablated in copy b, for b < count
-    (copies past count are left as they are)."""
+def _ablate(out, chosen: list[int], mode: str):
+    """``out`` (batch × positions × heads × d) with head chosen[b] ablated in copy b (copies past
+    those chosen are left as they are)."""
     import torch
 
-    b = torch.arange(count, device=out.device)
-    h = b + first
+    b = torch.arange(len(chosen), device=out.device)
+    h = torch.tensor(chosen, device=out.device)
     out = out.clone()
     out[b, :, h, :] = 0.0 if mode == "zero" else out[b, :, h, :].mean(dim=1, keepdim=True)
     return out
@@ -214,7 +221,7 @@ def _log_next(logits):
     return torch.log_softmax(logits[:, -1].double(), dim=-1)
 
 
-def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
+def _transformers(model, ids: list[int], mode: str, only=None) -> np.ndarray:
     """A Hugging Face model, ablated in what its attention function returns. The layers before the
     one ablated are the same in every copy: where the layer's block (the attention module's parent
     in a list of layers) takes the hidden states first, they run once and the block widens them to
@@ -228,7 +235,7 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
     device = next(model.parameters()).device
     x = torch.tensor([ids], device=device)
     # which layer's heads are ablated this pass, from which and how many; each call's module and heads
-    plan: dict[str, Any] = {"layer": -1, "first": 0, "count": 0, "calls": 0, "modules": [], "heads": []}
+    plan: dict[str, Any] = {"layer": -1, "chosen": [], "calls": 0, "modules": [], "heads": []}
 
     def ablating(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         own = sys.modules[type(module).__module__].eager_attention_forward  # the model's own attention
@@ -237,7 +244,7 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
         plan["modules"].append(module)
         plan["heads"].append(out.shape[2])
         if layer == plan["layer"]:
-            out = _ablate(out, plan["first"], plan["count"], mode)
+            out = _ablate(out, plan["chosen"], mode)
         return out, weights
 
     keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
@@ -261,12 +268,12 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
         best = int(clean.argmax())
         width = int(getattr(model.config, "hidden_size", 0) or 0)
         step = _copies(heads[0], len(ids), width)
-        out = np.zeros((len(heads), heads[0]))
+        out = np.full((len(heads), heads[0]), np.nan)
         checked = False
         for layer in range(len(heads)):
-            for first in range(0, heads[0], step):
-                count = min(step, heads[0] - first)
-                plan.update(layer=layer, first=first, count=count)
+            for chosen in _chosen(only, layer, heads[0], step):
+                count = len(chosen)
+                plan.update(layer=layer, chosen=chosen)
                 ablated = None
                 if blocks is not None:
                     try:  # with one unablated copy more the first time: it must be the model's own pass
@@ -282,7 +289,7 @@ def _transformers(model, ids: list[int], mode: str) -> np.ndarray:
                     checked = True
                 if ablated is None:
                     ablated = log_next(x.expand(count, -1))
-                out[layer, first : first + count] = (ablated[:count, best] - clean[best]).cpu().numpy()
+                out[layer, chosen] = (ablated[:count, best] - clean[best]).cpu().numpy()
     return out
 
 
@@ -329,7 +336,7 @@ def _agrees(row, clean, best: int) -> bool:
     return bool(abs(float(row[best] - clean[best])) <= 1e-4 + 1e-4 * abs(float(clean[best])))
 
 
-def _lens(model, ids: list[int], mode: str) -> np.ndarray:
+def _lens(model, ids: list[int], mode: str, only=None) -> np.ndarray:
     """A TransformerLens HookedTransformer, ablated at each layer's hook_z (batch × positions × heads × d_head)."""
     import torch
 
@@ -342,18 +349,19 @@ def _lens(model, ids: list[int], mode: str) -> np.ndarray:
             clean = _log_next(model(x, return_type="logits"))[0]
             best = int(clean.argmax())
             step = _copies(cfg.n_heads, len(ids), cfg.d_model)
-            out = np.zeros((cfg.n_layers, cfg.n_heads))
+            out = np.full((cfg.n_layers, cfg.n_heads), np.nan)
             for layer in range(cfg.n_layers):
-                for first in range(0, cfg.n_heads, step):
-                    count = min(step, cfg.n_heads - first)
+                for chosen in _chosen(only, layer, cfg.n_heads, step):
 
-                    def hook(z, hook, first=first, count=count):
-                        return _ablate(z, first, count, mode)
+                    def hook(z, hook, chosen=chosen):
+                        return _ablate(z, chosen, mode)
 
                     logits = model.run_with_hooks(
-                        x.expand(count, -1), return_type="logits", fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)]
+                        x.expand(len(chosen), -1),
+                        return_type="logits",
+                        fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)],
                     )
-                    out[layer, first : first + count] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
+                    out[layer, chosen] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
     finally:
         model.train(was_training)
     return out
