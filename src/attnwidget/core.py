@@ -61,23 +61,17 @@ def _scaled(a: np.ndarray):
 CLOSED = -1e30
 
 
-def _softmax_rows(
-    scores: np.ndarray, temperature: float, allowed, *, overwrite: bool = False, closed=None
-) -> np.ndarray:
+def _softmax_rows(scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None) -> np.ndarray:
     """Row-wise softmax of scores / temperature over the allowed cells (and those scored above
-    CLOSED); the rest are exactly 0.
-
-    The row maximum is subtracted before dividing by the temperature, so every exponent is
-    <= 0 and no finite input overflows, however small T is. A row with no allowed cell
-    reads nothing: all its weights are 0 (not NaN). ``overwrite``: computed in ``scores``'s own
-    memory; ``closed``: ``~allowed``, when the caller has it. A step that would change nothing is
-    skipped (clipping finite scores, dividing by T = 1): the numbers are the same to the bit.
-    """
+    CLOSED); the rest are exactly 0. The row maximum is subtracted before dividing by the
+    temperature, so every exponent is <= 0 and no finite input overflows, however small T is. A
+    row with no allowed cell reads nothing: all its weights are 0 (not NaN). ``overwrite``: in
+    ``scores``'s own memory; ``closed``: ``~allowed``, when the caller has it. A step that would
+    change nothing is skipped (clipping finite scores, dividing by T = 1): the same numbers."""
     lo, hi = scores.min(initial=0.0), scores.max(initial=0.0)
     s = scores if overwrite else scores.copy()
     if not (np.isfinite(lo) and np.isfinite(hi)):  # a score that overflowed to ±inf still has a row maximum
-        big = np.finfo(float).max
-        np.clip(s, -big, big, out=s)
+        np.clip(s, -np.finfo(float).max, np.finfo(float).max, out=s)
     if allowed is not None:
         np.copyto(s, -np.inf, where=~allowed if closed is None else closed)
     if not lo > CLOSED:
@@ -105,9 +99,7 @@ def scores_of(q, k, scale=None, bias=None, softcap=None, out=None) -> np.ndarray
         s = s.astype(float)  # (whole numbers given)
     s *= default_scale(q.shape[-1]) if scale is None else scale  # in place: the same numbers, one pass fewer
     if softcap is not None:
-        s /= softcap
-        np.tanh(s, out=s)
-        s *= softcap
+        s = np.multiply(np.tanh(np.divide(s, softcap, out=s), out=s), softcap, out=s)
     if bias is not None:
         s = s + bias if np.result_type(s, bias) != s.dtype else np.add(s, bias, out=s)
     return s
