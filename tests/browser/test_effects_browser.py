@@ -90,7 +90,9 @@ def test_an_exported_page_carries_the_effects_computed_before(browser, tmp_path,
         page.context.close()
 
 
-def test_in_jupyterlab_a_model_of_many_heads_marks_the_estimates_and_ablates_the_largest(open_notebook, gpt2_tokenizer):
+def test_in_jupyterlab_a_model_of_many_heads_marks_the_estimates_and_ablates_the_largest(
+    open_notebook, gpt2_tokenizer, artifacts
+):
     setup = f"""
 import sys; sys.path.insert(0, {TESTS!r})
 import transformers
@@ -116,6 +118,7 @@ w
         assert exact.sum() == 12 and [t.startswith("≈") for t in labels] == list(~exact)
         caption = page.locator(".aw-heads-caption").text_content()
         assert "≈: estimated (attribution patching); the 12 heads estimated largest: ablated exactly" in caption
+        page.locator(".aw-heads").screenshot(path=str(artifacts / "effects-estimated.png"))  # (to look at)
         assert errors == []
     finally:
         page.context.close()
