@@ -21,12 +21,15 @@ pytest.importorskip("latex2mathml")
         ("`$x$` and ```\n$y$\n``` and ``a `$z$` b``", 0, 0),  # code keeps its dollars
         ("an escaped \\$ sign and $x$", 1, 0),
         ("$ x$ and $x $", 0, 0),  # a formula neither starts nor ends with a space
+        ("the $i$th row", 1, 0),
+        ("costs $10; code `$x$` stays", 0, 0),  # code first, even after a lone dollar
+        ("[a link](http://x.org/?a=$p$) and <span title='$a$'>b</span>", 0, 0),  # link targets and tags keep theirs
     ],
 )
 def test_formulas_are_found_as_jupyter_reads_them(source, inline, display):
     text, formulas = mathml(source)
-    assert sum('display="inline"' in f for f in formulas) == inline
-    assert sum('display="block"' in f for f in formulas) == display
+    assert sum('display="inline"' in f for f, _ in formulas) == inline
+    assert sum('display="block"' in f for f, _ in formulas) == display
     assert re.findall(r"AWMATH(\d+)X", text) == [str(i) for i in range(len(formulas))]
 
 
@@ -37,8 +40,8 @@ def test_text_without_dollars_is_left_as_it_is(source):
 
 def test_a_formula_mathml_cannot_express_stays_as_its_tex():
     _, formulas = mathml("$x^$ then $a<b$")
-    assert formulas[0] == "<code>x^</code>"
-    assert "&lt;" in formulas[1] or "&#x0003C;" in formulas[1]  # and the TeX's own "<" is never markup
+    assert formulas[0] == ("<code>x^</code>", "x^")
+    assert "<b" not in formulas[1][0]  # and the TeX's own "<" is never markup
 
 
 def test_a_page_without_the_widget_says_how_to_get_the_live_page(monkeypatch):
@@ -47,3 +50,19 @@ def test_a_page_without_the_widget_says_how_to_get_the_live_page(monkeypatch):
     data, _ = AttentionWidget()._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data  # the live widget stays first
     assert PLAIN_LINE in data["text/html"] and "<img" not in data["text/html"]  # no browser started at each display
+
+
+def test_a_heading_with_maths_keeps_its_markup_whole():
+    """A heading's id and anchor are made from its text: there the formula is its TeX, escaped,
+    and the MathML is in the heading's text alone; text that looks like a placeholder stays text."""
+    import nbformat
+
+    from attnwidget.course import CourseExporter
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell('## Softmax $\\sigma(x)$ here\n\nAWMATH0X and "$a$"')]
+    page, _ = CourseExporter(execute=False).from_notebook_node(nb)
+    heading = re.search(r"<h2[^>]*>(.*?)</h2>", page, re.S)
+    assert heading[0].startswith('<h2 id="Softmax-\\sigma(x)-here">')
+    assert heading[1].startswith("Softmax <math ") and 'href="#Softmax-\\sigma(x)-here"' in heading[1]
+    assert "AWMATH0X and" in page

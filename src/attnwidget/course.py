@@ -15,6 +15,7 @@ import html
 import os
 import pathlib
 import re
+import secrets
 
 import jinja2
 from nbconvert.exporters import HTMLExporter
@@ -24,34 +25,35 @@ from .export import _STATIC, _boot, _script_safe
 
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
-# Code keeps its dollars; then $$display$$ and $inline$ maths as Jupyter reads them: an inline
-# formula neither starts nor ends with a space and is not followed by a digit ("$5 and $10" is money).
+# Code, link targets and HTML tags keep their dollars; then $$display$$ and $inline$ maths as Jupyter
+# reads them: an inline formula neither starts nor ends with a space, holds no backtick (code comes
+# first) and is not followed by a digit ("$5 and $10" is money).
 _MATHS = re.compile(
-    r"(?P<code>```.*?```|~~~.*?~~~|(?P<ticks>`+).+?(?P=ticks))"
+    r"(?P<code>```.*?```|~~~.*?~~~|(?P<ticks>`+).+?(?P=ticks)|\]\([^)\s]*\)|<[^>\n]+>)"
     r"|\$\$(?P<display>.+?)\$\$"
-    r"|(?<![\\$\w])\$(?P<inline>[^\s$][^$]*?)(?<![\s\\])\$(?![\w$])",
+    r"|(?<![\\$\w])\$(?P<inline>[^\s$`][^$`]*?)(?<![\s\\])\$(?![\d$])",
     re.S,
 )
 
 
-def mathml(source: str) -> tuple[str, list[str]]:
-    """``source`` (Markdown) with each formula replaced by a placeholder Markdown leaves alone, and
-    the formulas as MathML, in order. A formula MathML cannot express stays as its TeX, shown as code."""
+def mathml(source: str, mark: str = "AWMATH") -> tuple[str, list[tuple[str, str]]]:
+    """``source`` (Markdown) with each formula replaced by a placeholder Markdown leaves alone
+    (``mark``, its number, "X"), and the formulas as (MathML, TeX), in order. A formula MathML
+    cannot express stays as its TeX, shown as code."""
     from latex2mathml.converter import convert
 
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
 
     def swap(match: re.Match) -> str:
         if match["code"]:
             return match["code"]
         tex, display = (match["display"], "block") if match["display"] is not None else (match["inline"], "inline")
         try:
-            found.append(
-                convert(tex.strip(), display=display).replace("<math ", f'<math alttext="{html.escape(tex)}" ', 1)
-            )
+            shown = convert(tex.strip(), display=display).replace("<math ", f'<math alttext="{html.escape(tex)}" ', 1)
         except Exception:  # (latex2mathml raises its own kinds for what it does not read)
-            found.append(f"<code>{html.escape(tex)}</code>")
-        return f"AWMATH{len(found) - 1}X"
+            shown = f"<code>{html.escape(tex)}</code>"
+        found.append((shown, tex))
+        return f"{mark}{len(found) - 1}X"
 
     return _MATHS.sub(swap, source), found
 
@@ -77,11 +79,26 @@ class CourseExporter(HTMLExporter):
     def _default_extra_template_basedirs(self):
         return [str(pathlib.Path(__file__).parent / "templates"), *super()._default_extra_template_basedirs()]
 
+    @default("default_preprocessors")
+    def _default_preprocessors(self):
+        # the notebook is run here, with its widgets' pages (from_notebook_node): --execute must not run it again
+        return [p for p in HTMLExporter().default_preprocessors if not str(p).endswith("ExecutePreprocessor")]
+
     @jinja2.pass_context
     def markdown2html(self, context, source):
-        text, formulas = mathml(source)
+        mark = "AWMATH" + secrets.token_hex(4).upper()  # (no text of the notebook's can be taken for one)
+        text, formulas = mathml(source, mark)
         rendered = super().markdown2html(context, text)
-        return re.sub(r"AWMATH(\d+)X", lambda m: formulas[int(m[1])], rendered)
+        # MathML where a formula is text; inside a tag (a heading's id, made from its text) its TeX
+        return re.sub(
+            rf"<[^>]*>|{mark}(\d+)X",
+            lambda m: (
+                re.sub(rf"{mark}(\d+)X", lambda f: html.escape(formulas[int(f[1])][1]), m[0])
+                if m[0].startswith("<")
+                else formulas[int(m[1])][0]
+            ),
+            rendered,
+        )
 
     def from_notebook_node(self, nb, resources=None, **kw):
         nb = copy.deepcopy(nb)  # (the caller's notebook is left as it was)

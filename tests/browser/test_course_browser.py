@@ -71,7 +71,7 @@ def test_a_course_page_is_live_offline_with_its_maths(browser, notebook):
 
 
 def test_a_dark_course_page_draws_its_widgets_dark(browser, notebook):
-    convert(notebook, "--to", "attnwidget", "--theme", "dark", "--output", "dark")
+    convert(notebook, "--execute", "--to", "attnwidget", "--theme", "dark", "--output", "dark")  # (run once, not twice)
     page, _ = offline(browser, notebook.with_name("dark.html"), "light")  # the reader's setting does not override it
     page.wait_for_function("document.querySelectorAll('.aw-root.aw-dark').length === 2")
     page.context.close()
