@@ -3,7 +3,7 @@
 // settles every change with the same rules as Python (rules.js): a change Python would refuse
 // changes nothing here either, and says why.
 import { decodePayload } from "./payload.js";
-import { ARRAYS, BRINGS_IN, Refused, same, settleChecked } from "./rules.js";
+import { ARRAYS, Refused, same, settleChecked } from "./rules.js";
 
 const prints = new WeakMap();
 /** An array's contents in one string (its dtype, shape and an FNV-1a hash of its bytes), once per array object. */
@@ -29,22 +29,28 @@ export function localModel(payload) {
   /** Apply `change` whole, with every follow-up, as a page message to Python would be: null, or the refusal's message. */
   function propose(change) {
     let next;
+    // the arrays a switch brings in are those the sources give (a text's, a block's, a layer's own)
+    const brought = new Set();
+    const watch =
+      (f) =>
+      (...args) => {
+        const found = f(...args);
+        for (const k of ARRAYS) if (found && k in found) brought.add(k);
+        return found;
+      };
+    const seen = { ...sources, sentence: watch(sources.sentence), block: watch(sources.block), layer: watch(sources.layer) };
     try {
-      next = settleChecked(state, change, sources, true);
+      next = settleChecked(state, change, seen, true);
     } catch (err) {
       if (!(err instanceof Refused)) throw err;
       console.warn(`attnwidget refused a change: ${err.message}`);
       return err.message;
     }
     const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
-    // a switch brings in its own q, k, v and x, a model's layer its own mask, a model's text or layer its own bias
-    // (rules.js bringIn); every other array it changes (a mask dropped as it no longer fits) is a change since
-    const model = next.model_q != null || next.model_bias != null;
-    const brought = BRINGS_IN.some((k) => changed.includes(k))
-      ? ["q", "k", "v", "x", ...(next.mask_of_layer?.length ? ["mask"] : []), ...(model ? ["bias"] : [])]
-      : [];
+    // what a switch brings in is as exported; every other array a change alters (one set here, or a mask
+    // dropped as it no longer fits the text switched to) is a change since the export
     for (const k of brought) delete before[k];
-    for (const k of ARRAYS) if (changed.includes(k) && !brought.includes(k) && !(k in before)) before[k] = state[k];
+    for (const k of ARRAYS) if (changed.includes(k) && !brought.has(k) && !(k in before)) before[k] = state[k];
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does

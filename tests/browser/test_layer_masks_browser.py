@@ -74,3 +74,25 @@ def test_each_layer_is_read_at_its_own_mask_in_the_page_and_its_overview(browser
     finally:
         for page in pages:
             page.context.close()
+
+
+@pytest.mark.parametrize("some", [False, True])
+def test_a_layer_switch_brings_its_own_mask_and_the_measures_stay_current(browser, tmp_path, some):
+    """A layer's own mask comes with the layer (no input of the measures, as in Python): rollout,
+    carried at every layer, stays current across the switches, whether the page holds every
+    layer or some (to_html(layers=...): their arrays come one by one)."""
+    w = AttentionWidget._from_model(windowed_model(), 0, 1, {"stage": "weights", "measure": "rollout"})
+    path = tmp_path / "held.html"
+    w.to_html(path, layers=[0, 1, 2] if some else None, max_mb=0.01 if some else 50)
+    page = browser.new_context(viewport={"width": 1000, "height": 1400}, bypass_csp=True).new_page()
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        assert bool(page.evaluate(f"{ROOT}.model.get('held_layers')")) is some
+        for layer in (1, 2, 0):
+            page.evaluate(f"{ROOT}.model.set('layer', {layer})")
+            page.wait_for_function(f"{ROOT}.model.get('layer') === {layer}")
+            assert page.evaluate(f"{ROOT}.model.edited()") == []
+            assert page.evaluate(f"{ROOT}.measure().state") == "current"
+    finally:
+        page.context.close()

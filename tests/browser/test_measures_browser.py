@@ -311,3 +311,26 @@ def test_an_exported_mask_a_switch_drops_leaves_the_measure_out_of_date(browser,
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_a_bias_set_here_stays_a_change_across_a_layer_switch(browser, tmp_path):
+    """A model without a bias of each layer's own brings none with a layer: a bias a script set
+    stays, and the measures computed without it say they are out of date."""
+    w = model_widget(n=5, layers=3, heads=2)
+    w.measure = "rollout"
+    page, errors = exported(browser, w, tmp_path / "bias.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        page.evaluate(
+            f"""() => {{ const f = new Float64Array(25).fill(0.5);
+            {ROOT}.model.set('bias', {{ shape: [5, 5], dtype: 'float64', view: new DataView(f.buffer) }}); }}"""
+        )
+        page.wait_for_selector(".aw-measure[data-state='exported']")
+        page.evaluate(f"{ROOT}.model.set('layer', 2)")
+        page.wait_for_function(f"{ROOT}.model.get('layer') === 2")
+        assert page.evaluate(f"{ROOT}.model.get('bias')") is not None
+        assert page.evaluate(f"{ROOT}.model.edited()") == ["bias"]
+        assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
+        assert errors == []
+    finally:
+        page.context.close()
