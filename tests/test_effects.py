@@ -445,10 +445,13 @@ def test_an_estimate_of_a_model_whose_attention_is_not_routed_is_refused_as_the_
 
 
 @pytest.mark.parametrize("lens", [False, True])
-def test_a_model_of_many_heads_shows_every_estimate_at_once_then_the_largest_ablated_exactly(tf, gpt2_tokenizer, lens):
+def test_a_model_of_many_heads_shows_every_estimate_at_once_then_the_largest_ablated_exactly(
+    tf, gpt2_tokenizer, lens, monkeypatch
+):
     """More heads than research.EXACT: the page's effect summary draws every head's estimate first
     (one backward pass), then ablates exactly the EXACT heads whose estimates are largest and
     shows those values in their place, saying which are exact; Python's head_effects() stays exact."""
+    from attnwidget.integrations import ablation
     from attnwidget.research import EXACT
 
     if lens:
@@ -476,3 +479,18 @@ def test_a_model_of_many_heads_shows_every_estimate_at_once_then_the_largest_abl
     np.testing.assert_allclose(shown[~chosen], estimate[~chosen], rtol=0, atol=1e-12)
     # an exported page carries every head ablated exactly
     np.testing.assert_allclose(w.page_state()["state"]["head_effects"], exact, rtol=0, atol=1e-12)
+    assert w.overview is None  # every head exact now: the estimates are no longer shown, the page asks again
+    _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
+    assert "effect_exact" not in w.overview
+    np.testing.assert_allclose(w.overview["summaries"]["effect"], exact, rtol=0, atol=1e-12)
+    # ablations that fail part way leave nothing said to be exact: the page's next ask starts again
+    w.step = len(w.tokens) - 1
+    real = ablation.effects
+    monkeypatch.setattr(
+        ablation,
+        "effects",
+        lambda *a, only=None, **k: (_ for _ in ()).throw(KeyboardInterrupt) if only is not None else real(*a, **k),
+    )
+    with pytest.raises(KeyboardInterrupt):
+        _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
+    assert w._effects_kept() is False

@@ -304,14 +304,15 @@ PLAIN_LINE = (
 )
 
 
-def plain_html(payload: dict | None = None) -> str:
+def plain_html(payload: Callable[[], dict] | None = None) -> str:
     """What a page without the widget's script shows in its place (a plain nbconvert export,
     nbviewer, a host without the widget): one line on how to get the live page, under a picture of
-    the widget when ``payload`` is given (ATTNWIDGET_PICTURES=1: a headless browser at each display)."""
+    the widget when ``payload`` (a call that makes it) is given (ATTNWIDGET_PICTURES=1: a headless
+    browser at each display). A picture that cannot be taken leaves the line, and says why once."""
     picture = ""
     if payload is not None:
         try:
-            url = _snapshot({**payload, "theme": "light"}, "png", 1)
+            url = _snapshot({**payload(), "theme": "light"}, "png", 1)
             picture = f'<img alt="The attention widget as it was shown" src="{html.escape(url)}"><br>'
         except Exception as err:  # no Chromium here, say: the line alone, and why once
             import warnings

@@ -112,14 +112,18 @@ class Research(_Widget):
             self.head_effects(mode)
             return
         estimate = ablation.effects(rerun, key[1], mode, "attribution")
-        exact = np.zeros(estimate.shape, dtype=bool)
-        self._estimates[key] = (estimate, exact)
-        first = self._overview.ask(self._inputs(), True)
-        if first is not None:
-            self.set_trait("overview", first)  # (the estimate, drawn while the exact ablations run)
-        exact.flat[np.argsort(-np.abs(estimate), axis=None, kind="stable")[:EXACT]] = True
-        values = ablation.effects(rerun, key[1], mode, only=exact)
-        self._estimates[key] = (np.where(exact, values, estimate), exact)
+        try:
+            self._estimates[key] = (estimate, np.zeros(estimate.shape, dtype=bool))
+            inputs = self._inputs()
+            if inputs.cells < self._overview.SMALL:  # (a larger one would be begun on a thread, to be dropped)
+                self.set_trait("overview", self._overview.ask(inputs))  # the estimates, drawn while the ablations run
+            exact = np.zeros(estimate.shape, dtype=bool)
+            exact.flat[np.argsort(-np.abs(estimate), axis=None, kind="stable")[:EXACT]] = True
+            values = ablation.effects(rerun, key[1], mode, only=exact)
+            self._estimates[key] = (np.where(exact, values, estimate), exact)
+        except BaseException:
+            self._estimates.pop(key, None)  # (never estimates said to be exact, nor kept as if the page's answer)
+            raise
 
     def rollout(self) -> np.ndarray:
         """Attention rollout (Abnar & Zuidema, 2020), layers × n × n: at each layer Â = ½ · the
@@ -247,8 +251,9 @@ class Research(_Widget):
         if key not in self._effects:
             self._effects[key] = ablation.effects(rerun, key[1], mode)
         shown = (self.overview or {}).get("summaries", {}).get("effect")
-        if mode != self._effect_mode and shown is not None and any(v is not None for v in shown):
-            self.set_trait("overview", None)  # the other mode's: the page asks again
+        estimated = "effect_exact" in (self.overview or {}) and mode == self._effect_mode
+        if (mode != self._effect_mode or estimated) and shown is not None and any(v is not None for v in shown):
+            self.set_trait("overview", None)  # the other mode's, or estimates where all are exact now: asked again
         self._effect_mode = mode
         return self._effects[key].copy()
 

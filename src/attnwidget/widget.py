@@ -368,7 +368,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             if os.environ.get("ATTNWIDGET_STATIC_HTML"):
                 data["text/html"] = embed_html(self.page_state())
             else:
-                data["text/html"] = plain_html(self.page_state() if os.environ.get("ATTNWIDGET_PICTURES") else None)
+                data["text/html"] = plain_html(self.page_state if os.environ.get("ATTNWIDGET_PICTURES") else None)
         return bundle
 
     def _title(self, title):
