@@ -120,8 +120,9 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
 
   return {
     node,
-    /** For scripts and tests: the matrix drawn (row-major), the state it is for and the arcs' row, or null. */
-    numbers: () => (at && shown ? { key: shown.key, values: at.values(), row: at.row, state: node.dataset.state } : { state: node.dataset.state || "" }),
+    /** For scripts and tests: the matrix drawn (row-major), the state it is for, its scale's top and the arcs' row, or null. */
+    numbers: () =>
+      at && shown ? { key: shown.key, values: at.values(), row: at.row, hi: at.hi, state: node.dataset.state } : { state: node.dataset.state || "" },
     /** view: {measure, offered (names, in order), why ({name: reason} for those it cannot show),
      * entry (the kernel's, or the page's own, for `measure`), live (a kernel computes another),
      * get (the state), tokens, keys, focus, cross, closed(i, j), weights (the focused row's, for
@@ -186,11 +187,13 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
       const offset = held(shown, shape, get) * rows * cols; // (an exported page's: every layer or head held, the one shown)
       const value = (i, j) => data[offset + i * cols + j];
       const signed = !!views[shown.key.measure]?.signed;
-      const hi = shown.hi || 1,
+      // the scale of the matrix drawn (of its slice, when every layer or head is held), as a live page's
+      const slice = data.subarray(offset, offset + rows * cols);
+      const hi = (slice.length === data.length ? shown.hi : slice.reduce((a, x) => Math.max(a, Math.abs(x)), 0)) || 1,
         lo = signed ? -hi : 0;
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
       const focus = Math.min(view.focus, rows - 1);
-      at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(data.subarray(offset, offset + rows * cols)), row: null };
+      at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(slice), row: null, hi };
       const layerOf = "layer" in shown.key ? shown.key.layer : get("layer"),
         headOf = "head" in shown.key ? shown.key.head : get("head");
       const title = {

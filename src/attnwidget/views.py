@@ -218,6 +218,8 @@ def entry(name: str, inputs: Inputs, every: tuple = ()) -> dict:
         ValueError
     ) as e:  # what a model's layer cannot give (an output projection it could not read): said in the panel
         return {"error": str(e), "key": view.key(inputs)}
+    if every and not np.isfinite(m).all():
+        return entry(name, inputs)  # (the state shown alone: another head's numbers too large need not hide it)
     if not np.isfinite(m).all():
         problem = f"{name} has numbers too large to draw (past float32's range): scale the values down to see it"
         return {"error": problem, "key": view.key(inputs)}

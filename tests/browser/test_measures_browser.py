@@ -176,6 +176,7 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
             page.evaluate(FRAMES)
             values, got = drawn(page, n)
             np.testing.assert_allclose(values, want[layer, head], atol=1e-6)
+            assert got["hi"] == pytest.approx(np.abs(values).max(), rel=1e-6)  # its own scale, as a live page's
             assert got["state"] == "current" and f"head {head}" in page.locator(".aw-measure figcaption").text_content()
         # a button per text: the other text's weights, as Python has them; the difference says it is text 1's
         page.locator(".aw-sentence").nth(1).click()
