@@ -494,3 +494,17 @@ def test_a_model_of_many_heads_shows_every_estimate_at_once_then_the_largest_abl
     with pytest.raises(KeyboardInterrupt):
         _on_page_message(w, {"kind": "compute", "view": "overview"}, [])
     assert w._effects_kept() is False
+
+
+@pytest.mark.parametrize("method", ["exact", "attribution"])
+def test_a_transformer_lens_model_whose_hook_z_never_fires_is_refused_not_read_as_zeros(
+    gpt2_tokenizer, method, monkeypatch
+):
+    """TransformerLens skips a hook name a model lacks without a word (a bridge may have no
+    hook_z): the effects are refused, never every head's 0."""
+    model = hooked(pytest.importorskip("transformer_lens"), gpt2_tokenizer, "gpt2-like")
+    w = AttentionWidget.from_transformer_lens(model, TEXT)
+    real = model.run_with_hooks
+    monkeypatch.setattr(model, "run_with_hooks", lambda *a, fwd_hooks=(), **k: real(*a, **k))
+    with pytest.raises(NotImplementedError, match="has no hook_z"):
+        w.head_effects(method=method)

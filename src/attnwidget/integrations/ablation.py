@@ -172,10 +172,19 @@ def _lens_estimate(model, ids: list[int], mode: str) -> np.ndarray:
         with torch.enable_grad():
             hooks = [(lambda name: name.endswith("attn.hook_z"), recording)]
             logp = _log_next(model.run_with_hooks(x, return_type="logits", fwd_hooks=hooks))[0]
+            if len(slots) != model.cfg.n_layers:
+                raise NotImplementedError(_NO_Z.format(name=type(model).__name__, layer=len(slots)))
             grads = torch.autograd.grad(logp[int(logp.argmax())], [zero for _, zero in slots])
     finally:
         model.train(was_training)
     return _estimate([z for z, _ in slots], grads, mode)
+
+
+# a TransformerLens model's heads are ablated at hook_z, which a hook name it lacks would skip without a word
+_NO_Z = (
+    "{name}'s layer {layer} has no hook_z (each head's output) to ablate: its head effects cannot be computed "
+    "here; read the Hugging Face model it wraps, loaded on its own, with from_transformers"
+)
 
 
 @contextlib.contextmanager
@@ -352,8 +361,10 @@ def _lens(model, ids: list[int], mode: str, only=None) -> np.ndarray:
             out = np.full((cfg.n_layers, cfg.n_heads), np.nan)
             for layer in range(cfg.n_layers):
                 for chosen in _chosen(only, layer, cfg.n_heads, step):
+                    ran: list = []
 
-                    def hook(z, hook, chosen=chosen):
+                    def hook(z, hook, chosen=chosen, ran=ran):
+                        ran.append(1)
                         return _ablate(z, chosen, mode)
 
                     logits = model.run_with_hooks(
@@ -361,6 +372,8 @@ def _lens(model, ids: list[int], mode: str, only=None) -> np.ndarray:
                         return_type="logits",
                         fwd_hooks=[(f"blocks.{layer}.attn.hook_z", hook)],
                     )
+                    if not ran:
+                        raise NotImplementedError(_NO_Z.format(name=type(model).__name__, layer=layer))
                     out[layer, chosen] = (_log_next(logits)[:, best] - clean[best]).cpu().numpy()
     finally:
         model.train(was_training)
