@@ -296,6 +296,7 @@ function controlsView(model, store, constants, stage) {
     layer: get("layer") || 0,
     held: get("held_layers") || null,
     modelName: get("model_name") || "",
+    position: get("position_about") || "",
     block: get("block") || "",
     generation: { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage

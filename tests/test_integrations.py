@@ -181,6 +181,7 @@ def test_bloom_with_its_alibi_bias(tf, gpt2_tokenizer):
     np.testing.assert_allclose(w.weights, reference[1][0, 2].double().numpy(), atol=1e-5)
     w.layer = 0  # every layer has the same bias
     np.testing.assert_allclose(w.weights, reference[0][0, 2].double().numpy(), atol=1e-5)
+    assert (w.position, w.position_about) == ("alibi", "ALiBi: −m·distance added to the scores")  # (the bias above)
 
 
 @pytest.mark.parametrize("cls", ["T5EncoderModel", "T5Model"])
@@ -206,6 +207,7 @@ def test_t5_encoder_with_its_relative_position_bias(tf, gpt2_tokenizer, cls):
     with torch.no_grad():
         reference = model.encoder(**enc, output_attentions=True).attentions
     assert ma.architecture == "t5" and ma.causal is False and ma.scale == 1.0 and ma.bias.shape[0] == 4
+    assert ma.position == ("relative", "relative positions, added to the scores")  # (its bias of distances)
     for layer, (q, k, v) in enumerate(ma.layers):
         for h in range(4):
             w = attnwidget.attention(q[h], k[h], v[h], scale=ma.scale, bias=ma.bias[h]).weights
@@ -583,3 +585,18 @@ def test_head_summary_covers_every_layer_and_head_as_the_model_attends(tf, gpt2_
                 np.testing.assert_allclose(
                     got[name][layer, h], value, atol=1e-5, err_msg=f"{name}, layer {layer}, head {h}"
                 )
+
+
+@pytest.mark.parametrize(("kind", "position"), [("gpt2-like", "learned"), ("rotary-gqa", "rope")])
+def test_a_hooked_transformer_names_where_position_enters(gpt2_tokenizer, kind, position):
+    tl = pytest.importorskip("transformer_lens")
+    model = hooked(tl, gpt2_tokenizer, kind)
+    w = attnwidget.AttentionWidget.from_transformer_lens(model, TEXT)
+    cfg = model.cfg
+    assert w.position == position
+    if position == "rope":  # its rotary base, and the share of each head it turns (rotary_dim of d_head)
+        part = cfg.rotary_dim / cfg.d_head
+        assert w.position_about == f"RoPE, base {cfg.rotary_base:,.0f}" + (
+            "" if part == 1 else f", {part:.0%} of each head rotated"
+        )
+    assert attnwidget.AttentionWidget().position == "none"  # your own arrays: as given

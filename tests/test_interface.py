@@ -222,3 +222,31 @@ def test_a_models_arrays_are_kept_once_in_its_own_precision(tokenizer):
         w.model_q[0, 0, 0] = 1.0  # read-only: nothing can edit the widget's numbers behind its back
     # and the numbers are computed in float64, as the page computes them
     assert w.weights.dtype == np.float64
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_widget_names_where_position_enters_as_the_model_itself_does(family, tokenizer):
+    """position and its words come from the model's config; checked here against the model's own
+    modules: a rotary embedding (its base and the share of each head it turns, from its own
+    frequencies) or a table of learned positions."""
+    from attnwidget import AttentionWidget
+
+    model = model_for(family, tokenizer)
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    rotary = [m for m in model.modules() if hasattr(m, "inv_freq")]
+    tables = [
+        n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding) and ("pos" in n or n.endswith("wpe"))
+    ]
+    assert (w.position, bool(w.position_about)) != ("", False)
+    if w.position == "rope":
+        assert not tables and w.position_about.startswith("RoPE, base ")
+        head = model.config.hidden_size // model.config.num_attention_heads
+        head = getattr(model.config, "head_dim", None) or head
+        for m in rotary:
+            f = m.inv_freq.double()
+            if len(f) > 1:  # inv_freq[i] = base^(−i/len): one step down is base^(−1/len)
+                assert f"{round(float((f[0] / f[1]) ** len(f))):,}" in w.position_about
+            part = 2 * len(f) / head
+            assert (f"{part:.0%} of each head rotated" in w.position_about) == (part != 1)
+    else:
+        assert (w.position, w.position_about) == ("learned", "learned positions, added to the tokens") and tables

@@ -75,7 +75,8 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
   const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer (counted from 0, as w.layer is)" });
   layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
   const modelName = el("span", { class: "aw-model-name" });
-  const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, "layer", layerSelect);
+  const position = el("span", { class: "aw-position" }); // where position enters its attention (RoPE, ALiBi, …)
+  const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, position, "layer", layerSelect);
   // an encoder–decoder model's three attentions (their names are Python's: rules.BLOCKS)
   const SAID = {
     encoder: ["encoder", "The encoder: the source text's tokens read each other"],
@@ -153,6 +154,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       layer,
       held = null,
       modelName: name,
+      position: scheme = "",
       block = "",
       generation = null,
       absent = [],
@@ -185,6 +187,8 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       sinkBox.hidden = !isSink && layers < 1;
       layerBox.hidden = layers < 1;
       modelName.textContent = name;
+      position.textContent = scheme;
+      position.hidden = !scheme;
       // an exported page too large for every layer holds some (held): the others are offered, greyed
       const menu = `${layers}|${held}`;
       if (menu !== shownLayers) {

@@ -183,6 +183,8 @@ class FromModels(_Widget):
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)
+            w.set_trait("position", found.position[0])
+            w.set_trait("position_about", found.position[1])
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "", index).items():

@@ -195,6 +195,11 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     computed here when the page asks; a view's answer is dropped when the state it is for changes."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
+    position = traitlets.Unicode("none", read_only=True).tag(sync=True)
+    """Where position enters the attention: "none" (your own arrays, as given), else a model's scheme, read from its
+    config: "rope", "alibi", "relative", "learned" or "sinusoidal" ("" where the config does not say)."""
+    position_about = traitlets.Unicode("", read_only=True).tag(sync=True)
+    """The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name."""
     blocks = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
     """An encoder–decoder model's blocks ("encoder", "decoder", "cross"); empty for other widgets."""
     block = Checked("").tag(sync=True)

@@ -45,6 +45,8 @@ class ModelAttention:
         None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
     )
     reader: Reader | None = None  # how to read the model on token ids of one's own (the induction score's), or None
+    # where position enters its attention (hf.position_of): its scheme and the page's words for it; ("", ""): unknown
+    position: tuple[str, str] = ("", "")
 
 
 @dataclass

@@ -121,6 +121,7 @@ def extract(
     if generate and not found.causal:
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None
+    found.position = position_of(config)
     found.device = str(device)
     found.rerun = Rerun(model, ids[0].tolist(), found.causal)  # head effects run it again (ablation.py)
     found.reader = reader(model, tokenizer, run)
@@ -313,11 +314,14 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
         where = c.name.split(".", 1)[0]
         blocks["cross" if where == "decoder" and any(part in c.name for part in CROSS) else where].append(c)
     src_tokens, dec_tokens = _tokens_of(tokenizer, src), _tokens_of(tokenizer, dec)
-    return {
+    found = {
         "encoder": _assemble(blocks["encoder"], src_tokens, name, kind),
         "decoder": _assemble(blocks["decoder"], dec_tokens, name, kind),
         "cross": _assemble(blocks["cross"], dec_tokens, name, kind, key_tokens=src_tokens),
     }
+    for block in found.values():
+        block.position = position_of(config)
+    return found
 
 
 def _display_name(config, model) -> str:
@@ -362,6 +366,40 @@ def _bloom_bias(base, enc):
 def _count(config) -> int:
     """How many attention layers the model says it has (for a progress report)."""
     return int(getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None) or 0) or 1
+
+
+SINUSOIDAL = ("marian", "fsmt", "m2m_100", "pegasus", "speech_to_text", "xglm")  # fixed sine tables, not learned
+
+
+def position_of(config) -> tuple[str, str]:
+    """Where position enters a model's attention, from its own config: ("rope", "RoPE, base 10,000,
+    25% of each head rotated"), ("alibi", ...), ("relative", ...), ("learned", ...), ("sinusoidal",
+    ...), or ("", "") where the config does not say."""
+    kind = getattr(config, "model_type", "")
+    if kind == "bloom" or getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", 0):
+        return "alibi", "ALiBi: −m·distance added to the scores"
+    rope = getattr(config, "rope_parameters", None) or {}
+    kinds = (
+        [rope] if "rope_theta" in rope else [p for p in rope.values() if isinstance(p, dict)]
+    )  # (per attention kind)
+    bases = sorted({float(p["rope_theta"]) for p in kinds if "rope_theta" in p})
+    if bases or kind == "gptj":
+        head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        part = kinds[0].get("partial_rotary_factor", 1.0) if kinds else getattr(config, "rotary_dim", head) / head
+        said = " and ".join(f"{b:,.0f}" for b in bases or [10000.0])
+        return "rope", f"RoPE, base {said}" + ("" if part == 1 else f", {part:.0%} of each head rotated")
+    relative = getattr(config, "relative_attention", False)  # (DeBERTa)
+    if (
+        relative
+        or _relative(config)
+        or getattr(config, "position_embedding_type", "") in ("relative_key", "relative_key_query")
+    ):
+        return "relative", "relative positions, added to the scores"
+    if kind in SINUSOIDAL:
+        return "sinusoidal", "sinusoidal positions, added to the tokens"
+    if getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None):
+        return "learned", "learned positions, added to the tokens"
+    return "", ""
 
 
 def _relative(config) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Literal, overload
 import torch
 
 from .common import ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
+from .hf import position_of
 from .interface import Projection
 
 ACCEPTED = "a transformer_lens TransformerBridge or a HookedTransformer"
@@ -83,6 +84,7 @@ def extract(model, text: str, cache=None, ids=None, check_only=False) -> ModelAt
         scale=None if math.isclose(scale, cfg.d_head**-0.5, rel_tol=1e-9) else scale,
         architecture=cfg.original_architecture or "hooked-transformer",
         model_name=cfg.model_name,
+        position=_position(cfg),
         # each layer's output: z (heads · d_head) @ W_O + b_O, W_O heads × d_head × width (a view, not a copy)
         projections=[
             Projection(
@@ -124,6 +126,21 @@ def _classes() -> tuple[Any, Any]:
             '"attnwidget[transformer-lens]"'
         )
     return found[0], found[1]
+
+
+def _position(cfg) -> tuple[str, str]:
+    """A HookedTransformer's position scheme (hf.position_of's words), from its config."""
+    kind = cfg.positional_embedding_type
+    if kind == "rotary":
+        part = (cfg.rotary_dim or cfg.d_head) / cfg.d_head
+        return "rope", f"RoPE, base {cfg.rotary_base:,.0f}" + (
+            "" if part == 1 else f", {part:.0%} of each head rotated"
+        )
+    if kind == "alibi":
+        return "alibi", "ALiBi: −m·distance added to the scores"
+    if kind == "shortformer":
+        return "learned", "learned positions, added to the queries and keys only"
+    return ("learned", "learned positions, added to the tokens") if kind == "standard" else ("", "")
 
 
 def _check_supported(cfg) -> None:
@@ -247,6 +264,7 @@ def _extract_bridge(model, text: str, cache, ids, check_only: bool) -> ModelAtte
         softcap=first.softcap,
         architecture=getattr(config, "model_type", None) or cfg.original_architecture or "transformer-bridge",
         model_name=name,
+        position=position_of(config) if config is not None else ("", ""),
         projections=projections,
     )
 

@@ -109,6 +109,8 @@ READ_ONLY = (
     "reads_model",
     "layer_shown",
     "model_name",
+    "position",
+    "position_about",
 )
 FIELDS = WRITABLE + READ_ONLY
 # The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
