@@ -183,8 +183,9 @@ class FromModels(_Widget):
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)
-            w.set_trait("position", found.position[0])
-            w.set_trait("position_about", found.position[1])
+            scheme, about = getattr(found, "position", ("", ""))  # (a reader of one's own may not say)
+            w.set_trait("position", scheme)
+            w.set_trait("position_about", about)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "", index).items():
