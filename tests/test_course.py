@@ -22,6 +22,8 @@ pytest.importorskip("latex2mathml")
         ("an escaped \\$ sign and $x$", 1, 0),
         ("$ x$ and $x $", 0, 0),  # a formula neither starts nor ends with a space
         ("the $i$th row", 1, 0),
+        ("\\(QK^\\top\\) and \\[\\sum_j a_j\\]", 1, 1),  # Jupyter's other delimiters
+        ("\\begin{equation}x = 1\\end{equation} then $y$", 1, 1),  # an environment, displayed whole
         ("costs $10; code `$x$` stays", 0, 0),  # code first, even after a lone dollar
         ("[a link](http://x.org/?a=$p$) and <span title='$a$'>b</span>", 0, 0),  # link targets and tags keep theirs
     ],

@@ -25,12 +25,15 @@ from .export import _STATIC, _boot, _script_safe
 
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
-# Code, link targets and HTML tags keep their dollars; then $$display$$ and $inline$ maths as Jupyter
-# reads them: an inline formula neither starts nor ends with a space, holds no backtick (code comes
-# first) and is not followed by a digit ("$5 and $10" is money).
+# Code, link targets and HTML tags keep their dollars; then maths as Jupyter reads it: $$display$$,
+# \[display\], a bare \begin{env}…\end{env} (displayed whole), \(inline\) and $inline$, where an inline
+# formula neither starts nor ends with a space, holds no backtick (code comes first) and is not
+# followed by a digit ("$5 and $10" is money).
 _MATHS = re.compile(
     r"(?P<code>```.*?```|~~~.*?~~~|(?P<ticks>`+).+?(?P=ticks)|\]\([^)\s]*\)|<[^>\n]+>)"
-    r"|\$\$(?P<display>.+?)\$\$"
+    r"|\$\$(?P<display>.+?)\$\$|\\\[(?P<bracket>.+?)\\\]"
+    r"|(?P<env>\\begin\{(?P<name>[A-Za-z]+\*?)\}.*?\\end\{(?P=name)\})"
+    r"|\\\((?P<paren>.+?)\\\)"
     r"|(?<![\\$\w])\$(?P<inline>[^\s$`][^$`]*?)(?<![\s\\])\$(?![\d$])",
     re.S,
 )
@@ -47,7 +50,14 @@ def mathml(source: str, mark: str = "AWMATH") -> tuple[str, list[tuple[str, str]
     def swap(match: re.Match) -> str:
         if match["code"]:
             return match["code"]
-        tex, display = (match["display"], "block") if match["display"] is not None else (match["inline"], "inline")
+        shown_as = (
+            ("display", "block"),
+            ("bracket", "block"),
+            ("env", "block"),
+            ("paren", "inline"),
+            ("inline", "inline"),
+        )
+        tex, display = next((match[group], how) for group, how in shown_as if match[group] is not None)
         try:
             shown = convert(tex.strip(), display=display).replace("<math ", f'<math alttext="{html.escape(tex)}" ', 1)
         except Exception:  # (latex2mathml raises its own kinds for what it does not read)
