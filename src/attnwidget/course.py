@@ -72,8 +72,9 @@ class CourseExporter(HTMLExporter):
     """A notebook as one HTML page that needs no kernel and no network, its attention widgets live.
 
     ``jupyter nbconvert --to attnwidget notebook.ipynb`` (``--theme dark`` for the dark theme).
-    The notebook is run first (``--CourseExporter.execute=False`` keeps the outputs it has: widgets
-    then show what they were saved with) in its own folder, ``timeout`` seconds a cell at most."""
+    The notebook is run first, in its own folder, ``timeout`` seconds a cell at most.
+    ``--CourseExporter.execute=False`` keeps the outputs it has: a widget is then live only where it
+    was shown with ATTNWIDGET_STATIC_HTML=1, and otherwise shows its line on how to get the live page."""
 
     export_from_notebook = "Course page (attnwidget)"
     execute = Bool(
