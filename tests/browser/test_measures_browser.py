@@ -18,6 +18,14 @@ MEASURE = f"{ROOT}.measure()"
 FRAMES = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 
 
+def to_the_other_text_and_back(page):
+    """Text 1, then text 0 again, by the page's buttons; returns once the second is drawn."""
+    for text in (1, 0):
+        page.locator(".aw-sentence").nth(text).click()
+        page.wait_for_function(f"{ROOT}.model.get('sentence_index') === {text}")
+    page.evaluate(FRAMES)
+
+
 def exported(browser, w, path, height=1400, width=1100):
     """w exported to path and opened: (page, the errors it raised)."""
     w.to_html(path)
@@ -278,10 +286,7 @@ def test_an_exported_measure_stays_out_of_date_across_a_switch_that_keeps_the_ar
             {ROOT}.model.set('mask', {{ shape: [6, 6], dtype: 'uint8', view: new DataView(bytes.buffer) }}); }}"""
         )
         page.wait_for_selector(".aw-measure[data-state='exported']")
-        for text in (1, 0):
-            page.locator(".aw-sentence").nth(text).click()
-            page.wait_for_function(f"{ROOT}.model.get('sentence_index') === {text}")
-        page.evaluate(FRAMES)
+        to_the_other_text_and_back(page)
         assert page.evaluate(f"{ROOT}.model.get('mask')") is not None
         assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
         assert "the mask exported (changed here since)" in page.locator(".aw-measure-status").inner_text()
@@ -299,10 +304,7 @@ def test_an_exported_mask_a_switch_drops_leaves_the_measure_out_of_date(browser,
     page, errors = exported(browser, w, tmp_path / "dropped.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")
-        for text in (1, 0):
-            page.locator(".aw-sentence").nth(text).click()
-            page.wait_for_function(f"{ROOT}.model.get('sentence_index') === {text}")
-        page.evaluate(FRAMES)
+        to_the_other_text_and_back(page)
         assert page.evaluate(f"{ROOT}.model.get('mask')") is None  # (dropped, as in Python)
         w.sentence_index = 1
         w.sentence_index = 0

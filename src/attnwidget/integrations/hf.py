@@ -369,6 +369,15 @@ def _count(config) -> int:
 
 
 SINUSOIDAL = ("marian", "fsmt", "m2m_100", "pegasus", "speech_to_text", "xglm")  # fixed sine tables, not learned
+# each scheme in the page's words (position_of, and tlens._position for a HookedTransformer's)
+ALIBI = ("alibi", "ALiBi: −m·distance added to the scores")
+LEARNED = ("learned", "learned positions, added to the tokens")
+
+
+def rope(bases, part: float) -> tuple[str, str]:
+    """RoPE at these bases, rotating ``part`` of each head's width."""
+    said = " and ".join(f"{b:,.0f}" for b in bases)
+    return "rope", f"RoPE, base {said}" + ("" if part == 1 else f", {part:.0%} of each head rotated")
 
 
 def position_of(config) -> tuple[str, str]:
@@ -377,17 +386,16 @@ def position_of(config) -> tuple[str, str]:
     ...), or ("", "") where the config does not say."""
     kind = getattr(config, "model_type", "")
     if kind == "bloom" or getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", 0):
-        return "alibi", "ALiBi: −m·distance added to the scores"
-    rope = getattr(config, "rope_parameters", None) or {}
+        return ALIBI
+    given = getattr(config, "rope_parameters", None) or {}
     kinds = (
-        [rope] if "rope_theta" in rope else [p for p in rope.values() if isinstance(p, dict)]
+        [given] if "rope_theta" in given else [p for p in given.values() if isinstance(p, dict)]
     )  # (per attention kind)
     bases = sorted({float(p["rope_theta"]) for p in kinds if "rope_theta" in p})
     if bases or kind == "gptj":
         head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         part = kinds[0].get("partial_rotary_factor", 1.0) if kinds else getattr(config, "rotary_dim", head) / head
-        said = " and ".join(f"{b:,.0f}" for b in bases or [10000.0])
-        return "rope", f"RoPE, base {said}" + ("" if part == 1 else f", {part:.0%} of each head rotated")
+        return rope(bases or [10000.0], part)
     relative = getattr(config, "relative_attention", False)  # (DeBERTa)
     if (
         relative
@@ -398,7 +406,7 @@ def position_of(config) -> tuple[str, str]:
     if kind in SINUSOIDAL:
         return "sinusoidal", "sinusoidal positions, added to the tokens"
     if getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None):
-        return "learned", "learned positions, added to the tokens"
+        return LEARNED
     return "", ""
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal, overload
 import torch
 
 from .common import ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
-from .hf import position_of
+from .hf import ALIBI, LEARNED, position_of, rope
 from .interface import Projection
 
 ACCEPTED = "a transformer_lens TransformerBridge or a HookedTransformer"
@@ -132,15 +132,10 @@ def _position(cfg) -> tuple[str, str]:
     """A HookedTransformer's position scheme (hf.position_of's words), from its config."""
     kind = cfg.positional_embedding_type
     if kind == "rotary":
-        part = (cfg.rotary_dim or cfg.d_head) / cfg.d_head
-        return "rope", f"RoPE, base {cfg.rotary_base:,.0f}" + (
-            "" if part == 1 else f", {part:.0%} of each head rotated"
-        )
-    if kind == "alibi":
-        return "alibi", "ALiBi: −m·distance added to the scores"
+        return rope([cfg.rotary_base], (cfg.rotary_dim or cfg.d_head) / cfg.d_head)
     if kind == "shortformer":
         return "learned", "learned positions, added to the queries and keys only"
-    return ("learned", "learned positions, added to the tokens") if kind == "standard" else ("", "")
+    return {"alibi": ALIBI, "standard": LEARNED}.get(kind, ("", ""))
 
 
 def _check_supported(cfg) -> None:
