@@ -70,6 +70,16 @@ class FromModels(_Widget):
         ``sentence_index`` (an argument too) chooses the one shown, in Python or in the page, with
         its tokens and every layer; the layer, head, temperature and stage stay. :meth:`difference`
         compares two of them.
+
+        A vision transformer (ViT, DeiT, DINOv2, DINOv2 with registers, or another whose attention
+        goes through the interface) reads an image with its image processor:
+        ``from_transformers(model, image_processor, image)``, ``image`` a PIL image (RGB or grey)
+        or a numpy array (height × width × 3 or height × width; uint8, or floats in [0, 1]), one
+        image at a time. ``tokens`` are the model's own in order: "[CLS]", DeiT's "[DIST]", the
+        registers "[REG1]", … then one per patch by its row and column ("r0c3"); ``image`` holds
+        the image as the model saw it (the processor's output), for the page to draw under them.
+        An image the model cannot read (RGBA, channels first, out of range) or a processor that
+        does not fit the model (its size, patch grid or channels) is refused before the model runs.
         """
         from .integrations import from_transformers
 
@@ -186,6 +196,7 @@ class FromModels(_Widget):
             scheme, about = getattr(found, "position", ("", ""))  # (a reader of one's own may not say)
             w.set_trait("position", scheme)
             w.set_trait("position_about", about)
+            w.set_trait("image", getattr(found, "image", None))  # a vision model's image (None: a text)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
             for name, value in w._sources.stack(block or "", index).items():

@@ -200,6 +200,10 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     config: "rope", "alibi", "relative", "learned" or "sinusoidal" ("" where the config does not say)."""
     position_about = traitlets.Unicode("", read_only=True).tag(sync=True)
     """The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name."""
+    image = traitlets.Dict(default_value=None, allow_none=True, read_only=True).tag(sync=True)
+    """A vision model's image as it saw it, to draw under its patches: {"src": a PNG data URL, "rows", "cols": the
+    patch grid, "first": the index of the first patch token, "patch": a patch's side in pixels, "size": [height,
+    width]}; None for other widgets."""
     blocks = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
     """An encoder–decoder model's blocks ("encoder", "decoder", "cross"); empty for other widgets."""
     block = Checked("").tag(sync=True)

@@ -1,9 +1,10 @@
 """Queries, keys and values read out of real transformer models.
 
 ``from_transformers`` (Hugging Face) and ``from_transformer_lens`` (TransformerLens)
-run a model once on a text and return every layer's per-head Q, K and V, computed
-with the model's own projections, so that ``attnwidget.attention(q[h], k[h], v[h],
-causal=ma.causal, scale=ma.scale).weights`` is that head's own attention pattern.
+run a model once on a text (a vision transformer: on an image) and return every layer's
+per-head Q, K and V, computed with the model's own projections, so that
+``attnwidget.attention(q[h], k[h], v[h], causal=ma.causal, scale=ma.scale).weights`` is
+that head's own attention pattern.
 
 torch, transformers and transformer_lens are optional: they are imported only when
 one of these functions is called.
@@ -71,10 +72,19 @@ def from_transformers(
 
     ``lazy`` (a list of texts, without ``generate``): each text checked now and read when first
     needed (common.LazyText), so that a widget of many texts holds only those it uses.
+
+    Vision transformers (ViT, DeiT, DINOv2, ...) read an image instead, with their image processor:
+    ``from_transformers(model, image_processor, image)``, ``image`` a PIL image or a numpy array
+    (height × width × 3 or height × width, uint8 or floats in [0, 1]); one image at a time. See
+    ``vision.py`` for the tokens and ``ModelAttention.image``.
     """
     _require(("torch", "transformers"), "transformers")
-    from . import hf
+    from . import hf, vision
 
+    if vision.wanted(model, tokenizer, text):  # an image, with the model's image processor
+        if target is not None or generate:
+            raise ValueError("target= and generate= are for text models: a vision model reads one image as it is")
+        return vision.extract(model, tokenizer, text)
     if not callable(tokenizer):
         raise TypeError(
             f"tokenizer must be the model's tokenizer (AutoTokenizer.from_pretrained(name), called on the text), got "

@@ -47,6 +47,8 @@ class ModelAttention:
     reader: Reader | None = None  # how to read the model on token ids of one's own (the induction score's), or None
     # where position enters its attention (hf.position_of): its scheme and the page's words for it; ("", ""): unknown
     position: tuple[str, str] = ("", "")
+    # a vision model's image as it saw it, for the page to draw under its patches (vision.py); None for a text
+    image: dict | None = None
 
 
 @dataclass

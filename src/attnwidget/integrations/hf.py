@@ -107,24 +107,32 @@ def extract(
         ids = _greedy(model, ids, generate)
         enc = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
-    device = next(base.parameters()).device
     body = base.get_encoder() if two else base  # T5 without a target: its encoder's self-attention
-    accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
-    enc = {key: val.to(device) for key, val in enc.items() if key in accepted}
-    tokens = _tokens_of(tokenizer, ids[0].tolist())
-    with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
-        found = (
-            _bloom(base, enc, tokens, name)
-            if kind == "bloom"
-            else _assemble(capture(body, on_call=step, run=run and (lambda: run(enc)), **enc), tokens, name, kind)
-        )
+    found = read(base, body, enc, _tokens_of(tokenizer, ids[0].tolist()), name, run)
     if generate and not found.causal:
         raise NotImplementedError(_NOT_A_WRITER.format(name=type(model).__name__, kind=kind))
     found.prompt_length = prompt if generate else None
-    found.position = position_of(config)
-    found.device = str(device)
     found.rerun = Rerun(model, ids[0].tolist(), found.causal)  # head effects run it again (ablation.py)
     found.reader = reader(model, tokenizer, run)
+    return found
+
+
+def read(base, body, inputs: dict, tokens: list[str], name: str, run=None) -> ModelAttention:
+    """One forward pass of ``body`` (the base model, or T5's encoder) on ``inputs``, each layer caught
+    where it computes attention (BLOOM's by hand): a text's (extract) or an image's (vision.extract)."""
+    config = base.config
+    kind = getattr(config, "model_type", None)
+    device = next(base.parameters()).device
+    accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
+    inputs = {key: val.to(device) for key, val in inputs.items() if key in accepted}
+    with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
+        found = (
+            _bloom(base, inputs, tokens, name)
+            if kind == "bloom"
+            else _assemble(capture(body, on_call=step, run=run and (lambda: run(inputs)), **inputs), tokens, name, kind)
+        )
+    found.position = position_of(config)
+    found.device = str(device)
     return found
 
 
@@ -372,6 +380,7 @@ SINUSOIDAL = ("marian", "fsmt", "m2m_100", "pegasus", "speech_to_text", "xglm") 
 # each scheme in the page's words (position_of, and tlens._position for a HookedTransformer's)
 ALIBI = ("alibi", "ALiBi: −m·distance added to the scores")
 LEARNED = ("learned", "learned positions, added to the tokens")
+LEARNED_PATCHES = ("learned", "learned positions, added to the patches")  # ViT, DeiT, DINOv2
 
 
 def rope(bases, part: float) -> tuple[str, str]:
@@ -397,6 +406,8 @@ def position_of(config) -> tuple[str, str]:
         part = kinds[0].get("partial_rotary_factor", 1.0) if kinds else getattr(config, "rotary_dim", head) / head
         return rope(bases or [10000.0], part)
     relative = getattr(config, "relative_attention", False)  # (DeBERTa)
+    relative = relative or getattr(config, "use_relative_position_bias", False)  # (BEiT)
+    relative = relative or getattr(config, "use_shared_relative_position_bias", False)
     if (
         relative
         or _relative(config)
@@ -407,7 +418,16 @@ def position_of(config) -> tuple[str, str]:
         return "sinusoidal", "sinusoidal positions, added to the tokens"
     if getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None):
         return LEARNED
+    if is_vision(config) and getattr(config, "use_absolute_position_embeddings", True):  # (BEiT's may be off)
+        return LEARNED_PATCHES
     return "", ""
+
+
+def is_vision(config) -> bool:
+    """A vision transformer's config: it cuts images into patches, and says how many channels they have
+    or has no vocabulary (BEiT has both: a vocabulary of visual tokens for its pre-training)."""
+    patches = hasattr(config, "image_size") and hasattr(config, "patch_size")
+    return patches and (hasattr(config, "num_channels") or not hasattr(config, "vocab_size"))
 
 
 def _relative(config) -> bool:
