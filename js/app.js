@@ -57,6 +57,7 @@ export function mount(host, model, { propose, flush }) {
     onTemperature: (t, final) => propose({ temperature: t }, { soon: !final }),
     onCausal: (b) => save("causal", b),
     onSink: (b) => save("sink", b),
+    onPosition: (scheme) => save("position", scheme),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => toHead({ layer: i }),
     onBlock: (b) => toHead({ block: b }),
@@ -247,6 +248,9 @@ function drawAll(p) {
     sink: !!get("sink"),
     first: keys[0],
     given: !!get("weights_only"),
+    position: store.position(),
+    reader: tokens[focus],
+    focus,
   });
   const warning = roundingWarning(store.agreement(), get("temperature"));
   p.notice.hidden = !warning;
@@ -297,6 +301,7 @@ function controlsView(model, store, constants, stage) {
     held: get("held_layers") || null,
     modelName: get("model_name") || "",
     position: get("position_about") || "",
+    lab: get("n_layers") ? null : { scheme: get("position") || "none", even: store.all("q").cols % 2 === 0 }, // where position enters: the lab's choice
     block: get("block") || "",
     generation: { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage

@@ -397,3 +397,48 @@ export function attention(q, k, v, { temperature = 1, causal = false, scale = nu
 /** Whether row i may read column j of an n × m matrix: not ahead of it under the causal rule, and
  * open in the mask (1 where a row may read; null: every cell). The page's one statement of it. */
 export const openCell = (causal, mask, m) => (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);
+
+// --- where position enters the lab's attention (position.py's twin): token i is at position i ---
+
+/** (heads ×) rows × cols vectors, each turned pair by pair by its position × θ_i, θ_i = base^(−2i/cols):
+ * RoPE in transformers' layout, pair i being entries i and i + cols/2. */
+export function rope(m, base) {
+  const { rows, cols } = m,
+    half = cols / 2,
+    out = new Float64Array(m.data.length);
+  const theta = Array.from({ length: half }, (_, i) => base ** (-(2 * i) / cols));
+  for (let r = 0, count = m.data.length / cols; r < count; r++) {
+    const p = r % rows,
+      at = r * cols;
+    for (let i = 0; i < half; i++) {
+      const a = p * theta[i],
+        c = Math.cos(a),
+        s = Math.sin(a),
+        x = m.data[at + i],
+        y = m.data[at + half + i];
+      out[at + i] = x * c - y * s;
+      out[at + half + i] = y * c + x * s;
+    }
+  }
+  return { ...m, data: out };
+}
+
+/** The ALiBi paper's slopes: m_h = 2^(−8h/H) for heads h = 1 … H. */
+export const alibiSlopes = (heads) => Array.from({ length: heads }, (_, i) => 2 ** ((-8 * (i + 1)) / heads));
+
+/** The bias `b` (n × m for every head, heads × n × m, or null) plus ALiBi's −m_h·|i − j|, as heads × n × m. */
+export function withAlibi(b, heads, n, m, slopes) {
+  const data = new Float64Array(heads * n * m),
+    shared = !b || b.heads === 1;
+  for (let h = 0; h < heads; h++)
+    for (let i = 0; i < n; i++)
+      for (let j = 0; j < m; j++) {
+        const p = (h * n + i) * m + j,
+          ramp = -slopes[h] * Math.abs(i - j);
+        data[p] = b ? b.data[shared ? i * m + j : p] + ramp : ramp;
+      }
+  return { data, heads, rows: n, cols: m };
+}
+
+/** A two-number vector turned by `angle` radians (RoPE's θ is 1 for two numbers: position p turns by p). */
+export const turn = ([x, y], angle) => [x * Math.cos(angle) - y * Math.sin(angle), y * Math.cos(angle) + x * Math.sin(angle)];

@@ -185,9 +185,21 @@ export function createStore(get) {
     const all = count ? layerOf(m, layer, count) : m;
     return A.magnitude(A.headOf(all, Math.min(h, all.heads - 1)).data);
   };
-  const array = (name) => {
+  // each array as Python holds it
+  const given = (name) => {
     const all = LAYERED[name] && get("layer_shown") ? decoded(LAYERED[name]) : null;
     return all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name);
+  };
+  // and as the scores take it: the lab's q and k turned by RoPE, its bias with ALiBi's ramp (position.py)
+  const turned = { q: memo(A.rope), k: memo(A.rope) };
+  const ramped = memo((b, heads, n, m, slopes) => A.withAlibi(b, heads, n, m, slopes ?? A.alibiSlopes(heads)));
+  const scheme = () => (get("n_layers") ? "none" : get("position") || "none"); // a model's q and k carry its own
+  const array = (name) => {
+    const at = scheme();
+    if (at === "rope" && turned[name]) return turned[name](given(name), get("rope_base"));
+    if (at !== "alibi" || name !== "bias") return given(name);
+    const q = given("q");
+    return ramped(given("bias"), q.heads, q.rows, given("k").rows, get("alibi_slopes"));
   };
   const heads = {};
   const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
@@ -351,11 +363,28 @@ export function createStore(get) {
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {
-      const all = array("q"), // every token's, as Python has them (a model's: the layer's own)
+      const all = given("q"), // every token's, as Python has them (a model's: the layer's own), before any turn
         h = Math.min(get("head"), all.heads - 1),
         data = all.data.slice();
-      data.set(vec, (h * all.rows + get("focus")) * all.cols);
+      // the dial turns the query as the scores take it: with RoPE, the query given is that turned back
+      data.set(scheme() === "rope" ? A.turn(vec, -get("focus")) : vec, (h * all.rows + get("focus")) * all.cols);
       return A.encodeMatrix(data, all.heads > 1 ? [all.heads, all.rows, all.cols] : [all.rows, all.cols]);
+    },
+    /** Where position enters the lab's scores: {scheme: "rope" | "alibi", base, slope (the head shown's), given
+     * (the head shown's queries before RoPE turns them), biased (a bias given besides ALiBi's)}; null for none
+     * (a model's q and k carry its own). */
+    position: () => {
+      const at = scheme();
+      if (at !== "rope" && at !== "alibi") return null;
+      const h = get("head"),
+        heads = given("q").heads;
+      return {
+        scheme: at,
+        base: get("rope_base"),
+        slope: at === "alibi" ? (get("alibi_slopes") ?? A.alibiSlopes(heads))[Math.min(h, heads - 1)] : null,
+        given: A.headOf(given("q"), Math.min(h, heads - 1)),
+        biased: !!given("bias"),
+      };
     },
     /** The numbers of the head shown and the settings they depend on, as the stages take them. */
     numbers: () => ({
@@ -366,6 +395,7 @@ export function createStore(get) {
       axes: get("value_axes") || [],
       scaleSet: get("scale") != null,
       turnable: s.q().cols === 2 && !get("layer_shown"), // the dial turns your own 2-D queries, not a model's
+      position: s.position(),
       q: s.q(),
       k: s.k(),
       v: s.v(),

@@ -198,6 +198,29 @@ export function check(name, value, C) {
       );
     return c;
   }
+  if (name === "position") {
+    if (typeof value !== "string" || !(C.positions.includes(value) || C.model_positions.includes(value)))
+      throw new Refused(`'position' must be one of ${oneOf(C.positions)}; got ${show(value)}.`);
+    return value;
+  }
+  if (name === "rope_base") {
+    const b = number(name, value, "a number > 1");
+    if (!(Number.isFinite(b) && b > 1 && b <= C.scale_limit))
+      throw new Refused(
+        `'rope_base' must be a finite number > 1 and no larger than 1e+10 (pair i of a vector turns by position × base^(−2i/width)); got ${num(b)}.`,
+      );
+    return b;
+  }
+  if (name === "alibi_slopes") {
+    if (value == null) return null;
+    if (!Array.isArray(value) || !value.every(isNumber))
+      throw new Refused(
+        `'alibi_slopes' must be a list of numbers, one slope m per head (−m·|i − j| is added to the scores), or None for 2^(−8h/H); got ${show(value)}.`,
+      );
+    if (!value.every((m) => Number.isFinite(m) && m >= 0 && m <= C.scale_limit))
+      throw new Refused(`'alibi_slopes' must be finite slopes ≥ 0 and no larger than 1e+10; got [${value.map(num).join(", ")}].`);
+    return value.slice();
+  }
   if (name === "goal") {
     const g = number(name, value, "a number of effective tokens");
     if (!(Number.isFinite(g) && g >= 1))
@@ -304,6 +327,7 @@ export function settle(state, change, sources = null, page = false) {
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
   if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
+  position(s, before, asked, C);
   if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);
   if (!s.cross) s.key_tokens = s.tokens; // the columns are the tokens themselves
@@ -315,6 +339,17 @@ export function settle(state, change, sources = null, page = false) {
 }
 
 const fields = (C) => [...C.writable, ...C.read_only];
+
+/** The lab chooses where position enters; a model's q and k carry its own (set as it loads). */
+function position(s, before, asked, C) {
+  const turned = ["position", "rope_base", "alibi_slopes"].filter((n) => asked.has(n));
+  if (turned.length && (s.n_layers || s.weights_only) && !asked.has("model_q"))
+    throw new Refused(
+      `'${turned[0]}' is for your own queries and keys: this model's carry its own position already (${before.position || "unknown"}). Try 'rope' or 'alibi' on a widget of your own arrays (AttentionWidget(), or tokens=, q=, k=, v=).`,
+    );
+  if (asked.has("position") && !s.n_layers && !C.positions.includes(s.position))
+    throw new Refused(`'position' must be one of ${oneOf(C.positions)}; got ${show(s.position)}.`);
+}
 
 /** settle(), then the numbers' own check (overflow): what both pages run for a proposed change. */
 export function settleChecked(state, change, sources = null, page = false) {
@@ -415,6 +450,7 @@ function fit(s, before, asked, changed, sources) {
     if (changed.has("cell") && !changed.has("focus")) s.focus = cell[0];
     else s.cell = null;
   }
+  if (s.alibi_slopes != null && !asked.has("alibi_slopes") && s.alibi_slopes.length !== nHeads(s)) s.alibi_slopes = null; // slopes for other heads: the default's again
   if (!changed.has("head") && s.head >= nHeads(s)) s.head = nHeads(s) - 1;
   if (changed.has("v") && !changed.has("value_basis") && !same(s.v, before.v)) s.value_basis = sources ? sources.basis(s.v) : null;
   // an exercise is about one row as it is: anything that changes that row starts a new try; a
@@ -490,6 +526,12 @@ export function checkState(s) {
       throw new Refused(
         `In cross-attention ${told} must agree on the number of ${what}, got ${said(group)}. Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).`,
       );
+  if (s.position === "rope" && !s.n_layers && last(q, -1) % 2)
+    throw new Refused(
+      `position='rope' turns pairs of numbers: q and k need an even width, got ${last(q, -1)}. Give vectors of an even width, or set position='none' or 'alibi'.`,
+    );
+  if (s.alibi_slopes != null && s.alibi_slopes.length !== nHeads(s))
+    throw new Refused(`'alibi_slopes' must have one slope per head (${nHeads(s)}), got ${s.alibi_slopes.length}.`);
   if (x != null && x.shape[1] !== last(v, -1))
     throw new Refused(`'x' must have the width of the values (the mix is added to it): v ${fmtShape(v)}, x ${fmtShape(x)}.`);
   const n = tokens.length;

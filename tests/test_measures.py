@@ -51,6 +51,8 @@ def test_rollout_and_flow_sent_to_the_page_are_pythons_up_to_the_layer_shown(lay
         "layer": layer,
         "scale": None,
         "softcap": None,
+        "position": w.position,
+        "rope_base": 10000.0,
     }
     w.measure = "flow"
     np.testing.assert_allclose(matrix(ask(w)), attention_flow(every[: layer + 1]), rtol=1e-6, atol=1e-7)

@@ -164,6 +164,9 @@ def cases(draw):
         goal=2.0,
         residual=False,
         scores_hint=draw(st.booleans()),
+        position="none",
+        rope_base=draw(st.sampled_from([10000.0, 100.0])),
+        alibi_slopes=None,
     )
     state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
     sources = {"sentences": [], "blocks": {}, "layers": {}}
@@ -300,6 +303,15 @@ def cases(draw):
             if block_names and draw(st.booleans()):
                 sources["blocks"][block]["bias"] = A.new((hh, bn, bm), rng=rng)  # a block's own position bias
     n, m = len(state["tokens"]), len(state["key_tokens"])
+    if state["n_layers"]:  # a model's own scheme, which it carries in its q and k
+        state["position"] = draw(st.sampled_from(rules.MODEL_POSITIONS))
+    else:
+        state["position"] = draw(
+            st.sampled_from(["none", "alibi"] + (["rope"] if state["q"].shape[-1] % 2 == 0 else []))
+        )
+        if draw(st.booleans()):
+            count = state["q"].shape[0] if state["q"].ndim == 3 else 1
+            state["alibi_slopes"] = [0.5 / (h + 1) for h in range(count)]
     if kind in ("own", "cross") and draw(st.booleans()):
         state["x"] = A.new((n, state["v"].shape[-1]))
         state["residual"] = draw(st.booleans())
@@ -382,6 +394,20 @@ def changes(draw, state, A, rng, page):
             out[name] = draw(st.sampled_from([None, 2.5, 0.0, -1.0, 1e11, float("inf")]))
         elif name == "goal":
             out[name] = draw(st.sampled_from([0.5, 1.0, 2.5]))
+        elif name == "position":
+            out[name] = draw(st.sampled_from([*rules.POSITIONS, *rules.POSITIONS, "learned", "", "ROPE"]))
+        elif name == "rope_base":
+            out[name] = draw(st.sampled_from([10000.0, 500000.0, 1.0, 0.5, float("inf")]))
+        elif name == "alibi_slopes":
+            count = state["q"].shape[0] if state["q"].ndim == 3 else 1
+            out[name] = draw(
+                st.one_of(
+                    st.none(),
+                    st.lists(st.sampled_from([0.5, 0.25, 0.0, -0.5, float("nan")]), min_size=count, max_size=count),
+                    st.lists(st.sampled_from([0.5, 0.125]), min_size=1, max_size=4),
+                    st.just([0.5, "a"]),
+                )
+            )
         elif name == "stage":
             out[name] = draw(st.sampled_from([*rules.STAGES, "softmax"]))
         elif name == "exercise":

@@ -8,8 +8,11 @@ const STEPS = 1000; // slider resolution along the log axis
 const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
- *  onSink(bool), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")}) */
-export function createControls(parent, { stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onSentence, onLayer, onBlock, onStep, onSave }) {
+ *  onSink(bool), onPosition("none" | "rope" | "alibi"), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")}) */
+export function createControls(
+  parent,
+  { stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
+) {
   const [lo, hi] = range.map(Math.log);
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
@@ -70,6 +73,21 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
     sink,
     "hide first token",
   );
+  // where position enters the lab's scores (a model's is its own, named beside its name)
+  const schemes = el(
+    "select",
+    { class: "aw-position-select", "aria-label": "Where position enters: none, RoPE (turns queries and keys) or ALiBi (a penalty on distance)" },
+    el("option", { value: "none" }, "none"),
+    el("option", { value: "rope" }, "RoPE"),
+    el("option", { value: "alibi" }, "ALiBi"),
+  );
+  schemes.addEventListener("change", () => onPosition(schemes.value));
+  const schemeBox = el(
+    "label",
+    { class: "aw-position-box", title: "RoPE turns each query and key by its position; ALiBi adds −m·|i − j| to the scores" },
+    "position",
+    schemes,
+  );
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
   // a real model's layers
   const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer (counted from 0, as w.layer is)" });
@@ -126,6 +144,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
       sinkBox,
+      schemeBox,
       blocks,
       layerBox,
       genBox,
@@ -155,6 +174,7 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       held = null,
       modelName: name,
       position: scheme = "",
+      lab = null,
       block = "",
       generation = null,
       absent = [],
@@ -189,6 +209,12 @@ export function createControls(parent, { stages, blockNames, range, onStage, onT
       modelName.textContent = name;
       position.textContent = scheme;
       position.hidden = !scheme;
+      schemeBox.hidden = !lab;
+      if (lab) {
+        schemes.value = lab.scheme;
+        schemes.options[1].disabled = !lab.even && lab.scheme !== "rope"; // RoPE turns pairs of numbers
+        schemes.options[1].title = schemes.options[1].disabled ? "RoPE turns pairs of numbers: it needs vectors of an even width" : "";
+      }
       // an exported page too large for every layer holds some (held): the others are offered, greyed
       const menu = `${layers}|${held}`;
       if (menu !== shownLayers) {

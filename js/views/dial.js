@@ -19,6 +19,20 @@ function isSoftmax(scores, weights) {
   return e.every((x, i) => Math.abs(x / sum - weights[i]) < 1e-9);
 }
 
+/** The turn from the query given to the query turned: an arc about the origin, going the way RoPE turns (anticlockwise
+ * on the page for a positive angle; the y axis points down there, so the arc sweeps counter to the screen's angles). */
+function turnArc(O, from, to, turns) {
+  const r = 22,
+    start = Math.atan2(from[1] - O[1], from[0] - O[0]),
+    end = Math.atan2(to[1] - O[1], to[0] - O[0]);
+  const at = (a) => [O[0] + r * Math.cos(a), O[1] + r * Math.sin(a)];
+  const sweep = (((start - end) % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI); // how far, the turn's way
+  const [x0, y0] = at(start),
+    [x1, y1] = at(end);
+  const path = `M${x0},${y0}A${r},${r} 0 ${sweep > Math.PI ? 1 : 0} 0 ${x1},${y1}`;
+  return svg("path", { class: "aw-turn", d: path, "data-turns": turns });
+}
+
 /** createDial(parent, {onQuery([x, y]), onQueryEnd()}) -> {update(state), destroy()} */
 export function createDial(parent, { onQuery, onQueryEnd }) {
   const plot = svg("svg", { class: "aw-dial", width: SIZE, height: SIZE, role: "img" });
@@ -71,13 +85,15 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
 
   return {
     node,
-    update({ tokens, keys: names = tokens, focus, q, k, scoreRow, weightRow, masked, scale: given, scaleSet, temperature }) {
+    update({ tokens, keys: names = tokens, focus, q, k, scoreRow, weightRow, masked, scale: given, scaleSet, temperature, position = null }) {
       const query = [q.data[focus * 2], q.data[focus * 2 + 1]];
+      // RoPE: the arrows are turned, each by its token's position (θ = 1 radian for two numbers); the query as given, dashed
+      const rope = position?.scheme === "rope" && focus > 0 ? [position.given.data[focus * 2], position.given.data[focus * 2 + 1]] : null;
       const dots = Array.from({ length: k.rows }, (_, j) => query[0] * k.data[j * 2] + query[1] * k.data[j * 2 + 1]);
       const factor = scaleOf(scoreRow, dots, given);
       // 1/√d unless the widget set a scale (read back: a set scale of exactly 1/√2 reads the same)
       const scaleText = (scaleSet ?? Math.abs(factor * Math.SQRT2 - 1) > 1e-9) ? format(".3~g")(factor) : "1/√2";
-      let reach = Math.hypot(...query);
+      let reach = Math.hypot(...query); // (a turn keeps an arrow's length: the query given reaches as far)
       for (let j = 0; j < k.rows; j++) reach = Math.max(reach, Math.hypot(k.data[j * 2], k.data[j * 2 + 1]));
       // Keep the axes still while dragging, so the arrow stays under the pointer.
       reach ||= 1; // all-zero vectors: any axes will do
@@ -101,7 +117,8 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         marks.push([tip[0] - r, tip[1] - r, tip[0] + r, tip[1] + r]);
         return { x: tip[0], y: tip[1], r, toward: long ? Math.atan2(tip[1] - O[1], tip[0] - O[0]) : null, text, cls, weight };
       };
-      const q0 = arrow(query[0], query[1], "aw-query", `${short(tokens[focus])} query`, 9); // r: the handle's
+      const q0 = arrow(query[0], query[1], "aw-query", `${short(tokens[focus])}'s query${rope ? ` turned ${focus} × θ` : ""}`, 9); // r: the handle's
+      const before = rope && arrow(rope[0], rope[1], "aw-query-given", "before the turn", 4);
       // keys that coincide share one arrow and one label
       const open = names.map((_, j) => j).filter((j) => !masked(j)); // names: the keys' tokens
       const keys = groupLabels(
@@ -112,6 +129,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       // (a key's label is left out where it would cover another)
       const labelled = [
         q0,
+        ...(before ? [before] : []),
         ...keys
           .slice()
           .sort((a, b) => b.weight - a.weight)
@@ -150,6 +168,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         svg("line", { class: "aw-axis", x1: PAD, x2: SIZE - PAD, y1: O[1], y2: O[1] }),
         svg("line", { class: "aw-axis", x1: O[0], x2: O[0], y1: PAD, y2: SIZE - PAD }),
         keys.map(draw),
+        before ? [turnArc(O, [before.x, before.y], [q0.x, q0.y], focus), draw(before)] : [],
         draw(q0),
         svg("circle", { class: "aw-dial-handle", cx: q0.x, cy: q0.y, r: 9, tabindex: -1 }),
       ];
@@ -191,14 +210,19 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
             ? ""
             : ` ÷ T (T = ${fmt2(temperature)})`;
       const closed = names.filter((_, j) => masked(j)).map((name) => short(name, 16));
+      const turned =
+        position?.scheme === "rope"
+          ? ` RoPE: every arrow is turned by its token's position × θ (θ = 1 radian for two numbers): ${short(tokens[focus])}'s query ${focus} × θ (${format(".0f")((focus * 180) / Math.PI)}°), each key by its own, so q · k depends on how far apart two tokens are. Dashed: the query before its turn.`
+          : "";
       fill(
         note,
-        `q · k: the dot product of ${short(tokens[focus])}'s query with each key; score = ${scaleText} × q · k. ` +
+        `q · k: the dot product of ${short(tokens[focus])}'s query with each key${position?.scheme === "rope" ? ", both turned" : ""}; score = ${scaleText} × q · k. ` +
           `Weight: softmax of the scores${t}, so the weights add up to 100%.` +
           (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "") +
           (closed.length
             ? ` Not read, so not listed: ${closed.length > 3 ? `${closed.slice(0, 3).join(", ")} +${closed.length - 3}` : closed.join(", ")}.`
-            : ""),
+            : "") +
+          turned,
       );
     },
     destroy() {

@@ -3,6 +3,7 @@
 // its own; the numbers come in as values, or as functions where they are computed only if drawn.
 
 import { rgb } from "d3-color";
+import { format } from "d3-format";
 import { scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
 import { signedColours, weightColours } from "../colours.js";
@@ -12,7 +13,7 @@ import { lookupTable, pack } from "../picture.js";
 import { createBlend } from "./blend.js";
 import { createDetail, extent, follow } from "./detail.js";
 import { createDial } from "./dial.js";
-import { CLOSED, el, fmt2, fmt3, legend } from "./dom.js";
+import { CLOSED, el, fmt2, fmt3, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
@@ -75,7 +76,43 @@ const SINK_NOTE = (first) =>
 /** The sentences under the controls for what the stage draws: its caption (the one that fits the
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token)}. */
-export function captionOf({ stage, cross, causal, masked, secret, hint, bias, softcap, residual, sink, first, given }) {
+const slopeText = format(".3~g"); // ALiBi's slopes run down to 2^(−8): three figures, not three decimals
+
+/** Said under the query/key, scores and weights stages when position enters the lab's scores: what it did to the
+ * focused token (`reader`, at position `focus`). */
+function positionNote(stage, { scheme, slope, biased }, reader, focus) {
+  const who = `${short(reader)}'s query`;
+  if (scheme === "rope") {
+    if (stage === "qk")
+      return `RoPE: each query and key is turned by its position × θ before the dot product (pair i of a vector by base^(−2i/d); θ = 1 radian for two numbers): ${who} turned ${focus} × θ. The grids show them turned.`;
+    if (stage === "scores")
+      return `RoPE: these are scores of turned queries and keys (${who} turned ${focus} × θ, each key by its own position), so a score depends on how far apart two tokens are, not on where they stand.`;
+    return `RoPE: ${short(reader)} reads each token through a turn of (its position − ${focus}) × θ, so its weights change with distance: the same two words further apart score differently.`;
+  }
+  const m = slopeText(slope);
+  if (stage === "qk") return `ALiBi leaves queries and keys as they are: it adds −m·|i − j| to the scores (m = ${m} for this head), in the next stage.`;
+  if (stage === "scores")
+    return `ALiBi: each score gets −m·|i − j| added (m = ${m} for this head), a penalty that grows with the distance between the two tokens${biased ? ", on top of the bias given" : ""}: the ramp is drawn under the scores.`;
+  return `ALiBi: each place of distance between two tokens costs ${m} of score (m, this head's slope), so ${short(reader)} leans toward the tokens near it.`;
+}
+
+export function captionOf({
+  stage,
+  cross,
+  causal,
+  masked,
+  secret,
+  hint,
+  bias,
+  softcap,
+  residual,
+  sink,
+  first,
+  given,
+  position = null,
+  reader = "",
+  focus = 0,
+}) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
@@ -83,7 +120,9 @@ export function captionOf({ stage, cross, causal, masked, secret, hint, bias, so
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
   const notes = [said];
   if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));
-  if (bias && !given && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+  const turned = position && ["qk", "scores", "weights"].includes(stage);
+  if (turned) notes.push(positionNote(stage, position, reader, focus));
+  if (bias && !given && !(position?.scheme === "alibi" && !position.biased) && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
   if (given && stage !== "tokens") notes.push(GIVEN_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
@@ -274,6 +313,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
           scale: view.scale,
           scaleSet: view.scaleSet,
           temperature: view.temperature,
+          position: view.position,
         });
       }
     },
@@ -305,6 +345,11 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         hi,
       );
       biasGrid.node.hidden = biasLegend.hidden = !bias;
+      const alibi = view.position?.scheme === "alibi" ? view.position : null;
+      const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${slopeText(alibi.slope)}`;
+      biasGrid.node.querySelector("figcaption").textContent = alibi
+        ? `${alibi.biased ? `the bias given + ${ramp}` : ramp} (added to scale · q · k)`
+        : "bias (added to scale · q · k)";
       if (bias) {
         const [blo, bhi] = A.extent(bias.data),
           bm = Math.max(1e-9, -blo, bhi);
@@ -318,7 +363,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
           text: fmt2,
           ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}`,
         });
-        legend(biasLegend, "bias (colour centred on 0)", bcolor, blo, bhi);
+        legend(biasLegend, `${alibi ? "ALiBi's penalty" : "bias"} (colour centred on 0)`, bcolor, blo, bhi);
       }
     },
     weights(view) {

@@ -17,11 +17,12 @@ import numpy as np
 
 from . import rules
 from .core import _softmax_rows, allowed_cells, default_scale, scores_of
+from .position import positioned
 
 # What a computed result depends on. The page compares the plain values (its key) with its own
 # state; the arrays, which it cannot compare, are compared here, by identity, when they change.
-KEY = ("temperature", "causal", "sink", "scale", "softcap", "step", "block", "sentence_index")
-ARRAYS = ("tokens", "mask", "bias")
+KEY = ("temperature", "causal", "sink", "scale", "softcap", "position", "rope_base", "step", "block", "sentence_index")
+ARRAYS = ("tokens", "mask", "bias", "alibi_slopes")
 ROWS = 256  # weights_of scores a layer this many rows at a time
 
 
@@ -104,6 +105,7 @@ class Inputs:
             (state["q"], state["k"]) if other is None else (other["q"], other["k"])
         )  # your own arrays (a sentence's): one layer
         mask = state["mask"] if other is None else None  # (the widget's mask is the text shown's)
+        q, k, bias = positioned(q, k, bias, state)  # the lab's RoPE or ALiBi
         return [(q, k, reading_mask(mask, self.sink, n, m), bias)]
 
     @cached_property

@@ -13,6 +13,8 @@ import numpy as np
 from . import rules
 from .core import Attention
 from .inputs import head_of, reading_mask
+from .position import positioned
+from .position import slopes as slopes_of
 
 if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
     from typing import Any as _Widget
@@ -62,6 +64,9 @@ class Shown(_Widget):
             self.bias,
             self.step,
             self.softcap,
+            self.position,
+            self.rope_base,
+            self.alibi_slopes,
         )
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
@@ -70,6 +75,7 @@ class Shown(_Widget):
                 self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m))
             )  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
+            q, k, bias = positioned(q, k, bias, self._position_state(self.head))
             mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
             cached = self._result = (
                 key,
@@ -86,6 +92,13 @@ class Shown(_Widget):
                 ),
             )
         return cached[1]
+
+    def _position_state(self, head=None) -> dict:
+        """What position.positioned reads: the lab's scheme (a model's own is in its q and k), and for one
+        head its own slope."""
+        slopes = self.alibi_slopes or slopes_of(self.n_heads)
+        one = slopes if head is None else [slopes[min(head, len(slopes) - 1)]]
+        return {"position": self.position, "rope_base": self.rope_base, "alibi_slopes": one, "n_layers": self.n_layers}
 
     def _frozen(self, a):
         a = np.asarray(a)

@@ -108,6 +108,16 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     softcap = Checked(None, allow_none=True).tag(sync=True)
     """Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no
     cap."""
+    position = Checked("none").tag(sync=True)
+    """Where position enters the attention (position.py). Your own arrays: "none" (as given), "rope" (each query and
+    key turned pair by pair by its position × θ_i, θ_i = rope_base^(−2i/width); the pairs are the first and second
+    halves of each vector) or "alibi" (−m·|i − j| added to the scores, one slope m per head). A model's widget names
+    its own scheme, which its q and k carry already, and cannot change it: "rope", "alibi", "relative" (T5's bias),
+    "learned", "sinusoidal", or "" where its config does not say."""
+    rope_base = Checked(10000.0).tag(sync=True)
+    """RoPE's base: pair i of a width-d vector turns by position × base^(−2i/d) (position="rope")."""
+    alibi_slopes = Checked(None, allow_none=True).tag(sync=True)
+    """ALiBi's slopes, one m per head (position="alibi"); None for the ALiBi paper's 2^(−8h/H), h = 1 … H."""
 
     # --- what is shown ---
     focus = Checked(0).tag(sync=True)
@@ -195,9 +205,6 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     computed here when the page asks; a view's answer is dropped when the state it is for changes."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
-    position = traitlets.Unicode("none", read_only=True).tag(sync=True)
-    """Where position enters the attention: "none" (your own arrays, as given), else a model's scheme, read from its
-    config: "rope", "alibi", "relative", "learned" or "sinusoidal" ("" where the config does not say)."""
     position_about = traitlets.Unicode("", read_only=True).tag(sync=True)
     """The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name."""
     image = traitlets.Dict(default_value=None, allow_none=True, read_only=True).tag(sync=True)
@@ -247,6 +254,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         measure="",
         scale=None,
         softcap=None,
+        position="none",
+        rope_base=10000.0,
+        alibi_slopes=None,
         head=0,
         cell=None,
         residual=False,
@@ -267,6 +277,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             measure=measure,
             scale=scale,
             softcap=softcap,
+            position=position,
+            rope_base=rope_base,
+            alibi_slopes=alibi_slopes,
             head=head,
             cell=cell,
             residual=residual,

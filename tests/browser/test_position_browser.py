@@ -1,6 +1,7 @@
 """Where position enters a model's attention, named in its page beside the model's name, in the
 words Python gives (position_about); a widget of your own arrays says nothing of it."""
 
+import numpy as np
 import pytest
 from test_interface import model_for, tokenizer  # (a fixture)
 
@@ -28,3 +29,92 @@ def test_a_models_page_names_where_position_enters(browser, tmp_path, tokenizer,
     finally:
         for page in pages:
             page.context.close()
+
+
+def _lab_page(browser, w, path, width=1100):
+    w.to_html(path)
+    page = browser.new_context(viewport={"width": width, "height": 1000}, bypass_csp=True).new_page()
+    page.goto(path.as_uri())
+    page.wait_for_selector(".aw-root")
+    return page
+
+
+NUMBERS = "document.querySelector('.aw-root').attnwidget.numbers()"
+SET = """([name, value]) => {
+  const m = document.querySelector('.aw-root').attnwidget.model;
+  m.set(name, value);
+  m.save_changes();
+}"""
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(position="rope"),
+        dict(position="rope", rope_base=37.5, causal=True, step=4),
+        dict(position="alibi"),
+        dict(position="alibi", alibi_slopes=[0.7, 0.0, 2.5], causal=True),
+    ],
+)
+def test_the_page_computes_what_python_computes_at_every_head(browser, tmp_path, kw):
+    rng = np.random.default_rng(len(kw))
+    q, k, v = (rng.normal(size=(3, 7, 6)) for _ in range(3))
+    bias = rng.normal(size=(7, 7)) if kw.get("causal") else None  # a bias given besides ALiBi's
+    w = AttentionWidget(tokens=list("abcdefg"), q=q, k=k, v=v, bias=bias, stage="weights", **kw)
+    page = _lab_page(browser, w, tmp_path / "lab.html")
+    try:
+        for h in range(3):
+            page.evaluate(SET, ["head", h])
+            w.head = h
+            got = page.evaluate(NUMBERS)
+            n = w.scores.shape[0]
+            np.testing.assert_allclose(np.reshape(got["scores"], (n, -1)), w.scores, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(np.reshape(got["weights"], (n, -1)), w.weights, rtol=0, atol=1e-12)
+    finally:
+        page.context.close()
+
+
+def test_choosing_rope_in_the_page_turns_the_arrows_and_says_so(browser, tmp_path):
+    w = AttentionWidget("I sat by the river bank", stage="qk", focus=5)  # two-number vectors: the dial
+    page = _lab_page(browser, w, tmp_path / "rope.html")
+    try:
+        root = page.locator(".aw-root")
+        assert not root.locator(".aw-query-given").count()
+        root.locator(".aw-position-select").select_option("rope")
+        page.wait_for_selector(".aw-query-given")
+        assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('position')") == "rope"
+        assert "bank's query turned 5 × θ" in root.locator(".aw-caption").inner_text()
+        assert root.locator(".aw-query-label").text_content() == "bank's query turned 5 × θ"
+        assert root.locator(".aw-turn").count() == 1
+        w.position = "rope"
+        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (6, 6)), w.weights, atol=1e-12)
+        # dragging turns the query as the scores take it: the arrow stays under the pointer
+        handle = root.locator(".aw-dial-handle").bounding_box()
+        x, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x - 30, y + 20, steps=4)
+        page.mouse.up()
+        moved = root.locator(".aw-dial-handle").bounding_box()
+        assert (
+            abs(moved["x"] + moved["width"] / 2 - (x - 30)) < 1.5
+            and abs(moved["y"] + moved["height"] / 2 - (y + 20)) < 1.5
+        )
+        # ALiBi: the ramp under the scores, named with its slope
+        root.locator(".aw-position-select").select_option("alibi")
+        page.evaluate(SET, ["stage", "scores"])
+        page.wait_for_function("document.querySelector('.aw-caption').textContent.includes('ALiBi')")
+        captions = root.locator(".aw-panel:not([hidden]) figcaption").all_text_contents()
+        assert "ALiBi's ramp: −m·|i − j|, m = 0.00391 (added to scale · q · k)" in captions
+    finally:
+        page.context.close()
+
+
+def test_a_models_page_offers_no_position_of_its_own(browser, tmp_path, tokenizer):
+    w = AttentionWidget.from_transformers(model_for("gpt2", tokenizer), tokenizer, "I sat on the riverbank.")
+    page = _lab_page(browser, w, tmp_path / "model.html")
+    try:
+        assert not page.locator(".aw-position-select").is_visible()
+        assert page.locator(".aw-position").is_visible()
+    finally:
+        page.context.close()

@@ -12,6 +12,7 @@ from .values import (
     GUESS_TOLERANCE,
     NO_EFFECT,
     NO_INDUCTION,
+    POSITIONS,
     ROW_TRAITS,
     STACK,
     WEIGHTS_BIAS,
@@ -76,6 +77,7 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(NO_EFFECT)
     if "summary" in asked and s["summary"] == "induction" and not s.get("reads_model"):
         raise Refused(NO_INDUCTION)
+    _position(s, before, asked)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
     _bring_in(s, before, asked, sources)
@@ -85,6 +87,19 @@ def settle(state, change, sources=None, *, page=False):
     _fit(s, before, asked, changed, sources)
     _check_state(s, asked)
     return s
+
+
+def _position(s, before, asked):
+    """The lab chooses where position enters; a model's q and k carry its own (set as it loads)."""
+    turned = [n for n in ("position", "rope_base", "alibi_slopes") if n in asked]
+    if turned and (s.get("n_layers") or s.get("weights_only")) and "model_q" not in asked:
+        raise Refused(
+            f"'{turned[0]}' is for your own queries and keys: this model's carry its own position already "
+            f"({before.get('position') or 'unknown'}). Try 'rope' or 'alibi' on a widget of your own arrays "
+            "(AttentionWidget(), or tokens=, q=, k=, v=)."
+        )
+    if "position" in asked and not s.get("n_layers") and s["position"] not in POSITIONS:
+        raise Refused(f"'position' must be one of {_one_of(POSITIONS)}; got {show(s['position'])}.")
 
 
 def _bring_in(s, before, asked, sources):
@@ -197,6 +212,9 @@ def _fit(s, before, asked, changed, sources):
             s["focus"] = cell[0]
         else:
             s["cell"] = None
+    slopes = s.get("alibi_slopes")
+    if slopes is not None and "alibi_slopes" not in asked and len(slopes) != n_heads(s):
+        s["alibi_slopes"] = None  # slopes for other heads: the default's again
     if "head" not in changed and s["head"] >= n_heads(s):
         s["head"] = n_heads(s) - 1
     if "v" in changed and "value_basis" not in changed and not same(s.get("v"), before.get("v")):
@@ -285,6 +303,14 @@ def _check_state(s, asked):
                 + ", ".join(f"{n}: {c}" for n, c in group)
                 + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=)."
             )
+    if s.get("position") == "rope" and not s.get("n_layers") and q.shape[-1] % 2:
+        raise Refused(
+            f"position='rope' turns pairs of numbers: q and k need an even width, got {q.shape[-1]}. Give vectors of "
+            "an even width, or set position='none' or 'alibi'."
+        )
+    slopes = s.get("alibi_slopes")
+    if slopes is not None and len(slopes) != n_heads(s):
+        raise Refused(f"'alibi_slopes' must have one slope per head ({n_heads(s)}), got {len(slopes)}.")
     if x is not None and x.shape[1] != v.shape[-1]:
         raise Refused(f"'x' must have the width of the values (the mix is added to it): v {shape(v)}, x {shape(x)}.")
     n = len(tokens)

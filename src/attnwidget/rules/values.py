@@ -14,6 +14,9 @@ EXERCISES = ("", "predict", "temperature")
 SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "induction", "entropy")
 MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 TEMPERATURE_RANGE = (0.1, 5.0)
+# where position enters: the lab's choices, and the schemes a model's widget names (hf.position_of; "": unknown)
+POSITIONS = ("none", "rope", "alibi")
+MODEL_POSITIONS = ("rope", "alibi", "relative", "learned", "sinusoidal", "")
 SCALE_LIMIT = 1e10
 GUESS_TOLERANCE = 1e-6
 # What an exercise's row depends on: a change to any of them starts a new try.
@@ -35,6 +38,9 @@ ROW_TRAITS = (
     "sink",
     "scale",
     "softcap",
+    "position",
+    "rope_base",
+    "alibi_slopes",
     "step",
     "exercise",
 )
@@ -74,6 +80,9 @@ WRITABLE = (
     "sink",
     "scale",
     "softcap",
+    "position",
+    "rope_base",
+    "alibi_slopes",
     "head",
     "cell",
     "sentence_index",
@@ -109,7 +118,6 @@ READ_ONLY = (
     "reads_model",
     "layer_shown",
     "model_name",
-    "position",
     "position_about",
 )
 FIELDS = WRITABLE + READ_ONLY
@@ -157,6 +165,8 @@ CONSTANTS = {
     "exercises": list(EXERCISES),
     "summaries": list(SUMMARIES),
     "measures": list(MEASURES),
+    "positions": list(POSITIONS),
+    "model_positions": list(MODEL_POSITIONS),
     "temperature_range": list(TEMPERATURE_RANGE),
     "row_traits": list(ROW_TRAITS),
     "writable": list(WRITABLE),
@@ -308,6 +318,33 @@ def check(name, value):
                 f"softcap·tanh(s/softcap)), or None for no cap; got {num(c)}."
             )
         return c
+    if name == "position":
+        if not isinstance(value, str) or value not in POSITIONS + MODEL_POSITIONS:
+            raise Refused(f"'position' must be one of {_one_of(POSITIONS)}; got {show(value)}.")
+        return value
+    if name == "rope_base":
+        b = _number(name, value, "a number > 1")
+        if not (math.isfinite(b) and 1 < b <= SCALE_LIMIT):
+            raise Refused(
+                f"'rope_base' must be a finite number > 1 and no larger than {SCALE_LIMIT:.0e} (pair i of a vector "
+                f"turns by position × base^(−2i/width)); got {num(b)}."
+            )
+        return b
+    if name == "alibi_slopes":
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or not all(_is_number(m) for m in value):
+            raise Refused(
+                f"'alibi_slopes' must be a list of numbers, one slope m per head (−m·|i − j| is added to the "
+                f"scores), or None for 2^(−8h/H); got {show(value)}."
+            )
+        slopes = [float(m) for m in value]
+        if not all(math.isfinite(m) and 0 <= m <= SCALE_LIMIT for m in slopes):
+            raise Refused(
+                f"'alibi_slopes' must be finite slopes ≥ 0 and no larger than {SCALE_LIMIT:.0e}; got "
+                f"[{', '.join(num(m) for m in slopes)}]."
+            )
+        return slopes
     if name == "goal":
         g = _number(name, value, "a number of effective tokens")
         if not (math.isfinite(g) and g >= 1):
