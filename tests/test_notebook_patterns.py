@@ -360,7 +360,15 @@ def test_practice_asks_the_cache_question_before_the_widget_answers_it(practice)
 
 # --- every notebook: numbers and colours as the page shows them ----------------------
 
-ALL = ["01_attention_lab.ipynb", VISUALLY, REAL, "04_cross_attention.ipynb", "04_practice.ipynb", "05_head_atlas.ipynb"]
+ALL = [
+    "01_attention_lab.ipynb",
+    VISUALLY,
+    REAL,
+    "04_cross_attention.ipynb",
+    "04_practice.ipynb",
+    "05_head_atlas.ipynb",
+    "06_position_and_images.ipynb",
+]
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -476,3 +484,35 @@ def test_atlas_focus_reads_the_word_after_the_first_occurrence(head_atlas):
     rows = range(m + 1, 2 * m + 1)
     on = np.mean([np.argmax(shown["weights"][i]) == i - 19 for i in rows])
     assert "a diagonal 19 cells to the left of the main one" in plain(head_atlas.markdown) and on > 0.75
+
+
+# --- 06: where position enters ------------------------------------------------------
+
+POSITION = "06_position_and_images.ipynb"
+
+
+def _bank_reads_river(sentence, **position):
+    w = AttentionWidget(sentence, **position)
+    bank, river = w.tokens.index("bank"), w.tokens.index("river")
+    return w.scores[bank, river], w.weights[bank, river]
+
+
+def test_position_says_what_rope_and_alibi_do_to_bank_reading_river():
+    run = executed(POSITION)
+    text, printed = plain(run.markdown), run.all_printed
+    said = lambda x: f"{x:.3f}".replace("-", "−")  # (as the text writes a minus)
+    near, far = "I sat by the river bank", "river I sat by the bank"
+    plain_near, plain_far = _bank_reads_river(near), _bank_reads_river(far)
+    assert plain_near[0] == plain_far[0] and f"the same in both sentences, {said(plain_near[0])}" in text
+    rope = [_bank_reads_river(s, position="rope") for s in (near, far)]
+    assert f"falls from {said(plain_near[0])} to {said(rope[0][0])}" in text
+    assert f"the score is {said(rope[1][0])}" in text
+    alibi = [_bank_reads_river(s, position="alibi", alibi_slopes=[0.5]) for s in (near, far)]
+    assert alibi[0][0] == pytest.approx(plain_near[0] - 0.5) and alibi[1][0] == pytest.approx(plain_near[0] - 2.5)
+    assert f"{said(plain_near[0])} − 0.5 = {said(alibi[0][0])} one place apart" in text
+    assert f"{said(plain_near[0])} − 2.5 = {said(alibi[1][0])} five places apart" in text
+    assert f"falls from {said(alibi[0][1])} to {said(alibi[1][1])}" in text
+    for score, weight in (plain_near, plain_far, *rope, *alibi):  # every pair is printed as the text reads it
+        assert f"score {score:6.3f}  weight {weight:.3f}" in printed
+    shown = run.shown
+    assert [s["stage"] for s in shown[:2]] == ["qk", "scores"] and shown[0]["focus"] == 5

@@ -337,15 +337,16 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       // one range, the matrix's own; its colours are those of a scale centred on 0
       const { bias } = view;
+      const alibi = view.position?.scheme === "alibi" ? view.position : null;
+      const added = alibi ? `${alibi.biased ? " + bias" : ""} − m·|i − j|` : bias ? " + bias" : "";
       legend(
         scoresLegend,
-        `score = ${view.softcap != null ? `${fmt3(view.softcap)} · tanh(scale · q · k / ${fmt3(view.softcap)})` : "scale · q · k"}${bias ? " + bias" : ""} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
+        `score = ${view.softcap != null ? `${fmt3(view.softcap)} · tanh(scale · q · k / ${fmt3(view.softcap)})` : "scale · q · k"}${added} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
         color,
         lo,
         hi,
       );
       biasGrid.node.hidden = biasLegend.hidden = !bias;
-      const alibi = view.position?.scheme === "alibi" ? view.position : null;
       const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${slopeText(alibi.slope)}`;
       biasGrid.node.querySelector("figcaption").textContent = alibi
         ? `${alibi.biased ? `the bias given + ${ramp}` : ramp} (added to scale · q · k)`
