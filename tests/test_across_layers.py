@@ -38,11 +38,12 @@ def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
 
 
-def test_flow_is_networkxs_maximum_flow_through_the_layered_graph():
+@pytest.mark.parametrize("causal", [True, False])  # (a causal graph's pairs are computed on their window alone)
+def test_flow_is_networkxs_maximum_flow_through_the_layered_graph(causal):
     nx = pytest.importorskip("networkx")
     rng = np.random.default_rng(1)
-    layers, n = 3, 5
-    w = rng.random((layers, 2, n, n)) * np.tri(n)
+    layers, n = 3, 6
+    w = rng.random((layers, 2, n, n)) * (np.tri(n) if causal else 1)
     w /= w.sum(axis=-1, keepdims=True)
     got = attention_flow(w)
     graph = nx.DiGraph()

@@ -380,27 +380,28 @@ def rollout(weights) -> np.ndarray:
 
 
 def attention_flow(weights, step=lambda row: None) -> np.ndarray:
-    """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the
-    last layer through the layered graph whose edge from token j below layer l to token i above
-    it has capacity Â_l[i, j]. Exact (a maximum flow for every pair, Dinic's algorithm): about
-    n² flows on a graph of (layers + 1) · n nodes, so a text of a few dozen tokens. ``step(i)`` is
-    called before row i (from 1)."""
+    """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the last layer through
+    the layered graph whose edge from token j below layer l to token i above it has capacity Â_l[i, j]. Exact (Dinic's
+    algorithm for every pair): n² flows on graphs of at most (layers + 1)·n nodes. ``step(i + 1)`` precedes row i."""
     a = _mixed(weights)
     layers, n = a.shape[0], a.shape[-1]
-    size = (layers + 1) * n
-    cap = np.zeros((size, size))
+    cap = np.zeros(((layers + 1) * n,) * 2)
     for at in range(layers):  # node at·n + j: token j below layer at
         cap[at * n : (at + 1) * n, (at + 1) * n : (at + 2) * n] = a[at].T
-    rows = []
+    causal = not np.triu(a, 1).any()  # a path from j up to i then passes only tokens j … i: that window's graph
+    rows = np.zeros((n, n))
     for i in range(n):
         step(i + 1)
-        rows.append([_max_flow(cap, j, layers * n + i) for j in range(n)])
-    return np.array(rows)
+        for j in range(i + 1 if causal else n):
+            lo, hi = (j, i + 1) if causal else (0, n)
+            nodes = (np.arange(layers + 1)[:, None] * n + np.arange(lo, hi)).ravel()
+            rows[i, j] = _max_flow(cap[np.ix_(nodes, nodes)], j - lo, len(nodes) - hi + i)
+    return rows
 
 
-def _max_flow(cap: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:
-    """The maximum flow from source to sink of a dense capacity matrix (Dinic's algorithm)."""
-    left = cap.copy()  # residual capacities
+def _max_flow(left: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:
+    """The maximum flow from source to sink of a dense capacity matrix (Dinic's algorithm), which
+    becomes the residual capacities."""
     total = 0.0
     while True:
         level = np.full(len(left), -1)
