@@ -14,6 +14,7 @@ import { el, fill, fmt2, palette, watchLayout } from "./views/dom.js";
 import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
+import { createImage, createPicture } from "./views/image.js";
 import { createMeasure } from "./views/measure.js";
 import { createQkMap } from "./views/qkmap.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
@@ -107,6 +108,8 @@ export function mount(host, model, { propose, flush }) {
     onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
     onReveal: (guess) => propose(guess ? { guess, revealed: true } : { revealed: true }),
   });
+  const imageView = createImage(body, { onFocus, onChange: () => schedule() }); // a vision model's image, beside the stages
+  const picture = createPicture(() => schedule()); // its pixels, once decoded: the view's and the strip's tiles
   const stages = createStages(body, {
     onFocus,
     onPickCell: (i, j) => (j == null ? onFocus(i) : propose({ focus: i, cell: [i, j] })),
@@ -116,7 +119,7 @@ export function mount(host, model, { propose, flush }) {
     onWindow: () => schedule(),
   });
   const parts = { root, model, store, get, constants, live, requests, shows, fetching, notice };
-  Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, cellView, measure, exercise, stages });
+  Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, cellView, measure, exercise, stages, imageView, picture });
 
   // --- drawing, batched to one frame ---
   let frame = 0,
@@ -150,6 +153,8 @@ export function mount(host, model, { propose, flush }) {
     work: () => store.work(),
     /** The panel beyond one head: {key, values (its matrix, row-major), row (the arcs' shares), state} as drawn. */
     measure: () => measure.numbers(),
+    /** A vision model's image view: the map drawn over the image, one value a patch (views/image.js). */
+    image: () => imageView.numbers(),
     snapshot: (kind, scale) => (kind === "svg" ? snapshotSVG(root) : snapshotPNG(root, scale)),
     model,
     // draw now rather than at the next frame: lets benchmarks time one redraw
@@ -163,6 +168,7 @@ export function mount(host, model, { propose, flush }) {
     ready: () =>
       !!root.attnwidget.firstPaint &&
       !stages.pending() &&
+      picture.settled() &&
       (heads.node.hidden ||
         (heads.node.dataset.complete === "true" && [...heads.node.querySelectorAll("img.aw-thumb")].every((i) => i.complete && i.naturalWidth > 0))),
   };
@@ -182,7 +188,7 @@ export function mount(host, model, { propose, flush }) {
     requests?.destroy();
     model.off("change", schedule);
     unwatch();
-    for (const v of [fetching, controls, heads, qk, strip, stages, cellView, exercise, generation, measure]) v.destroy();
+    for (const v of [fetching, controls, heads, qk, strip, stages, cellView, exercise, generation, measure, imageView]) v.destroy();
     root.remove();
   };
 }
@@ -195,7 +201,8 @@ function drawAll(p) {
     keys = store.keys(),
     stage = get("stage");
   const focus = Math.min(get("focus"), tokens.length - 1),
-    cell = get("cell");
+    cell = get("cell"),
+    image = p.picture(get("image")); // (null until its pixels are read)
   root.dataset.stage = stage;
   root.dataset.fetching = p.fetching.label(); // the numbers below are the last head's until it comes
   const maxWidth = Math.max(320, (root.clientWidth || 760) - 40);
@@ -260,7 +267,7 @@ function drawAll(p) {
   const view = { stage, tokens, keys, focus, cell, row: row0, pal, maxWidth, secret, hint, written, ...shown };
   fill(p.readout, describeRow(view));
   drawHeads(p, pal, maxWidth, secret);
-  drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret);
+  drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image);
   p.cellView.update(
     cell && stage !== "tokens" && stage !== "qk" && secret !== "row"
       ? {
@@ -278,7 +285,11 @@ function drawAll(p) {
   const closedCell = store.closedCells(),
     closed = (j) => closedCell(focus, j);
   const stripRow = showWeights && secret !== "row" ? row : null;
-  const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span() });
+  const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span(), image });
+  // over the image: the strip's row, or the row of the measure drawn (neither while an exercise keeps the row)
+  const measured = get("measure") && secret !== "row" ? p.measure.focusedRow() : null;
+  const [layer, head] = [get("layer") || 0, get("head")];
+  p.imageView.update({ image, failed: p.picture.failed(), tokens, focus, weights: stripRow, measure: measured, layer, head, secret, pal, maxWidth });
   // the first draw with every picture in it (a long input's weights come from a worker)
   if (!root.attnwidget.firstPaint && !p.stages.pending()) root.attnwidget.firstPaint = performance.now();
   return laidOut;
@@ -427,7 +438,7 @@ const effectSummary = (get) => {
 
 /** The panel beyond one head: a live page offers what the kernel can compute (and says why not);
  * an exported page, what it carries. */
-function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
+function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
   const { store, get, constants, live } = p;
   const edited = live ? [] : p.model.edited?.() || []; // (an exported page's measures: of its arrays as brought in)
   const data = get("measure_data") || {},
@@ -455,6 +466,7 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret) {
     secret,
     cross: store.cross(),
     closed: store.closedCells(),
+    image,
     pal,
     maxWidth,
   });

@@ -123,10 +123,14 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
     /** For scripts and tests: the matrix drawn (row-major), the state it is for, its scale's top and the arcs' row, or null. */
     numbers: () =>
       at && shown ? { key: shown.key, values: at.values(), row: at.row, hi: at.hi, state: node.dataset.state } : { state: node.dataset.state || "" },
+    /** The focused row of the matrix drawn, as drawn (a map over an image): {name, label, title, row,
+     * signed, state}, or null when none is drawn. */
+    focusedRow: () => (at && shown ? { ...at.about, row: Array.from({ length: at.cols }, (_, j) => at.value(at.focus, j)), state: node.dataset.state } : null),
     /** view: {measure, offered (names, in order), why ({name: reason} for those it cannot show),
      * entry (the kernel's, or the page's own, for `measure`), live (a kernel computes another),
      * get (the state), tokens, keys, focus, cross, closed(i, j), weights (the focused row's, for
-     * weight × ‖value‖), sentences, secret (what an exercise hides), pal, maxWidth} */
+     * weight × ‖value‖), sentences, secret (what an exercise hides), image (a vision model's picture,
+     * for the strip's tiles), pal, maxWidth} */
     update(view) {
       const { measure, offered, why, entry, live, get, edited = [] } = view;
       node.hidden = offered.length === 0;
@@ -167,6 +171,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         get("sentence_index"),
         view.tokens,
         view.secret,
+        view.image,
         JSON.stringify(view.pal),
         view.maxWidth,
       ];
@@ -193,7 +198,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         lo = signed ? -hi : 0;
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
       const focus = Math.min(view.focus, rows - 1);
-      at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(slice), row: null, hi };
+      at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(slice), row: null, hi, focus, cols };
       const layerOf = "layer" in shown.key ? shown.key.layer : get("layer"),
         headOf = "head" in shown.key ? shown.key.head : get("head");
       const title = {
@@ -202,6 +207,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         flow: `flow up to layer ${layerOf}`,
         difference: `this text − “${short(view.sentences[shown.other] ?? "the other", 40)}”, head ${headOf}`,
       }[shown.key.measure];
+      at.about = { name: shown.key.measure, label: LABELS[shown.key.measure], title, signed };
       grid.node.querySelector("figcaption")?.remove();
       grid.node.prepend(el("figcaption", {}, title));
       grid.update({
@@ -230,7 +236,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         const row = Array.from({ length: cols }, (_, j) => value(focus, j)),
           total = row.reduce((a, b) => a + b, 0) || 1;
         at.row = row.map((x) => x / total);
-        strip.update({ tokens: view.tokens, focus, row: at.row, rowKey: null, pal: view.pal });
+        strip.update({ tokens: view.tokens, focus, row: at.row, rowKey: null, pal: view.pal, image: view.image });
       }
     },
     destroy() {

@@ -1,8 +1,9 @@
 // The token strip across the top, and the arcs from the focused token to the tokens it reads. In
 // cross-attention the text read is a second row below, and the links run down from the focused
-// token to the tokens of that text.
+// token to the tokens of that text. A vision model's patches are drawn as the image's own tiles.
 import { chipTint } from "../colours.js";
 import { el, fill, inkOn, percentages, svg } from "./dom.js";
+import { tileOf } from "./image.js";
 
 const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
@@ -44,22 +45,32 @@ export function createTokenStrip(parent, { onFocus }) {
   }
   list.addEventListener("keydown", onKey);
 
-  function rebuild(tokens) {
+  function rebuild(tokens, image, condensed) {
     // a text being written grows (or shrinks) at its end: the buttons of the tokens kept stay
     const before = last?.tokens ?? [];
     let kept = 0;
-    while (kept < Math.min(before.length, tokens.length, buttons.length) && before[kept] === tokens[kept]) kept++;
-    const added = tokens
-      .slice(kept)
-      .map((t, at) =>
-        el(
-          "button",
-          { class: "aw-token", type: "button", "data-index": kept + at, onclick: () => onFocus(kept + at) },
-          el("span", { class: "aw-token-text" }, t),
-          el("span", { class: "aw-token-weight" }),
-        ),
+    if (image === last?.image && (!image || condensed === last?.condensed))
+      while (kept < Math.min(before.length, tokens.length, buttons.length) && before[kept] === tokens[kept]) kept++;
+    const added = tokens.slice(kept).map((t, at) => {
+      const i = kept + at,
+        tile = image && tileOf(image, i, condensed); // (condensed, its name is hidden: the button's label and tooltip say it)
+      return el(
+        "button",
+        {
+          class: tile ? "aw-token aw-token-patch" : "aw-token",
+          type: "button",
+          "data-index": i,
+          onclick: () => onFocus(i),
+          "aria-label": tile && condensed && t,
+          title: tile && t,
+        },
+        tile,
+        el("span", { class: "aw-token-text" }, t),
+        el("span", { class: "aw-token-weight" }),
       );
+    });
     for (const b of buttons.slice(kept)) b.remove();
+    arcsFor = null; // (tiles come once the image is read: every token may move)
     buttons = buttons.slice(0, kept).concat(added);
     if (kept) list.append(...added);
     else fill(list, buttons);
@@ -152,18 +163,20 @@ export function createTokenStrip(parent, { onFocus }) {
     /** closed(j): the focused row may not read token j (its chip's tooltip says so);
      * span: [first, count] of a detail window's columns, which the strip keeps in view, or null;
      * rowKey: an object that is the same exactly while the row's numbers are (the store's row).
-     * Returns false when the arcs could not be laid out (the strip is hidden for a moment). */
-    update({ tokens, keys = null, focus, row, rowKey = null, closed = () => false, pal, span = null }) {
-      if (!last || last.tokens !== tokens) rebuild(tokens);
+     * Returns false when the arcs could not be laid out (the strip is hidden for a moment);
+     * image: a vision model's picture (views/image.js), whose patches are drawn as tiles, or null. */
+    update({ tokens, keys = null, focus, row, rowKey = null, closed = () => false, pal, span = null, image = null }) {
+      // a long strip is condensed: the tint alone says how much each token is read
+      const condensed = Math.max(tokens.length, keys ? keys.length : 0) > CONDENSE;
+      const rebuilt = !last || last.tokens !== tokens || last.image !== image || (image && last.condensed !== condensed);
+      if (rebuilt) rebuild(tokens, image, condensed);
       if (!last || last.keys !== keys) {
         rebuildKeys(keys);
         arcsFor = null;
       }
-      const moved = !last || last.focus !== focus || last.tokens !== tokens;
+      const moved = rebuilt || last.focus !== focus; // (new buttons, tiles among them: every token may have moved)
       const spanMoved = span && String(span) !== String(last?.span);
-      last = { tokens, keys, focus, span };
-      // a long strip is condensed: the tint alone says how much each token is read
-      const condensed = Math.max(tokens.length, keys ? keys.length : 0) > CONDENSE;
+      last = { tokens, keys, focus, span, image, condensed };
       node.classList.toggle("aw-condensed", condensed);
       const shares = row && !condensed ? percentages(row) : null; // they add up to 100, as the text says
       // the tokens read carry the weights: the row's own in self-attention, the text below in cross-attention

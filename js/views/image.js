@@ -1,0 +1,303 @@
+// A vision model's image: drawn as the model saw it, with a row over its patch grid (the focused
+// token's weights, or the row of the measure shown) as a tint on each patch, the focused patch
+// outlined. A click or the arrow keys focus a patch. The same pixels make the token strip's tiles.
+import { rgb } from "d3-color";
+import { format } from "d3-format";
+import { el, fill } from "./dom.js";
+
+const SIDE = 320; // the image's longer side on the page, in CSS pixels
+const TOP_ALPHA = 0.8; // the tint of the row's largest value: the image still shows through
+const TILE = { full: 30, condensed: 18 }; // a tile's height in the token strip
+
+/** createPicture(onLoad) -> picture(image): the widget's `image` with `source` (a canvas of its
+ * pixels) and `patch` as [height, width] once its PNG is decoded; null before, or for no image.
+ * The same object while the image is, so views can tell when to draw their tiles again. */
+export function createPicture(onLoad) {
+  let spec = null,
+    out = null,
+    failed = ""; // why the image could not be read
+  const picture = (image) => {
+    if (!image?.src) return null;
+    if (image !== spec) {
+      spec = image;
+      [out, failed] = [null, ""];
+      const img = new Image();
+      img.src = image.src;
+      img
+        .decode()
+        .then(() => {
+          if (spec !== image) return;
+          const source = Object.assign(document.createElement("canvas"), { width: img.naturalWidth, height: img.naturalHeight });
+          source.getContext("2d").drawImage(img, 0, 0);
+          const patch = Array.isArray(image.patch) ? image.patch : [image.patch, image.patch];
+          out = { ...image, source, patch };
+          onLoad();
+        })
+        .catch((err) => {
+          failed = `the image could not be read (${err.message})`;
+          onLoad();
+        });
+    }
+    return out;
+  };
+  /** Drawn, or known not to draw: pictures wait for it. */
+  picture.settled = () => !spec || !!out || !!failed;
+  picture.failed = () => failed;
+  return picture;
+}
+
+/** The strip's tile for token i: a canvas of its patch at the image's own pixels (shown smaller in
+ * a condensed strip); null for a token that is no patch ([CLS], [DIST], a register). */
+export function tileOf(image, i, condensed) {
+  const at = i - image.first;
+  if (!(at >= 0 && at < image.rows * image.cols)) return null;
+  const [ph, pw] = image.patch,
+    r = Math.floor(at / image.cols),
+    c = at % image.cols,
+    h = condensed ? TILE.condensed : TILE.full;
+  const canvas = el("canvas", { class: "aw-tile", width: pw, height: ph, style: `width:${(h * pw) / ph}px;height:${h}px`, "aria-hidden": "true" });
+  canvas.getContext("2d").drawImage(image.source, c * pw, r * ph, pw, ph, 0, 0, pw, ph);
+  return canvas;
+}
+
+const fmtEnd = format(".3r"); // three figures: a long row's values are small, and near alike
+
+/** The legend of the tint: its title, its ends and the bar between them (over the page, as over the image). */
+function scaleOf(node, title, tint, lo, hi) {
+  const stops = Array.from({ length: 11 }, (_, i) => `${tint(lo + ((hi - lo) * i) / 10)} ${i * 10}%`);
+  fill(
+    node,
+    el("span", { class: "aw-legend-title" }, title),
+    el("span", {}, fmtEnd(lo)),
+    el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
+    el("span", {}, fmtEnd(hi)),
+  );
+}
+
+/** The image smoothed to `width` × `height` pixels, on a canvas of its own. */
+function shownAt(source, width, height) {
+  if (source.width === width && source.height === height) return source;
+  const out = Object.assign(document.createElement("canvas"), { width, height });
+  const ctx = out.getContext("2d");
+  ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(source, 0, 0, width, height);
+  return out;
+}
+
+/** The words for what the map shows, by what it is: its caption reads "<title>: <what>". */
+const READS = {
+  weights: (t) => `how much ${t} reads each patch`,
+  norms: (t) => `what each patch moves ${t} by`,
+  rollout: (t) => `how much of each patch reaches ${t}`,
+  flow: (t) => `the flow from each patch to ${t}`,
+  difference: (t) => `how much more ${t} reads each patch here than in the other text`,
+};
+
+/** createImage(parent, {onFocus(i), onChange()}) -> {node, update(view), numbers(), destroy()};
+ * onChange: the reader switched what is drawn over the image (the view's own choice). */
+export function createImage(parent, { onFocus, onChange }) {
+  const canvas = el("canvas", { class: "aw-image-map", tabindex: "0", role: "img", "aria-label": "The image" });
+  const tip = el("div", { class: "aw-tip", hidden: true });
+  const caption = el("p", { class: "aw-image-caption" });
+  const specials = el("p", { class: "aw-image-specials" });
+  const switcher = el("div", { class: "aw-image-switch", role: "group", "aria-label": "Drawn over the image", hidden: true });
+  const legendNode = el("div", { class: "aw-legend" });
+  const node = el(
+    "figure",
+    { class: "aw-figure aw-image", hidden: true },
+    el("figcaption", {}, "the image"),
+    caption,
+    el("div", { class: "aw-canvas-wrap" }, canvas, tip), // (hidden with the rest when the image cannot be read)
+    specials,
+    legendNode,
+    switcher,
+  );
+  parent.append(node);
+  let at = null, // what is drawn: {image, tokens, focus, shown, values, lo, hi, specials}
+    cursor = 0, // the focus last drawn or asked for here: keys can come faster than redraws
+    prefer = "", // the map the reader chose with the switch ("weights"), kept while its measure is shown
+    offeredKey = "";
+
+  /** The patch under a pointer event, as its index among the patches, or -1. */
+  function patchAt(ev) {
+    if (!at) return -1;
+    const r = canvas.getBoundingClientRect(),
+      { rows, cols } = at.image;
+    const c = Math.floor(((ev.clientX - r.left) / r.width) * cols),
+      row = Math.floor(((ev.clientY - r.top) / r.height) * rows);
+    const p = row * cols + c; // (while a text is written token by token, only the patches written so far)
+    return c >= 0 && c < cols && row >= 0 && row < rows && at.image.first + p < at.tokens.length ? p : -1;
+  }
+  canvas.addEventListener("click", (ev) => {
+    const p = patchAt(ev);
+    if (p >= 0) onFocus(at.image.first + p);
+  });
+  canvas.addEventListener("mousemove", (ev) => {
+    const p = patchAt(ev);
+    tip.hidden = p < 0;
+    if (p < 0) return;
+    const name = at.tokens[at.image.first + p];
+    tip.textContent = at.values ? `${name}: ${fmtEnd(at.values[p])}` : name;
+    tip.style.left = `${ev.offsetX + 14}px`;
+    tip.style.top = `${ev.offsetY + 10}px`;
+  });
+  canvas.addEventListener("mouseleave", () => {
+    tip.hidden = true;
+  });
+  canvas.addEventListener("keydown", (ev) => {
+    const step = { ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] }[ev.key];
+    if (!at || !step) return;
+    ev.preventDefault();
+    const { rows, cols, first } = at.image,
+      p = cursor - first;
+    const r = Math.min(rows - 1, Math.max(0, Math.floor(p / cols) + step[0])),
+      c = Math.min(cols - 1, Math.max(0, (p % cols) + step[1]));
+    cursor = p >= 0 && p < rows * cols ? first + r * cols + c : first; // from [CLS]: onto the image
+    onFocus(cursor);
+  });
+
+  /** The picture in CSS pixels, on the page's canvas or on a picture's recorder (snapshot.js). */
+  function drawOn(ctx, width, height, source = at.image.source) {
+    const { image, values, focus } = at,
+      { rows, cols } = image,
+      cw = width / cols,
+      ch = height / rows;
+    ctx.imageSmoothingEnabled = true;
+    ctx.drawImage(source, 0, 0, width, height);
+    if (values) {
+      for (let p = 0; p < values.length; p++) {
+        if (!Number.isFinite(values[p])) continue; // (a patch not written yet)
+        ctx.fillStyle = at.tint(values[p]);
+        ctx.fillRect((p % cols) * cw, Math.floor(p / cols) * ch, cw, ch);
+      }
+    }
+    const p = focus - image.first;
+    if (p >= 0 && p < rows * cols) {
+      // two rings, the theme's background under the accent: seen on any image
+      const x = (p % cols) * cw,
+        y = Math.floor(p / cols) * ch;
+      ctx.lineWidth = 4;
+      ctx.strokeStyle = at.pal.bg;
+      ctx.strokeRect(x + 2, y + 2, cw - 4, ch - 4);
+      ctx.lineWidth = 2;
+      ctx.strokeStyle = at.pal.accent;
+      ctx.strokeRect(x + 2, y + 2, cw - 4, ch - 4);
+    }
+  }
+
+  const choose = (name) => {
+    prefer = name;
+    onChange();
+  };
+
+  /** The map to draw: the measure's row while one is shown (unless the reader chose the weights). */
+  function chosen(view) {
+    const { weights, measure } = view;
+    const names = [weights && "weights", measure?.name].filter(Boolean);
+    const key = names.join();
+    if (key !== offeredKey) [offeredKey, prefer] = [key, ""]; // a new measure: its row first
+    switcher.hidden = names.length < 2;
+    if (!switcher.hidden && switcher.dataset.key !== key) {
+      switcher.dataset.key = key;
+      fill(
+        switcher,
+        el("span", {}, "over the image:"),
+        names.map((n) => el("button", { type: "button", "data-map": n, onclick: () => choose(n) }, n === "weights" ? "weights" : measure.label)),
+      );
+    }
+    const name = names.includes(prefer) ? prefer : names.at(-1) || "";
+    for (const b of switcher.querySelectorAll("button")) b.setAttribute("aria-pressed", String(b.dataset.map === name));
+    return name === "weights"
+      ? { name, row: weights }
+      : name
+        ? { name, row: measure.row, label: measure.label, title: measure.title, signed: measure.signed, state: measure.state }
+        : null;
+  }
+
+  return {
+    node,
+    /** For scripts and tests: the map drawn, {shown ("" for the image bare), focus, values (one a
+     * patch, row by row), specials ([token, value] for the tokens beside the patches), lo and hi (the colour scale's ends), outlined
+     * (the focused patch's index among the patches, or null)}. */
+    numbers() {
+      if (!at) return { shown: "", focus: null, values: [], specials: [], lo: 0, hi: 0, outlined: null };
+      const p = at.focus - at.image.first,
+        outlined = p >= 0 && p < at.image.rows * at.image.cols ? p : null;
+      return { shown: at.shown, focus: at.focus, values: at.values ? Array.from(at.values) : [], specials: at.specials, lo: at.lo, hi: at.hi, outlined };
+    },
+    /** view: {image (a picture's, or null), failed (why it could not be read), tokens, focus,
+     * weights (the focused row, or null while the stage or an exercise keeps it), measure ({name,
+     * label, title, row, signed, state} of the measure drawn, or null), layer, head, secret (what an
+     * exercise hides), pal, maxWidth} */
+    update(view) {
+      const { image, tokens, focus, pal } = view;
+      node.hidden = !image && !view.failed;
+      canvas.parentNode.hidden = !image;
+      if (!image) {
+        for (const part of [specials, legendNode, switcher]) part.hidden = true;
+        at = null;
+        caption.textContent = view.failed || "";
+        return;
+      }
+      const map = chosen(view),
+        { first, rows, cols, patch } = image,
+        n = rows * cols;
+      const values = map ? Float64Array.from({ length: n }, (_, p) => map.row[first + p] ?? NaN) : null;
+      const known = values ? values.filter(Number.isFinite) : [];
+      // the scale spans the row's patches, smallest to largest (a signed row: ±its largest size), so
+      // a row that reads the patches nearly alike still shows which it reads more; the legend says the range
+      const top = known.reduce((a, v) => Math.max(a, Math.abs(v)), 0);
+      const lo = !known.length ? 0 : map.signed ? -top : known.reduce((a, v) => Math.min(a, v), Infinity),
+        hi = top,
+        flat = !(hi - lo > 1e-9 * Math.max(1, hi));
+      const colourOf = (v) => (map.signed && v < 0 ? pal.neg : map.signed ? pal.pos : pal.seq);
+      const share = (v) => (flat ? 0 : map.signed ? Math.abs(v) / hi : (v - lo) / (hi - lo));
+      // the tint's opacity: none at the bottom of the scale (the image as it is), TOP_ALPHA at its top
+      const tint = (v) =>
+        rgb(colourOf(v))
+          .copy({ opacity: TOP_ALPHA * Math.min(1, Math.max(0, share(v))) })
+          .formatRgb();
+      const special = map ? tokens.slice(0, first).map((t, i) => [t, map.row[i]]) : [];
+      cursor = focus;
+      at = { image, tokens, focus, shown: map?.name || "", values, lo, hi, specials: special, tint, pal };
+      // sized to the page: the longer side SIDE pixels at most
+      const [h0, w0] = image.size,
+        k = Math.min(SIDE, view.maxWidth - 24) / Math.max(h0, w0),
+        width = Math.round(w0 * k),
+        height = Math.round(h0 * k),
+        dpr = window.devicePixelRatio || 1;
+      if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(height * dpr)) {
+        Object.assign(canvas, { width: Math.round(width * dpr), height: Math.round(height * dpr) });
+        Object.assign(canvas.style, { width: `${width}px`, height: `${height}px` });
+      }
+      const ctx = canvas.getContext("2d");
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      drawOn(ctx, width, height);
+      // a picture's copy: the image at the size shown (cairo would blur a small one's edges into the
+      // page when scaling it up), and each patch's tint as a shape
+      canvas.drawOn = (rec) => drawOn(rec, width, height, shownAt(image.source, width, height));
+      const size = patch[0] === patch[1] ? `${patch[0]}` : `${patch[0]} × ${patch[1]}`;
+      const grid = `${rows} × ${cols} patches of ${size} px`;
+      canvas.setAttribute(
+        "aria-label",
+        `The image as the model saw it, ${grid}${map ? `, tinted by ${map.name}` : ""}: click a patch, or move with the arrow keys, to focus it`,
+      );
+      const reader = tokens[focus];
+      const what = !map
+        ? `The image as the model saw it, ${h0} × ${w0} px in ${grid}. ${view.secret === "row" ? "The weights wait for the reveal." : "From the weights stage on, the focused token's weights are drawn over it."}`
+        : map.name === "weights"
+          ? `${reader}'s weights (layer ${view.layer}, head ${view.head}): ${READS.weights(reader)}.`
+          : `${map.title}: ${(READS[map.name] || READS.weights)(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : ""}`;
+      caption.textContent = `${what} Click a patch to focus it.`;
+      specials.hidden = !special.length;
+      specials.textContent = special.length ? `beside the patches: ${special.map(([t, v]) => `${t} ${fmtEnd(v)}`).join(" · ")}` : "";
+      legendNode.hidden = !map;
+      const label = map?.name === "weights" ? "weight" : map?.label;
+      if (map && flat) fill(legendNode, `every patch's ${label} is ${fmtEnd(hi)}: the image is left untinted`);
+      else if (map) scaleOf(legendNode, `${label}, the patches' range:`, tint, lo, hi);
+    },
+    destroy() {
+      node.remove();
+    },
+  };
+}
