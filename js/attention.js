@@ -423,8 +423,13 @@ export function rope(m, base) {
   return { ...m, data: out };
 }
 
-/** The ALiBi paper's slopes: m_h = 2^(−8h/H) for heads h = 1 … H. */
-export const alibiSlopes = (heads) => Array.from({ length: heads }, (_, i) => 2 ** ((-8 * (i + 1)) / heads));
+/** The ALiBi paper's slopes, as BLOOM has them (position.py's slopes): 2^(−8h/P) for the power of two P ≤ H, then
+ * every other slope of 2P heads for the heads left. */
+export function alibiSlopes(heads) {
+  const power = 2 ** Math.floor(Math.log2(heads));
+  const extra = Array.from({ length: heads - power }, (_, i) => 2 ** ((-4 * (2 * (i + 1) - 1)) / power));
+  return [...Array.from({ length: power }, (_, i) => 2 ** ((-8 * (i + 1)) / power)), ...extra];
+}
 
 /** The bias `b` (n × m for every head, heads × n × m, or null) plus ALiBi's −m_h·|i − j|, as heads × n × m. */
 export function withAlibi(b, heads, n, m, slopes) {

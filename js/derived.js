@@ -363,7 +363,7 @@ export function createStore(get) {
     /** q as a synced array, with the focused token's query in the current head set to `vec`
      * (the query dial's drag), in the precision Python sent. */
     withQuery: (vec) => {
-      const all = given("q"), // every token's, as Python has them (a model's: the layer's own), before any turn
+      const all = whole("q"), // every token's, as Python has them (written or not), before any turn
         h = Math.min(get("head"), all.heads - 1),
         data = all.data.slice();
       // the dial turns the query as the scores take it: with RoPE, the query given is that turned back

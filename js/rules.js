@@ -526,6 +526,10 @@ export function checkState(s) {
       throw new Refused(
         `In cross-attention ${told} must agree on the number of ${what}, got ${said(group)}. Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).`,
       );
+  if ((s.position === "rope" || s.position === "alibi") && !s.n_layers && cross)
+    throw new Refused(
+      `position=${show(s.position)} counts the rows and the columns as places in one text; in cross-attention the columns are another text's tokens: set position='none' for it.`,
+    );
   if (s.position === "rope" && !s.n_layers && last(q, -1) % 2)
     throw new Refused(
       `position='rope' turns pairs of numbers: q and k need an even width, got ${last(q, -1)}. Give vectors of an even width, or set position='none' or 'alibi'.`,

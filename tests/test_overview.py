@@ -81,7 +81,14 @@ def test_the_overview_carries_head_summarys_numbers_and_each_heads_picture():
     picture = block_means(w.weights)
     np.testing.assert_allclose(thumbs[2 * 2 + 1] / 255 * o["top"][5], picture, atol=picture.max() / 510 + 1e-12)
     want_key = {"temperature": 0.6, "causal": True, "sink": True, "step": 7, "block": ""}
-    assert o["key"] == {**want_key, "scale": w.scale, "softcap": None, "sentence_index": 0, "position": w.position, "rope_base": 10000.0}
+    assert o["key"] == {
+        **want_key,
+        "scale": w.scale,
+        "softcap": None,
+        "sentence_index": 0,
+        "position": w.position,
+        "rope_base": 10000.0,
+    }
 
 
 def test_the_page_asks_for_the_overview_and_a_change_of_its_inputs_drops_it():

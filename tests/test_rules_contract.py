@@ -306,12 +306,11 @@ def cases(draw):
     if state["n_layers"]:  # a model's own scheme, which it carries in its q and k
         state["position"] = draw(st.sampled_from(rules.MODEL_POSITIONS))
     else:
-        state["position"] = draw(
-            st.sampled_from(["none", "alibi"] + (["rope"] if state["q"].shape[-1] % 2 == 0 else []))
-        )
+        turns = ["alibi"] + (["rope"] if state["q"].shape[-1] % 2 == 0 else [])
+        state["position"] = draw(st.sampled_from(["none"] + ([] if cross else turns)))  # (one text's places only)
         if draw(st.booleans()):
             count = state["q"].shape[0] if state["q"].ndim == 3 else 1
-            state["alibi_slopes"] = [0.5 / (h + 1) for h in range(count)]
+            state["alibi_slopes"] = tuple(0.5 / (h + 1) for h in range(count))
     if kind in ("own", "cross") and draw(st.booleans()):
         state["x"] = A.new((n, state["v"].shape[-1]))
         state["residual"] = draw(st.booleans())

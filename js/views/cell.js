@@ -13,14 +13,15 @@ export function createCell(parent, { onClose }) {
 
   const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
   // q·k to the score: × scale, then the model's cap (softcap · tanh(s / softcap)) and its bias, where it has them
-  const scoreSteps = (a, biased) => {
+  // (term: what the bias is called: "bias", or ALiBi's −m·|i − j| with or without a bias given)
+  const scoreSteps = (a, biased, term) => {
     const last = (label) => step("score", `${label} = score`, fmt3(a.score));
     if (a.softcap == null && !biased) return [last(`× scale ${fmt3(a.scale)}`)];
     const scaled = step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot));
     const cap = `capped: ${fmt3(a.softcap)} · tanh(… / ${fmt3(a.softcap)})`;
-    if (a.softcap == null) return [scaled, last(`+ bias ${fmt3(a.bias)}`)];
+    if (a.softcap == null) return [scaled, last(`+ ${term} ${fmt3(a.bias)}`)];
     if (!biased) return [scaled, last(cap)];
-    return [scaled, step("capped", `${cap} =`, fmt3(a.capped)), last(`+ bias ${fmt3(a.bias)}`)];
+    return [scaled, step("capped", `${cap} =`, fmt3(a.capped)), last(`+ ${term} ${fmt3(a.bias)}`)];
   };
 
   return {
@@ -28,7 +29,8 @@ export function createCell(parent, { onClose }) {
     update(state) {
       node.hidden = !state;
       if (!state) return;
-      const { a, reader, read, why, biased, given } = state; // biased: the scores have a bias added; given: weights alone
+      // biased: the scores have a bias added; given: weights alone; position: the lab's RoPE or ALiBi (derived.js)
+      const { a, reader, read, why, biased, given, position = null } = state;
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
         const because = CLOSED[why].sentence(reader, read);
@@ -51,8 +53,8 @@ export function createCell(parent, { onClose }) {
       }
       fill(
         steps,
-        step("dot", `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
-        ...scoreSteps(a, biased),
+        step("dot", position?.scheme === "rope" ? `q(${reader}) · k(${read}), both turned by RoPE =` : `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
+        ...scoreSteps(a, biased, position?.scheme !== "alibi" ? "bias" : position.biased ? "bias − m·|i − j| (ALiBi)" : "ALiBi's −m·|i − j|"),
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
         step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),

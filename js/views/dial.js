@@ -189,12 +189,13 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
           el("td", { class: "aw-dial-weight" }, `${shares[r]}%`),
         ),
       );
+      const ramp = position?.scheme === "alibi" ? " − m·|i − j|" : ""; // ALiBi's penalty is in the scores too
       const head = el(
         "tr",
         {},
         el("th", {}, "Key"),
         el("th", {}, "q · k"),
-        el("th", { class: "aw-dial-scaled" }, `score = ${scaleText} × q · k`),
+        el("th", { class: "aw-dial-scaled" }, `score = ${scaleText} × q · k${ramp}`),
         el("th", {}, "Weight"),
       );
       fill(table, el("thead", {}, head), el("tbody", {}, rows));
@@ -210,13 +211,16 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
             ? ""
             : ` ÷ T (T = ${fmt2(temperature)})`;
       const closed = names.filter((_, j) => masked(j)).map((name) => short(name, 16));
+      const degrees = (focus * 180) / Math.PI;
       const turned =
         position?.scheme === "rope"
-          ? ` RoPE: every arrow is turned by its token's position × θ (θ = 1 radian for two numbers): ${short(tokens[focus])}'s query ${focus} × θ (${format(".0f")((focus * 180) / Math.PI)}°), each key by its own, so q · k depends on how far apart two tokens are. Dashed: the query before its turn.`
-          : "";
+          ? ` RoPE: every arrow is turned by its token's position × θ (θ = 1 radian for two numbers): ${short(tokens[focus])}'s query ${focus} × θ${degrees < 360 ? ` (${format(".0f")(degrees)}°)` : ""}, each key by its own, so q · k depends on how far apart two tokens are.${rope ? " Dashed: the query before its turn." : ""}`
+          : position?.scheme === "alibi"
+            ? ` ALiBi: each score also has −m·|i − j| added, m = ${format(".3~g")(position.slope)}: a token d places away loses m·d.`
+            : "";
       fill(
         note,
-        `q · k: the dot product of ${short(tokens[focus])}'s query with each key${position?.scheme === "rope" ? ", both turned" : ""}; score = ${scaleText} × q · k. ` +
+        `q · k: the dot product of ${short(tokens[focus])}'s query with each key${position?.scheme === "rope" ? ", both turned" : ""}; score = ${scaleText} × q · k${ramp}. ` +
           `Weight: softmax of the scores${t}, so the weights add up to 100%.` +
           (scaleText === "1/√2" ? " The scale is 1/√d, d = 2 numbers per vector." : "") +
           (closed.length

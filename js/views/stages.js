@@ -73,9 +73,6 @@ const GIVEN_NOTE =
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
-/** The sentences under the controls for what the stage draws: its caption (the one that fits the
- * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
- * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token)}. */
 const slopeText = format(".3~g"); // ALiBi's slopes run down to 2^(−8): three figures, not three decimals
 
 /** Said under the query/key, scores and weights stages when position enters the lab's scores: what it did to the
@@ -96,6 +93,10 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
   return `ALiBi: each place of distance between two tokens costs ${m} of score (m, this head's slope), so ${short(reader)} leans toward the tokens near it.`;
 }
 
+/** The sentences under the controls for what the stage draws: its caption (the one that fits the
+ * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
+ * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
+ * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place)}. */
 export function captionOf({
   stage,
   cross,
@@ -171,7 +172,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       score = fmt3(at.scores()[i * m + j]);
     const a = (bias || at.softcap != null) && at.cellArithmetic(i, j);
     const capped = at.softcap != null ? `${fmt3(a.softcap)}·tanh(${fmt3(a.scale * a.dot)}/${fmt3(a.softcap)})` : "";
-    const terms = bias ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + bias ${fmt3(a.bias)}` : capped ? ` = ${capped}` : "";
+    const term = at.position?.scheme === "alibi" ? (at.position.biased ? "bias − m·|i − j|" : "ALiBi's −m·|i − j|") : "bias";
+    const terms = bias ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + ${term} ${fmt3(a.bias)}` : capped ? ` = ${capped}` : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
@@ -193,7 +195,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   const biasGrid = createGrid(scoresPanel, {
     title: "bias (added to scale · q · k)",
     onPick: pickOnOverview,
-    describe: (i, j) => `${name(i)} reads ${keyName(j)}: bias ${fmt3(at.bias.data[i * at.keys.length + j])}`,
+    describe: (i, j) => `${name(i)} reads ${keyName(j)}: ${at.position?.scheme === "alibi" ? "added" : "bias"} ${fmt3(at.bias.data[i * at.keys.length + j])}`,
   });
   const biasLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(biasLegend);
@@ -364,7 +366,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
           text: fmt2,
           ariaLabel: `bias from ${fmt2(blo)} to ${fmt2(bhi)}`,
         });
-        legend(biasLegend, `${alibi ? "ALiBi's penalty" : "bias"} (colour centred on 0)`, bcolor, blo, bhi);
+        legend(biasLegend, `${alibi ? (alibi.biased ? "bias + ALiBi's penalty" : "ALiBi's penalty") : "bias"} (colour centred on 0)`, bcolor, blo, bhi);
       }
     },
     weights(view) {

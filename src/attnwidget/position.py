@@ -30,8 +30,12 @@ def rope(x: np.ndarray, base: float = ROPE_BASE) -> np.ndarray:
 
 
 def slopes(heads: int) -> list[float]:
-    """The ALiBi paper's slopes: m_h = 2^(−8h/H) for heads h = 1 … H (1/2, 1/4, … 1/256 for 8 heads)."""
-    return [2.0 ** (-8 * h / heads) for h in range(1, heads + 1)]
+    """The ALiBi paper's slopes, as BLOOM has them: m_h = 2^(−8h/H) for heads h = 1 … H when H is a
+    power of two (1/2, 1/4, … 1/256 for 8 heads); otherwise those of the power of two P below H,
+    then every other slope of 2P heads, 2^(−4(2r − 1)/P), for the H − P heads left."""
+    power = 1 << (heads.bit_length() - 1)
+    extra = [2.0 ** (-4 * (2 * r - 1) / power) for r in range(1, heads - power + 1)]
+    return [2.0 ** (-8 * h / power) for h in range(1, power + 1)] + extra
 
 
 def alibi(n: int, m: int, ms) -> np.ndarray:

@@ -75,7 +75,7 @@ class Shown(_Widget):
                 self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m))
             )  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
-            q, k, bias = positioned(q, k, bias, self._position_state(self.head))
+            q, k, bias = positioned(q, k, bias, self._position_state())
             mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
             cached = self._result = (
                 key,
@@ -93,11 +93,10 @@ class Shown(_Widget):
             )
         return cached[1]
 
-    def _position_state(self, head=None) -> dict:
-        """What position.positioned reads: the lab's scheme (a model's own is in its q and k), and for one
-        head its own slope."""
-        slopes = self.alibi_slopes or slopes_of(self.n_heads)
-        one = slopes if head is None else [slopes[min(head, len(slopes) - 1)]]
+    def _position_state(self) -> dict:
+        """What position.positioned reads for the head shown: the lab's scheme (a model's is in its q and k)."""
+        every = self.alibi_slopes or slopes_of(self.n_heads)
+        one = [every[min(self.head, len(every) - 1)]]  # (the head shown's own slope)
         return {"position": self.position, "rope_base": self.rope_base, "alibi_slopes": one, "n_layers": self.n_layers}
 
     def _frozen(self, a):

@@ -303,6 +303,11 @@ def _check_state(s, asked):
                 + ", ".join(f"{n}: {c}" for n, c in group)
                 + ". Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=)."
             )
+    if s.get("position") in ("rope", "alibi") and not s.get("n_layers") and cross:
+        raise Refused(
+            f"position={show(s['position'])} counts the rows and the columns as places in one text; in cross-attention "
+            "the columns are another text's tokens: set position='none' for it."
+        )
     if s.get("position") == "rope" and not s.get("n_layers") and q.shape[-1] % 2:
         raise Refused(
             f"position='rope' turns pairs of numbers: q and k need an even width, got {q.shape[-1]}. Give vectors of "

@@ -333,6 +333,8 @@ def check(name, value):
     if name == "alibi_slopes":
         if value is None:
             return None
+        if getattr(value, "ndim", None) == 1:  # a numpy array of slopes
+            value = value.tolist()
         if not isinstance(value, (list, tuple)) or not all(_is_number(m) for m in value):
             raise Refused(
                 f"'alibi_slopes' must be a list of numbers, one slope m per head (−m·|i − j| is added to the "
@@ -344,7 +346,7 @@ def check(name, value):
                 f"'alibi_slopes' must be finite slopes ≥ 0 and no larger than {SCALE_LIMIT:.0e}; got "
                 f"[{', '.join(num(m) for m in slopes)}]."
             )
-        return slopes
+        return tuple(slopes)  # (held whole: a list changed in place would leave the numbers computed from it)
     if name == "goal":
         g = _number(name, value, "a number of effective tokens")
         if not (math.isfinite(g) and g >= 1):
