@@ -258,6 +258,7 @@ function drawAll(p) {
     position: store.position(),
     reader: tokens[focus],
     focus,
+    image: !!get("image"),
   });
   const warning = roundingWarning(store.agreement(), get("temperature"));
   p.notice.hidden = !warning;
@@ -274,6 +275,7 @@ function drawAll(p) {
           a: store.cellArithmetic(...cell),
           why: store.closedWhy(...cell),
           biased: !!store.bias(),
+          position: store.position(),
           given: get("weights_only") || "",
           reader: tokens[cell[0]],
           read: keys[cell[1]],
@@ -314,7 +316,7 @@ function controlsView(model, store, constants, stage) {
     position: get("position_about") || "",
     lab: get("n_layers") ? null : { scheme: get("position") || "none", even: store.all("q").cols % 2 === 0 }, // where position enters: the lab's choice
     block: get("block") || "",
-    generation: { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
+    generation: get("image") ? null : { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
   };
 }

@@ -96,7 +96,8 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
 /** The sentences under the controls for what the stage draws: its caption (the one that fits the
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
- * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place)}. */
+ * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place),
+ * image (the tokens are an image's patches)}. */
 export function captionOf({
   stage,
   cross,
@@ -113,9 +114,11 @@ export function captionOf({
   position = null,
   reader = "",
   focus = 0,
+  image = false,
 }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
+  if (image) said = said.replace("The sentence as tokens", "The image as tokens ([CLS] and the like, then one per patch, row by row)");
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
   else if (stage === "scores" && !hint) said = HIDDEN_SCORES_CAPTION;
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal

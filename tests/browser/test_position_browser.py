@@ -100,12 +100,22 @@ def test_choosing_rope_in_the_page_turns_the_arrows_and_says_so(browser, tmp_pat
             abs(moved["x"] + moved["width"] / 2 - (x - 30)) < 1.5
             and abs(moved["y"] + moved["height"] / 2 - (y + 20)) < 1.5
         )
+        # a cell's arithmetic says its dot product is of the turned query and key
+        page.evaluate(SET, ["stage", "weights"])
+        page.evaluate(SET, ["cell", [5, 4]])
+        page.wait_for_selector(".aw-cell:not([hidden])")
+        assert "q(bank) · k(river), both turned by RoPE =" in root.locator(".aw-cell").inner_text()
+        page.evaluate(SET, ["cell", None])
+        page.evaluate(SET, ["stage", "qk"])
         # ALiBi: the ramp under the scores, named with its slope
         root.locator(".aw-position-select").select_option("alibi")
         page.evaluate(SET, ["stage", "scores"])
-        page.wait_for_function("document.querySelector('.aw-caption').textContent.includes('ALiBi')")
+        page.wait_for_function("document.querySelector('.aw-caption').textContent.includes('ALiBi: each score gets')")
         captions = root.locator(".aw-panel:not([hidden]) figcaption").all_text_contents()
         assert "ALiBi's ramp: −m·|i − j|, m = 0.00391 (added to scale · q · k)" in captions
+        page.evaluate(SET, ["cell", [5, 1]])
+        page.wait_for_selector(".aw-cell:not([hidden])")
+        assert "+ ALiBi's −m·|i − j| −0.016 = score" in root.locator(".aw-cell").inner_text()
     finally:
         page.context.close()
 
@@ -116,5 +126,29 @@ def test_a_models_page_offers_no_position_of_its_own(browser, tmp_path, tokenize
     try:
         assert not page.locator(".aw-position-select").is_visible()
         assert page.locator(".aw-position").is_visible()
+    finally:
+        page.context.close()
+
+
+def test_turning_the_query_while_a_text_is_written_keeps_every_row(browser, tmp_path):
+    w = AttentionWidget("I sat by the river bank", stage="qk", step=3, position="rope")
+    page = _lab_page(browser, w, tmp_path / "writing.html")
+    rows = """() => { const q = document.querySelector('.aw-root').attnwidget.model.get('q');
+      const T = q.dtype === 'float32' ? Float32Array : Float64Array;
+      const data = new T(q.view.buffer, q.view.byteOffset, q.view.byteLength / T.BYTES_PER_ELEMENT);
+      return [q.shape, Array.from(data)]; }"""
+    try:
+        shape, before = page.evaluate(rows)
+        handle = page.locator(".aw-dial-handle").bounding_box()
+        x, y = handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2
+        page.mouse.move(x, y)
+        page.mouse.down()
+        page.mouse.move(x + 25, y - 15, steps=3)
+        page.mouse.up()
+        after_shape, after = page.evaluate(rows)
+        assert shape == after_shape == [6, 2]  # every token's query, as Python has them
+        changed = [i for i in range(6) if before[2 * i : 2 * i + 2] != after[2 * i : 2 * i + 2]]
+        assert changed == [2]  # the focused (last written) token's query turned, the rest as they were
+        assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('step')") == 3
     finally:
         page.context.close()

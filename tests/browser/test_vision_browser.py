@@ -96,6 +96,11 @@ def test_the_strip_draws_each_patch_as_its_tile_and_the_map_follows_the_focused_
             assert np.abs(got[..., :3].astype(int) - want).max() <= 2 and (got[..., 3] == 255).all()
         cls = page.locator(".aw-root > .aw-strip .aw-token[data-index='0']")
         assert cls.locator("canvas").count() == 0 and cls.locator(".aw-token-text").text_content() == "[CLS]"
+        # an image is not written token by token, and the tokens stage says they are its patches
+        assert not page.locator(".aw-gen-control").is_visible()
+        page.evaluate("document.querySelector('.aw-root').attnwidget.model.set('stage', 'tokens')")
+        page.wait_for_function("document.querySelector('.aw-caption').textContent.startsWith('The image as tokens')")
+        page.evaluate("document.querySelector('.aw-root').attnwidget.model.set('stage', 'weights')")
         # the map over the image: the page's own row of weights, which is Python's
         n = len(w.tokens)
         for click in (None, (2, 3)):
