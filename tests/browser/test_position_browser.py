@@ -152,3 +152,22 @@ def test_turning_the_query_while_a_text_is_written_keeps_every_row(browser, tmp_
         assert page.evaluate("document.querySelector('.aw-root').attnwidget.model.get('step')") == 3
     finally:
         page.context.close()
+
+
+def test_in_jupyterlab_the_pages_choice_of_position_is_the_kernels(open_notebook):
+    setup = """
+from attnwidget import AttentionWidget
+w = AttentionWidget("I sat by the river bank", stage="weights", focus=5)
+w
+"""
+    page, kernel, errors = open_notebook("position.ipynb", [setup])
+    try:
+        page.locator(".aw-position-select").select_option("alibi")
+        assert kernel.wait_for("w.position", lambda p: p == "alibi") == "alibi"
+        kernel.eval("setattr(w, 'alibi_slopes', [0.5])")
+        page.wait_for_function("document.querySelector('.aw-root').attnwidget.model.get('alibi_slopes')?.[0] === 0.5")
+        want = np.array(kernel.eval("w.weights.tolist()"))
+        np.testing.assert_allclose(np.reshape(page.evaluate(NUMBERS)["weights"], (6, 6)), want, atol=1e-12)
+        assert errors == []
+    finally:
+        page.context.close()

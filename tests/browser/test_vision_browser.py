@@ -214,3 +214,31 @@ def test_pictures_hold_the_image(browser, tmp_path, tf):
     assert region.std() > 20  # not blank
     want = np.asarray(Image.fromarray(seen(w)).resize((region.shape[1], region.shape[0]), Image.BILINEAR)).astype(int)
     assert np.abs(region - want).mean() < 12  # the image itself, where it is on the page
+
+
+def test_in_jupyterlab_a_224_image_is_live_and_a_click_on_it_reaches_the_kernel(open_notebook, tf):
+    setup = """
+import numpy as np, torch, transformers as tf
+from attnwidget import AttentionWidget
+torch.manual_seed(0)
+config = tf.ViTConfig(attn_implementation="eager", image_size=224, patch_size=16, hidden_size=64,
+                      num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+y, x = np.mgrid[0:224, 0:224]
+image = np.stack([x, y, (x + y) // 2], axis=-1).astype(np.uint8)
+w = AttentionWidget.from_transformers(tf.ViTModel(config).eval(), tf.ViTImageProcessorPil(size={"height": 224,
+                                      "width": 224}), image, stage="weights")
+w
+"""
+    page, kernel, errors = open_notebook("vision.ipynb", [setup])
+    try:
+        page.wait_for_function(READY, timeout=60_000)
+        assert page.locator(".aw-root > .aw-strip canvas.aw-tile").count() == 196
+        box = page.locator(".aw-image-map").bounding_box()
+        page.mouse.click(box["x"] + 2.5 * box["width"] / 14, box["y"] + 1.5 * box["height"] / 14)  # r1c2
+        assert kernel.wait_for("w.focus", lambda f: f == 1 + 14 + 2) == 17
+        want = np.array(kernel.eval("w.weights[17].tolist()"))
+        page.wait_for_function(f"{ROOT}.image().focus === 17")
+        np.testing.assert_allclose(page.evaluate(f"{ROOT}.image()")["values"], want[1:], atol=1e-6)
+        assert [e for e in errors if "favicon" not in e] == []
+    finally:
+        page.context.close()
