@@ -39,7 +39,7 @@ def slopes(heads: int) -> list[float]:
 
 
 def alibi(n: int, m: int, ms) -> np.ndarray:
-    """heads × n × m: −m_h·|i − j|, added to the scores of row i reading column j."""
+    """heads × n × m: ``−m_h·|i − j|``, added to the scores of row i reading column j."""
     distance = np.abs(np.arange(n)[:, None] - np.arange(m)[None, :]).astype(float)
     return -np.asarray(ms, dtype=float)[:, None, None] * distance
 

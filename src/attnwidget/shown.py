@@ -163,7 +163,7 @@ class Shown(_Widget):
         """The steps from q·k to the weight and its share of the output for ``cell`` (None when no
         cell). Of attention weights alone: from the weight given ("given", whose logarithm is the
         "score") to the weight, with no q·k, scale or cap (and no share without values). With
-        position="rope" the "dot" is of the query and key turned; with "alibi" the "bias" holds −m·|i − j|."""
+        position="rope" the "dot" is of the query and key turned; with "alibi" the "bias" holds ``−m·|i − j|``."""
         if self.cell is None:
             return None
         steps = self.attention.cell(*self.cell)

@@ -111,7 +111,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     position = Checked("none").tag(sync=True)
     """Where position enters the attention (position.py). Your own arrays: "none" (as given), "rope" (each query and
     key turned pair by pair by its position × θ_i, θ_i = rope_base^(−2i/width); the pairs are the first and second
-    halves of each vector) or "alibi" (−m·|i − j| added to the scores, one slope m per head). A model's widget names
+    halves of each vector) or "alibi" (``−m·|i − j|`` added to the scores, one slope m per head). A model's widget names
     its own scheme, which its q and k carry already, and cannot change it: "rope", "alibi", "relative" (T5's bias),
     "learned", "sinusoidal", or "" where its config does not say."""
     rope_base = Checked(10000.0).tag(sync=True)
