@@ -161,4 +161,5 @@ def test_the_course_notebooks_are_all_here():
         "04_cross_attention.ipynb",
         "04_practice.ipynb",
         "05_head_atlas.ipynb",
+        "06_position_and_images.ipynb",
     ]

@@ -101,6 +101,7 @@ def test_the_strip_draws_each_patch_as_its_tile_and_the_map_follows_the_focused_
         page.evaluate("document.querySelector('.aw-root').attnwidget.model.set('stage', 'tokens')")
         page.wait_for_function("document.querySelector('.aw-caption').textContent.startsWith('The image as tokens')")
         page.evaluate("document.querySelector('.aw-root').attnwidget.model.set('stage', 'weights')")
+        page.wait_for_function(f"{ROOT}.image().shown === 'weights'")
         # the map over the image: the page's own row of weights, which is Python's
         n = len(w.tokens)
         for click in (None, (2, 3)):
