@@ -140,6 +140,13 @@ def test_the_exported_page_carries_the_image(tf):
     w = AttentionWidget.from_transformers(vit(tf), vit_processor(tf), picture())
     assert w.page_state()["state"]["image"] == w.image
     assert AttentionWidget().image is None and AttentionWidget().page_state()["state"]["image"] is None
+    n, d = len(w.tokens), w.q.shape[-1]
+    w.set_vectors(q=w.q.copy(), k=w.k.copy(), v=w.v.copy())  # the same tokens: still the image's patches
+    assert w.image is not None
+    w.set_vectors(
+        tokens=[f"t{i}" for i in range(n - 1)], q=np.ones((n - 1, d)), k=np.ones((n - 1, d)), v=np.ones((n - 1, 2))
+    )
+    assert w.image is None  # other tokens: no image under them
 
 
 def test_pil_greyscale_and_float_images_are_read(tf):

@@ -8,6 +8,7 @@ import { el, fill } from "./dom.js";
 const SIDE = 320; // the image's longer side on the page, in CSS pixels
 const TOP_ALPHA = 0.8; // the tint of the row's largest value: the image still shows through
 const TILE = { full: 30, condensed: 18 }; // a tile's height in the token strip
+const TINT = "#08519c"; // the tint of a row of weights (deep blue), the same in both themes
 
 /** createPicture(onLoad) -> picture(image): the widget's `image` with `source` (a canvas of its
  * pixels) and `patch` as [height, width] once its PNG is decoded; null before, or for no image.
@@ -34,6 +35,7 @@ export function createPicture(onLoad) {
           onLoad();
         })
         .catch((err) => {
+          if (spec !== image) return; // (another image came meanwhile)
           failed = `the image could not be read (${err.message})`;
           onLoad();
         });
@@ -250,7 +252,8 @@ export function createImage(parent, { onFocus, onChange }) {
       const lo = !known.length ? 0 : map.signed ? -top : known.reduce((a, v) => Math.min(a, v), Infinity),
         hi = top,
         flat = !(hi - lo > 1e-9 * Math.max(1, hi));
-      const colourOf = (v) => (map.signed && v < 0 ? pal.neg : map.signed ? pal.pos : pal.seq);
+      // one deep blue in both themes: the dark theme's pale weight colour would fade into a light photo
+      const colourOf = (v) => (map.signed && v < 0 ? pal.neg : map.signed ? pal.pos : TINT);
       const share = (v) => (flat ? 0 : map.signed ? Math.abs(v) / hi : (v - lo) / (hi - lo));
       // the tint's opacity: none at the bottom of the scale (the image as it is), TOP_ALPHA at its top
       const tint = (v) =>
@@ -287,7 +290,7 @@ export function createImage(parent, { onFocus, onChange }) {
         ? `The image as the model saw it, ${h0} × ${w0} px in ${grid}. ${view.secret === "row" ? "The weights wait for the reveal." : "From the weights stage on, the focused token's weights are drawn over it."}`
         : map.name === "weights"
           ? `${reader}'s weights (layer ${view.layer}, head ${view.head}): ${READS.weights(reader)}.`
-          : `${map.title}: ${(READS[map.name] || READS.weights)(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : ""}`;
+          : `${map.title}: ${(READS[map.name] || READS.weights)(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : map.state === "updating" ? " Updating: this is the last state's, until the kernel's answer comes." : ""}`;
       caption.textContent = `${what} Click a patch to focus it.`;
       specials.hidden = !special.length;
       specials.textContent = special.length ? `beside the patches: ${special.map(([t, v]) => `${t} ${fmtEnd(v)}`).join(" · ")}` : "";

@@ -118,9 +118,9 @@ export function captionOf({
 }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
-  if (image) said = said.replace("The sentence as tokens", "The image as tokens ([CLS] and the like, then one per patch, row by row)");
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
   else if (stage === "scores" && !hint) said = HIDDEN_SCORES_CAPTION;
+  if (image) said = said.replace("The sentence as tokens", "The image as tokens ([CLS] and the like, then one per patch, row by row)");
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
   const notes = [said];
   if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));

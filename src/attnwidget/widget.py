@@ -456,6 +456,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
                 new[name] = token_list(new[name], traitlets.TraitError)
         if new.get("key_tokens") == []:
             raise traitlets.TraitError("'key_tokens' must not be empty: give one string per row of k and v.")
+        count = len(self.tokens)
         with self.hold_trait_notifications():
             for name, value in new.items():
                 self.set_trait(name, value)  # key_tokens is read-only to users: here the columns' own labels
+            if self.image is not None and len(self.tokens) != count:
+                self.set_trait("image", None)  # other tokens: no longer the image's patches
