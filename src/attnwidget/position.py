@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-LAB = ("none", "rope", "alibi")  # what the lab's `position` may be set to
 ROPE_BASE = 10000.0  # RoPE's base by default, as in RoFormer and most models since
 
 
