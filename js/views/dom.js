@@ -143,17 +143,17 @@ export function watchLayout(root, also, redraw) {
   };
 }
 
-/** A colour scale's legend: its title, its ends and the bar between them. */
-export function legend(node, title, color, lo, hi) {
+/** A colour scale's legend: its title, its ends (written by `fmt`) and the bar between them. */
+export function legend(node, title, color, lo, hi, fmt = fmt2) {
   const at = Array.from({ length: 21 }, (_, i) => lo + ((hi - lo) * i) / 20);
   if (lo < 0 && hi > 0) at.push(0); // the neutral zero gets its own stop
   const stops = at.sort((a, b) => a - b).map((v) => `${color(v)} ${hi > lo ? ((100 * (v - lo)) / (hi - lo)).toFixed(1) : 0}%`);
   fill(
     node,
     el("span", { class: "aw-legend-title" }, title),
-    el("span", {}, fmt2(lo)),
+    el("span", {}, fmt(lo)),
     el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
-    el("span", {}, fmt2(hi)),
+    el("span", {}, fmt(hi)),
   );
 }
 

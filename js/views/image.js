@@ -3,7 +3,7 @@
 // outlined. A click or the arrow keys focus a patch. The same pixels make the token strip's tiles.
 import { rgb } from "d3-color";
 import { format } from "d3-format";
-import { el, fill } from "./dom.js";
+import { el, fill, legend } from "./dom.js";
 
 const SIDE = 320; // the image's longer side on the page, in CSS pixels
 const TOP_ALPHA = 0.8; // the tint of the row's largest value: the image still shows through
@@ -63,18 +63,6 @@ export function tileOf(image, i, condensed) {
 }
 
 const fmtEnd = format(".3r"); // three figures: a long row's values are small, and near alike
-
-/** The legend of the tint: its title, its ends and the bar between them (over the page, as over the image). */
-function scaleOf(node, title, tint, lo, hi) {
-  const stops = Array.from({ length: 11 }, (_, i) => `${tint(lo + ((hi - lo) * i) / 10)} ${i * 10}%`);
-  fill(
-    node,
-    el("span", { class: "aw-legend-title" }, title),
-    el("span", {}, fmtEnd(lo)),
-    el("span", { class: "aw-legend-bar", style: `background: linear-gradient(to right, ${stops.join(", ")})` }),
-    el("span", {}, fmtEnd(hi)),
-  );
-}
 
 /** The image smoothed to `width` × `height` pixels, on a canvas of its own. */
 function shownAt(source, width, height) {
@@ -297,7 +285,7 @@ export function createImage(parent, { onFocus, onChange }) {
       legendNode.hidden = !map;
       const label = map?.name === "weights" ? "weight" : map?.label;
       if (map && flat) fill(legendNode, `every patch's ${label} is ${fmtEnd(hi)}: the image is left untinted`);
-      else if (map) scaleOf(legendNode, `${label}, the patches' range:`, tint, lo, hi);
+      else if (map) legend(legendNode, `${label}, the patches' range:`, tint, lo, hi, fmtEnd);
     },
     destroy() {
       node.remove();

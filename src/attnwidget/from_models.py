@@ -148,7 +148,7 @@ class FromModels(_Widget):
 
     @classmethod
     def _from_model(cls, found, layer, head, kwargs, block=None, texts=None):
-        turned = [n for n in ("position", "rope_base", "alibi_slopes") if n in kwargs]
+        turned = [n for n in rules.POSITION_TRAITS if n in kwargs]
         if turned:
             raise ValueError(
                 f"{turned[0]}= is for your own queries and keys: a model's carry its own position already, which "

@@ -12,6 +12,7 @@ from .values import (
     GUESS_TOLERANCE,
     NO_EFFECT,
     NO_INDUCTION,
+    POSITION_TRAITS,
     POSITIONS,
     ROW_TRAITS,
     STACK,
@@ -91,7 +92,7 @@ def settle(state, change, sources=None, *, page=False):
 
 def _position(s, before, asked):
     """The lab chooses where position enters; a model's q and k carry its own (set as it loads)."""
-    turned = [n for n in ("position", "rope_base", "alibi_slopes") if n in asked]
+    turned = [n for n in POSITION_TRAITS if n in asked]
     if turned and (s.get("n_layers") or s.get("weights_only")) and "model_q" not in asked:
         raise Refused(
             f"'{turned[0]}' is for your own queries and keys: this model's carry its own position already "

@@ -17,6 +17,7 @@ TEMPERATURE_RANGE = (0.1, 5.0)
 # where position enters: the lab's choices, and the schemes a model's widget names (hf.position_of; "": unknown)
 POSITIONS = ("none", "rope", "alibi")
 MODEL_POSITIONS = ("rope", "alibi", "relative", "learned", "sinusoidal", "")
+POSITION_TRAITS = ("position", "rope_base", "alibi_slopes")  # the lab's own: a model's q and k carry its position
 SCALE_LIMIT = 1e10
 GUESS_TOLERANCE = 1e-6
 # What an exercise's row depends on: a change to any of them starts a new try.
