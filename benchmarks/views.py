@@ -466,7 +466,7 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = build_tokenizer(folder)
         doubling = [16 * 2**i for i in range(8) if 16 * 2**i <= POSITIONS]
-        flow, effects = ((8, 16, 24), (4, 8)) if args.quick else ((8, 16, 24, 32, 48, 64), (4, 8, 16, 32, 64))
+        flow, effects = ((8, 16, 24), (4, 8)) if args.quick else ((8, 16, 24, 32, 48, 64, 96, 128), (4, 8, 16, 32, 64))
         # each part may begin measurements until its share of the budget has passed (what one leaves, the next has)
         for share, part, sizes in (
             (0.6, time_doubling, [n for n in doubling if n <= 512 or not args.quick]),

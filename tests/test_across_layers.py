@@ -3,13 +3,13 @@ formula written out here and against networkx's maximum flow."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_integrations import minilm, tf  # (fixtures)
 from test_layers import fake_model
 from test_weights import each_head
 
-from attnwidget import AttentionWidget
+from attnwidget import AttentionWidget, maxflow
 from attnwidget.core import attention_flow, rollout
 
 
@@ -38,12 +38,25 @@ def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
 
 
-@pytest.mark.parametrize("causal", [True, False])  # (a causal graph's pairs are computed on their window alone)
-def test_flow_is_networkxs_maximum_flow_through_the_layered_graph(causal):
+@pytest.fixture(params=["igraph", "dinic"])
+def solver(request, monkeypatch):
+    """Each maximum-flow routine in turn: igraph's, and the one written here for when igraph is absent."""
+    if request.param == "igraph":
+        pytest.importorskip("igraph")
+    else:
+        monkeypatch.setattr(maxflow, "compiled_flow", lambda: False)
+    return request.param
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 4), st.integers(1, 7), st.booleans(), st.floats(0, 0.6), st.integers(0, 2**31))
+def test_flow_is_networkxs_maximum_flow_through_the_layered_graph(solver, layers, n, causal, zeros, seed):
+    """Random layers, causal or two-way, some weights exactly 0 (a causal graph's pairs are computed on
+    their window alone, and every pair's graph keeps only its own tokens below and above)."""
     nx = pytest.importorskip("networkx")
-    rng = np.random.default_rng(1)
-    layers, n = 3, 6
-    w = rng.random((layers, 2, n, n)) * (np.tri(n) if causal else 1)
+    rng = np.random.default_rng(seed)
+    w = rng.random((layers, 2, n, n)) * (rng.random((layers, 2, n, n)) >= zeros) * (np.tri(n) if causal else 1)
+    w[..., np.arange(n), np.arange(n)] += 1e-3  # every row reads something
     w /= w.sum(axis=-1, keepdims=True)
     got = attention_flow(w)
     graph = nx.DiGraph()

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_across_layers import model_widget
 
-from attnwidget import AttentionWidget
+from attnwidget import AttentionWidget, measures
 from attnwidget.core import attention_flow, rollout
 from attnwidget.widget import _on_page_message
 
@@ -100,7 +100,7 @@ def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
     assert "cross-attention" in cross.measures["rollout"] and "cross-attention" in cross.measures["flow"]
     cross.measure = "rollout"
     assert "cross-attention" in ask(cross)["error"]
-    long = model_widget(n=70, layers=3)
+    long = model_widget(n=int((measures.FLOW_CELLS / 3) ** 0.5) + 2, layers=3)  # past the page's flow limit
     assert long.measures["rollout"] == "" and "too many" in long.measures["flow"] and "rollout" in long.measures["flow"]
     assert model_widget(n=5).measures["flow"] == ""
     weights = AttentionWidget.from_attentions(np.full((1, 2, 3, 3), 1 / 3), list("abc"))

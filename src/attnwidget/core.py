@@ -10,6 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
+from .maxflow import layered_flow
+
 __all__ = ["Attention", "attention", "default_scale", "principal_axes"]
 
 # Scores up to this size: a row's sums and differences stay finite in float64.
@@ -381,61 +383,20 @@ def rollout(weights) -> np.ndarray:
 
 def attention_flow(weights, step=lambda row: None) -> np.ndarray:
     """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the last layer through
-    the layered graph whose edge from token j below layer l to token i above it has capacity Â_l[i, j]. Exact (Dinic's
-    algorithm for every pair): n² flows on graphs of at most (layers + 1)·n nodes. ``step(i + 1)`` precedes row i."""
+    the layered graph whose edge from token j below layer l to token i above it has capacity Â_l[i, j]. Exact
+    (maxflow.py). Each pair's graph keeps only j below the first layer and i above the last. ``step(i + 1)``
+    precedes row i."""
     a = _mixed(weights)
     layers, n = a.shape[0], a.shape[-1]
-    cap = np.zeros(((layers + 1) * n,) * 2)
-    for at in range(layers):  # node at·n + j: token j below layer at
-        cap[at * n : (at + 1) * n, (at + 1) * n : (at + 2) * n] = a[at].T
+    flow = layered_flow(a)
     causal = not np.triu(a, 1).any()  # a path from j up to i then passes only tokens j … i: that window's graph
     rows = np.zeros((n, n))
     for i in range(n):
         step(i + 1)
         for j in range(i + 1 if causal else n):
-            lo, hi = (j, i + 1) if causal else (0, n)
-            nodes = (np.arange(layers + 1)[:, None] * n + np.arange(lo, hi)).ravel()
-            rows[i, j] = _max_flow(cap[np.ix_(nodes, nodes)], j - lo, len(nodes) - hi + i)
+            between = (np.arange(1, layers)[:, None] * n + np.arange(*((j, i + 1) if causal else (0, n)))).ravel()
+            rows[i, j] = flow([j, *between.tolist(), layers * n + i])  # node at·n + j: token j below layer at
     return rows
-
-
-def _max_flow(left: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:
-    """The maximum flow from source to sink of a dense capacity matrix (Dinic's algorithm), which
-    becomes the residual capacities."""
-    total = 0.0
-    while True:
-        level = np.full(len(left), -1)
-        level[source], frontier = 0, [source]
-        while frontier and level[sink] < 0:  # breadth first: each node's distance from the source
-            ahead = np.flatnonzero((left[frontier] > tiny).any(axis=0) & (level < 0))
-            level[ahead] = level[frontier[0]] + 1
-            frontier = list(ahead)
-        if level[sink] < 0:
-            return total
-        nexts = {}  # each node's edges one level on, tried in turn
-        while True:  # a blocking flow: paths along rising levels until none is left
-            path, u = [source], source
-            while u != sink:
-                if u not in nexts:
-                    nexts[u] = list(np.flatnonzero((left[u] > tiny) & (level == level[u] + 1)))
-                while nexts[u] and (left[u, nexts[u][-1]] <= tiny or level[nexts[u][-1]] != level[u] + 1):
-                    nexts[u].pop()  # saturated, or a dead end
-                if not nexts[u]:  # a dead end: never tried again in this phase
-                    level[u] = -1
-                    if u == source:
-                        break
-                    path.pop()
-                    u = path[-1]
-                    continue
-                u = int(nexts[u][-1])
-                path.append(u)
-            if u != sink:
-                break
-            pushed = min(left[x, y] for x, y in zip(path, path[1:]))
-            for x, y in zip(path, path[1:]):
-                left[x, y] -= pushed
-                left[y, x] += pushed
-            total += pushed
 
 
 # --- norm-based analysis (Kobayashi et al., 2020) ---

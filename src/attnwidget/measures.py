@@ -14,6 +14,7 @@ import numpy as np
 from . import rules
 from .core import attention_flow, attention_norms, rollout
 from .inputs import ACROSS_CROSS, Inputs
+from .maxflow import compiled_flow
 
 # the reasons a widget cannot show a measure, each said once
 TWO_TEXTS = (
@@ -24,7 +25,9 @@ NO_VALUES = (
     "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: "
     "pass values= (one vector per key) to from_attentions"
 )
-FLOW_CELLS = 28 * 28 * 12  # tokens² · layers: about a second of flow's maximum flows on two cores (benchmarks/views.py)
+# tokens² · layers: about a second of flow's maximum flows on two cores, with igraph's routine or with the one
+# written here (benchmarks/views.py)
+FLOW_CELLS = (60 if compiled_flow() else 28) ** 2 * 12
 
 
 def shown(inputs: Inputs) -> tuple[int, int]:
