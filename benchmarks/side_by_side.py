@@ -1,6 +1,9 @@
-"""The same random attention shown by three tools in headless Chromium: attnwidget's exported
-page, bertviz's head_view and CircuitsVis's attention_heads. For each tool and size it reports
-the time to first paint and the bytes the browser receives.
+"""The same random attention shown by four tools in headless Chromium: attnwidget's exported
+page, bertviz's head_view, CircuitsVis's attention_heads and Inspectus's attention. For each tool
+and size it reports the time to first paint and the bytes the browser receives, beside two
+floors loaded in the same rounds: attnwidget's exported page of a one-token, one-head widget
+(the same bundle, next to nothing to draw) and the same document with no script at all (a
+static picture in place of the widget, its paint read the same way).
 
     python benchmarks/side_by_side.py            # from the repo root, after the set-up below
     python benchmarks/side_by_side.py --quick    # a smoke test: small n, few loads and changes
@@ -13,7 +16,7 @@ CircuitsVis's attention_heads no token to focus: those are reported as "no such 
 
 Set-up (once):
     npm ci --prefix benchmarks                   # requirejs, d3, jquery and terser (see package.json)
-    .venv/bin/pip install bertviz==1.4.1 circuitsvis==1.43.3
+    .venv/bin/pip install bertviz==1.4.1 circuitsvis==1.43.3 inspectus==0.2.0
 
 bertviz and CircuitsVis load their scripts from CDNs (cdnjs, unpkg). This machine reaches
 no CDN, so every request not for the local page server is answered by Playwright request
@@ -21,6 +24,7 @@ routing from local copies: the npm packages in benchmarks/node_modules, at the v
 tools ask for where the npm registry has them, and CircuitsVis's bundle, which that registry
 lacks, from its own PyPI wheel. A request with no local copy is aborted and reported, never
 dropped quietly. A real reader downloads those scripts too, so they count in the bytes.
+Inspectus inlines its own script and style in the HTML it displays, and loads nothing.
 
 Writes benchmarks/results/side_by_side.json and .md, and one screenshot per tool at n=64.
 """
@@ -50,7 +54,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 NODE_MODULES = HERE / "node_modules"
 
-TOOLS = ("attnwidget", "bertviz", "circuitsvis")
+TOOLS = ("attnwidget", "bertviz", "circuitsvis", "inspectus")
+# Loaded in every round beside the tools, at every n (they do not depend on it): the floor
+# under attnwidget's page (its one-token, one-head page) and the floor under any page (no script).
+FLOORS = ("one_token", "no_script")
+PAGES = TOOLS + FLOORS
 NS = (16, 64, 256, 512)
 HEADS, D, SEED = 12, 64, 0
 # A cell whose first load is slow gets fewer loads, to keep the whole run near ten minutes:
@@ -58,7 +66,7 @@ HEADS, D, SEED = 12, 64, 0
 FEWER_SAMPLES = ((90, 1), (30, 2))
 SCREENSHOT_N = 64
 # --quick: a smoke test of every part, in under a minute
-QUICK = {"ns": [16, 64], "samples": 2, "change_n": 64, "changes": 4, "change_budget": 10.0}
+QUICK = {"ns": [16, 64], "samples": 3, "change_n": 64, "changes": 4, "change_budget": 10.0}
 VIEWPORT = {"width": 1100, "height": 900}
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -85,30 +93,98 @@ def make_data(n: int):
     return [f"t{i}" for i in range(n)], q, k, v, weights
 
 
-def write_pages(n: int, folder: pathlib.Path) -> dict:
-    """Each tool's HTML as its Python API gives it for a notebook, one file per tool."""
-    import torch
-    from bertviz import head_view
-    from circuitsvis.attention import attention_heads
+def inspectus_html(weights, tokens) -> str:
+    """Inspectus's attention view as a notebook shows it: inspectus.attention() displays two HTML
+    outputs (its inline script and style, then the chart's element and call), caught here and
+    written into one document. weights: layers × heads × n × n (here 1 × 12)."""
+    import inspectus
+    import IPython.display
+
+    shown = []
+    display = IPython.display.display
+    IPython.display.display = lambda *objects, **_: shown.extend(objects)
+    try:
+        inspectus.attention(weights, tokens)
+    finally:
+        IPython.display.display = display
+    body = "".join(o.data for o in shown)
+    head = '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>Attention</title>\n</head>'
+    return f"{head}\n<body>\n{body}\n</body>\n</html>\n"
+
+
+def write_floors(folder: pathlib.Path) -> dict:
+    """The two floor pages: attnwidget's exported page of one token and one head (the whole
+    bundle, the same document around it), and that document with its scripts taken out and a
+    small static picture (a PNG in a data: URL) where the widget would be."""
+    import base64
+    import struct
+    import zlib
 
     import attnwidget
 
+    paths = {name: folder / f"{name}.html" for name in FLOORS}
+    q, k, v = np.random.default_rng(SEED).normal(size=(3, 1, 1, D)).astype(np.float32)
+    page = attnwidget.AttentionWidget(tokens=["t0"], q=q, k=k, v=v, stage="weights").to_html(
+        paths["one_token"], theme="light"
+    )
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    side = 24  # one cell of the one-token page's grid, about
+    pixels = zlib.compress(b"".join(b"\x00" + bytes((49, 130, 189)) * side for _ in range(side)))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+    png += chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    picture = (
+        f'<img class="aw-floor" alt="" width="{side}" height="{side}" '
+        f'src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+    )
+    static = re.sub(r"<script[\s\S]*?</script>\n?", "", page)
+    static = static.replace('<div id="attnwidget"></div>', f'<div id="attnwidget">{picture}</div>')
+    if "<script" in static or picture not in static:
+        raise RuntimeError("the one-token page is not in the form write_floors expects: update it")
+    paths["no_script"].write_text(static, encoding="utf-8")
+    return paths
+
+
+def write_pages(n: int, folder: pathlib.Path, tools=TOOLS) -> dict:
+    """Each tool's HTML as its Python API gives it for a notebook, one file per tool."""
+    import attnwidget
+
     tokens, q, k, v, weights = make_data(n)
-    paths = {tool: folder / f"{tool}_{n}.html" for tool in TOOLS}
+    paths = {tool: folder / f"{tool}_{n}.html" for tool in tools}
     # attnwidget computes the weights itself in the page, from q, k and v.
     attnwidget.AttentionWidget(tokens=tokens, q=q, k=k, v=v, stage="weights").to_html(
         paths["attnwidget"], theme="light"
     )
+    if "bertviz" in tools:
+        write_bertviz(paths["bertviz"], weights, tokens)
+    if "circuitsvis" in tools:
+        write_circuitsvis(paths["circuitsvis"], weights, tokens)
+    if "inspectus" in tools:
+        # layers × heads × n × n, one layer of 12 heads (its head row picks the head shown)
+        paths["inspectus"].write_text(inspectus_html(weights[None], tokens), encoding="utf-8")
+    return paths
+
+
+def write_bertviz(path: pathlib.Path, weights, tokens) -> None:
+    import torch
+    from bertviz import head_view
+
     # bertviz: a tuple with one tensor per layer, (batch, heads, n, n); 'return' gives an
     # IPython HTML object whose .data is what a notebook would display.
     view = head_view((torch.from_numpy(weights)[None],), tokens, html_action="return")
-    paths["bertviz"].write_text(view.data, encoding="utf-8")
+    path.write_text(view.data, encoding="utf-8")
+
+
+def write_circuitsvis(path: pathlib.Path, weights, tokens) -> None:
+    from circuitsvis.attention import attention_heads
+
     # CircuitsVis: str() is the CDN version of the HTML, which a notebook with internet shows
     # (its _repr_html_ first probes the internet, which must not happen here). Its default
     # mask_upper_tri=True greys out the upper triangle; these weights are not causal.
     rendered = attention_heads(attention=weights, tokens=tokens, mask_upper_tri=False)
-    paths["circuitsvis"].write_text(str(rendered), encoding="utf-8")
-    return paths
+    path.write_text(str(rendered), encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,8 +305,9 @@ CONDITIONS = {
         # The visible weights matrix (stage "weights"; other stages' grids sit in hidden panels).
         "first": f"""document.querySelector('.aw-root') &&
             [...document.querySelectorAll('.aw-root canvas.aw-grid')].some((c) => {VISIBLE}(c) && {NONBLANK}(c))""",
-        "all_heads": f"""((cs) => cs.length >= {HEADS} && cs.every({NONBLANK}))(
-            [...document.querySelectorAll('.aw-root .aw-heads .aw-head canvas')].filter({VISIBLE}))""",
+        # Each head's thumbnail is an <img> of a bitmap: loaded, with pixels.
+        "all_heads": f"""((is) => is.length >= {HEADS} && is.every((i) => i.complete && i.naturalWidth > 0))(
+            [...document.querySelectorAll('.aw-root .aw-heads .aw-head img.aw-thumb')].filter({VISIBLE}))""",
     },
     "bertviz": {
         # head_view appends every line of every head in one synchronous pass, so the first
@@ -246,6 +323,17 @@ CONDITIONS = {
             [...document.querySelectorAll('[id^="circuits-vis-"] canvas')])""",
     },
 }
+# Inspectus draws the head selected (the sum of those selected) as an SVG rect per cell, appended
+# in one synchronous pass with its token and head rows: the first cell means the whole view.
+CONDITIONS["inspectus"] = {
+    "first": "document.querySelector('.attention-visualization svg.matrix rect.cell') !== null",
+    "all_heads": "document.querySelector('.attention-visualization svg.matrix rect.cell') !== null",
+}
+# The floors: one head, so no thumbnails (the one-token page's first paint is its whole page);
+# the static page's picture is painted once it is decoded and laid out.
+CONDITIONS["one_token"] = {"first": CONDITIONS["attnwidget"]["first"], "all_heads": CONDITIONS["attnwidget"]["first"]}
+STATIC = "((i) => !!i && i.complete && i.naturalWidth > 0 && i.offsetWidth > 0)(document.querySelector('img.aw-floor'))"
+CONDITIONS["no_script"] = {"first": STATIC, "all_heads": STATIC}
 MOMENTS = ("first", "all_heads")
 
 # Runs before any page script: checks the conditions at the start of every animation frame.
@@ -389,6 +477,12 @@ HOW = {
         "head change": "hover a head thumbnail (the zoomed pattern shows that head)",
         "stage change": None,
     },
+    "inspectus": {
+        "temperature step": None,
+        "focus change": "click a query token (its row is selected and the other rows fade)",
+        "head change": "click a head's box in the Head row (the matrix shows the heads selected)",
+        "stage change": None,
+    },
 }
 MIN_CHANGES = 3  # a moment stops early, past its time budget, only once it has this many
 
@@ -511,6 +605,13 @@ def change_steps(page, tool: str, change: str, n: int, count: int):
         if change == "head change":
             boxes = page.locator("#vis svg > g:last-child > rect")
             return [click(boxes.nth(1 + (k // 2) % (HEADS - 1))) for k in range(count)], None
+    if tool == "inspectus":
+        if change == "focus change":
+            rows = page.locator(".attention-visualization .src-tokens").first.locator(".token")
+            return [click(rows.nth(i)) for i in others(n, 0)], None
+        if change == "head change":
+            boxes = page.locator(".attention-visualization .dimension-values").last.locator(".value")
+            return [click(boxes.nth(h)) for h in heads], None
     if tool == "circuitsvis" and change == "head change":
         thumbs = page.locator('[id^="circuits-vis-"] canvas')  # the 12 thumbnails come first, then the zoomed head
         return [hover(thumbs.nth(h), thumbs.nth(0) if k == 0 else None) for k, h in enumerate(heads)], None
@@ -576,6 +677,94 @@ def sizes(requests: list, page_path: pathlib.Path, page_url: str, stand_ins: dic
     }
 
 
+# The goals of a first paint near the floor, as (ratio, n or None for every n, bound, "at most"/"at least"):
+# attnwidget's 64 × 12 page within 1.5 × its one-token page, that within 3 × a page with no script,
+# and attnwidget 3 × sooner than Inspectus at 64 tokens, 10 × at 256.
+FLOOR_GOALS = (
+    ("attnwidget / one-token page", 64, 1.5, "at most"),
+    ("one-token page / no-script page", None, 3.0, "at most"),
+    ("Inspectus / attnwidget", 64, 3.0, "at least"),
+    ("Inspectus / attnwidget", 256, 10.0, "at least"),
+)
+RATIOS = {
+    "attnwidget / one-token page": ("attnwidget", "one_token"),
+    "one-token page / no-script page": ("one_token", "no_script"),
+    "Inspectus / attnwidget": ("inspectus", "attnwidget"),
+}
+
+
+def floor_ratios(cells: dict, ns) -> dict:
+    """Per n, each ratio of first paints: of the medians, and the median of each round's own ratio
+    (the two pages' loads of one round, taken a few seconds apart)."""
+    out = {}
+    for n in ns:
+        row = {}
+        for name, (top, bottom) in RATIOS.items():
+            a, b = cells.get(top, {}).get(n), cells.get(bottom, {}).get(n)
+            if not (a and b and a["first_median_ms"] and b["first_median_ms"]):
+                continue
+            paired = (
+                [x / y for x, y in zip(a["first_ms"], b["first_ms"])]
+                if len(a["first_ms"]) == len(b["first_ms"])
+                else []
+            )
+            row[name] = {
+                "of_medians": a["first_median_ms"] / b["first_median_ms"],
+                "median_of_rounds": statistics.median(paired) if paired else None,
+            }
+        out[str(n)] = row
+    return out
+
+
+def floor_table(report: dict) -> str | None:
+    """The floors and the tools' first paints at each n, and each goal's ratio: met or not."""
+    ratios = report.get("ratios")
+    if not ratios:
+        return None
+    res = report["results"]
+    shown = [p for p in ("attnwidget", "one_token", "no_script", "inspectus") if p in res]
+    names = {
+        "attnwidget": "attnwidget",
+        "one_token": "one-token page",
+        "no_script": "no-script page",
+        "inspectus": "Inspectus",
+    }
+    lines = [
+        "| n | "
+        + " | ".join(f"{names[p]}, median ms (p95)" for p in shown)
+        + " | "
+        + " | ".join(f"{r} (of medians; median of rounds)" for r in RATIOS)
+        + " |",
+        "| ---: | " + " | ".join("---:" for _ in shown) + " | " + " | ".join("---:" for _ in RATIOS) + " |",
+    ]
+    for n in report["config"]["ns"]:
+        cells = []
+        for p in shown:
+            c = res[p].get(str(n))
+            cells.append(
+                "–"
+                if not c or c["first_median_ms"] is None
+                else f"{fmt_ms(c['first_median_ms'])} ({fmt_ms(c['first_p95_ms'])})"
+            )
+        for r in RATIOS:
+            got = ratios.get(str(n), {}).get(r)
+            paired = got and got["median_of_rounds"]
+            cells.append("–" if not got else f"{got['of_medians']:.2f}" + (f"; {paired:.2f}" if paired else ""))
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += ["", "| goal | ratio | measured (of medians) | |", "| --- | ---: | ---: | --- |"]
+    for name, at, bound, way in FLOOR_GOALS:
+        for n in report["config"]["ns"]:
+            if at is not None and n != at:
+                continue
+            got = ratios.get(str(n), {}).get(name)
+            if not got:
+                continue
+            v = got["of_medians"]
+            met = v <= bound if way == "at most" else v >= bound
+            lines.append(f"| {name}, n = {n} | {way} {bound:g} | {v:.2f} | {'met' if met else 'not met'} |")
+    return "\n".join(lines)
+
+
 def p95(values):
     # Linear interpolation between order statistics; with 5 samples this sits close to the maximum.
     return float(np.percentile(values, 95)) if values else None
@@ -592,7 +781,7 @@ def machine() -> dict:
     )
     nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     packages = {}
-    for name in ("attnwidget", "bertviz", "circuitsvis", "torch", "numpy", "playwright", "transformers"):
+    for name in ("attnwidget", "bertviz", "circuitsvis", "inspectus", "torch", "numpy", "playwright", "transformers"):
         try:
             packages[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -619,9 +808,12 @@ def run(args) -> dict:
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     stand_ins = cdn_stand_ins()
-    cells = {tool: {} for tool in TOOLS}
+    tools = [t for t in TOOLS if t in args.tools]
+    pages = tools + list(FLOORS)
+    cells = {page: {} for page in pages}
     # main-thread work per change at n = args.change_n, measured on each tool's first load there
-    changes = {tool: None for tool in TOOLS}
+    changes = {tool: None for tool in tools} if args.changes else None
+    load = {"start": os.getloadavg()}
 
     def probe(tool, n):
         return lambda page: measure_changes(page, tool, n, args.changes, args.change_budget)
@@ -634,11 +826,13 @@ def run(args) -> dict:
         browser = launch()
         info = machine()
         info["chromium"] = browser.version
+        floors = write_floors(folder)
         try:
             for n in args.ns:
                 t0 = time.monotonic()
-                paths = write_pages(n, folder)
-                print(f"n={n}: pages written in {time.monotonic() - t0:.1f} s", flush=True)
+                load[str(n)] = os.getloadavg()
+                paths = {**write_pages(n, folder, tools), **floors}
+                print(f"n={n}: pages written in {time.monotonic() - t0:.1f} s; load average {load[str(n)]}", flush=True)
                 cell = {
                     tool: {
                         "first_ms": [],
@@ -651,18 +845,20 @@ def run(args) -> dict:
                         "sizes": None,
                         "note": "",
                     }
-                    for tool in TOOLS
+                    for tool in pages
                 }
-                active = list(TOOLS)
-                for tool in TOOLS:  # a tool that painted nothing by the cap at a smaller n would not now
+                active = list(pages)
+                for tool in pages:  # a tool that painted nothing by the cap at a smaller n would not now
                     if any(cells[tool][m]["timeouts"] and not cells[tool][m]["first_ms"] for m in cells[tool]):
                         cell[tool]["note"] = "skipped: nothing painted by the cap at a smaller n"
                         active.remove(tool)
-                wanted = {tool: args.samples for tool in TOOLS}
+                wanted = {tool: args.samples for tool in pages}
                 for i in range(args.samples):
-                    # Tools take turns within each round (in a rotating order), so slow drifts
-                    # in the machine's load fall on all of them alike.
+                    # Pages take turns within each round, in an order that rotates and reverses
+                    # from round to round, so slow drifts in the machine's load and whatever a
+                    # load leaves behind for the next one fall on all of them alike.
                     order = active[i % len(active) :] + active[: i % len(active)] if active else []
+                    order = order[::-1] if i % 2 else order
                     for tool in order:
                         c = cell[tool]
                         if c["loads"] >= wanted[tool]:
@@ -670,10 +866,12 @@ def run(args) -> dict:
                         url = server.base + paths[tool].name
                         shot = (
                             out.parent / f"side_by_side_{tool}_{n}.png"
-                            if n == SCREENSHOT_N and not c["first_ms"]
+                            if n == SCREENSHOT_N and not c["first_ms"] and tool in TOOLS
                             else None
                         )
-                        then = probe(tool, n) if n == args.change_n and changes[tool] is None else None
+                        then = (
+                            probe(tool, n) if changes and n == args.change_n and changes.get(tool, 0) is None else None
+                        )
                         r = load_once(browser, url, tool, stand_ins, args.timeout, shot, then)
                         if then is not None:
                             changes[tool] = r["then"]
@@ -711,25 +909,25 @@ def run(args) -> dict:
                                     f"{count} load{'s' if count > 1 else ''} only: the first took {r['wall_s']:.0f} s"
                                 )
                                 break
-                for tool in TOOLS:
+                for tool in pages:
                     c = cells[tool][n] = cell[tool]
                     for name in MOMENTS:
                         got = c[f"{name}_ms"]
                         c[f"{name}_median_ms"] = float(statistics.median(got)) if got else None
                         c[f"{name}_p95_ms"] = p95(got)
-                for tool in TOOLS:
+                for tool in pages:
                     for name in MOMENTS:
                         base, mine = cells["attnwidget"][n][f"{name}_median_ms"], cells[tool][n][f"{name}_median_ms"]
                         cells[tool][n][f"{name}_ratio_to_attnwidget"] = mine / base if base and mine else None
-                for tool in TOOLS:
-                    if n == args.change_n and changes[tool] is None:
+                for tool in tools:
+                    if changes and n == args.change_n and changes[tool] is None:
                         changes[tool] = {"error": cell[tool]["note"] or "not loaded"}
                 # The big pages take memory; they are not needed once measured.
-                for path in paths.values():
-                    path.unlink()
-            if args.change_n not in args.ns:  # one load per tool just for the changes
-                paths = write_pages(args.change_n, folder)
-                for tool in TOOLS:
+                for tool in tools:
+                    paths[tool].unlink()
+            if changes and args.change_n not in args.ns:  # one load per tool just for the changes
+                paths = write_pages(args.change_n, folder, tools)
+                for tool in tools:
                     r = load_once(
                         browser,
                         server.base + paths[tool].name,
@@ -746,9 +944,13 @@ def run(args) -> dict:
         finally:
             browser.close()
             server.close()
+    load["end"] = os.getloadavg()
+    info["load_average"] = load
     return {
         "config": {
             "ns": list(args.ns),
+            "tools": tools,
+            "floors": list(FLOORS),
             "heads": HEADS,
             "d": D,
             "seed": SEED,
@@ -767,8 +969,9 @@ def run(args) -> dict:
         "cdn_stand_ins": {
             url: {"source": s["source"], "note": s["note"], "bytes": len(s["body"])} for url, s in stand_ins.items()
         },
-        "results": {tool: {str(n): c for n, c in cells[tool].items()} for tool in TOOLS},
-        "changes": {"n": args.change_n, "how": HOW, "tools": changes},
+        "results": {tool: {str(n): c for n, c in cells[tool].items()} for tool in pages},
+        "ratios": floor_ratios(cells, args.ns),
+        "changes": {"n": args.change_n, "how": HOW, "tools": changes} if changes else None,
         "run_py": run_py_goals(pathlib.Path(args.run_results)),
         "run_seconds": round(time.monotonic() - began, 1),
     }
@@ -799,7 +1002,7 @@ def table(report: dict) -> str:
     ]
     cap = report["config"]["timeout_s"] * 1000
     for n in report["config"]["ns"]:
-        for tool in TOOLS:
+        for tool in report["results"]:
             c = report["results"][tool][str(n)]
             sz = c["sizes"] or {}
             loads = (
@@ -856,10 +1059,16 @@ def moments_table(report: dict) -> str | None:
         return None
     n, run_py = ch["n"], report.get("run_py")
     cap = report["config"]["timeout_s"] * 1000
-    names = {"attnwidget": "attnwidget, this script", "bertviz": "bertviz", "circuitsvis": "CircuitsVis"}
+    names = {
+        "attnwidget": "attnwidget, this script",
+        "bertviz": "bertviz",
+        "circuitsvis": "CircuitsVis",
+        "inspectus": "Inspectus",
+    }
+    tools = [t for t in TOOLS if t in ch["tools"]]
     lines = [
-        f"| n = {n}, {HEADS} heads | goal | attnwidget, run.py | " + " | ".join(names[t] for t in TOOLS) + " |",
-        "| --- | --- | ---: | " + " | ".join("---:" for _ in TOOLS) + " |",
+        f"| n = {n}, {HEADS} heads | goal | attnwidget, run.py | " + " | ".join(names[t] for t in tools) + " |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in tools) + " |",
     ]
 
     def tool_change(tool, key):  # the result, None for no such control
@@ -898,9 +1107,9 @@ def moments_table(report: dict) -> str | None:
         else:
             mine = f"{fmt_ms(g['median'])} ms (p95 {fmt_ms(g['p95'])}; {g['n']}): {'met' if g['met'] else 'not met'}"
         if kind == "change":
-            cells = [change_cell(tool_change(t, key)) for t in TOOLS]
+            cells = [change_cell(tool_change(t, key)) for t in tools]
         else:
-            cells = [paint_cell(t, key) for t in TOOLS]
+            cells = [paint_cell(t, key) for t in tools]
         lines.append(f"| {label} | {goal} | {mine} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -922,16 +1131,34 @@ def later_note(report: dict) -> str:
 
 def markdown(report: dict) -> str:
     m = report["machine"]
+    tools = [t for t in TOOLS if t in report["results"]]
     out = [
-        "# Side by side: attnwidget, bertviz, CircuitsVis",
+        "# Side by side: attnwidget, bertviz, CircuitsVis, Inspectus",
         "",
         f"Same random attention ({report['config']['heads']} heads, seed {report['config']['seed']}) in each tool, "
         "cold loads in a fresh headless Chromium context. First paint: ms from navigation start to the first "
-        "animation frame where the tool's attention is drawn. Sizes: the document and every script it loads.",
+        "animation frame where the tool's attention is drawn. Sizes: the document and every script it loads. "
+        "one_token: attnwidget's exported page of one token and one head; no_script: that document with no script "
+        "and a static picture in the widget's place (the floors, loaded in the same rounds at every n).",
         "",
         table(report),
         "",
     ]
+    floors = floor_table(report)
+    if floors:
+        load = m.get("load_average", {})
+        out += [
+            "## A first paint near the floor",
+            "",
+            "First paints in the same rounds (every page loaded once a round, in an order that rotates and reverses "
+            "from round to round), and their ratios: of the medians, and the median of each round's own ratio. "
+            "The machine's load average (1, 5, 15 min) at the start: "
+            f"{', '.join(f'{x:.2f}' for x in load.get('start', []))}; at the end: "
+            f"{', '.join(f'{x:.2f}' for x in load.get('end', []))}.",
+            "",
+            floors,
+            "",
+        ]
     moments = moments_table(report)
     if moments:
         ch, run_py = report["changes"], report.get("run_py")
@@ -952,7 +1179,7 @@ def markdown(report: dict) -> str:
         ]
         out += [
             f"- {tool}: " + "; ".join(f"{change}: {ch['how'][tool][change] or 'no such control'}" for change in CHANGES)
-            for tool in TOOLS
+            for tool in tools
         ]
         out += [""]
     out += [
@@ -966,8 +1193,11 @@ def markdown(report: dict) -> str:
         f"{report['config']['timeout_s']:.0f} s; tools take turns in a rotating order.",
         "- First paint (the headline): attnwidget: `.aw-root` exists and a visible `canvas.aw-grid` (the weights "
         'matrix, stage "weights") has a non-blank pixel. bertviz: the head view\'s SVG has its `#attention` lines. '
-        "CircuitsVis: one of its Chart.js canvases has a non-blank pixel.",
-        f"- All heads drawn: attnwidget: also all {HEADS} head thumbnails non-blank. bertviz: the same moment as "
+        "CircuitsVis: one of its Chart.js canvases has a non-blank pixel. Inspectus: its matrix SVG has a cell "
+        "(it appends every cell, its token rows and its head row in one synchronous pass). The one-token page: as "
+        "attnwidget's. The no-script page: its picture is decoded and laid out.",
+        f"- All heads drawn: attnwidget: also all {HEADS} head thumbnails loaded (each an image of its bitmap). "
+        "bertviz, Inspectus and the floors: the same moment as "
         f"first paint (it adds every head's lines in one synchronous pass). CircuitsVis: all {HEADS + 1} canvases "
         "(a thumbnail per head and the zoomed head) non-blank.",
         "- Median and p95 over the loads that got there (p95 by linear interpolation: with 5 loads it is near the "
@@ -992,8 +1222,15 @@ def markdown(report: dict) -> str:
             later_note(report),
         ]
     out += [""]
-    notes = [f"- {tool} n={n}: {c['note']}" for tool in TOOLS for n, c in report["results"][tool].items() if c["note"]]
-    unserved = sorted({u for tool in TOOLS for c in report["results"][tool].values() for u in c["unserved"]})
+    notes = [
+        f"- {tool} n={n}: {c['note']}"
+        for tool in report["results"]
+        for n, c in report["results"][tool].items()
+        if c["note"]
+    ]
+    unserved = sorted(
+        {u for tool in report["results"] for c in report["results"][tool].values() for u in c["unserved"]}
+    )
     out += ["## Notes", ""] + (notes or [f"- every cell has all its {report['config']['samples']} loads"])
     out += [
         "- bertviz's document carries the weights twice: head_view.js names its PYTHON_PARAMS marker once more in a "
@@ -1004,7 +1241,7 @@ def markdown(report: dict) -> str:
     ]
     out += [f"- requests that could not be served: {', '.join(unserved) if unserved else 'none'}", ""]
     out += ["## What each tool requested (at any n)", ""]
-    for tool in TOOLS:
+    for tool in report["results"]:
         asked = {
             r["url"]: r["served_by"]
             for c in report["results"][tool].values()
@@ -1028,8 +1265,16 @@ def markdown(report: dict) -> str:
         "- Python packages: " + ", ".join(f"{k} {v}" for k, v in m["python_packages"].items()),
         "- npm packages (benchmarks/package.json): " + ", ".join(f"{k}@{v}" for k, v in m["npm_packages"].items()),
         f"- whole run: {report['run_seconds'] / 60:.1f} min",
-        "",
     ]
+    load = m.get("load_average")
+    if load:
+        out += [
+            "- load average (1, 5, 15 min): "
+            + "; ".join(
+                f"{'at n = ' + k if k.isdigit() else k} {', '.join(f'{x:.2f}' for x in v)}" for k, v in load.items()
+            )
+        ]
+    out += [""]
     return "\n".join(out)
 
 
@@ -1042,6 +1287,16 @@ def main(argv=None):
         f"changes at n = {QUICK['change_n']}, {QUICK['changes']} per moment (any option given wins)",
     )
     parser.add_argument("--ns", type=int, nargs="+", help=f"token counts (default: {' '.join(map(str, NS))})")
+    parser.add_argument(
+        "--tools",
+        nargs="+",
+        choices=TOOLS,
+        default=list(TOOLS),
+        help="the tools to load (attnwidget always; the floors are loaded beside them; default: all)",
+    )
+    parser.add_argument(
+        "--no-changes", action="store_true", help="paint times and sizes only: no main-thread work per change"
+    )
     parser.add_argument("--samples", type=int, help="loads per tool and n (default: 5)")
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds before a load counts as a timeout (default: %(default)s)"
@@ -1074,6 +1329,10 @@ def main(argv=None):
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if "attnwidget" not in args.tools:
+        args.tools = ["attnwidget", *args.tools]
+    if args.no_changes:
+        args.changes = 0
 
     out = pathlib.Path(args.out)
     if args.report_only:
@@ -1085,6 +1344,10 @@ def main(argv=None):
     out.with_suffix(".md").write_text(md, encoding="utf-8")
     print()
     print(table(report))
+    floors = floor_table(report)
+    if floors:
+        print(f"\nA first paint near the floor (load average {report['machine'].get('load_average')}):\n")
+        print(floors)
     moments = moments_table(report)
     if moments:
         print(
