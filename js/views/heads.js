@@ -59,8 +59,21 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
     shape = "",
     ranked = null; // ranked: the order the heads were last ranked in
   let current = null,
+    started = null, // the work whose thumbnails are being computed
     timer = 0,
-    first = true; // first: the page's first thumbnails, asked for at once
+    frame = 0,
+    first = true, // first: the page's first thumbnails, asked for at once
+    waiting = true; // until the page's first paint: the buttons take their room, the pictures come after
+  // the first paint shows the stage drawn without waiting for every head's picture: they are
+  // computed and painted once that frame is on screen (a frame, then a task)
+  const afterPaint = () => {
+    frame = requestAnimationFrame(() => {
+      timer = setTimeout(() => {
+        waiting = false;
+        onProgress();
+      }, 0);
+    });
+  };
   // a whole model's heads go to workers; where none can run, the page does them itself
   const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(current) });
   const run = (work) => {
@@ -142,9 +155,13 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       mapBox.checked = map;
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
-        clearTimeout(timer);
+        if (!waiting) clearTimeout(timer);
         current = work;
         pool.hold(); // the workers stop on the old work now, not after the wait below
+      }
+      if (waiting && !frame) afterPaint();
+      if (!waiting && started !== current) {
+        started = work;
         const here = !work.kernel; // the kernel's overview is computed there
         if (here && work.job.q.rows * work.job.k.rows <= 128 * 128 && work.thumbs.length <= 16) advance(work, () => false);
         else if (here && pool.usable()) timer = setTimeout(() => pool.run(work), first ? 0 : 120);
@@ -153,7 +170,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       }
       const thumbs = work.thumbs,
         per = thumbs.length / layers;
-      node.dataset.complete = String(!thumbs.includes(null));
+      node.dataset.complete = String(!waiting && !thumbs.includes(null));
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
@@ -230,7 +247,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       thumbs.forEach((t, p) => {
         const image = buttons[p].firstChild,
           key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
-        if (!t || (shown.get(image)?.thumb === t && shown.get(image).key === key)) return;
+        if (waiting || !t || (shown.get(image)?.thumb === t && shown.get(image).key === key)) return;
         lut ??= lookupTable(color, 0, 1, rgb); // the picture's own 256 packed colours
         paint(image, t, lut, scaled);
         shown.set(image, { thumb: t, key });
@@ -242,6 +259,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       });
     },
     destroy() {
+      cancelAnimationFrame(frame);
       clearTimeout(timer);
       pool.destroy();
       list.removeEventListener("keydown", onKey);
