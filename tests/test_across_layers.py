@@ -117,14 +117,17 @@ def test_cross_attention_has_no_rollout():
     biased=st.booleans(),
     huge=st.booleans(),
     rows=st.sampled_from([2, 7, 256]),
+    by=st.sampled_from(["numpy", "torch"]),
+    reused=st.booleans(),
     seed=st.integers(0, 2**16),
 )
 def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
-    n, heads, causal, masked, temperature, softcap, biased, huge, rows, seed
+    n, heads, causal, masked, temperature, softcap, biased, huge, rows, by, reused, seed
 ):
     """The measures' weights (Inputs.weights_of: scored a block of rows at a time, up to the last
-    column a block may read, heads shared among the cores) are the widget's own for each head
-    (core.Attention: one whole matrix), to rounding; to the bit where scores near float64's limit."""
+    column a block may read, heads shared among the cores, or torch's on a model's device) are the widget's
+    own for each head (core.Attention: one whole matrix), to rounding; to the bit where scores near
+    float64's limit. ``reused``: written over another layer's numbers (Inputs.weights' buffer)."""
     from types import SimpleNamespace
 
     from attnwidget import inputs
@@ -136,9 +139,13 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
         q, k, v = (rng.normal(size=(heads, n, 4)) * (1e77 if huge else 1) for _ in range(3))
         mask = rng.random((n, n)) > 0.3 if masked else None
         bias = rng.normal(size=(heads, n, n)) if biased else None
-        at = SimpleNamespace(scale=None, softcap=softcap, temperature=temperature)
+        # torch's path: a model's on another device than "cpu" (a GPU's), here on the CPU as "cpu:0"
+        at = SimpleNamespace(
+            scale=None, softcap=softcap, temperature=temperature, device="cpu:0" if by == "torch" else "cpu"
+        )
+        before = rng.random((heads, n, n)) if reused else None
         with np.errstate(all="ignore"):
-            got = inputs.Inputs.weights_of(at, q, k, allowed_cells(n, causal, mask), bias)
+            got = inputs.Inputs.weights_of(at, q, k, allowed_cells(n, causal, mask), bias, out=before)
             for h in range(heads):
                 own = Attention(
                     q[h],
@@ -156,3 +163,22 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
                     np.testing.assert_allclose(got[h], own, rtol=1e-12, atol=1e-15)
     finally:
         inputs.ROWS = kept
+
+
+def test_a_model_on_another_device_has_its_views_computed_there_with_the_cpus_numbers(monkeypatch):
+    """A model on a GPU has its layers' weights made there by torch: rollout, flow and the summaries
+    equal the CPU's (here torch's path runs on the CPU as "cpu:0", the code a GPU runs)."""
+    from attnwidget import inputs
+
+    w = model_widget(seed=3, n=7, layers=3, heads=2)
+    w.set_state({"temperature": 0.7, "sink": True})
+    cpu = w.rollout(), w.flow(), w.head_summary()
+    made, torch_weights = [], inputs._torch_weights
+    monkeypatch.setattr(inputs, "_torch_weights", lambda *a: made.append(a[0].device) or torch_weights(*a))
+    w._device = "cpu:0"
+    there = w.rollout(), w.flow(), w.head_summary()
+    assert made and set(made) == {"cpu:0"}
+    np.testing.assert_allclose(there[0], cpu[0], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(there[1], cpu[1], rtol=1e-9, atol=1e-12)
+    for name in cpu[2]:
+        np.testing.assert_allclose(there[2][name], cpu[2][name], rtol=1e-12, atol=1e-15)

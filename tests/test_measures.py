@@ -36,7 +36,7 @@ def matrix(entry):
 def test_rollout_and_flow_sent_to_the_page_are_pythons_up_to_the_layer_shown(layer, temperature, causal, sink, seed):
     w = model_widget(seed=seed, n=5, layers=3, heads=2)
     w.set_state({"layer": layer, "temperature": temperature, "causal": causal, "sink": sink})
-    every = np.array(list(w._inputs().across("rollout")))
+    every = np.array([a.copy() for a in w._inputs().across("rollout")])
     w.measure = "rollout"
     got = ask(w)
     np.testing.assert_allclose(matrix(got), w.rollout()[layer], rtol=1e-6, atol=1e-7)
@@ -139,7 +139,7 @@ def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
     got = np.frombuffer(base64.b64decode(every["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
     np.testing.assert_allclose(got, w.rollout(), rtol=1e-6)
     flow = np.frombuffer(base64.b64decode(shown["flow"]["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
-    layers = np.array(list(w._inputs().across("flow")))
+    layers = np.array([a.copy() for a in w._inputs().across("flow")])
     for up in range(3):  # flow up to every layer too, for so short a text
         np.testing.assert_allclose(flow[up], attention_flow(layers[: up + 1]), rtol=1e-6, atol=1e-7)
 

@@ -6,6 +6,7 @@ ones so the page can redraw without asking the kernel.
 
 from __future__ import annotations
 
+import operator
 from functools import cached_property
 
 import numpy as np
@@ -358,27 +359,42 @@ def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
 # --- across layers (Abnar & Zuidema, 2020) ---
 
 
-def _mixed(weights) -> np.ndarray:
-    """Each layer's Â, layers × n × n, from its heads' weights (layers × heads × n × n, or one
-    heads × n × n at a time; rows read): half the heads' mean, half the identity (the residual
-    path), each row renormalised. Only one layer's weights are held at a time."""
-    out = []
+def _each_mixed(weights):
+    """Each layer's Â in turn from its heads' weights (layers × heads × n × n, or one heads × n × n at
+    a time; rows read): half the heads' mean, half the identity (the residual path), each row
+    renormalised. One n × n is written over for each layer (new memory costs more than the sums)."""
+    a = None
     for layer in weights:
-        a = 0.5 * np.asarray(layer, dtype=float).mean(axis=0) + 0.5 * np.eye(np.shape(layer)[-1])
-        out.append(a / a.sum(axis=-1, keepdims=True))
-    return np.array(out)
+        layer = np.asarray(layer, dtype=float)
+        a = np.mean(layer, axis=0, out=a if a is not None and a.shape == layer.shape[1:] else None)
+        a *= 0.5
+        a[np.diag_indices(len(a))] += 0.5
+        a /= a.sum(axis=-1, keepdims=True)
+        yield a
+
+
+def _mixed(weights) -> np.ndarray:
+    """Every layer's Â, layers × n × n (_each_mixed's, kept)."""
+    return np.array([a.copy() for a in _each_mixed(weights)])
 
 
 def rollout(weights) -> np.ndarray:
     """Attention rollout: layers × n × n, the rollout up to each layer, Â_l · … · Â_0. Row i of
     layer l says how much of each input token reaches token i there; every row sums to 1.
-    ``weights``: layers × heads × n × n, or each layer's heads × n × n in turn."""
-    a = _mixed(weights)
-    out, acc = [], np.eye(a.shape[-1])
-    for layer in a:
-        acc = layer @ acc
-        out.append(acc)
-    return np.array(out)
+    ``weights``: layers × heads × n × n, or each layer's heads × n × n in turn (an iterator that
+    says how many, ``__length_hint__``, has its result made once rather than gathered)."""
+    count, out = operator.length_hint(weights), None
+    kept: list[np.ndarray] = []
+    for at, a in enumerate(_each_mixed(weights)):
+        if out is None and count:
+            out = np.empty((count, *a.shape))
+        into = out[at] if out is not None and at < count else np.empty(a.shape)
+        if kept:
+            np.matmul(a, kept[-1], out=into)
+        else:
+            into[...] = a  # (Â_0 · I)
+        kept.append(into)
+    return out if out is not None and len(kept) == count else np.array(kept)
 
 
 def attention_flow(weights, step=lambda row: None) -> np.ndarray:

@@ -10,13 +10,14 @@ reads the widget's own members.
 from __future__ import annotations
 
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
 import numpy as np
 
 from . import rules
-from .core import _softmax_rows, allowed_cells, default_scale, scores_of
+from .core import CLOSED, _softmax_rows, allowed_cells, default_scale, scores_of
 from .position import positioned
 
 # What a computed result depends on. The page compares the plain values (its key) with its own
@@ -146,14 +147,16 @@ class Inputs:
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
-    def weights_of(self, q, k, allowed, bias=None) -> np.ndarray:
-        """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers).
+    def weights_of(self, q, k, allowed, bias=None, out=None) -> np.ndarray:
+        """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
+        written into ``out`` when it has that shape.
 
         Each block of ROWS rows is scored only up to the last column one of its rows may read (a
-        causal layer: about half its cells), and the heads are shared among the machine's cores
-        (numpy's products and ufuncs release the GIL); the numbers are those of the whole matrix."""
+        causal layer: about half its cells). numpy computes them, the heads shared among the cores; for a
+        model on another device than the CPU (a GPU), torch does, in float64 on that device. The numbers
+        are those of the whole matrix, to rounding."""
         n, m = len(q[0]), len(k[0])
-        out = np.zeros((len(q), n, m))
+        out = out if out is not None and out.shape == (len(q), n, m) else np.empty((len(q), n, m))
         reach = (
             np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - allowed[:, ::-1].argmax(axis=1), 0)
         )
@@ -164,12 +167,15 @@ class Inputs:
         blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
         if not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150:
             blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
+        elif str(self.device) != "cpu" and _torch() is not None:  # (a model on a GPU: the weights made there)
+            return _torch_weights(self, q, k, allowed, bias, blocks, out)
         closed = None if allowed is None else ~allowed  # (once for every head)
 
         def head(h):
             qh, kh, bh = q[h].astype(float), k[h].astype(float), None if bias is None else head_of(bias, h)
             for r0, r1, c in blocks:
                 part = out[h, r0:r1, :c]
+                out[h, r0:r1, c:] = 0.0  # (columns no row of the block reads)
                 scores_of(qh[r0:r1], kh[:c], self.scale, None if bh is None else bh[r0:r1, :c], self.softcap, out=part)
                 cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
                 _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1])
@@ -183,15 +189,80 @@ class Inputs:
         return out
 
     def weights(self, up_to: int | None = None):
-        """(weights, allowed) of each layer up to ``up_to`` in turn: one layer's held at a time."""
+        """(weights, allowed) of each layer up to ``up_to`` in turn, each layer's written over the last's
+        (new memory for every layer costs more than the weights): copy a layer's to keep it."""
+        held = None
         for q, k, allowed, bias in self.each_layer(up_to):
-            yield self.weights_of(q, k, allowed, bias), allowed
+            held = self.weights_of(q, k, allowed, bias, out=held)
+            yield held, allowed
 
     def across(self, what: str, up_to: int | None = None):
         """Each layer's weights in turn for a view that follows the text through its layers."""
         if self.cross:
             raise ValueError(ACROSS_CROSS.format(what=what))
-        return (w for w, _ in self.weights(up_to))
+        count = len(self.layers) if up_to is None else min(up_to + 1, len(self.layers))
+        return _Counted((w for w, _ in self.weights(up_to)), count)
+
+
+class _Counted:
+    """An iterator that says how many it yields (rollout then makes its result once)."""
+
+    def __init__(self, items, count: int):
+        self.items, self.count = items, count
+
+    def __iter__(self):
+        return self.items
+
+    def __length_hint__(self) -> int:
+        return self.count
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray) -> np.ndarray:
+    """weights_of's numbers by torch in float64 on ``inputs.device``, every head of a block of rows at
+    once, each step as core's scores_of and _softmax_rows take it."""
+    torch, device = _torch(), inputs.device
+
+    def tensor(a, dtype=np.float64):
+        with warnings.catch_warnings():  # (read-only arrays, the widget's own: torch only reads them)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
+
+    Q, K = tensor(q), tensor(k).transpose(-1, -2)
+    B = None if bias is None else tensor(bias)
+    shut = None if allowed is None else tensor(~np.asarray(allowed, dtype=bool), bool)
+    into = torch.from_numpy(out)
+    scale = default_scale(q.shape[-1]) if inputs.scale is None else inputs.scale
+    room = torch.empty(max((r1 - r0) * c for r0, r1, c in blocks) * len(q), dtype=torch.float64, device=device)
+    for r0, r1, c in blocks:  # (one block's scores in `room`, made once: new memory costs more than the sums)
+        s = torch.matmul(Q[:, r0:r1], K[:, :, :c], out=room[: len(q) * (r1 - r0) * c].view(len(q), r1 - r0, c))
+        s *= scale
+        if inputs.softcap is not None:
+            s.div_(inputs.softcap).tanh_().mul_(inputs.softcap)
+        if B is not None:
+            s += B[..., r0:r1, :c]
+        s.clamp_(-np.finfo(float).max, np.finfo(float).max)  # (a score that overflowed still has a row maximum)
+        if shut is not None:
+            s.masked_fill_(shut[r0:r1, :c], -np.inf)
+        s.masked_fill_(s <= CLOSED, -np.inf)
+        top = s.amax(dim=-1, keepdim=True)
+        top.masked_fill_(top == -np.inf, 0.0)  # a row that reads nothing: all its weights 0, not NaN
+        s -= top
+        if inputs.temperature != 1:
+            s /= inputs.temperature
+        s.exp_()
+        total = s.sum(dim=-1, keepdim=True)
+        s /= total.masked_fill_(total == 0, 1.0)
+        into[:, r0:r1, :c].copy_(s)
+        into[:, r0:r1, c:] = 0.0
+    return out
 
 
 # the plain values a key may hold besides KEY's: the view's own choices of layer and head

@@ -59,7 +59,7 @@ def across_every(inputs: Inputs, name: str) -> np.ndarray:
     """Rollout or flow up to each layer in turn, layers × rows × rows."""
     if name == "rollout":
         return across(inputs, name)
-    layers = list(inputs.across(name))
+    layers = [w.copy() for w in inputs.across(name)]  # (each layer's weights are written over the last's)
     return np.stack([attention_flow(layers[: up + 1]) for up in range(len(layers))])
 
 
@@ -106,10 +106,11 @@ def check_pair(sources, a, b) -> None:
         )
 
 
-def differences(a: Inputs, b: Inputs):
-    """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n."""
-    for (wa, _), (wb, _) in zip(a.weights(), b.weights()):
-        yield np.subtract(wa, wb, out=wa)
+def differences(a: Inputs, b: Inputs, out=None):
+    """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
+    over the last's, or into layer l of ``out``, layers × heads × n × n)."""
+    for at, ((wa, _), (wb, _)) in enumerate(zip(a.weights(), b.weights())):
+        yield np.subtract(wa, wb, out=wa if out is None else out[at])
 
 
 def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -210,12 +210,12 @@ class Research(_Widget):
         text shown at the widget's bias, the others at their own). The texts must have the same
         number of tokens (a minimal pair); cell (i, j) is then how much more token i of text a reads
         token j than token i of text b does."""
-        layers = self._differences(a, b)
-        first = next(layers)
-        out = np.empty((max(1, self.n_layers), *first.shape))  # filled a layer at a time: held once, not twice
-        out[0] = first
-        for i, d in enumerate(layers, 1):
-            out[i] = d
+        measures.check_pair(self._sources, a, b)
+        first, other = self._inputs(a), self._inputs(b)
+        q = first.layers[0][0]
+        out = np.empty((len(first.layers), q.shape[0] if q.ndim == 3 else 1, first.rows, first.keys))
+        for _ in measures.differences(first, other, out):  # each layer's written into its place in `out`
+            pass
         return out
 
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:

@@ -45,7 +45,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
     n = 7
     w = model_widget(seed=2, n=n, layers=3, heads=2)
     w.set_state({"layer": 1, "measure": "flow", "focus": 5, "causal": True})
-    flows = attention_flow(np.array(list(w._inputs().across("flow")))[:2])
+    flows = attention_flow(np.array([a.copy() for a in w._inputs().across("flow")])[:2])
     page, errors = exported(browser, w, tmp_path / "measures.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")
@@ -66,7 +66,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
             page.evaluate(FRAMES)
             values, got = drawn(page, n)
             w.layer = layer
-            up_to = attention_flow(np.array(list(w._inputs().across("flow")))[: layer + 1])
+            up_to = attention_flow(np.array([a.copy() for a in w._inputs().across("flow")])[: layer + 1])
             np.testing.assert_allclose(values, up_to, rtol=1e-6, atol=1e-7)
             assert (
                 got["state"] == "current"
