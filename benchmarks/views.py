@@ -12,7 +12,10 @@ attention, float32, CPU; nothing downloaded) reading texts of random words, one 
 - ``w.flow()`` (exact: a maximum flow per pair, so texts of a few dozen tokens);
 - ``w.norms()``: its first call for a layer (each sample another layer), and a second call on that
   layer at another temperature, which reuses the layer's Gram matrices;
-- ``w.difference(0, 1)`` on a widget of two texts of the same length (one word differs);
+- ``w.difference(0, 1)`` on a widget of two texts of the same length (one word differs): its
+  result is every layer's and head's, layers × heads × n × n in float64 (1.2 GB at 1,024 tokens);
+  and the page's difference entry (the head shown's matrix and every head's largest change, which
+  the panel and the overview draw), at the last layer;
 - ``w.head_effects()`` (a pass of the model per layer; each sample on a new widget, as a widget
   keeps the effects it computed).
 
@@ -56,9 +59,17 @@ VIEWS = {  # name -> what is timed
     "norms, first call": "w.norms(), first call for a layer",
     "norms, again": "w.norms(), again at another temperature (Gram matrices kept)",
     "difference": "w.difference(0, 1), two texts of the same length",
+    "difference entry": 'views.entry("difference", w._inputs()), at the last layer',
     "head effects": "w.head_effects()",
 }
-DOUBLING = ("rollout", "rollout entry", "norms, first call", "norms, again", "difference")  # texts 16, 32, 64, …
+DOUBLING = (
+    "rollout",
+    "rollout entry",
+    "norms, first call",
+    "norms, again",
+    "difference",
+    "difference entry",
+)  # texts 16, 32, 64, …
 
 
 def memory_needed(view: str, n: int) -> float:
@@ -67,7 +78,9 @@ def memory_needed(view: str, n: int) -> float:
     every layer)."""
     every, one = LAYERS * HEADS * n * n * 8, HEADS * n * n * 8
     rollout = 4 * one + 2 * LAYERS * n * n * 8
-    return {"rollout": rollout, "rollout entry": rollout, "difference": 2 * every}.get(view, 4 * one)
+    return {"rollout": rollout, "rollout entry": rollout, "difference": 2 * every, "difference entry": 4 * one}.get(
+        view, 4 * one
+    )
 
 
 def source() -> dict:
@@ -341,9 +354,11 @@ def time_doubling(run: Run, model, tokenizer, sizes) -> None:
         w.temperature, w.measure, w.layer = 1.0, "rollout", LAYERS - 1
         run.time("rollout entry", n, lambda w=w: views.entry("rollout", w._inputs()))
         del w
-        if not run.why_not("difference", n):
+        if not (run.why_not("difference", n) and run.why_not("difference entry", n)):  # (each records its own why)
             pair = widget(run, model, tokenizer, n, list(minimal_pair(n)))
             run.time("difference", n, lambda pair=pair: pair.difference(0, 1))
+            pair.measure, pair.layer = "difference", LAYERS - 1
+            run.time("difference entry", n, lambda pair=pair: views.entry("difference", pair._inputs()))
             del pair
 
 

@@ -113,20 +113,25 @@ def differences(a: Inputs, b: Inputs, out=None):
         yield np.subtract(wa, wb, out=wa if out is None else out[at])
 
 
+def largest(d: np.ndarray) -> np.ndarray:
+    """Each head's largest |d| (heads × n × m): its largest and its smallest, with no |d| made."""
+    return np.maximum(d.max(axis=(1, 2), initial=-np.inf), -d.min(axis=(1, 2), initial=np.inf))
+
+
 def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The head shown's difference from the other text (``inputs.extra["other"]()``, the Inputs of
     the next text of as many tokens) at the layer shown (``every``: every head's at every layer,
     layers × heads × rows × cols), and every head's largest |difference| (layers × heads), in one
     pass over the layers."""
     layer, head = shown(inputs)
-    matrix, largest, kept = np.empty(0), [], []
+    matrix, most, kept = np.empty(0), [], []
     for at, d in enumerate(differences(inputs, inputs.extra["other"]())):
-        largest.append(np.abs(d).max(axis=(1, 2)))
+        most.append(largest(d))
         if every:
-            kept.append(d.copy())  # (a layer's weights may be a buffer the next one reuses)
+            kept.append(d.copy())  # (each layer's is written over the last's)
         elif at == layer:
             matrix = d[head].copy()
-    return (np.stack(kept) if every else matrix), np.array(largest)
+    return (np.stack(kept) if every else matrix), np.array(most)
 
 
 def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:
