@@ -73,14 +73,18 @@ DOUBLING = (
 
 
 def memory_needed(view: str, n: int) -> float:
-    """Bytes a call holds at its peak, roughly: float64 weights of every layer and head (difference),
-    or of one layer's heads at a time (the baseline, norms, rollout: which also holds its n × n of
-    every layer)."""
+    """Bytes a call holds at its peak, roughly: float64 weights of every layer and head (the difference's
+    result), or of one layer's heads at a time (the baseline, norms, rollout: which also holds its n × n
+    of every layer)."""
     every, one = LAYERS * HEADS * n * n * 8, HEADS * n * n * 8
     rollout = 4 * one + 2 * LAYERS * n * n * 8
-    return {"rollout": rollout, "rollout entry": rollout, "difference": 2 * every, "difference entry": 4 * one}.get(
-        view, 4 * one
-    )
+    # (the difference: its result, and each text's layer at a time)
+    return {
+        "rollout": rollout,
+        "rollout entry": rollout,
+        "difference": every + 2 * one,
+        "difference entry": 4 * one,
+    }.get(view, 4 * one)
 
 
 def source() -> dict:

@@ -133,15 +133,16 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
     from attnwidget import inputs
     from attnwidget.core import Attention, allowed_cells
 
-    kept, inputs.ROWS = inputs.ROWS, rows
+    kept = inputs.ROWS, inputs.GPUS
+    inputs.ROWS, inputs.GPUS = rows, ("cuda", "cpu")
     try:
         rng = np.random.default_rng(seed)
         q, k, v = (rng.normal(size=(heads, n, 4)) * (1e77 if huge else 1) for _ in range(3))
         mask = rng.random((n, n)) > 0.3 if masked else None
         bias = rng.normal(size=(heads, n, n)) if biased else None
-        # torch's path: a model's on another device than "cpu" (a GPU's), here on the CPU as "cpu:0"
+        # torch's path (a GPU's), here on the CPU: "cpu" counted as a GPU for the test
         at = SimpleNamespace(
-            scale=None, softcap=softcap, temperature=temperature, device="cpu:0" if by == "torch" else "cpu"
+            scale=0.5, softcap=softcap, temperature=temperature, device="cpu" if by == "torch" else None
         )
         before = rng.random((heads, n, n)) if reused else None
         with np.errstate(all="ignore"):
@@ -162,12 +163,13 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
                 else:
                     np.testing.assert_allclose(got[h], own, rtol=1e-12, atol=1e-15)
     finally:
-        inputs.ROWS = kept
+        inputs.ROWS, inputs.GPUS = kept
 
 
-def test_a_model_on_another_device_has_its_views_computed_there_with_the_cpus_numbers(monkeypatch):
-    """A model on a GPU has its layers' weights made there by torch: rollout, flow and the summaries
-    equal the CPU's (here torch's path runs on the CPU as "cpu:0", the code a GPU runs)."""
+def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers(monkeypatch):
+    """A model on a GPU has its layers' weights made there by torch in float64: rollout, flow and the
+    summaries equal the CPU's (torch's path runs here on the CPU, "cpu" counted as a GPU). Apple's mps
+    has no float64: a model there keeps numpy's path."""
     from attnwidget import inputs
 
     w = model_widget(seed=3, n=7, layers=3, heads=2)
@@ -175,9 +177,13 @@ def test_a_model_on_another_device_has_its_views_computed_there_with_the_cpus_nu
     cpu = w.rollout(), w.flow(), w.head_summary()
     made, torch_weights = [], inputs._torch_weights
     monkeypatch.setattr(inputs, "_torch_weights", lambda *a: made.append(a[0].device) or torch_weights(*a))
-    w._device = "cpu:0"
+    w._device = "mps"
+    np.testing.assert_array_equal(w.rollout(), cpu[0])
+    assert made == []
+    monkeypatch.setattr(inputs, "GPUS", ("cuda", "cpu"))
+    w._device = "cpu"
     there = w.rollout(), w.flow(), w.head_summary()
-    assert made and set(made) == {"cpu:0"}
+    assert made and set(made) == {"cpu"}
     np.testing.assert_allclose(there[0], cpu[0], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(there[1], cpu[1], rtol=1e-9, atol=1e-12)
     for name in cpu[2]:

@@ -103,6 +103,12 @@ def test_what_a_widget_cannot_show_says_why_and_is_not_computed():
     long = model_widget(n=int((measures.FLOW_CELLS / 3) ** 0.5) + 2, layers=3)  # past the page's flow limit
     assert long.measures["rollout"] == "" and "too many" in long.measures["flow"] and "rollout" in long.measures["flow"]
     assert model_widget(n=5).measures["flow"] == ""
+    # two-way layers: each pair's graph is the whole text's, so the page offers flow on shorter texts
+    middle = model_widget(n=int((measures.flow_cells(False) / 3) ** 0.5) + 2, layers=3)
+    middle.causal = True
+    assert middle.measures["flow"] == ""
+    middle.causal = False
+    assert "too many" in middle.measures["flow"]
     weights = AttentionWidget.from_attentions(np.full((1, 2, 3, 3), 1 / 3), list("abc"))
     assert "values=" in weights.measures["norms"]
     assert "two texts" in AttentionWidget().measures["difference"]
@@ -191,3 +197,16 @@ def test_the_difference_of_two_texts_is_whole_whichever_text_is_shown():
     first = w.weights.copy()
     w.sentence_index = 2
     np.testing.assert_allclose(got[0, 0], first - w.weights, atol=1e-15)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 3), st.integers(1, 5), st.integers(1, 5), st.sampled_from([0.0, -0.0, 1.0]), st.integers(0, 2**16)
+)
+def test_each_heads_largest_difference_is_its_largest_absolute_value_and_never_minus_zero(heads, n, m, scale, seed):
+    """measures.largest (max and −min, with no |d| made) is np.abs(d).max per head, and 0 where nothing differs
+    (two texts whose tokens so far are the same), never −0 for the page to print as "-0"."""
+    d = np.random.default_rng(seed).normal(size=(heads, n, m)) * scale
+    got = measures.largest(d)
+    np.testing.assert_array_equal(got, np.abs(d).max(axis=(1, 2)))
+    assert not np.signbit(got).any()

@@ -400,18 +400,16 @@ def rollout(weights) -> np.ndarray:
 def attention_flow(weights, step=lambda row: None) -> np.ndarray:
     """Attention flow: n × n, entry (i, j) the maximum flow from input token j to token i at the last layer through
     the layered graph whose edge from token j below layer l to token i above it has capacity Â_l[i, j]. Exact
-    (maxflow.py). Each pair's graph keeps only j below the first layer and i above the last. ``step(i + 1)``
-    precedes row i."""
+    (maxflow.py). ``step(i + 1)`` precedes row i."""
     a = _mixed(weights)
-    layers, n = a.shape[0], a.shape[-1]
+    n = a.shape[-1]
     flow = layered_flow(a)
     causal = not np.triu(a, 1).any()  # a path from j up to i then passes only tokens j … i: that window's graph
     rows = np.zeros((n, n))
     for i in range(n):
         step(i + 1)
         for j in range(i + 1 if causal else n):
-            between = (np.arange(1, layers)[:, None] * n + np.arange(*((j, i + 1) if causal else (0, n)))).ravel()
-            rows[i, j] = flow([j, *between.tolist(), layers * n + i])  # node at·n + j: token j below layer at
+            rows[i, j] = flow(j, i, *((j, i + 1) if causal else (0, n)))
     return rows
 
 

@@ -167,7 +167,7 @@ class Inputs:
         blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
         if not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150:
             blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
-        elif str(self.device) != "cpu" and _torch() is not None:  # (a model on a GPU: the weights made there)
+        elif _on_gpu(self.device):  # (a model on a GPU: the weights made there)
             return _torch_weights(self, q, k, allowed, bias, blocks, out)
         closed = None if allowed is None else ~allowed  # (once for every head)
 
@@ -200,7 +200,7 @@ class Inputs:
         """Each layer's weights in turn for a view that follows the text through its layers."""
         if self.cross:
             raise ValueError(ACROSS_CROSS.format(what=what))
-        count = len(self.layers) if up_to is None else min(up_to + 1, len(self.layers))
+        count = len(self.layers[: None if up_to is None else max(0, up_to + 1)])
         return _Counted((w for w, _ in self.weights(up_to)), count)
 
 
@@ -211,7 +211,10 @@ class _Counted:
         self.items, self.count = items, count
 
     def __iter__(self):
-        return self.items
+        return self
+
+    def __next__(self):
+        return next(self.items)
 
     def __length_hint__(self) -> int:
         return self.count
@@ -225,21 +228,30 @@ def _torch():
     return torch
 
 
+def tensor(a, device, dtype=np.float32):
+    """A torch tensor of ``a`` on ``device`` (read-only arrays, the widget's own, are fine: torch only reads them)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return _torch().from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
+
+
+GPUS = ("cuda",)  # device types whose torch computes the research views' weights in float64 (Apple's mps has none)
+
+
+def _on_gpu(device) -> bool:
+    torch = _torch()
+    return device is not None and torch is not None and torch.device(device).type in GPUS
+
+
 def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray) -> np.ndarray:
     """weights_of's numbers by torch in float64 on ``inputs.device``, every head of a block of rows at
-    once, each step as core's scores_of and _softmax_rows take it."""
+    once, each step as core's scores_of and _softmax_rows take it (a bias of q's heads or of one)."""
     torch, device = _torch(), inputs.device
-
-    def tensor(a, dtype=np.float64):
-        with warnings.catch_warnings():  # (read-only arrays, the widget's own: torch only reads them)
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
-
-    Q, K = tensor(q), tensor(k).transpose(-1, -2)
-    B = None if bias is None else tensor(bias)
-    shut = None if allowed is None else tensor(~np.asarray(allowed, dtype=bool), bool)
+    Q, K = tensor(q, device, np.float64), tensor(k, device, np.float64).transpose(-1, -2)
+    B = None if bias is None else tensor(bias, device, np.float64)
+    shut = None if allowed is None else tensor(~np.asarray(allowed, dtype=bool), device, bool)
     into = torch.from_numpy(out)
-    scale = default_scale(q.shape[-1]) if inputs.scale is None else inputs.scale
+    scale = inputs.scale
     room = torch.empty(max((r1 - r0) * c for r0, r1, c in blocks) * len(q), dtype=torch.float64, device=device)
     for r0, r1, c in blocks:  # (one block's scores in `room`, made once: new memory costs more than the sums)
         s = torch.matmul(Q[:, r0:r1], K[:, :, :c], out=room[: len(q) * (r1 - r0) * c].view(len(q), r1 - r0, c))

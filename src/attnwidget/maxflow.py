@@ -10,9 +10,15 @@ import numpy as np
 
 
 def layered_flow(a: np.ndarray):
-    """For Â (layers × n × n, row i of layer l reading token j below it), a function of a list of node numbers
-    (l·n + token, ascending) giving the maximum flow from the first to the last through the nodes listed."""
-    return _igraph_flow(a) if compiled_flow() else _dinic_flow(a)
+    """For Â (layers × n × n, row i of layer l reading token j below it), a function ``flow(j, i, lo, hi)``:
+    the maximum flow from token j below the first layer to token i above the last through tokens lo … hi − 1
+    between them (a causal graph's path from j to i passes only tokens j … i)."""
+    if compiled_flow():
+        try:
+            return _igraph_flow(a)
+        except ImportError:  # (found but broken)
+            pass
+    return _dinic_flow(a)
 
 
 def compiled_flow() -> bool:
@@ -20,8 +26,16 @@ def compiled_flow() -> bool:
     return importlib.util.find_spec("igraph") is not None
 
 
+def _nodes(layers: int, n: int, j: int, i: int, lo: int, hi: int) -> list[int]:
+    """The pair's nodes in ascending order (node l·n + t: token t below layer l): j below the first layer,
+    tokens lo … hi − 1 between the layers, i above the last; no other node carries flow from j to i."""
+    between = np.arange(1, layers)[:, None] * n + np.arange(lo, hi)
+    return [j, *between.ravel().tolist(), layers * n + i]
+
+
 def _igraph_flow(a: np.ndarray):
-    """The maximum flow from the first to the last of some nodes of the whole layered graph (igraph, compiled)."""
+    """igraph's compiled routine on the whole graph, or for a window on the subgraph of its nodes (which igraph
+    numbers in ascending order: source first, sink last)."""
     import igraph
 
     layers, n = a.shape[0], a.shape[-1]
@@ -30,18 +44,28 @@ def _igraph_flow(a: np.ndarray):
     graph = igraph.Graph(
         n=(layers + 1) * n, edges=edges.tolist(), directed=True, edge_attrs={"c": a[at, to, of].tolist()}
     )
-    return lambda nodes: graph.induced_subgraph(nodes, "create_from_scratch").maxflow_value(
-        0, len(nodes) - 1, capacity="c"
-    )
+
+    def flow(j: int, i: int, lo: int, hi: int) -> float:
+        if (lo, hi) == (0, n):  # (every token: the other ends' nodes carry nothing, and no subgraph is made)
+            return graph.maxflow_value(j, layers * n + i, capacity="c")
+        nodes = _nodes(layers, n, j, i, lo, hi)
+        return graph.induced_subgraph(nodes, "create_from_scratch").maxflow_value(0, len(nodes) - 1, capacity="c")
+
+    return flow
 
 
 def _dinic_flow(a: np.ndarray):
-    """The same flows by Dinic's algorithm on the dense capacity matrix of the nodes picked."""
+    """Dinic's algorithm on the dense capacity matrix of the pair's nodes."""
     layers, n = a.shape[0], a.shape[-1]
     cap = np.zeros(((layers + 1) * n,) * 2)
     for at in range(layers):
         cap[at * n : (at + 1) * n, (at + 1) * n : (at + 2) * n] = a[at].T
-    return lambda nodes: _max_flow(cap[np.ix_(nodes, nodes)], 0, len(nodes) - 1)
+
+    def flow(j: int, i: int, lo: int, hi: int) -> float:
+        nodes = _nodes(layers, n, j, i, lo, hi)
+        return _max_flow(cap[np.ix_(nodes, nodes)], 0, len(nodes) - 1)
+
+    return flow
 
 
 def _max_flow(left: np.ndarray, source: int, sink: int, tiny: float = 1e-15) -> float:

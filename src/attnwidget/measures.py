@@ -25,9 +25,11 @@ NO_VALUES = (
     "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: "
     "pass values= (one vector per key) to from_attentions"
 )
-# tokens² · layers: about a second of flow's maximum flows on two cores, with igraph's routine or with the one
-# written here (benchmarks/views.py)
+# tokens² · layers: about a second of flow's maximum flows through causal layers on two cores, with igraph's
+# routine or with the one written here (benchmarks/views.py); a two-way layer's pair takes the whole text's
+# graph rather than its window, and its cell costs about TWO_WAY times as much
 FLOW_CELLS = (60 if compiled_flow() else 28) ** 2 * 12
+TWO_WAY = ((60 / 44) if compiled_flow() else (28 / 16)) ** 2
 
 
 def shown(inputs: Inputs) -> tuple[int, int]:
@@ -63,10 +65,16 @@ def across_every(inputs: Inputs, name: str) -> np.ndarray:
     return np.stack([attention_flow(layers[: up + 1]) for up in range(len(layers))])
 
 
-def flow_seconds(n: int, layers: int) -> float:
-    """About how long flow takes on n tokens through ``layers`` layers: FLOW_CELLS cells take a second, and each
+def flow_cells(causal: bool) -> float:
+    """How many cells (tokens² · layers) flow computes in about a second."""
+    return FLOW_CELLS if causal else FLOW_CELLS / TWO_WAY
+
+
+def flow_seconds(n: int, layers: int, causal: bool = True) -> float:
+    """About how long flow takes on n tokens through ``layers`` layers: flow_cells cells take a second, and each
     maximum flow grows with the graph (about n³ · layers in all, as benchmarks/views.py measures)."""
-    return n * n * layers / FLOW_CELLS * max(1.0, n / math.sqrt(FLOW_CELLS / layers))
+    cells = flow_cells(causal)
+    return n * n * layers / cells * max(1.0, n / math.sqrt(cells / layers))
 
 
 def lengths(sources) -> list[int]:
@@ -106,16 +114,25 @@ def check_pair(sources, a, b) -> None:
         )
 
 
-def differences(a: Inputs, b: Inputs, out=None):
+def differences(a: Inputs, b: Inputs):
     """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
-    over the last's, or into layer l of ``out``, layers × heads × n × n)."""
+    over the last's)."""
+    for (wa, _), (wb, _) in zip(a.weights(), b.weights()):
+        yield np.subtract(wa, wb, out=wa)
+
+
+def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
+    """Every layer's difference, layers × heads × n × n, each layer's written into its place (held once)."""
+    out = np.empty(0)
     for at, ((wa, _), (wb, _)) in enumerate(zip(a.weights(), b.weights())):
-        yield np.subtract(wa, wb, out=wa if out is None else out[at])
+        out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
+        np.subtract(wa, wb, out=out[at])
+    return out
 
 
 def largest(d: np.ndarray) -> np.ndarray:
     """Each head's largest |d| (heads × n × m): its largest and its smallest, with no |d| made."""
-    return np.maximum(d.max(axis=(1, 2), initial=-np.inf), -d.min(axis=(1, 2), initial=np.inf))
+    return np.maximum(d.max(axis=(1, 2), initial=-np.inf), -d.min(axis=(1, 2), initial=np.inf)) + 0.0  # (not −0)
 
 
 def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -138,12 +155,13 @@ def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:
     """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
     else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
     n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)
-    too_many = n * n * layers > FLOW_CELLS
+    cells = flow_cells(state["causal"])
+    too_many = n * n * layers > cells
     flow = (
         ACROSS_CROSS.format(what="flow")
         if state["cross"]
         else f"flow is exact, a maximum flow for each pair: {n} tokens × {layers} layers is too many for the page "
-        f"(about {int((FLOW_CELLS / layers) ** 0.5)} tokens at most); w.flow() computes it in Python, or use rollout"
+        f"(about {int((cells / layers) ** 0.5)} tokens at most); w.flow() computes it in Python, or use rollout"
         if too_many
         else ""
     )

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .core import CLOSED, head_summaries, summaries_of_rows
-from .inputs import Inputs
+from .inputs import Inputs, _torch, tensor
 from .views import VIEWS
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
@@ -36,7 +35,9 @@ def thumbnail(weights: np.ndarray) -> np.ndarray:
     return np.add.reduceat(np.add.reduceat(weights, rows, axis=-2), cols, axis=-1) / _counts(len(rows), len(cols), n, m)
 
 
-FAST_FROM = 2**22  # cells in a layer's heads: from here the overview's weights are torch's, in float32
+FAST_FROM = (
+    2**22
+)  # cells in a layer's heads: from here the overview's weights are torch's, in float32 (below, weights_of's)
 IN_FLIGHT = 1e9  # bytes: the layers' weights held at once while the overview is computed
 
 
@@ -137,14 +138,6 @@ class Background:
             self.done = (inputs, {"error": f"{type(err).__name__}: {err}", "key": key(inputs)})
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch
-
-
 CHUNK = 2**23  # cells of scores the fast path holds at once (two such arrays: 64 MB)
 
 
@@ -154,21 +147,15 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
     a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
     torch, device = _torch(), inputs.device
     heads, n, m = len(q), q.shape[1], k.shape[1]
-
-    def tensor(a, dtype=np.float32):  # (read-only arrays, the widget's own: torch only reads them)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return torch.from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
-
-    Q, K = tensor(q), tensor(k)
+    Q, K = tensor(q, device), tensor(k, device)
     if inputs.softcap is None:
         Q = Q * inputs.scale  # n × d cells scaled instead of n × m
     shut = np.zeros((n, m), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)
-    A = tensor(shut, bool)
+    A = tensor(shut, device, bool)
     reach = (
         np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - np.argmax(allowed[:, ::-1], axis=1), 0)
     )
-    blocks = tensor((np.arange(n) * min(n, SIZE)) // n, np.int64)  # each row's block of the thumbnail
+    blocks = tensor((np.arange(n) * min(n, SIZE)) // n, device, np.int64)  # each row's block of the thumbnail
     sums = torch.zeros(heads, min(n, SIZE), m, device=device)
     first, diagonal, previous, effective = (torch.zeros(heads, n, device=device) for _ in range(4))
     step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
@@ -185,7 +172,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         if inputs.softcap is not None:
             s.mul_(inputs.scale / inputs.softcap).tanh_().mul_(inputs.softcap)
         if bias is not None:
-            s += tensor(bias[..., r0:r1, :c1])
+            s += tensor(bias[..., r0:r1, :c1], device)
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], float("-inf"))
@@ -200,7 +187,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         torch.exp(s, out=e)
         closed = reach[r0:r1] == 0
         if closed.any():
-            e[:, tensor(closed, bool)] = 0.0  # a row of closed cells reads nothing
+            e[:, tensor(closed, device, bool)] = 0.0  # a row of closed cells reads nothing
         total = e.sum(dim=-1)
         total = torch.where(total > 0, total, 1.0)
         # entropy of w = e / Z from s = log e: log Z − Σ w·s, without a logarithm per cell

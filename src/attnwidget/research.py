@@ -137,12 +137,12 @@ class Research(_Widget):
         """Attention flow (Abnar & Zuidema, 2020), n × n: entry (i, j) is the maximum flow from
         input token j to token i at the last layer through the graph of every layer whose
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
-        of a few dozen tokens (about 60 at 12 layers in a second with igraph installed; see
-        :func:`attnwidget.core.attention_flow`): progress is said row by
-        row, and a run estimated past ten seconds warns first."""
+        of a few dozen tokens (at 12 layers in about a second with igraph installed: 60 through
+        causal layers, 44 through two-way ones; see :func:`attnwidget.core.attention_flow`):
+        progress is said row by row, and a run estimated past ten seconds warns first."""
         inputs = self._inputs()
         n, layers = inputs.rows, len(inputs.layers)
-        seconds = measures.flow_seconds(n, layers)
+        seconds = measures.flow_seconds(n, layers, inputs.causal)
         if seconds > 10:
             warnings.warn(
                 f"attention flow of {n} tokens through {layers} layer{'s' if layers > 1 else ''} takes about "
@@ -211,12 +211,7 @@ class Research(_Widget):
         number of tokens (a minimal pair); cell (i, j) is then how much more token i of text a reads
         token j than token i of text b does."""
         measures.check_pair(self._sources, a, b)
-        first, other = self._inputs(a), self._inputs(b)
-        q = first.layers[0][0]
-        out = np.empty((len(first.layers), q.shape[0] if q.ndim == 3 else 1, first.rows, first.keys))
-        for _ in measures.differences(first, other, out):  # each layer's written into its place in `out`
-            pass
-        return out
+        return measures.every_difference(self._inputs(a), self._inputs(b))
 
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
         """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
@@ -347,9 +342,9 @@ class Research(_Widget):
         """One number per layer and head for each of ``"first"`` (the weight on token 0),
         ``"self"``, ``"previous"`` (the weight on token i − 1) and ``"effective_tokens"``:
         arrays of layers × heads (one row when the widget has no model layers), computed with
-        numpy at the current temperature, causal rule, mask and ``sink`` (with which no row
-        reads token 0, and ``"first"`` is NaN). Each is a mean over the rows
-        where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
+        numpy (torch, in float64, for a model on a GPU) at the current temperature, causal rule,
+        mask and ``sink`` (with which no row reads token 0, and ``"first"`` is NaN). Each is a
+        mean over the rows where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""

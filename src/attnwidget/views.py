@@ -277,13 +277,14 @@ def for_page(inputs: Inputs, in_base64) -> dict:
     heads = rules.n_heads(s)
     why = available(inputs)
     for name in MEASURES:
-        slow = name == "flow" and inputs.rows**2 * layers > measures.FLOW_CELLS // 4
+        slow = name == "flow" and inputs.rows**2 * layers > measures.flow_cells(inputs.causal) / 4
         if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
             continue
         axes = every(name, inputs)
         size = cells * 4 * (layers if "layer" in axes else 1) * (heads if "head" in axes else 1)
         fits = size <= PAGE_BYTES and (
-            name != "flow" or sum(measures.flow_seconds(inputs.rows, up) for up in range(1, layers + 1)) <= 0.5
+            name != "flow"
+            or sum(measures.flow_seconds(inputs.rows, up, inputs.causal) for up in range(1, layers + 1)) <= 0.5
         )
         e = entry(name, inputs, axes if fits else ())
         out[name] = {**e, "matrix": in_base64(e["matrix"])} if "matrix" in e else e
