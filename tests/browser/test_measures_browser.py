@@ -8,7 +8,7 @@ from test_across_layers import model_widget
 from test_integrations import gpt2, gpt2_tokenizer, tf  # (fixtures)
 from test_overview_browser import HEADS, LAYERS, N, kernel_model
 
-from attnwidget import AttentionWidget
+from attnwidget import AttentionWidget, measures
 from attnwidget.core import attention_flow
 
 pytestmark = pytest.mark.browser
@@ -153,7 +153,7 @@ m
 def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser, tmp_path, tf, gpt2_tokenizer):
     from test_texts import SAME
 
-    from attnwidget import AttentionWidget
+    from attnwidget import AttentionWidget, measures
 
     w = AttentionWidget.from_transformers(
         gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, SAME, layer=1, head=1, stage="weights", measure="difference"
@@ -213,7 +213,7 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
 
 
 def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(browser, tmp_path):
-    from attnwidget import AttentionWidget
+    from attnwidget import AttentionWidget, measures
 
     w = AttentionWidget(["She sat by the river bank", "The cat sat"], measure="difference")
     page, _ = exported(browser, w, tmp_path / "lengths.html", height=900, width=900)
@@ -231,7 +231,8 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
 def test_an_exported_page_offers_every_measure_the_widget_offers_and_says_which_it_does_not_carry(browser, tmp_path):
     """A long text's exported page carries no flow (too slow to compute for it): its button stays,
     marked, and the panel says why, in the page's words, instead of the button going without a word."""
-    w = model_widget(seed=2, n=40, layers=3, heads=2)
+    n = int((measures.flow_cells(True) / 12) ** 0.5) + 2  # (offered, but past a quarter of a second's cells: not exported)
+    w = model_widget(seed=2, n=n, layers=3, heads=2)
     assert "flow" in w.offered_measures and "flow" not in w.page_state()["state"]["measure_data"]
     page, errors = exported(browser, w, tmp_path / "long.html")
     try:
