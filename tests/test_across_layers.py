@@ -36,6 +36,10 @@ def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to
         want.append(acc)
     np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
+    # the same, layer after layer from an iterator (its result made once), and the last layer's alone
+    np.testing.assert_array_equal(rollout(iter(w)), got)
+    np.testing.assert_array_equal(rollout(iter(w), last=True), got[-1])
+    np.testing.assert_array_equal(rollout(w, last=True), got[-1])
 
 
 @pytest.fixture(params=["igraph", "dinic"])

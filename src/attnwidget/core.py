@@ -378,22 +378,28 @@ def _mixed(weights) -> np.ndarray:
     return np.array([a.copy() for a in _each_mixed(weights)])
 
 
-def rollout(weights) -> np.ndarray:
+def rollout(weights, last: bool = False) -> np.ndarray:
     """Attention rollout: layers × n × n, the rollout up to each layer, Â_l · … · Â_0. Row i of
     layer l says how much of each input token reaches token i there; every row sums to 1.
     ``weights``: layers × heads × n × n, or each layer's heads × n × n in turn (an iterator that
-    says how many, ``__length_hint__``, has its result made once rather than gathered)."""
-    count, out = operator.length_hint(weights), None
+    says how many, ``__length_hint__``, has its result made once rather than gathered). ``last``:
+    the rollout up to the last layer alone, n × n (the layers' before it not kept)."""
+    count, out = (0 if last else operator.length_hint(weights)), None
     kept: list[np.ndarray] = []
     for at, a in enumerate(_each_mixed(weights)):
         if out is None and count:
             out = np.empty((count, *a.shape))
-        into = out[at] if out is not None and at < count else np.empty(a.shape)
+        if out is not None and at < count:
+            into = out[at]
+        else:  # (with ``last``, the memory of the product two layers back, no longer needed)
+            into = kept.pop(0) if last and len(kept) > 1 else np.empty(a.shape)
         if kept:
             np.matmul(a, kept[-1], out=into)
         else:
             into[...] = a  # (Â_0 · I)
         kept.append(into)
+    if last:
+        return kept[-1]
     return out if out is not None and len(kept) == count else np.array(kept)
 
 

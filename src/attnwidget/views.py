@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import atlas, measures, qkmap, rules
+from .core import rollout
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
 
@@ -53,7 +54,7 @@ def _why(name: str) -> Callable[[Inputs], str]:
 
 
 def _rollout(inputs):
-    return measures.across(inputs, "rollout", measures.shown(inputs)[0])[-1], {}
+    return rollout(inputs.across("rollout", measures.shown(inputs)[0]), last=True), {}
 
 
 def _flow(inputs):
