@@ -231,7 +231,7 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
 def test_an_exported_page_offers_every_measure_the_widget_offers_and_says_which_it_does_not_carry(browser, tmp_path):
     """A long text's exported page carries no flow (too slow to compute for it): its button stays,
     marked, and the panel says why, in the page's words, instead of the button going without a word."""
-    n = int((measures.flow_cells(True) / 12) ** 0.5) + 2  # (offered, but past a quarter of a second's cells: not exported)
+    n = int((measures.flow_cells(True) / 12) ** 0.5) + 2  # (offered; past a quarter second's cells)
     w = model_widget(seed=2, n=n, layers=3, heads=2)
     assert "flow" in w.offered_measures and "flow" not in w.page_state()["state"]["measure_data"]
     page, errors = exported(browser, w, tmp_path / "long.html")
