@@ -153,8 +153,8 @@ class Inputs:
 
         Each block of ROWS rows is scored only up to the last column one of its rows may read (a
         causal layer: about half its cells). numpy computes them, the heads shared among the cores; for a
-        model on another device than the CPU (a GPU), torch does, in float64 on that device. The numbers
-        are those of the whole matrix, to rounding."""
+        model on a CUDA GPU, torch does, in float64 there. The numbers are those of the whole matrix, to
+        rounding."""
         n, m = len(q[0]), len(k[0])
         out = out if out is not None and out.shape == (len(q), n, m) else np.empty((len(q), n, m))
         reach = (
