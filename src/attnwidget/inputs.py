@@ -220,7 +220,8 @@ class _Counted:
         return self.count
 
 
-def _torch():
+def load_torch():
+    """torch, or None where it is not installed."""
     try:
         import torch
     except ImportError:
@@ -232,21 +233,21 @@ def tensor(a, device, dtype=np.float32):
     """A torch tensor of ``a`` on ``device`` (read-only arrays, the widget's own, are fine: torch only reads them)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return _torch().from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
+        return load_torch().from_numpy(np.ascontiguousarray(a, dtype=dtype)).to(device)
 
 
 GPUS = ("cuda",)  # device types whose torch computes the research views' weights in float64 (Apple's mps has none)
 
 
 def _on_gpu(device) -> bool:
-    torch = _torch()
+    torch = load_torch()
     return device is not None and torch is not None and torch.device(device).type in GPUS
 
 
 def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray) -> np.ndarray:
     """weights_of's numbers by torch in float64 on ``inputs.device``, every head of a block of rows at
     once, each step as core's scores_of and _softmax_rows take it (a bias of q's heads or of one)."""
-    torch, device = _torch(), inputs.device
+    torch, device = load_torch(), inputs.device
     Q, K = tensor(q, device, np.float64), tensor(k, device, np.float64).transpose(-1, -2)
     B = None if bias is None else tensor(bias, device, np.float64)
     shut = None if allowed is None else tensor(~np.asarray(allowed, dtype=bool), device, bool)

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .core import CLOSED, head_summaries, summaries_of_rows
-from .inputs import Inputs, _torch, tensor
+from .inputs import Inputs, load_torch, tensor
 from .views import VIEWS
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
@@ -35,9 +35,8 @@ def thumbnail(weights: np.ndarray) -> np.ndarray:
     return np.add.reduceat(np.add.reduceat(weights, rows, axis=-2), cols, axis=-1) / _counts(len(rows), len(cols), n, m)
 
 
-FAST_FROM = (
-    2**22
-)  # cells in a layer's heads: from here the overview's weights are torch's, in float32 (below, weights_of's)
+# cells in a layer's heads: from here the overview's weights are torch's, in float32 (below, weights_of's)
+FAST_FROM = 2**22
 IN_FLIGHT = 1e9  # bytes: the layers' weights held at once while the overview is computed
 
 
@@ -50,7 +49,7 @@ def compute(inputs: Inputs) -> dict:
     def one(
         q, k, allowed, bias
     ):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
-        if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and _torch() is not None:
+        if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and load_torch() is not None:
             sums, summaries = _torch_layer(inputs, q, k, allowed, bias)
             t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
         else:
@@ -145,7 +144,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
     """A layer's thumbnail sums (heads × blocks × blocks) and summaries, in float32 with torch on
     every core, as core's scores and softmax compute them (within about 1e-5), a chunk of rows at
     a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
-    torch, device = _torch(), inputs.device
+    torch, device = load_torch(), inputs.device
     heads, n, m = len(q), q.shape[1], k.shape[1]
     Q, K = tensor(q, device), tensor(k, device)
     if inputs.softcap is None:
