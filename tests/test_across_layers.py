@@ -1,6 +1,8 @@
 """Across layers (Abnar & Zuidema, 2020): attention rollout and attention flow, against the
 formula written out here and against networkx's maximum flow."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -132,7 +134,6 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
     column a block may read, heads shared among the cores, or torch's on a model's device) are the widget's
     own for each head (core.Attention: one whole matrix), to rounding; to the bit where scores near
     float64's limit. ``reused``: written over another layer's numbers (Inputs.weights' buffer)."""
-    from types import SimpleNamespace
 
     from attnwidget import inputs
     from attnwidget.core import Attention, allowed_cells
@@ -192,3 +193,39 @@ def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers
     np.testing.assert_allclose(there[1], cpu[1], rtol=1e-9, atol=1e-12)
     for name in cpu[2]:
         np.testing.assert_allclose(there[2][name], cpu[2][name], rtol=1e-12, atol=1e-15)
+
+
+def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_they_found_it():
+    """While a layer's heads are shared among the cores, numpy's BLAS runs in one thread (two of its own
+    under each would crowd the cores); the limit is the process's, set by the first layer in and lifted by
+    the last out, so layers computed at once in several threads (as the overview computes them) leave
+    BLAS with its own threads."""
+    import threading
+
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from attnwidget import inputs
+    from attnwidget.core import allowed_cells
+
+    blas = lambda: sorted({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"})
+    before = blas()
+    if before in ([], [1]):
+        pytest.skip("numpy's BLAS has one thread here already")
+    first, second = inputs.one_blas_thread(), inputs.one_blas_thread()  # two layers, in two threads
+    first.__enter__()
+    second.__enter__()
+    assert blas() == [1]
+    first.__exit__(None, None, None)  # the first out, the second still in: still one thread
+    assert blas() == [1]
+    second.__exit__(None, None, None)
+    assert blas() == before
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(2, 3, 300, 8))
+    at = SimpleNamespace(scale=None, softcap=None, temperature=1.0, device="cpu")
+    layers = [
+        threading.Thread(target=inputs.Inputs.weights_of, args=(at, q, k, allowed_cells(300, True))) for _ in range(4)
+    ]
+    for t in layers:
+        t.start()
+    for t in layers:
+        t.join(timeout=60)
+    assert blas() == before and inputs._INSIDE == 0
