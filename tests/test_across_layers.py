@@ -145,9 +145,9 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
         q, k, v = (rng.normal(size=(heads, n, 4)) * (1e77 if huge else 1) for _ in range(3))
         mask = rng.random((n, n)) > 0.3 if masked else None
         bias = rng.normal(size=(heads, n, n)) if biased else None
-        # torch's path (a GPU's), here on the CPU: "cpu" counted as a GPU for the test
+        # torch's path (a GPU's), here on the CPU: the CPU named "cpu:0" and counted as a GPU for the test
         at = SimpleNamespace(
-            scale=0.5, softcap=softcap, temperature=temperature, device="cpu" if by == "torch" else None
+            scale=0.5, softcap=softcap, temperature=temperature, device="cpu:0" if by == "torch" else None
         )
         before = rng.random((heads, n, n)) if reused else None
         with np.errstate(all="ignore"):
@@ -173,7 +173,7 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
 
 def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers(monkeypatch):
     """A model on a GPU has its layers' weights made there by torch in float64: rollout, flow and the
-    summaries equal the CPU's (torch's path runs here on the CPU, "cpu" counted as a GPU). Apple's mps
+    summaries equal the CPU's (torch's path runs here on the CPU, "cpu:0" counted as a GPU). Apple's mps
     has no float64: a model there keeps numpy's path."""
     from attnwidget import inputs
 
@@ -186,9 +186,9 @@ def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers
     np.testing.assert_array_equal(w.rollout(), cpu[0])
     assert made == []
     monkeypatch.setattr(inputs, "GPUS", ("cuda", "cpu"))
-    w._device = "cpu"
+    w._device = "cpu:0"
     there = w.rollout(), w.flow(), w.head_summary()
-    assert made and set(made) == {"cpu"}
+    assert made and set(made) == {"cpu:0"}
     np.testing.assert_allclose(there[0], cpu[0], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(there[1], cpu[1], rtol=1e-9, atol=1e-12)
     for name in cpu[2]:
@@ -229,3 +229,18 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
     for t in layers:
         t.join(timeout=60)
     assert blas() == before and inputs._INSIDE == 0
+
+
+def test_a_widget_of_your_own_arrays_computes_its_views_without_importing_torch():
+    """Only a model on a GPU takes torch's path: a lab widget's summaries and rollout do not pay torch's import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from attnwidget import AttentionWidget; w = AttentionWidget('She sat by the river bank'); "
+        "w.head_summary(); w.rollout(); print('torch' in sys.modules)"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

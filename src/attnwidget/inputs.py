@@ -273,8 +273,11 @@ GPUS = ("cuda",)  # device types whose torch computes the research views' weight
 
 
 def _on_gpu(device) -> bool:
+    """Whether ``device`` is a GPU torch computes the weights on ("cpu", the default, never imports torch)."""
+    if device is None or str(device) == "cpu":
+        return False
     torch = load_torch()
-    return device is not None and torch is not None and torch.device(device).type in GPUS
+    return torch is not None and torch.device(device).type in GPUS
 
 
 def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray) -> np.ndarray:
