@@ -2,6 +2,7 @@
 formula written out here and against networkx's maximum flow."""
 
 from types import SimpleNamespace
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from test_integrations import minilm, tf  # (fixtures)
 from test_layers import fake_model
 from test_weights import each_head
 
-from attnwidget import AttentionWidget, maxflow
+from attnwidget import AttentionWidget, cores, maxflow
 from attnwidget.core import attention_flow, rollout
 
 
@@ -25,23 +26,25 @@ def model_widget(seed=0, n=6, layers=3, heads=2):
     return AttentionWidget._from_model(fake_model(n_layers=layers, heads=heads, n=n, d=4, seed=seed), 0, 0, {})
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 7), st.integers(1, 4), st.integers(0, 2**31))
-def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to_1(n, layers, seed):
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 7), st.integers(1, 4), st.integers(0, 2**31), st.sampled_from([(256, 2), (1, 3), (2, 2)]))
+def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to_1(n, layers, seed, split):
+    """Also with its rows shared among several cores (here: parts of one or two rows, among three or two)."""
     rng = np.random.default_rng(seed)
     w = rng.random((layers, 3, n, n))
     w /= w.sum(axis=-1, keepdims=True)
-    got = rollout(w)
     want, acc = [], np.eye(n)
     for layer in w:
         acc = mixed(layer) @ acc
         want.append(acc)
-    np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
-    # the same, layer after layer from an iterator (its result made once), and the last layer's alone
-    np.testing.assert_array_equal(rollout(iter(w)), got)
-    np.testing.assert_array_equal(rollout(iter(w), last=True), got[-1])
-    np.testing.assert_array_equal(rollout(w, last=True), got[-1])
+    with patch.object(cores, "LEAST", split[0]), patch.object(cores, "count", lambda: split[1]):
+        got = rollout(w)
+        np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
+        # the same, layer after layer from an iterator (its result made once), and the last layer's alone
+        np.testing.assert_array_equal(rollout(iter(w)), got)
+        np.testing.assert_array_equal(rollout(iter(w), last=True), got[-1])
+        np.testing.assert_array_equal(rollout(w, last=True), got[-1])
 
 
 @pytest.fixture(params=["igraph", "dinic"])
@@ -135,7 +138,7 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
     own for each head (core.Attention: one whole matrix), to rounding; to the bit where scores near
     float64's limit. ``reused``: written over another layer's numbers (Inputs.weights' buffer)."""
 
-    from attnwidget import inputs
+    from attnwidget import cores, inputs
     from attnwidget.core import Attention, allowed_cells
 
     kept = inputs.ROWS, inputs.GPUS
@@ -175,7 +178,7 @@ def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers
     """A model on a GPU has its layers' weights made there by torch in float64: rollout, flow and the
     summaries equal the CPU's (torch's path runs here on the CPU, "cpu:0" counted as a GPU). Apple's mps
     has no float64: a model there keeps numpy's path."""
-    from attnwidget import inputs
+    from attnwidget import cores, inputs
 
     w = model_widget(seed=3, n=7, layers=3, heads=2)
     w.set_state({"temperature": 0.7, "sink": True})
@@ -203,14 +206,14 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
     import threading
 
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from attnwidget import inputs
+    from attnwidget import cores, inputs
     from attnwidget.core import allowed_cells
 
     blas = lambda: sorted({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"})
     before = blas()
     if before in ([], [1]):
         pytest.skip("numpy's BLAS has one thread here already")
-    first, second = inputs.one_blas_thread(), inputs.one_blas_thread()  # two layers, in two threads
+    first, second = cores.one_blas_thread(), cores.one_blas_thread()  # two layers, in two threads
     first.__enter__()
     second.__enter__()
     assert blas() == [1]
@@ -228,7 +231,7 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
         t.start()
     for t in layers:
         t.join(timeout=60)
-    assert blas() == before and inputs._INSIDE == 0
+    assert blas() == before and cores._INSIDE == 0
 
 
 def test_a_widget_of_your_own_arrays_computes_its_views_without_importing_torch():

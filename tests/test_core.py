@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.spatial import ConvexHull, Delaunay
 from scipy.special import softmax
 
 from attnwidget import attention
+from attnwidget.core import CLOSED, _softmax_rows
 
 
 def random_qkv(seed, n=7, dk=5, dv=3):
@@ -106,3 +109,43 @@ def test_bad_temperature_is_explained(t):
     q, k, v = random_qkv(0)
     with pytest.raises(ValueError, match="temperature"):
         attention(q, k, v, temperature=t)
+
+
+def _plain_softmax(scores, temperature, allowed):
+    """The softmax as first written, exp over every cell: -inf cells and underflows included."""
+    s = scores.copy()
+    if allowed is not None:
+        s[~allowed] = -np.inf
+    s[s <= CLOSED] = -np.inf
+    top = s.max(axis=1, keepdims=True, initial=-np.inf)
+    empty = ~np.isfinite(top[:, 0])
+    top[empty] = 0.0
+    s -= top
+    if temperature != 1:
+        with np.errstate(over="ignore"):
+            s /= temperature
+    with np.errstate(under="ignore"):
+        s = np.exp(s)
+    total = s.sum(axis=1, keepdims=True)
+    total[empty] = 1.0
+    return s / total
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 9),
+    st.integers(1, 9),
+    st.sampled_from([1e-300, 1e-6, 0.01, 0.3, 1.0, 2.5, 1e8]),
+    st.sampled_from([1.0, 100.0, 1e6]),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_softmax_skips_only_exact_zeros(n, m, temperature, spread, masked, seed):
+    """Cells whose exp is exactly 0 (closed, -inf, or underflowing at a small T) are not passed
+    through exp, and every weight is still the plain formula's, bit for bit."""
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(n, m)) * spread
+    scores[rng.random((n, m)) < 0.1] = CLOSED * 2  # (a model's additive mask)
+    allowed = rng.random((n, m)) < 0.7 if masked else None
+    got = _softmax_rows(scores, temperature, allowed)
+    np.testing.assert_array_equal(got, _plain_softmax(scores, temperature, allowed))

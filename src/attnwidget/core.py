@@ -11,6 +11,7 @@ from functools import cached_property
 
 import numpy as np
 
+from . import cores
 from .maxflow import layered_flow
 
 __all__ = ["Attention", "attention", "default_scale", "principal_axes"]
@@ -62,6 +63,7 @@ def _scaled(a: np.ndarray):
 # A score at or below this closes its cell (weight exactly 0 at every temperature), as an additive mask of a
 # model's lowest number does: how attention weights given as input keep a cell given 0 (integrations/weights.py).
 CLOSED = -1e30
+UNDERFLOW = -746.0  # exp of anything at or below is exactly 0.0
 
 
 def _softmax_rows(scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None) -> np.ndarray:
@@ -86,7 +88,10 @@ def _softmax_rows(scores: np.ndarray, temperature: float, allowed, *, overwrite=
     if temperature != 1:
         with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
             s /= temperature
-    np.exp(s, out=s)
+    # exp where it is not exactly 0 (numpy's exp of -inf, or of what underflows, is several times slower)
+    live = np.greater(s, UNDERFLOW)
+    np.exp(s, out=s, where=live)
+    np.copyto(s, 0.0, where=np.logical_not(live, out=live))
     total = s.sum(axis=1, keepdims=True)
     total[empty] = 1.0
     s /= total
@@ -362,14 +367,20 @@ def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
 def _each_mixed(weights):
     """Each layer's Â in turn from its heads' weights (layers × heads × n × n, or one heads × n × n at
     a time; rows read): half the heads' mean, half the identity (the residual path), each row
-    renormalised. One n × n is written over for each layer (new memory costs more than the sums)."""
+    renormalised. One n × n is written over for each layer (new memory costs more than the sums),
+    a part of its rows on each core."""
     a = None
     for layer in weights:
         layer = np.asarray(layer, dtype=float)
-        a = np.mean(layer, axis=0, out=a if a is not None and a.shape == layer.shape[1:] else None)
-        a *= 0.5
-        a[np.diag_indices(len(a))] += 0.5
-        a /= a.sum(axis=-1, keepdims=True)
+        a = a if a is not None and a.shape == layer.shape[1:] else np.empty(layer.shape[1:])
+
+        def rows(r0, r1, layer=layer, a=a):
+            part = np.mean(layer[:, r0:r1], axis=0, out=a[r0:r1])
+            part *= 0.5
+            part[np.arange(r1 - r0), np.arange(r0, r1)] += 0.5
+            part /= part.sum(axis=-1, keepdims=True)
+
+        cores.by_rows(len(a), rows)
         yield a
 
 
@@ -386,18 +397,20 @@ def rollout(weights, last: bool = False) -> np.ndarray:
     the rollout up to the last layer alone, n × n (the layers' before it not kept)."""
     count, out = (0 if last else operator.length_hint(weights)), None
     kept: list[np.ndarray] = []
-    for at, a in enumerate(_each_mixed(weights)):
-        if out is None and count:
-            out = np.empty((count, *a.shape))
-        if out is not None and at < count:
-            into = out[at]
-        else:  # (with ``last``, the memory of the product two layers back, no longer needed)
-            into = kept.pop(0) if last and len(kept) > 1 else np.empty(a.shape)
-        if kept:
-            np.matmul(a, kept[-1], out=into)
-        else:
-            into[...] = a  # (Â_0 · I)
-        kept.append(into)
+    with cores.one_blas_thread():  # (each layer's weights, sums and product shared among the cores)
+        for at, a in enumerate(_each_mixed(weights)):
+            if out is None and count:
+                out = np.empty((count, *a.shape))
+            if out is not None and at < count:
+                into = out[at]
+            else:  # (with ``last``, the memory of the product two layers back, no longer needed)
+                into = kept.pop(0) if last and len(kept) > 1 else np.empty(a.shape)
+            if kept:
+                below = kept[-1]
+                cores.by_rows(len(a), lambda r0, r1: np.matmul(a[r0:r1], below, out=into[r0:r1]))  # noqa: B023
+            else:
+                into[...] = a  # (Â_0 · I)
+            kept.append(into)
     if last:
         return kept[-1]
     return out if out is not None and len(kept) == count else np.array(kept)

@@ -9,16 +9,12 @@ reads the widget's own members.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 
 import numpy as np
 
-from . import rules
+from . import cores, rules
 from .core import CLOSED, _softmax_rows, allowed_cells, default_scale, scores_of
 from .position import positioned
 
@@ -182,11 +178,8 @@ class Inputs:
                 cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
                 _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1])
 
-        if len(q) > 1 and n * m >= 256 * 256:
-            # each core takes a head, its products in one BLAS thread: two threads of BLAS's own under each
-            # would crowd the cores (12 layers at 1,024 tokens: 0.54 s against 0.86 s)
-            with one_blas_thread(), ThreadPoolExecutor(min(len(q), os.cpu_count() or 1)) as pool:
-                list(pool.map(head, range(len(q))))
+        if n * m >= cores.LEAST**2:  # each core a head (12 layers at 1,024 tokens: 0.54 s, 0.86 s with BLAS's threads)
+            cores.each(head, range(len(q)))
         else:
             for h in range(len(q)):
                 head(h)
@@ -222,35 +215,6 @@ class _Counted:
 
     def __length_hint__(self) -> int:
         return self.count
-
-
-@contextlib.contextmanager
-def one_blas_thread():
-    """A block in which numpy's BLAS runs in one thread (threadpoolctl's limit; nothing without it). The
-    limit is the process's: set by the first block to enter (on every BLAS then loaded) and lifted by the
-    last to leave, so blocks running at once in several threads (the overview's layers) leave BLAS as
-    they found it."""
-    global _LIMITED, _INSIDE
-    with _BLAS_LOCK:
-        if _INSIDE == 0:
-            try:
-                from threadpoolctl import ThreadpoolController
-            except ImportError:
-                pass
-            else:
-                _LIMITED = ThreadpoolController().limit(limits=1, user_api="blas")
-        _INSIDE += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _INSIDE -= 1
-            if _INSIDE == 0 and _LIMITED is not None:
-                _LIMITED.restore_original_limits()
-                _LIMITED = None
-
-
-_LIMITED, _INSIDE, _BLAS_LOCK = None, 0, threading.Lock()  # the limit set, and how many blocks are in it
 
 
 def load_torch():
