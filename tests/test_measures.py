@@ -2,6 +2,7 @@
 widget's own Python computation, for the state its key names; and what cannot be shown says why."""
 
 import base64
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -210,3 +211,55 @@ def test_each_heads_largest_difference_is_its_largest_absolute_value_and_never_m
     got = measures.largest(d)
     np.testing.assert_array_equal(got, np.abs(d).max(axis=(1, 2)))
     assert not np.signbit(got).any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 3),
+    st.integers(1, 9),
+    st.integers(0, 9),
+    st.booleans(),
+    st.sampled_from([None, "same", "differs"]),
+    st.integers(1, 4),
+    st.integers(0, 2**16),
+)
+def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_whole_ones(
+    heads, n, p, causal, bias, rows, seed
+):
+    """Two texts whose first p tokens are the same (a minimal pair): in a causal layer their first p rows
+    have the same weights, so blocks of rows before p are not computed; every difference and largest
+    value is still that of both texts' whole weights, bit for bit. Where rows read later keys, none is shared."""
+    from unittest.mock import patch
+
+    from attnwidget import inputs as inputs_module
+    from attnwidget.core import allowed_cells
+
+    p = min(p, n)
+    rng = np.random.default_rng(seed)
+    qa, ka = rng.normal(size=(2, heads, n, 4))
+    qb, kb = qa.copy(), ka.copy()
+    qb[:, p:] += rng.normal(size=(heads, n - p, 4))
+    kb[:, p:] += rng.normal(size=(heads, n - p, 4))
+    allowed = allowed_cells(n, causal)
+    ba = None if bias is None else rng.normal(size=(heads, n, n))
+    bb = None if ba is None else ba.copy()
+    if bias == "differs" and n > 1:
+        bb[:, n // 2] += 1.0  # (another text's own bias: rows from n // 2 differ)
+    own = SimpleNamespace(scale=None, softcap=None, temperature=0.8, device="cpu")
+    weights = lambda *layer, **more: inputs_module.Inputs.weights_of(own, *layer, **more)
+    text = lambda layers: SimpleNamespace(layers=layers, each_layer=lambda: iter(layers), weights_of=weights)
+    first, second = [(qa, ka, allowed, ba)] * 2, [(qb, kb, allowed, bb)] * 2  # two layers
+    biased = n // 2 if bias == "differs" and n > 1 else n
+    with patch.object(inputs_module, "ROWS", rows):
+        assert measures.shared_rows(first[0], second[0]) == (min(p, biased) if causal or p == n else 0)
+        got = [(d.copy(), most) for d, most in measures.differences(text(first), text(second))]
+        every = measures.every_difference(text(first), text(second))
+        whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
+        alone, every_row = weights(*first[0], start=p), weights(*first[0])
+    # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
+    computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
+    assert not alone[:, :computed].any() and p - 2 * rows < computed <= p
+    for (d, most), want, each in zip(got, whole, every):
+        np.testing.assert_array_equal(d, want)
+        np.testing.assert_array_equal(each, want)
+        np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))

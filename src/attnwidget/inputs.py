@@ -145,9 +145,10 @@ class Inputs:
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
-    def weights_of(self, q, k, allowed, bias=None, out=None) -> np.ndarray:
+    def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
-        written into ``out`` when it has that shape.
+        written into ``out`` when it has that shape. ``start``: a block of rows that ends before it is
+        not computed, its rows left 0 (the difference's rows that two texts share).
 
         Each block of ROWS rows is scored only up to the last column one of its rows may read (a
         causal layer: about half its cells). numpy computes them, the heads shared among the cores; for a
@@ -163,9 +164,13 @@ class Inputs:
             starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
         # (rows r0 to r1, read up to column c; nor of one column)
         blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
-        if not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150:
+        near_limit = not float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1] < 1e150
+        if near_limit:
             blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
-        elif _on_gpu(self.device):  # (a model on a GPU: the weights made there)
+        skipped = next((r0 for r0, r1, _ in blocks if r1 > start), n)
+        blocks = [b for b in blocks if b[1] > start]  # (the blocks computed are those of every row: the same numbers)
+        out[:, :skipped] = 0.0
+        if _on_gpu(self.device) and not near_limit:  # (a model on a GPU: the weights made there)
             return _torch_weights(self, q, k, allowed, bias, blocks, out)
         closed = None if allowed is None else ~allowed  # (once for every head)
 

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from . import rules
+from . import cores, rules
 from .core import attention_flow, attention_norms, rollout
 from .inputs import ACROSS_CROSS, Inputs
 from .maxflow import compiled_flow
@@ -114,19 +114,60 @@ def check_pair(sources, a, b) -> None:
         )
 
 
+def shared_rows(first: tuple, second: tuple) -> int:
+    """How many leading rows of a layer have the same weights in two texts: those whose query, bias and
+    mask are the same and, where rows read only earlier keys (a causal model), whose keys up to their
+    own are (in a minimal pair, the words before the one that differs). ``first``, ``second``: (q, k,
+    allowed, bias) of each text's layer, as Inputs.each_layer gives them."""
+    (qa, ka, aa, ba), (qb, kb, ab, bb) = first, second
+    if qa.shape != qb.shape or ka.shape != kb.shape or (aa is None) != (ab is None) or (ba is None) != (bb is None):
+        return 0
+    n = qa.shape[-2]
+
+    def from_row(x, y) -> int:  # the first row (axis -2) where x and y differ; n where none does
+        if np.shape(x) != np.shape(y):
+            return 0
+        differs = np.asarray(x != y)
+        rows = differs.any(axis=tuple(i for i in range(differs.ndim) if i != differs.ndim - 2))
+        return int(rows.argmax()) if rows.any() else n
+
+    earlier_only = aa is not None and not np.triu(aa, 1).any()
+    keys = from_row(ka, kb)
+    if keys < n and not earlier_only:
+        return 0  # (every row reads every key)
+    # (a bias or mask of one row for every row differs, if at all, from row 0)
+    return min(from_row(qa, qb), keys, *(from_row(x, y) for x, y in ((aa, ab), (ba, bb)) if x is not None))
+
+
+def paired(a: Inputs, b: Inputs):
+    """Each layer's weights of the texts of ``a`` and ``b`` in turn, (wa, wb), heads × n × n, each
+    written over the last's. The rows both texts share (shared_rows) are not computed: left 0 in both."""
+    held: list = [None, None]
+    for first, second in zip(a.each_layer(), b.each_layer()):
+        start = shared_rows(first, second)
+        held = [
+            x.weights_of(q, k, allowed, bias, out=h, start=start)
+            for x, (q, k, allowed, bias), h in zip((a, b), (first, second), held)
+        ]
+        yield held
+
+
 def differences(a: Inputs, b: Inputs):
     """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
-    over the last's)."""
-    for (wa, _), (wb, _) in zip(a.weights(), b.weights()):
-        yield np.subtract(wa, wb, out=wa)
+    over the last's), with each head's largest |difference| (largest)."""
+    with cores.one_blas_thread():
+        for wa, wb in paired(a, b):
+            most = cores.each(lambda h: largest(np.subtract(wa[h], wb[h], out=wa[h])[None])[0], range(len(wa)))  # noqa: B023
+            yield wa, np.array(most)
 
 
 def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
     """Every layer's difference, layers × heads × n × n, each layer's written into its place (held once)."""
     out = np.empty(0)
-    for at, ((wa, _), (wb, _)) in enumerate(zip(a.weights(), b.weights())):
-        out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
-        np.subtract(wa, wb, out=out[at])
+    with cores.one_blas_thread():
+        for at, (wa, wb) in enumerate(paired(a, b)):
+            out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
+            cores.each(lambda h: np.subtract(wa[h], wb[h], out=out[at, h]), range(len(wa)))  # noqa: B023
     return out
 
 
@@ -142,8 +183,8 @@ def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndar
     pass over the layers."""
     layer, head = shown(inputs)
     matrix, most, kept = np.empty(0), [], []
-    for at, d in enumerate(differences(inputs, inputs.extra["other"]())):
-        most.append(largest(d))
+    for at, (d, largest_here) in enumerate(differences(inputs, inputs.extra["other"]())):
+        most.append(largest_here)
         if every:
             kept.append(d.copy())  # (each layer's is written over the last's)
         elif at == layer:

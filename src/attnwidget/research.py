@@ -216,7 +216,7 @@ class Research(_Widget):
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
         """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
         head_summary's numbers are shaped): the heads where the two texts differ most."""
-        return np.stack([measures.largest(d) for d in self._differences(a, b)])
+        return np.stack([most for _, most in self._differences(a, b)])
 
     def _differences(self, a, b):
         """Each layer's difference of the weights of texts a and b, heads × n × n."""
