@@ -148,6 +148,8 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
         q, k, v = (rng.normal(size=(heads, n, 4)) * (1e77 if huge else 1) for _ in range(3))
         mask = rng.random((n, n)) > 0.3 if masked else None
         bias = rng.normal(size=(heads, n, n)) if biased else None
+        if biased:
+            bias[rng.random(bias.shape) < 0.2] = np.finfo(float).min  # (a model's additive mask: closed cells)
         # torch's path (a GPU's), here on the CPU: the CPU named "cpu:0" and counted as a GPU for the test
         at = SimpleNamespace(
             scale=0.5, softcap=softcap, temperature=temperature, device="cpu:0" if by == "torch" else None

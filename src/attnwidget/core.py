@@ -66,14 +66,17 @@ CLOSED = -1e30
 UNDERFLOW = -746.0  # exp of anything at or below is exactly 0.0
 
 
-def _softmax_rows(scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None) -> np.ndarray:
+def _softmax_rows(
+    scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None, bounded=False
+) -> np.ndarray:
     """Row-wise softmax of scores / temperature over the allowed cells (and those scored above
     CLOSED); the rest are exactly 0. The row maximum is subtracted before dividing by the
     temperature, so every exponent is <= 0 and no finite input overflows, however small T is. A
     row with no allowed cell reads nothing: all its weights are 0 (not NaN). ``overwrite``: in
-    ``scores``'s own memory; ``closed``: ``~allowed``, when the caller has it. A step that would
-    change nothing is skipped (clipping finite scores, dividing by T = 1): the same numbers."""
-    lo, hi = scores.min(initial=0.0), scores.max(initial=0.0)
+    ``scores``'s own memory; ``closed``: ``~allowed``, when the caller has it; ``bounded``: the
+    caller knows every score is finite and above CLOSED (they are not looked over for it). A step
+    that would change nothing is skipped (clipping finite scores, dividing by T = 1): the same numbers."""
+    lo, hi = (0.0, 0.0) if bounded else (scores.min(initial=0.0), scores.max(initial=0.0))
     s = scores if overwrite else scores.copy()
     if not (np.isfinite(lo) and np.isfinite(hi)):  # a score that overflowed to ±inf still has a row maximum
         np.clip(s, -np.finfo(float).max, np.finfo(float).max, out=s)
