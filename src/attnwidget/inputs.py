@@ -164,7 +164,7 @@ class Inputs:
             starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
         # (rows r0 to r1, read up to column c; nor of one column)
         blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
-        largest = float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1]  # |score| / scale, most
+        largest = float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1]  # (|score| / scale)
         near_limit = not largest < 1e150
         # every score finite and above CLOSED (none of the bias's -inf or model's lowest): the softmax need not look
         scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
