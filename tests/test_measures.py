@@ -213,53 +213,71 @@ def test_each_heads_largest_difference_is_its_largest_absolute_value_and_never_m
     assert not np.signbit(got).any()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     st.integers(1, 3),
     st.integers(1, 9),
     st.integers(0, 9),
+    st.integers(0, 2),
+    st.sampled_from(["causal", "two-way", "masked"]),
+    st.sampled_from([None, "same", "differs", "2-D"]),
     st.booleans(),
-    st.sampled_from([None, "same", "differs"]),
     st.integers(1, 4),
+    st.sampled_from(["numpy", "torch"]),
     st.integers(0, 2**16),
 )
 def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_whole_ones(
-    heads, n, p, causal, bias, rows, seed
+    heads, n, p, extra, reading, bias, huge, rows, by, seed
 ):
-    """Two texts whose first p tokens are the same (a minimal pair): in a causal layer their first p rows
-    have the same weights, so blocks of rows before p are not computed; every difference and largest
-    value is still that of both texts' whole weights, bit for bit. Where rows read later keys, none is shared."""
+    """Two texts whose first p tokens are the same (a minimal pair): where rows read only earlier keys
+    (a causal layer) their first p rows have the same weights, so blocks of rows before p are not
+    computed; every difference and largest value is still that of both texts' whole weights, bit for
+    bit, whatever the mask, the bias, keys beyond the rows, or scores near float64's limit in
+    one text alone, by numpy or by torch (a GPU's path, here on the CPU). No row is counted shared whose
+    query, bias, mask or keys read differ."""
     from unittest.mock import patch
 
     from attnwidget import inputs as inputs_module
     from attnwidget.core import allowed_cells
 
-    p = min(p, n)
+    p, m = min(p, n), n + extra
     rng = np.random.default_rng(seed)
-    qa, ka = rng.normal(size=(2, heads, n, 4))
-    qb, kb = qa.copy(), ka.copy()
+    qa, qb = [rng.normal(size=(heads, n, 4))] * 2
+    ka, kb = [rng.normal(size=(heads, m, 4))] * 2
+    qb, kb = qb.copy(), kb.copy()
     qb[:, p:] += rng.normal(size=(heads, n - p, 4))
-    kb[:, p:] += rng.normal(size=(heads, n - p, 4))
-    allowed = allowed_cells(n, causal)
-    ba = None if bias is None else rng.normal(size=(heads, n, n))
+    kb[:, p:] += rng.normal(size=(heads, m - p, 4))
+    if huge and p < n:
+        qb[0, -1] = 1e160  # (a later query of one text: its layer is scored whole)
+    mask = rng.random((n, m)) > 0.3 if reading == "masked" else None
+    allowed = allowed_cells(n, reading == "causal", mask, m)
+    ba = (
+        None if bias is None else rng.normal(size=(n, m) if bias == "2-D" else (heads, n, m))
+    )  # (of every head, or each's)
     bb = None if ba is None else ba.copy()
-    if bias == "differs" and n > 1:
-        bb[:, n // 2] += 1.0  # (another text's own bias: rows from n // 2 differ)
-    own = SimpleNamespace(scale=None, softcap=None, temperature=0.8, device="cpu")
+    if bias not in (None, "same") and n > 1:
+        bb[..., n // 2, 0] += 1.0  # (another text's own bias: it differs from row n // 2)
+    own = SimpleNamespace(scale=0.5, softcap=None, temperature=0.8, device="cpu:0" if by == "torch" else "cpu")
     weights = lambda *layer, **more: inputs_module.Inputs.weights_of(own, *layer, **more)
     text = lambda layers: SimpleNamespace(layers=layers, each_layer=lambda: iter(layers), weights_of=weights)
     first, second = [(qa, ka, allowed, ba)] * 2, [(qb, kb, allowed, bb)] * 2  # two layers
-    biased = n // 2 if bias == "differs" and n > 1 else n
-    with patch.object(inputs_module, "ROWS", rows):
-        assert measures.shared_rows(first[0], second[0]) == (min(p, biased) if causal or p == n else 0)
+    with patch.object(inputs_module, "ROWS", rows), patch.object(inputs_module, "GPUS", ("cuda", "cpu")):
+        shared = measures.shared_rows(first[0], second[0])
         got = [(d.copy(), most) for d, most in measures.differences(text(first), text(second))]
         every = measures.every_difference(text(first), text(second))
         whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
         alone, every_row = weights(*first[0], start=p), weights(*first[0])
-    # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
-    computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
-    assert not alone[:, :computed].any() and p - 2 * rows < computed <= p
+    # no row counted shared that reads anything that differs: its query, bias row, mask row, or a key it reads
+    for i in range(shared):
+        reads = np.ones(m, dtype=bool) if allowed is None else allowed[i]
+        assert np.array_equal(qa[:, i], qb[:, i]) and np.array_equal(ka[:, reads], kb[:, reads])
+        assert ba is None or np.array_equal(ba[..., i, :], bb[..., i, :])
+    if reading == "causal" and bias in (None, "same") and not huge:
+        assert shared == p  # (a minimal pair through a causal layer: every row before the word that differs)
     for (d, most), want, each in zip(got, whole, every):
         np.testing.assert_array_equal(d, want)
         np.testing.assert_array_equal(each, want)
         np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))
+    # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
+    computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
+    assert not alone[:, :computed].any() and p - 2 * rows < computed <= p

@@ -91,10 +91,10 @@ def _softmax_rows(
     if temperature != 1:
         with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
             s /= temperature
-    # exp where it is not exactly 0 (numpy's exp of -inf, or of what underflows, is several times slower)
-    live = np.greater(s, UNDERFLOW)
-    np.exp(s, out=s, where=live)
-    np.copyto(s, 0.0, where=np.logical_not(live, out=live))
+    # exp where it is not exactly 0 (numpy's exp of -inf, or of what underflows, is several times slower; NaN stays)
+    dead = np.less_equal(s, UNDERFLOW)
+    np.exp(s, out=s, where=np.logical_not(dead))
+    np.copyto(s, 0.0, where=dead)
     total = s.sum(axis=1, keepdims=True)
     total[empty] = 1.0
     s /= total
@@ -400,20 +400,19 @@ def rollout(weights, last: bool = False) -> np.ndarray:
     the rollout up to the last layer alone, n × n (the layers' before it not kept)."""
     count, out = (0 if last else operator.length_hint(weights)), None
     kept: list[np.ndarray] = []
-    with cores.one_blas_thread():  # (each layer's weights, sums and product shared among the cores)
-        for at, a in enumerate(_each_mixed(weights)):
-            if out is None and count:
-                out = np.empty((count, *a.shape))
-            if out is not None and at < count:
-                into = out[at]
-            else:  # (with ``last``, the memory of the product two layers back, no longer needed)
-                into = kept.pop(0) if last and len(kept) > 1 else np.empty(a.shape)
-            if kept:
-                below = kept[-1]
-                cores.by_rows(len(a), lambda r0, r1: np.matmul(a[r0:r1], below, out=into[r0:r1]))  # noqa: B023
-            else:
-                into[...] = a  # (Â_0 · I)
-            kept.append(into)
+    for at, a in enumerate(_each_mixed(weights)):
+        if out is None and count:
+            out = np.empty((count, *a.shape))
+        if out is not None and at < count:
+            into = out[at]
+        else:  # (with ``last``, the memory of the product two layers back, no longer needed)
+            into = kept.pop(0) if last and len(kept) > 1 else np.empty(a.shape)
+        if kept:
+            below = kept[-1]
+            cores.by_rows(len(a), lambda r0, r1: np.matmul(a[r0:r1], below, out=into[r0:r1]))  # noqa: B023
+        else:
+            into[...] = a  # (Â_0 · I)
+        kept.append(into)
     if last:
         return kept[-1]
     return out if out is not None and len(kept) == count else np.array(kept)

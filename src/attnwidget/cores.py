@@ -6,6 +6,7 @@ product between each: 1.4 s with BLAS's threads, 1.0 s without)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,12 +23,8 @@ def one_blas_thread():
     global _LIMITED, _INSIDE
     with _LOCK:
         if _INSIDE == 0:
-            try:
-                from threadpoolctl import ThreadpoolController
-            except ImportError:
-                pass
-            else:
-                _LIMITED = ThreadpoolController().limit(limits=1, user_api="blas")
+            controller = _controller()
+            _LIMITED = None if controller is None else controller.limit(limits=1, user_api="blas")
         _INSIDE += 1
     try:
         yield
@@ -42,8 +39,19 @@ def one_blas_thread():
 _LIMITED, _INSIDE, _LOCK = None, 0, threading.Lock()  # the limit set, and how many blocks are in it
 
 
+@functools.cache
+def _controller():
+    """threadpoolctl's view of the BLAS libraries loaded (made once: finding them takes a few ms), or None."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
 def count() -> int:
-    return os.cpu_count() or 1
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def each(fn, items) -> list:
@@ -56,8 +64,7 @@ def each(fn, items) -> list:
 
 
 def by_rows(n: int, fn) -> None:
-    """fn(r0, r1) over a part of range(n) for each core, at once (a product or a sum row by row: each
-    row's numbers as one call over every row gives them)."""
+    """fn(r0, r1) over a part of range(n) for each core, at once (for sums and products row by row)."""
     parts = min(count(), max(1, n // LEAST))
     bounds = [n * p // parts for p in range(parts + 1)]
     each(lambda p: fn(bounds[p], bounds[p + 1]), range(parts))

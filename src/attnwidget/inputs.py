@@ -23,6 +23,9 @@ from .position import positioned
 KEY = ("temperature", "causal", "sink", "scale", "softcap", "position", "rope_base", "step", "block", "sentence_index")
 ARRAYS = ("tokens", "mask", "bias", "alibi_slopes")
 ROWS = 256  # weights_of scores a layer this many rows at a time
+NEAR_LIMIT = (
+    1e150  # |q|·|k|·d past this: weights_of scores the layer whole (a block's other rounding could move a weight)
+)
 
 
 def depends(names: tuple, state: dict) -> tuple:
@@ -147,8 +150,8 @@ class Inputs:
 
     def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
-        written into ``out`` when it has that shape. ``start``: a block of rows that ends before it is
-        not computed, its rows left 0 (the difference's rows that two texts share).
+        written into ``out`` when it has that shape. ``start``: a block of rows that ends at or before it
+        is not computed, its rows left 0 (the difference's rows that two texts share).
 
         Each block of ROWS rows is scored only up to the last column one of its rows may read (a
         causal layer: about half its cells). numpy computes them, the heads shared among the cores; for a
@@ -164,17 +167,19 @@ class Inputs:
             starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
         # (rows r0 to r1, read up to column c; nor of one column)
         blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
-        largest = float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1]  # (|score| / scale)
-        near_limit = not largest < 1e150
+        largest = largest_score(q, k)
+        near_limit = not largest < NEAR_LIMIT
         # every score finite and above CLOSED (none of the bias's -inf or model's lowest): the softmax need not look
         scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
-        bound = self.softcap if self.softcap is not None else largest * abs(scale)
+        bound = abs(self.softcap) if self.softcap is not None else largest * abs(scale)
         bounded = bound + (0.0 if bias is None else float(np.abs(bias).max(initial=0))) < -CLOSED / 10
         if near_limit:
             blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
         skipped = next((r0 for r0, r1, _ in blocks if r1 > start), n)
         blocks = [b for b in blocks if b[1] > start]  # (the blocks computed are those of every row: the same numbers)
         out[:, :skipped] = 0.0
+        if not blocks:
+            return out
         if _on_gpu(self.device) and not near_limit:  # (a model on a GPU: the weights made there)
             return _torch_weights(self, q, k, allowed, bias, blocks, out)
         closed = None if allowed is None else ~allowed  # (once for every head)
@@ -225,6 +230,11 @@ class _Counted:
 
     def __length_hint__(self) -> int:
         return self.count
+
+
+def largest_score(q, k) -> float:
+    """The largest |score| / scale a layer's q and k can give: |q|'s largest × |k|'s largest × d."""
+    return float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1]
 
 
 def load_torch():

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import cores, rules
 from .core import attention_flow, attention_norms, rollout
-from .inputs import ACROSS_CROSS, Inputs
+from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score
 from .maxflow import compiled_flow
 
 # the reasons a widget cannot show a measure, each said once
@@ -122,18 +122,19 @@ def shared_rows(first: tuple, second: tuple) -> int:
     (qa, ka, aa, ba), (qb, kb, ab, bb) = first, second
     if qa.shape != qb.shape or ka.shape != kb.shape or (aa is None) != (ab is None) or (ba is None) != (bb is None):
         return 0
-    n = qa.shape[-2]
+    if not max(largest_score(qa, ka), largest_score(qb, kb)) < NEAR_LIMIT:
+        return 0  # (a text whose scores near float64's limit has its layer scored whole, in other blocks)
 
-    def from_row(x, y) -> int:  # the first row (axis -2) where x and y differ; n where none does
+    def from_row(x, y) -> int:  # the first row (axis -2) where x and y differ; how many rows where none does
         if np.shape(x) != np.shape(y):
             return 0
         differs = np.asarray(x != y)
         rows = differs.any(axis=tuple(i for i in range(differs.ndim) if i != differs.ndim - 2))
-        return int(rows.argmax()) if rows.any() else n
+        return int(rows.argmax()) if rows.any() else differs.shape[-2]
 
     earlier_only = aa is not None and not np.triu(aa, 1).any()
     keys = from_row(ka, kb)
-    if keys < n and not earlier_only:
+    if keys < ka.shape[-2] and not earlier_only:
         return 0  # (every row reads every key)
     # (a bias or mask of one row for every row differs, if at all, from row 0)
     return min(from_row(qa, qb), keys, *(from_row(x, y) for x, y in ((aa, ab), (ba, bb)) if x is not None))
@@ -141,7 +142,8 @@ def shared_rows(first: tuple, second: tuple) -> int:
 
 def paired(a: Inputs, b: Inputs):
     """Each layer's weights of the texts of ``a`` and ``b`` in turn, (wa, wb), heads × n × n, each
-    written over the last's. The rows both texts share (shared_rows) are not computed: left 0 in both."""
+    written over the last's. The blocks of rows within those both texts share (shared_rows) are not
+    computed: left 0 in both (their difference, 0, is that of the whole weights)."""
     held: list = [None, None]
     for first, second in zip(a.each_layer(), b.each_layer()):
         start = shared_rows(first, second)
@@ -155,19 +157,17 @@ def paired(a: Inputs, b: Inputs):
 def differences(a: Inputs, b: Inputs):
     """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
     over the last's), with each head's largest |difference| (largest)."""
-    with cores.one_blas_thread():
-        for wa, wb in paired(a, b):
-            most = cores.each(lambda h: largest(np.subtract(wa[h], wb[h], out=wa[h])[None])[0], range(len(wa)))  # noqa: B023
-            yield wa, np.array(most)
+    for wa, wb in paired(a, b):
+        most = cores.each(lambda h: largest(np.subtract(wa[h], wb[h], out=wa[h])[None])[0], range(len(wa)))  # noqa: B023
+        yield wa, np.array(most)
 
 
 def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
     """Every layer's difference, layers × heads × n × n, each layer's written into its place (held once)."""
     out = np.empty(0)
-    with cores.one_blas_thread():
-        for at, (wa, wb) in enumerate(paired(a, b)):
-            out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
-            cores.each(lambda h: np.subtract(wa[h], wb[h], out=out[at, h]), range(len(wa)))  # noqa: B023
+    for at, (wa, wb) in enumerate(paired(a, b)):
+        out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
+        cores.each(lambda h: np.subtract(wa[h], wb[h], out=out[at, h]), range(len(wa)))  # noqa: B023
     return out
 
 

@@ -219,7 +219,8 @@ class Research(_Widget):
         return np.stack([most for _, most in self._differences(a, b)])
 
     def _differences(self, a, b):
-        """Each layer's difference of the weights of texts a and b, heads × n × n."""
+        """Each layer's difference of the weights of texts a and b, heads × n × n, with each head's largest
+        |difference|."""
         measures.check_pair(self._sources, a, b)
         return measures.differences(self._inputs(a), self._inputs(b))
 
