@@ -13,7 +13,7 @@ from test_layers import fake_model
 from test_weights import each_head
 
 from attnwidget import AttentionWidget, cores, maxflow
-from attnwidget.core import attention_flow, rollout
+from attnwidget.core import allowed_cells, attention_flow, rollout
 
 
 def mixed(w):
@@ -249,3 +249,33 @@ def test_a_widget_of_your_own_arrays_computes_its_views_without_importing_torch(
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
         == "False"
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 9),
+    st.lists(st.sampled_from(["causal", "two-way", "masked", "huge"]), min_size=2, max_size=4),
+    st.integers(1, 4),
+    st.integers(0, 2**16),
+)
+def test_layer_after_layer_in_one_buffer_each_layer_is_its_own_weights(n, kinds, rows, seed):
+    """Inputs.weights writes each layer over the last's and leaves the cells both leave uncomputed as
+    they are: whatever the layers' masks (each its own, its blocks another's) or a layer scored whole,
+    every layer is bit for bit the weights of the layer computed alone."""
+    from attnwidget import inputs
+
+    rng = np.random.default_rng(seed)
+    layers = []
+    for kind in kinds:
+        q, k = rng.normal(size=(2, 2, n, 4)) * (1e77 if kind == "huge" else 1)
+        mask = rng.random((n, n)) > 0.4 if kind == "masked" else None
+        layers.append((q, k, allowed_cells(n, kind != "two-way", mask), None))
+    at = SimpleNamespace(
+        scale=0.5, softcap=None, temperature=0.9, device="cpu", each_layer=lambda up_to=None: iter(layers)
+    )
+    at.weights_of = lambda *a, **kw: inputs.Inputs.weights_of(at, *a, **kw)
+    with patch.object(inputs, "ROWS", rows), np.errstate(all="ignore"):
+        got = [w.copy() for w, _ in inputs.Inputs.weights(at)]
+        alone = [inputs.Inputs.weights_of(at, *layer) for layer in layers]
+    for g, a in zip(got, alone):
+        np.testing.assert_array_equal(g, a)

@@ -249,8 +249,8 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     kb[:, p:] += rng.normal(size=(heads, m - p, 4))
     if huge and p < n:
         qb[0, -1] = 1e160  # (a later query of one text: its layer is scored whole)
-    mask = rng.random((n, m)) > 0.3 if reading == "masked" else None
-    allowed = allowed_cells(n, reading == "causal", mask, m)
+    masks = [rng.random((n, m)) > 0.3 if reading == "masked" else None for _ in range(2)]  # (each layer's own)
+    allowed, later = (allowed_cells(n, reading == "causal", mask, m) for mask in masks)
     ba = (
         None if bias is None else rng.normal(size=(n, m) if bias == "2-D" else (heads, n, m))
     )  # (of every head, or each's)
@@ -260,7 +260,7 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     own = SimpleNamespace(scale=0.5, softcap=None, temperature=0.8, device="cpu:0" if by == "torch" else "cpu")
     weights = lambda *layer, **more: inputs_module.Inputs.weights_of(own, *layer, **more)
     text = lambda layers: SimpleNamespace(layers=layers, each_layer=lambda: iter(layers), weights_of=weights)
-    first, second = [(qa, ka, allowed, ba)] * 2, [(qb, kb, allowed, bb)] * 2  # two layers
+    first, second = [(qa, ka, allowed, ba), (qa, ka, later, ba)], [(qb, kb, allowed, bb), (qb, kb, later, bb)]
     with patch.object(inputs_module, "ROWS", rows), patch.object(inputs_module, "GPUS", ("cuda", "cpu")):
         shared = measures.shared_rows(first[0], second[0])
         got = [(d.copy(), most) for d, most in measures.differences(text(first), text(second))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from functools import cached_property
+from typing import NamedTuple
 
 import numpy as np
 
@@ -148,39 +149,29 @@ class Inputs:
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
-    def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0) -> np.ndarray:
+    def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0, layout=None, after=None) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
-        written into ``out`` when it has that shape. ``start``: a block of rows that ends at or before it
-        is not computed, its rows left 0 (the difference's rows that two texts share).
+        written into ``out`` when it has that shape; the cells ``layout`` (layout_of's, for ``start``)
+        leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds (the last
+        layer's): where it is this one, those cells are 0 already and not written again.
 
-        Each block of ROWS rows is scored only up to the last column one of its rows may read (a
-        causal layer: about half its cells). numpy computes them, the heads shared among the cores; for a
-        model on a CUDA GPU, torch does, in float64 there. The numbers are those of the whole matrix, to
-        rounding."""
+        numpy computes them, the heads shared among the cores; for a model on a CUDA GPU, torch does, in
+        float64 there. The numbers are those of the whole matrix, to rounding."""
         n, m = len(q[0]), len(k[0])
-        out = out if out is not None and out.shape == (len(q), n, m) else np.empty((len(q), n, m))
-        reach = (
-            np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - allowed[:, ::-1].argmax(axis=1), 0)
-        )
-        starts = list(range(0, n, ROWS))
-        if len(starts) > 1 and n - starts[-1] < 2:
-            starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
-        # (rows r0 to r1, read up to column c; nor of one column)
-        blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
-        largest = largest_score(q, k)
-        near_limit = not largest < NEAR_LIMIT
+        fits = out is not None and out.shape == (len(q), n, m)
+        out = out if fits else np.empty((len(q), n, m))
+        layout = layout_of(q, k, allowed, start) if layout is None else layout
+        zeroed = fits and after is not None and after[:2] == layout[:2]  # (the same blocks and rows skipped)
+        blocks = layout.blocks
         # every score finite and above CLOSED (none of the bias's -inf or model's lowest): the softmax need not look
         scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
-        bound = abs(self.softcap) if self.softcap is not None else largest * abs(scale)
+        bound = abs(self.softcap) if self.softcap is not None else layout.largest * abs(scale)
         bounded = bound + (0.0 if bias is None else float(np.abs(bias).max(initial=0))) < -CLOSED / 10
-        if near_limit:
-            blocks = [(0, n, m)]  # scores near float64's limit: a block's other rounding could move a weight
-        skipped = next((r0 for r0, r1, _ in blocks if r1 > start), n)
-        blocks = [b for b in blocks if b[1] > start]  # (the blocks computed are those of every row: the same numbers)
-        out[:, :skipped] = 0.0
+        if not zeroed:
+            out[:, : layout.skipped] = 0.0
         if not blocks:
             return out
-        if _on_gpu(self.device) and not near_limit:  # (a model on a GPU: the weights made there)
+        if _on_gpu(self.device) and not layout.whole:  # (a model on a GPU: the weights made there)
             return _torch_weights(self, q, k, allowed, bias, blocks, out)
         closed = None if allowed is None else ~allowed  # (once for every head)
 
@@ -188,7 +179,8 @@ class Inputs:
             qh, kh, bh = q[h].astype(float), k[h].astype(float), None if bias is None else head_of(bias, h)
             for r0, r1, c in blocks:
                 part = out[h, r0:r1, :c]
-                out[h, r0:r1, c:] = 0.0  # (columns no row of the block reads)
+                if not zeroed:
+                    out[h, r0:r1, c:] = 0.0  # (columns no row of the block reads)
                 scores_of(qh[r0:r1], kh[:c], self.scale, None if bh is None else bh[r0:r1, :c], self.softcap, out=part)
                 cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
                 _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1], bounded=bounded)
@@ -202,10 +194,12 @@ class Inputs:
 
     def weights(self, up_to: int | None = None):
         """(weights, allowed) of each layer up to ``up_to`` in turn, each layer's written over the last's
-        (new memory for every layer costs more than the weights): copy a layer's to keep it."""
-        held = None
+        (new memory for every layer costs more than the weights): copy a layer's to keep it, and write
+        nothing into it (the cells it leaves 0 are not written again for the next layer)."""
+        held, last = None, None
         for q, k, allowed, bias in self.each_layer(up_to):
-            held = self.weights_of(q, k, allowed, bias, out=held)
+            layout = layout_of(q, k, allowed)
+            held, last = self.weights_of(q, k, allowed, bias, out=held, layout=layout, after=last), layout
             yield held, allowed
 
     def across(self, what: str, up_to: int | None = None):
@@ -232,9 +226,39 @@ class _Counted:
         return self.count
 
 
+class Layout(NamedTuple):
+    """The cells Inputs.weights_of computes: ``blocks`` (first row, row past the last, columns), the
+    ``skipped`` rows before them (left 0), the largest |score| / scale, and whether the layer is
+    scored ``whole`` (near float64's limit)."""
+
+    blocks: tuple
+    skipped: int
+    largest: float
+    whole: bool
+
+
+def layout_of(q, k, allowed, start: int = 0, largest: float | None = None) -> Layout:
+    """Which cells weights_of computes for a layer: blocks of ROWS rows, each scored only up to the
+    last column one of its rows may read (a causal layer: about half its cells); a block that ends at
+    or before ``start`` not at all (the difference's rows two texts share)."""
+    n, m = len(q[0]), len(k[0])
+    largest = largest_score(q, k) if largest is None else largest
+    if not largest < NEAR_LIMIT:
+        return Layout(((0, n, m),), 0, largest, True)  # scores near float64's limit: a block's other rounding
+    reach = np.full(n, m) if allowed is None else np.where(allowed.any(axis=1), m - allowed[:, ::-1].argmax(axis=1), 0)
+    starts = list(range(0, n, ROWS))
+    if len(starts) > 1 and n - starts[-1] < 2:
+        starts.pop()  # (no block of one row: numpy takes a product of one row another way, to other roundings)
+    # (rows r0 to r1, read up to column c; nor of one column)
+    blocks = [(r0, r1, min(m, max(2, int(reach[r0:r1].max())))) for r0, r1 in zip(starts, [*starts[1:], n])]
+    kept = tuple(b for b in blocks if b[1] > start)  # (the blocks of every row's: the same numbers)
+    return Layout(kept, kept[0][0] if kept else n, largest, False)
+
+
 def largest_score(q, k) -> float:
     """The largest |score| / scale a layer's q and k can give: |q|'s largest × |k|'s largest × d."""
-    return float(np.abs(q).max(initial=0)) * float(np.abs(k).max(initial=0)) * q.shape[-1]
+    most = [float(np.maximum(a.max(initial=0), -a.min(initial=0))) for a in (q, k)]  # (no |a| made; NaN stays)
+    return most[0] * most[1] * q.shape[-1]
 
 
 def load_torch():

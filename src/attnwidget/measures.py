@@ -13,7 +13,7 @@ import numpy as np
 
 from . import cores, rules
 from .core import attention_flow, attention_norms, rollout
-from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score
+from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score, layout_of
 from .maxflow import compiled_flow
 
 # the reasons a widget cannot show a measure, each said once
@@ -122,8 +122,6 @@ def shared_rows(first: tuple, second: tuple) -> int:
     (qa, ka, aa, ba), (qb, kb, ab, bb) = first, second
     if qa.shape != qb.shape or ka.shape != kb.shape or (aa is None) != (ab is None) or (ba is None) != (bb is None):
         return 0
-    if not max(largest_score(qa, ka), largest_score(qb, kb)) < NEAR_LIMIT:
-        return 0  # (a text whose scores near float64's limit has its layer scored whole, in other blocks)
 
     def from_row(x, y) -> int:  # the first row (axis -2) where x and y differ; how many rows where none does
         if np.shape(x) != np.shape(y):
@@ -141,33 +139,46 @@ def shared_rows(first: tuple, second: tuple) -> int:
 
 
 def paired(a: Inputs, b: Inputs):
-    """Each layer's weights of the texts of ``a`` and ``b`` in turn, (wa, wb), heads × n × n, each
-    written over the last's. The blocks of rows within those both texts share (shared_rows) are not
-    computed: left 0 in both (their difference, 0, is that of the whole weights)."""
+    """Each layer's weights of the texts of ``a`` and ``b`` in turn, (wa, wb, skipped), heads × n × n,
+    each written over the last's. The blocks of rows within those both texts share (shared_rows) are
+    not computed: their ``skipped`` rows are 0 in both (their difference, 0, is that of the whole weights)."""
     held: list = [None, None]
+    last: list = [None, None]
     for first, second in zip(a.each_layer(), b.each_layer()):
-        start = shared_rows(first, second)
-        held = [
-            x.weights_of(q, k, allowed, bias, out=h, start=start)
-            for x, (q, k, allowed, bias), h in zip((a, b), (first, second), held)
-        ]
-        yield held
+        largest = [largest_score(q, k) for q, k, _, _ in (first, second)]
+        # (a text whose scores near float64's limit has its layer scored whole, in other blocks: no row skipped)
+        start = shared_rows(first, second) if max(largest) < NEAR_LIMIT else 0
+        for i, (x, (q, k, allowed, bias)) in enumerate(zip((a, b), (first, second))):
+            layout = layout_of(q, k, allowed, start, largest[i])
+            held[i] = x.weights_of(q, k, allowed, bias, out=held[i], layout=layout, after=last[i])
+            last[i] = layout
+        yield held[0], held[1], min(last[0].skipped, last[1].skipped)
 
 
 def differences(a: Inputs, b: Inputs):
     """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
     over the last's), with each head's largest |difference| (largest)."""
-    for wa, wb in paired(a, b):
-        most = cores.each(lambda h: largest(np.subtract(wa[h], wb[h], out=wa[h])[None])[0], range(len(wa)))  # noqa: B023
-        yield wa, np.array(most)
+    d, zero = np.empty(0), 0  # (d's first ``zero`` rows are 0)
+    for wa, wb, skipped in paired(a, b):
+        if d.shape != wa.shape:
+            d, zero = np.zeros(wa.shape), len(wa[0])
+        d[:, zero:skipped] = 0.0  # (rows the texts share now, not before)
+        zero = skipped
+
+        def head(h, wa=wa, wb=wb, skipped=skipped):  # (the rows skipped: 0 in both, their difference too)
+            most = largest(np.subtract(wa[h, skipped:], wb[h, skipped:], out=d[h, skipped:])[None])[0]  # noqa: B023
+            return np.maximum(most, 0.0) if skipped else most
+
+        yield d, np.array(cores.each(head, range(len(wa))))
 
 
 def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
-    """Every layer's difference, layers × heads × n × n, each layer's written into its place (held once)."""
+    """Every layer's difference, layers × heads × n × n, each layer's written into its place (held once;
+    the rows the texts share left as new memory's 0)."""
     out = np.empty(0)
-    for at, (wa, wb) in enumerate(paired(a, b)):
-        out = np.empty((len(a.layers), *wa.shape)) if at == 0 else out
-        cores.each(lambda h: np.subtract(wa[h], wb[h], out=out[at, h]), range(len(wa)))  # noqa: B023
+    for at, (wa, wb, skipped) in enumerate(paired(a, b)):
+        out = np.zeros((len(a.layers), *wa.shape)) if at == 0 else out
+        cores.each(lambda h: np.subtract(wa[h, skipped:], wb[h, skipped:], out=out[at, h, skipped:]), range(len(wa)))  # noqa: B023
     return out
 
 
