@@ -217,67 +217,73 @@ def test_each_heads_largest_difference_is_its_largest_absolute_value_and_never_m
 @given(
     st.integers(1, 3),
     st.integers(1, 9),
-    st.integers(0, 9),
+    st.lists(st.integers(0, 9), min_size=3, max_size=3),
     st.integers(0, 2),
     st.sampled_from(["causal", "two-way", "masked"]),
     st.sampled_from([None, "same", "differs", "2-D"]),
-    st.booleans(),
+    st.sampled_from([None, "huge", "nan"]),
     st.integers(1, 4),
     st.sampled_from(["numpy", "torch"]),
     st.integers(0, 2**16),
 )
 def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_whole_ones(
-    heads, n, p, extra, reading, bias, huge, rows, by, seed
+    heads, n, shares, extra, reading, bias, odd, rows, by, seed
 ):
-    """Two texts whose first p tokens are the same (a minimal pair): where rows read only earlier keys
-    (a causal layer) their first p rows have the same weights, so blocks of rows before p are not
-    computed; every difference and largest value is still that of both texts' whole weights, bit for
-    bit, whatever the mask, the bias, keys beyond the rows, or scores near float64's limit in
-    one text alone, by numpy or by torch (a GPU's path, here on the CPU). No row is counted shared whose
-    query, bias, mask or keys read differ."""
+    """Two texts whose first tokens are the same (a minimal pair): where rows read only earlier keys (a
+    causal layer) their first rows have the same weights, so blocks of those rows are not computed; every
+    difference and largest value is still that of both texts' whole weights, bit for bit, layer after layer
+    (three, each sharing its own number of rows, with its own mask), whatever the bias, keys beyond the
+    rows, a layer of one text near float64's limit (scored whole) or with a NaN, by numpy or by torch (a
+    GPU's path, here on the CPU). No row is counted shared whose query, bias, mask or keys read differ."""
     from unittest.mock import patch
 
     from attnwidget import inputs as inputs_module
     from attnwidget.core import allowed_cells
 
-    p, m = min(p, n), n + extra
+    shares, m = [min(p, n) for p in shares], n + extra
     rng = np.random.default_rng(seed)
-    qa, qb = [rng.normal(size=(heads, n, 4))] * 2
-    ka, kb = [rng.normal(size=(heads, m, 4))] * 2
-    qb, kb = qb.copy(), kb.copy()
-    qb[:, p:] += rng.normal(size=(heads, n - p, 4))
-    kb[:, p:] += rng.normal(size=(heads, m - p, 4))
-    if huge and p < n:
-        qb[0, -1] = 1e160  # (a later query of one text: its layer is scored whole)
-    masks = [rng.random((n, m)) > 0.3 if reading == "masked" else None for _ in range(2)]  # (each layer's own)
-    allowed, later = (allowed_cells(n, reading == "causal", mask, m) for mask in masks)
-    ba = (
-        None if bias is None else rng.normal(size=(n, m) if bias == "2-D" else (heads, n, m))
-    )  # (of every head, or each's)
+    ba = None if bias is None else rng.normal(size=(n, m) if bias == "2-D" else (heads, n, m))  # (every head's, each's)
     bb = None if ba is None else ba.copy()
     if bias not in (None, "same") and n > 1:
         bb[..., n // 2, 0] += 1.0  # (another text's own bias: it differs from row n // 2)
+    first, second = [], []
+    for at, p in enumerate(shares):
+        qa, ka = rng.normal(size=(heads, n, 4)), rng.normal(size=(heads, m, 4))
+        qb, kb = qa.copy(), ka.copy()
+        qb[:, p:] += rng.normal(size=(heads, n - p, 4))
+        kb[:, p:] += rng.normal(size=(heads, m - p, 4))
+        if odd and at == 1 and p < n:
+            qb[0, -1] = 1e160 if odd == "huge" else np.nan  # (a later query of one text)
+        allowed = allowed_cells(n, reading == "causal", rng.random((n, m)) > 0.3 if reading == "masked" else None, m)
+        first.append((qa, ka, allowed, ba))
+        second.append((qb, kb, allowed, bb))
     own = SimpleNamespace(scale=0.5, softcap=None, temperature=0.8, device="cpu:0" if by == "torch" else "cpu")
     weights = lambda *layer, **more: inputs_module.Inputs.weights_of(own, *layer, **more)
     text = lambda layers: SimpleNamespace(layers=layers, each_layer=lambda: iter(layers), weights_of=weights)
-    first, second = [(qa, ka, allowed, ba), (qa, ka, later, ba)], [(qb, kb, allowed, bb), (qb, kb, later, bb)]
-    with patch.object(inputs_module, "ROWS", rows), patch.object(inputs_module, "GPUS", ("cuda", "cpu")):
-        shared = measures.shared_rows(first[0], second[0])
+    with (
+        patch.object(inputs_module, "ROWS", rows),
+        patch.object(inputs_module, "GPUS", ("cuda", "cpu")),
+        np.errstate(all="ignore"),
+    ):
+        shared = [measures.shared_rows(x, y) for x, y in zip(first, second)]
         got = [(d.copy(), most) for d, most in measures.differences(text(first), text(second))]
         every = measures.every_difference(text(first), text(second))
         whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
-        alone, every_row = weights(*first[0], start=p), weights(*first[0])
+        alone, every_row = weights(*first[0], start=shares[0]), weights(*first[0])
     # no row counted shared that reads anything that differs: its query, bias row, mask row, or a key it reads
-    for i in range(shared):
-        reads = np.ones(m, dtype=bool) if allowed is None else allowed[i]
-        assert np.array_equal(qa[:, i], qb[:, i]) and np.array_equal(ka[:, reads], kb[:, reads])
-        assert ba is None or np.array_equal(ba[..., i, :], bb[..., i, :])
-    if reading == "causal" and bias in (None, "same") and not huge:
-        assert shared == p  # (a minimal pair through a causal layer: every row before the word that differs)
+    for (qa, ka, allowed, ba), (qb, kb, _, bb), count in zip(first, second, shared):
+        for i in range(count):
+            reads = np.ones(m, dtype=bool) if allowed is None else allowed[i]
+            assert np.array_equal(qa[:, i], qb[:, i]) and np.array_equal(ka[:, reads], kb[:, reads])
+            assert ba is None or np.array_equal(ba[..., i, :], bb[..., i, :])
+    if reading == "causal" and bias in (None, "same"):
+        assert shared[0] == shares[0]  # (a minimal pair through a causal layer: every row before the word that differs)
     for (d, most), want, each in zip(got, whole, every):
         np.testing.assert_array_equal(d, want)
         np.testing.assert_array_equal(each, want)
-        np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))
     # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
+    p = shares[0]
     computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
     assert not alone[:, :computed].any() and p - 2 * rows < computed <= p

@@ -152,8 +152,9 @@ class Inputs:
     def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0, layout=None, after=None) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
         written into ``out`` when it has that shape; the cells ``layout`` (layout_of's, for ``start``)
-        leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds (the last
-        layer's): where it is this one, those cells are 0 already and not written again.
+        leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds, nothing
+        written into it since (the last layer's): where it is this one, those cells are 0 already and
+        not written again (torch's path zeroes its columns all the same).
 
         numpy computes them, the heads shared among the cores; for a model on a CUDA GPU, torch does, in
         float64 there. The numbers are those of the whole matrix, to rounding."""

@@ -115,9 +115,10 @@ def check_pair(sources, a, b) -> None:
 
 
 def shared_rows(first: tuple, second: tuple) -> int:
-    """How many leading rows of a layer have the same weights in two texts: those whose query, bias and
-    mask are the same and, where rows read only earlier keys (a causal model), whose keys up to their
-    own are (in a minimal pair, the words before the one that differs). ``first``, ``second``: (q, k,
+    """How many leading rows of a layer read the same in two texts (their weights the same where both
+    texts' layers are scored in the same blocks, as paired sees to): those whose query, bias and mask
+    are the same and, where rows read only earlier keys (a causal model), whose keys up to their own
+    are (in a minimal pair, the words before the one that differs). ``first``, ``second``: (q, k,
     allowed, bias) of each text's layer, as Inputs.each_layer gives them."""
     (qa, ka, aa, ba), (qb, kb, ab, bb) = first, second
     if qa.shape != qb.shape or ka.shape != kb.shape or (aa is None) != (ab is None) or (ba is None) != (bb is None):
@@ -140,14 +141,15 @@ def shared_rows(first: tuple, second: tuple) -> int:
 
 def paired(a: Inputs, b: Inputs):
     """Each layer's weights of the texts of ``a`` and ``b`` in turn, (wa, wb, skipped), heads × n × n,
-    each written over the last's. The blocks of rows within those both texts share (shared_rows) are
-    not computed: their ``skipped`` rows are 0 in both (their difference, 0, is that of the whole weights)."""
+    each written over the last's (write nothing into them: the cells they leave 0 stay so for the next).
+    The blocks of rows within those both texts share (shared_rows) are not computed: their ``skipped``
+    rows are 0 in both (their difference, 0, is that of the whole weights)."""
     held: list = [None, None]
     last: list = [None, None]
     for first, second in zip(a.each_layer(), b.each_layer()):
         largest = [largest_score(q, k) for q, k, _, _ in (first, second)]
         # (a text whose scores near float64's limit has its layer scored whole, in other blocks: no row skipped)
-        start = shared_rows(first, second) if max(largest) < NEAR_LIMIT else 0
+        start = shared_rows(first, second) if all(x < NEAR_LIMIT for x in largest) else 0  # (NaN: not below)
         for i, (x, (q, k, allowed, bias)) in enumerate(zip((a, b), (first, second))):
             layout = layout_of(q, k, allowed, start, largest[i])
             held[i] = x.weights_of(q, k, allowed, bias, out=held[i], layout=layout, after=last[i])
