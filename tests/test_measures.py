@@ -234,7 +234,8 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     difference and largest value is still that of both texts' whole weights, bit for bit, layer after layer
     (three, each sharing its own number of rows, with its own mask), whatever the bias, keys beyond the
     rows, a layer of one text near float64's limit (scored whole) or with a NaN, by numpy or by torch (a
-    GPU's path, here on the CPU). No row is counted shared whose query, bias, mask or keys read differ."""
+    GPU's path, here on the CPU); the largest values alone (no difference kept) are the same. No row is
+    counted shared whose query, bias, mask or keys read differ."""
     from unittest.mock import patch
 
     from attnwidget import inputs as inputs_module
@@ -263,11 +264,13 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     with (
         patch.object(inputs_module, "ROWS", rows),
         patch.object(inputs_module, "GPUS", ("cuda", "cpu")),
+        patch.object(measures, "CHUNK", rows),  # (the largest alone, taken a few rows at a time)
         np.errstate(all="ignore"),
     ):
         shared = [measures.shared_rows(x, y) for x, y in zip(first, second)]
         got = [(d.copy(), most) for d, most in measures.differences(text(first), text(second))]
         every = measures.every_difference(text(first), text(second))
+        alone_most = [most for _, most in measures.differences(text(first), text(second), lambda at: False)]
         whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
         alone, every_row = weights(*first[0], start=shares[0]), weights(*first[0])
     # no row counted shared that reads anything that differs: its query, bias row, mask row, or a key it reads
@@ -278,11 +281,12 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
             assert ba is None or np.array_equal(ba[..., i, :], bb[..., i, :])
     if reading == "causal" and bias in (None, "same"):
         assert shared[0] == shares[0]  # (a minimal pair through a causal layer: every row before the word that differs)
-    for (d, most), want, each in zip(got, whole, every):
+    for (d, most), want, each, most_alone in zip(got, whole, every, alone_most):
         np.testing.assert_array_equal(d, want)
         np.testing.assert_array_equal(each, want)
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))
+        np.testing.assert_array_equal(most_alone, most)  # (the largest alone, a few rows at a time)
     # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
     p = shares[0]
     computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)

@@ -6,6 +6,7 @@ for the state in its key (views.py declares each one and makes its entry for the
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -29,6 +30,7 @@ NO_VALUES = (
 # routine or with the one written here (benchmarks/views.py); a two-way layer's pair takes the whole text's
 # graph rather than its window, and its cell costs about TWO_WAY times as much
 FLOW_CELLS = (60 if compiled_flow() else 28) ** 2 * 12
+CHUNK = 64  # rows of a difference not kept, taken at a time (a few hundred kB)
 TWO_WAY = ((60 / 44) if compiled_flow() else (28 / 16)) ** 2
 
 
@@ -157,21 +159,34 @@ def paired(a: Inputs, b: Inputs):
         yield held[0], held[1], min(last[0].skipped, last[1].skipped)
 
 
-def differences(a: Inputs, b: Inputs):
+def differences(a: Inputs, b: Inputs, kept=lambda layer: True):
     """Each layer's difference of the weights of the texts of ``a`` and ``b``, heads × n × n (written
-    over the last's), with each head's largest |difference| (largest)."""
+    over the last's), with each head's largest |difference| (largest). ``kept(layer)``: whether to keep
+    that layer's difference; one not kept gives None and its largest values alone, taken a few rows at a
+    time (its difference never written whole)."""
     d, zero = np.empty(0), 0  # (d's first ``zero`` rows are 0)
-    for wa, wb, skipped in paired(a, b):
-        if d.shape != wa.shape:
+    for at, (wa, wb, skipped) in enumerate(paired(a, b)):
+        keep = kept(at)
+        if keep and d.shape != wa.shape:
             d, zero = np.zeros(wa.shape), len(wa[0])
-        d[:, zero:skipped] = 0.0  # (rows the texts share now, not before)
-        zero = skipped
+        if keep:
+            d[:, zero:skipped] = 0.0  # (rows the texts share now, not before)
+            zero = skipped
 
-        def head(h, wa=wa, wb=wb, skipped=skipped):  # (the rows skipped: 0 in both, their difference too)
-            most = largest(np.subtract(wa[h, skipped:], wb[h, skipped:], out=d[h, skipped:])[None])[0]  # noqa: B023
+        def head(h, wa=wa, wb=wb, skipped=skipped, keep=keep):  # (the rows skipped: 0 in both, their difference too)
+            if keep:
+                np.subtract(wa[h, skipped:], wb[h, skipped:], out=d[h, skipped:])  # noqa: B023
+                parts = [d[h, skipped:]]  # noqa: B023
+            else:  # (rows in chunks that stay in the core's cache)
+                room = np.empty((CHUNK, wa.shape[-1]))
+                parts = (
+                    np.subtract(wa[h, r : r + CHUNK], wb[h, r : r + CHUNK], out=room[: len(wa[h, r : r + CHUNK])])
+                    for r in range(skipped, len(wa[h]), CHUNK)
+                )
+            most = functools.reduce(np.maximum, (largest(part[None])[0] for part in parts), np.float64(-np.inf))
             return np.maximum(most, 0.0) if skipped else most
 
-        yield d, np.array(cores.each(head, range(len(wa))))
+        yield (d if keep else None), np.array(cores.each(head, range(len(wa))))
 
 
 def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
@@ -196,7 +211,8 @@ def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndar
     pass over the layers."""
     layer, head = shown(inputs)
     matrix, most, kept = np.empty(0), [], []
-    for at, (d, largest_here) in enumerate(differences(inputs, inputs.extra["other"]())):
+    keep = (lambda at: True) if every else (lambda at: at == layer)
+    for at, (d, largest_here) in enumerate(differences(inputs, inputs.extra["other"](), keep)):
         most.append(largest_here)
         if every:
             kept.append(d.copy())  # (each layer's is written over the last's)

@@ -216,13 +216,8 @@ class Research(_Widget):
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
         """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
         head_summary's numbers are shaped): the heads where the two texts differ most."""
-        return np.stack([most for _, most in self._differences(a, b)])
-
-    def _differences(self, a, b):
-        """Each layer's difference of the weights of texts a and b, heads × n × n, with each head's largest
-        |difference|."""
         measures.check_pair(self._sources, a, b)
-        return measures.differences(self._inputs(a), self._inputs(b))
+        return np.stack([most for _, most in measures.differences(self._inputs(a), self._inputs(b), lambda at: False)])
 
     def head_effects(self, mode: str = "zero", method: str = "exact") -> np.ndarray:
         """Each head's effect on the model's next token, layers × heads (float64): log p(next) with
