@@ -17,9 +17,9 @@ LEAST = 256  # fewer rows than this are not worth a thread
 @contextlib.contextmanager
 def one_blas_thread():
     """A block in which numpy's BLAS runs in one thread (threadpoolctl's limit; nothing without it). The
-    limit is the process's: set by the first block to enter (on every BLAS then loaded) and lifted by the
-    last to leave, so blocks running at once in several threads (the overview's layers) leave BLAS as
-    they found it."""
+    limit is the process's: set by the first block to enter (on the BLAS libraries loaded when the first
+    block ever entered) and lifted by the last to leave, so blocks running at once in several threads
+    (the overview's layers) leave BLAS as they found it."""
     global _LIMITED, _INSIDE
     with _LOCK:
         if _INSIDE == 0:

@@ -137,7 +137,6 @@ def shared_rows(first: tuple, second: tuple) -> int:
     keys = from_row(ka, kb)
     if keys < ka.shape[-2] and not earlier_only:
         return 0  # (every row reads every key)
-    # (a bias or mask of one row for every row differs, if at all, from row 0)
     return min(from_row(qa, qb), keys, *(from_row(x, y) for x, y in ((aa, ab), (ba, bb)) if x is not None))
 
 
