@@ -12,7 +12,7 @@ from test_integrations import minilm, tf  # (fixtures)
 from test_layers import fake_model
 from test_weights import each_head
 
-from attnwidget import AttentionWidget, cores, maxflow
+from attnwidget import AttentionWidget, cores, inputs, maxflow
 from attnwidget.core import allowed_cells, attention_flow, rollout
 
 
@@ -138,8 +138,7 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
     own for each head (core.Attention: one whole matrix), to rounding; to the bit where scores near
     float64's limit. ``reused``: written over another layer's numbers (Inputs.weights' buffer)."""
 
-    from attnwidget import cores, inputs
-    from attnwidget.core import Attention, allowed_cells
+    from attnwidget.core import Attention
 
     kept = inputs.ROWS, inputs.GPUS
     inputs.ROWS, inputs.GPUS = rows, ("cuda", "cpu")
@@ -180,7 +179,6 @@ def test_a_model_on_a_gpu_has_its_views_weights_made_there_with_the_cpus_numbers
     """A model on a GPU has its layers' weights made there by torch in float64: rollout, flow and the
     summaries equal the CPU's (torch's path runs here on the CPU, "cpu:0" counted as a GPU). Apple's mps
     has no float64: a model there keeps numpy's path."""
-    from attnwidget import cores, inputs
 
     w = model_widget(seed=3, n=7, layers=3, heads=2)
     w.set_state({"temperature": 0.7, "sink": True})
@@ -208,8 +206,6 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
     import threading
 
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from attnwidget import cores, inputs
-    from attnwidget.core import allowed_cells
 
     blas = lambda: sorted({i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"})
     before = blas()
@@ -262,8 +258,6 @@ def test_layer_after_layer_in_one_buffer_each_layer_is_its_own_weights(n, kinds,
     """Inputs.weights writes each layer over the last's and leaves the cells both leave uncomputed as
     they are: whatever the layers' masks (each its own, its blocks another's) or a layer scored whole,
     every layer is bit for bit the weights of the layer computed alone."""
-    from attnwidget import inputs
-
     rng = np.random.default_rng(seed)
     layers = []
     for kind in kinds:

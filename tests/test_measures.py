@@ -240,6 +240,7 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
 
     from attnwidget import inputs as inputs_module
     from attnwidget.core import allowed_cells
+    from attnwidget.inputs import layout_of
 
     shares, m = [min(p, n) for p in shares], n + extra
     rng = np.random.default_rng(seed)
@@ -272,7 +273,8 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
         every = measures.every_difference(text(first), text(second))
         alone_most = [most for _, most in measures.differences(text(first), text(second), lambda at: False)]
         whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
-        alone, every_row = weights(*first[0], start=shares[0]), weights(*first[0])
+        qa, ka, allowed, _ = first[0]
+        alone, every_row = weights(*first[0], layout=layout_of(qa, ka, allowed, shares[0])), weights(*first[0])
     # no row counted shared that reads anything that differs: its query, bias row, mask row, or a key it reads
     for (qa, ka, allowed, ba), (qb, kb, _, bb), count in zip(first, second, shared):
         for i in range(count):
@@ -287,7 +289,7 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
         with np.errstate(invalid="ignore"):
             np.testing.assert_array_equal(most, np.abs(want).max(axis=(1, 2)))
         np.testing.assert_array_equal(most_alone, most)  # (the largest alone, a few rows at a time)
-    # weights_of(start=p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
+    # layout_of(..., p): the rows of the blocks before p's left 0 (at most two blocks' rows before p), the rest whole
     p = shares[0]
     computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
     assert not alone[:, :computed].any() and p - 2 * rows < computed <= p

@@ -24,9 +24,8 @@ from .position import positioned
 KEY = ("temperature", "causal", "sink", "scale", "softcap", "position", "rope_base", "step", "block", "sentence_index")
 ARRAYS = ("tokens", "mask", "bias", "alibi_slopes")
 ROWS = 256  # weights_of scores a layer this many rows at a time
-NEAR_LIMIT = (
-    1e150  # |q|·|k|·d past this: weights_of scores the layer whole (a block's other rounding could move a weight)
-)
+# |q|·|k|·d past this: weights_of scores a layer whole (a block's other rounding could move a weight)
+NEAR_LIMIT = 1e150
 
 
 def depends(names: tuple, state: dict) -> tuple:
@@ -149,10 +148,10 @@ class Inputs:
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
             yield q, k, allowed, None if bias is None else bias[..., :n, :m]
 
-    def weights_of(self, q, k, allowed, bias=None, out=None, start: int = 0, layout=None, after=None) -> np.ndarray:
+    def weights_of(self, q, k, allowed, bias=None, out=None, layout=None, after=None) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
-        written into ``out`` when it has that shape; the cells ``layout`` (layout_of's, for ``start``)
-        leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds, nothing
+        written into ``out`` when it has that shape; the cells ``layout`` (layout_of's; every row's
+        without it) leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds, nothing
         written into it since (the last layer's): where it is this one, those cells are 0 already and
         not written again (torch's path zeroes its columns all the same).
 
@@ -161,8 +160,8 @@ class Inputs:
         n, m = len(q[0]), len(k[0])
         fits = out is not None and out.shape == (len(q), n, m)
         out = out if fits else np.empty((len(q), n, m))
-        layout = layout_of(q, k, allowed, start) if layout is None else layout
-        zeroed = fits and after is not None and after[:2] == layout[:2]  # (the same blocks and rows skipped)
+        layout = layout_of(q, k, allowed) if layout is None else layout
+        zeroed = fits and after is not None and (after.blocks, after.skipped) == (layout.blocks, layout.skipped)
         blocks = layout.blocks
         # every score finite and above CLOSED (none of the bias's -inf or model's lowest): the softmax need not look
         scale = default_scale(q.shape[-1]) if self.scale is None else self.scale
