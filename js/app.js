@@ -438,6 +438,22 @@ const effectSummary = (get) => {
   return { name: "effect", label: "effect on the next token", values, note, signed: get("_constants").views.effect.signed };
 };
 
+const ownEntries = new WeakMap(); // the page's weight × ‖value‖ -> its entry: the same numbers, the same entry
+/** Weight × ‖value‖ of the head shown as an entry of the measure panel, for the state shown. */
+function ownNorms(store, get) {
+  const values = store.norms(),
+    m = store.v().rows;
+  if (!ownEntries.has(values))
+    ownEntries.set(values, {
+      matrix: { shape: [values.length / m, m], dtype: "float32", view: new DataView(values.buffer) },
+      lo: 0,
+      hi: values.reduce((a, x) => Math.max(a, x), 0),
+      key: { measure: "norms", sentence_index: get("sentence_index"), block: get("block") ?? "", layer: get("layer"), head: get("head") },
+      every: [],
+    });
+  return ownEntries.get(values);
+}
+
 /** The panel beyond one head: a live page offers what the kernel can compute (and says why not);
  * an exported page, what it carries. */
 function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
@@ -452,13 +468,14 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
   const missing = (n) => `this page was exported without ${n}: choose it in the notebook and export the page again`;
   const reasons = get("measures") || {};
   const why = live ? reasons : Object.fromEntries(offered.map((n) => [n, reasons[n] || (n in data ? "" : missing(n))]));
+  const own = !live && data[shown]?.in_page; // weight × ‖value‖ this page computes, of its arrays as they are now
   p.measure.update({
     measure: shown,
     offered,
     why,
-    entry: data[shown] || null,
+    entry: own ? ownNorms(store, get) : data[shown] || null,
     live,
-    edited,
+    edited: own ? [] : edited,
     get,
     tokens,
     keys,

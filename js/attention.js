@@ -176,6 +176,23 @@ export function output(W, v) {
   return O;
 }
 
+/** Weight × ‖value‖ of one head (Kobayashi et al., 2020) where the head adds its values as they
+ * are (Python's core.attention_norms with no output projection): W[i, j]·‖v_j‖, rows × keys, float32
+ * as Python sends a measure. W: rows × m; v: {rows: m, cols, data}. */
+export function weightNorms(W, v) {
+  const m = v.rows,
+    d = v.cols,
+    lengths = new Float64Array(m),
+    out = new Float32Array(W.length);
+  for (let j = 0; j < m; j++) {
+    let sum = 0;
+    for (let c = 0; c < d; c++) sum += v.data[j * d + c] * v.data[j * d + c];
+    lengths[j] = Math.sqrt(sum);
+  }
+  for (let p = 0; p < W.length; p++) out[p] = W[p] * lengths[p % m];
+  return out;
+}
+
 /** exp(entropy) of row i. */
 export function effectiveTokens(W, n, i) {
   let h = 0,

@@ -228,7 +228,8 @@ export function createStore(get) {
   const scores = memo(growing.scores),
     weights = memo(growing.weights),
     output = memo(growing.output);
-  const spread = memo(A.outputSpread);
+  const spread = memo(A.outputSpread),
+    norms = memo(A.weightNorms);
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
   // oldest asked for going first, so hovering a long input never builds up its whole matrix.
   const ROWS = 128;
@@ -341,6 +342,8 @@ export function createStore(get) {
       return row;
     },
     output: () => output(s.weights(), s.v()),
+    /** Weight × ‖value‖ of the head shown, rows × keys (float32): an exported page's own, where the heads add their values as they are. */
+    norms: () => norms(s.weights(), s.v()),
     scoreRange: () => scoreRange(s.scores()), // [lowest, highest]
     topWeight: () => weightRange(s.weights())[1],
     spread: () => spread(s.output(), s.q().rows, s.v().cols),

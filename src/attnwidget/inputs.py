@@ -66,7 +66,7 @@ class Inputs:
     read at its own tokens, arrays and bias and the widget's step. ``sources``: what the widget
     switches to (sources.Sources); ``extra``: what only some views need (``effect``: a language
     model's head effects kept, False when not yet computed, None for no next token; ``device``:
-    where the model ran; ``grams``, ``projection``: weight × ‖value‖'s)."""
+    where the model ran; ``grams``, ``unprojected``: weight × ‖value‖'s)."""
 
     def __init__(self, state: dict, sources, text: int | None = None, **extra):
         self.state, self.sources = state, sources

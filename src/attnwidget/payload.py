@@ -26,7 +26,8 @@ large for the page's budget holds some of its layers only: then "state" has no s
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
 "state" also has "computed": the other views declared in views.py that the state asks for (head
 scores, while a summary of theirs colours the overview), and "measure_data": each measure the page
-can show, computed here at the state exported (views.for_page), its matrix in base64; and
+can show, computed here at the state exported (views.for_page), its matrix in base64 (weight ×
+‖value‖ of values no projection turns: {"in_page": true}, the page computes it); and
 "head_effects" (layers · heads numbers) when a language model's effects were computed before the
 export (the "effect" summary), with "head_effects_key": the step and text they are of.
 The page checks all of it before drawing (js/payload.js): each array against its dtype, shape and

@@ -58,6 +58,7 @@ class Research(_Widget):
             else None,
             device=getattr(self, "_device", None),
             grams=self._head_grams,
+            unprojected=self._unprojected,
             other=other,
             reader=self._reader(),
         )
@@ -179,6 +180,14 @@ class Research(_Widget):
                 f"{projections[self.layer]}."
             )
         return projections[self.layer]
+
+    def _unprojected(self) -> bool:
+        """The heads add their values as they are (no output projection turns them), so weight ×
+        ‖value‖ needs only the widget's own arrays."""
+        try:
+            return self._projection() is None
+        except ValueError:  # (no values, or a projection that could not be read)
+            return False
 
     def _head_grams(self) -> np.ndarray:
         """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept

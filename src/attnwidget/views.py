@@ -272,7 +272,8 @@ def for_page(inputs: Inputs, in_base64) -> dict:
     """The measures an exported page carries, at the state exported: the one shown, and for a
     short text every other the widget can show (flow while it takes under a quarter second). Each
     at every layer and head it follows (every()) while that fits PAGE_BYTES (flow: while every
-    layer's takes under half a second), so the layer and head controls go on working."""
+    layer's takes under half a second), so the layer and head controls go on working. Weight ×
+    ‖value‖ of values no output projection turns ({"in_page": true}) the page computes itself."""
     out, s = {}, inputs.state
     cells, layers = inputs.rows * inputs.keys, max(1, s["n_layers"])
     heads = rules.n_heads(s)
@@ -280,6 +281,11 @@ def for_page(inputs: Inputs, in_base64) -> dict:
     for name in MEASURES:
         slow = name == "flow" and inputs.rows**2 * layers > measures.flow_cells(inputs.causal) / 4
         if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
+            continue
+        if name == "norms" and not why[name] and inputs.extra.get("unprojected", lambda: False)():
+            # each head adds its values as they are: the page computes weight × ‖value‖ from its own
+            # arrays, at any state (every head's, carried, would be about half a long text's page)
+            out[name] = {"in_page": True}
             continue
         axes = every(name, inputs)
         size = cells * 4 * (layers if "layer" in axes else 1) * (heads if "head" in axes else 1)

@@ -248,26 +248,26 @@ def test_an_exported_page_offers_every_measure_the_widget_offers_and_says_which_
 
 
 def test_an_exported_measure_is_out_of_date_once_the_page_changes_what_it_was_computed_from(browser, tmp_path):
-    w = AttentionWidget("She sat by the river bank", stage="weights", measure="norms")
+    w = AttentionWidget("She sat by the river bank", stage="weights", measure="rollout")
     page, errors = exported(browser, w, tmp_path / "edited.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")
-        # new values from the page (as the dial or a script makes them): the same key, other numbers
+        # new queries from the page (as the dial or a script makes them): the same key, other numbers
         page.evaluate(
-            f"""() => {{ const m = {ROOT}.model, v = m.get('v');
-            window.exportedV = v;
-            const f = new Float64Array(v.view.buffer.slice(v.view.byteOffset, v.view.byteOffset + v.view.byteLength));
+            f"""() => {{ const m = {ROOT}.model, q = m.get('q');
+            window.exportedQ = q;
+            const f = new Float64Array(q.view.buffer.slice(q.view.byteOffset, q.view.byteOffset + q.view.byteLength));
             f[0] += 0.5;
-            m.set('v', {{ shape: v.shape, dtype: v.dtype, view: new DataView(f.buffer) }}); }}"""
+            m.set('q', {{ shape: q.shape, dtype: q.dtype, view: new DataView(f.buffer) }}); }}"""
         )
         page.wait_for_selector(".aw-measure[data-state='exported']")
         status = page.locator(".aw-measure-status").inner_text()
-        assert "the v exported (changed here since)" in status, status
+        assert "the q exported (changed here since)" in status, status
         # the same numbers again, in a new array: current again
         page.evaluate(
-            f"""() => {{ const v = window.exportedV, start = v.view.byteOffset;
-            const copy = new DataView(v.view.buffer.slice(start, start + v.view.byteLength));
-            {ROOT}.model.set('v', {{ shape: v.shape, dtype: v.dtype, view: copy }}); }}"""
+            f"""() => {{ const q = window.exportedQ, start = q.view.byteOffset;
+            const copy = new DataView(q.view.buffer.slice(start, start + q.view.byteLength));
+            {ROOT}.model.set('q', {{ shape: q.shape, dtype: q.dtype, view: copy }}); }}"""
         )
         page.wait_for_selector(".aw-measure[data-state='current']")
         assert errors == []
@@ -276,7 +276,7 @@ def test_an_exported_measure_is_out_of_date_once_the_page_changes_what_it_was_co
 
 
 def test_an_exported_measure_stays_out_of_date_across_a_switch_that_keeps_the_arrays_changed(browser, tmp_path):
-    w = AttentionWidget(["She sat by the river bank", "He sat by the money bank"], stage="weights", measure="norms")
+    w = AttentionWidget(["She sat by the river bank", "He sat by the money bank"], stage="weights", measure="rollout")
     page, errors = exported(browser, w, tmp_path / "mask.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")
@@ -301,7 +301,7 @@ def test_an_exported_mask_a_switch_drops_leaves_the_measure_out_of_date(browser,
     is gone when the page comes back: the measure computed with it says so, not current."""
     keep = np.eye(6, dtype=bool)
     keep[:, 0] = True
-    w = AttentionWidget(["She sat by the river bank", "He sat by it"], stage="weights", measure="norms", mask=keep)
+    w = AttentionWidget(["She sat by the river bank", "He sat by it"], stage="weights", measure="rollout", mask=keep)
     page, errors = exported(browser, w, tmp_path / "dropped.html")
     try:
         page.wait_for_selector(".aw-measure[data-state='current']")
@@ -335,6 +335,53 @@ def test_a_bias_set_here_stays_a_change_across_a_layer_switch(browser, tmp_path)
         assert page.evaluate(f"{ROOT}.model.get('bias')") is not None
         assert page.evaluate(f"{ROOT}.model.edited()") == ["bias"]
         assert page.locator(".aw-measure").get_attribute("data-state") == "exported"
+        assert errors == []
+    finally:
+        page.context.close()
+
+
+def test_an_exported_page_computes_weight_times_value_length_itself_at_every_state(browser, tmp_path):
+    """Where the heads add their values as they are (no output projection), an exported page carries
+    no weight × ‖value‖ (every head's would be about half a long text's page): it computes it from
+    its own arrays, for the state shown, so it follows the temperature, head, causal rule, sink and
+    values changed in the page, as Python's w.norms() does."""
+    rng = np.random.default_rng(7)
+    n, heads = 9, 3
+    q, k, v = rng.normal(size=(3, heads, n, 4)) * np.array([1, 1, 3])[:, None, None, None]
+    w = AttentionWidget(tokens=[f"t{i}" for i in range(n)], q=q, k=k, v=v, stage="weights", measure="norms")
+    assert w.page_state()["state"]["measure_data"]["norms"] == {"in_page": True}
+    page, errors = exported(browser, w, tmp_path / "norms.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        for _ in range(6):
+            change = {
+                "temperature": float(rng.choice([0.3, 1.0, 2.5])),
+                "head": int(rng.integers(heads)),
+                "causal": bool(rng.integers(2)),
+                "sink": bool(rng.integers(2)),
+                "focus": int(rng.integers(n)),
+            }
+            page.evaluate(
+                f"(c) => {{ const m = {ROOT}.model; for (const [k, x] of Object.entries(c)) m.set(k, x); }}", change
+            )
+            page.evaluate(FRAMES)
+            w.set_state(change)
+            values, got = drawn(page, n)
+            assert got["state"] == "current", (change, got["state"])
+            np.testing.assert_allclose(values, w.norms()[w.head], rtol=1e-6, atol=1e-12, err_msg=str(change))
+            assert f"weight × ‖value‖, head {w.head}" in page.locator(".aw-measure figcaption").text_content()
+        # values set in the page: the norms are of them, still current
+        page.evaluate(
+            f"""() => {{ const m = {ROOT}.model, v = m.get('v');
+            const f = new Float64Array(v.view.buffer.slice(v.view.byteOffset, v.view.byteOffset + v.view.byteLength));
+            for (let i = 0; i < f.length; i++) f[i] *= 1 + (i % 5) / 10;
+            m.set('v', {{ shape: v.shape, dtype: v.dtype, view: new DataView(f.buffer) }}); }}"""
+        )
+        page.evaluate(FRAMES)
+        w.v = v * (1 + (np.arange(v.size) % 5) / 10).reshape(v.shape)
+        values, got = drawn(page, n)
+        assert got["state"] == "current"
+        np.testing.assert_allclose(values, w.norms()[w.head], rtol=1e-6, atol=1e-12)
         assert errors == []
     finally:
         page.context.close()
