@@ -393,7 +393,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         if (stretch) top = view.topWeight();
       }
       const color = weightColours(view.pal, top),
-        row = view.weightRow;
+        row = W ? (i) => W.subarray(i * m, (i + 1) * m) : view.weightRow; // (the matrix's own rows, when it is at hand)
       const spec = {
         ...grid(view),
         ...masking(view),
