@@ -61,7 +61,7 @@ export function paint({ rows, cols, row, lo, hi, lut, closedPixel, causal = fals
       pixels[p] = closedPixel;
       continue;
     }
-    const k = (best[p] - lo) * step;
+    const k = (best[p] - lo) * step + 0.5; // the table's nearest entry
     pixels[p] = lut[k < 0 ? 0 : k > 255 ? 255 : k | 0];
   }
   return { pixels, width, height, top: top === -Infinity ? 0 : top };

@@ -102,6 +102,17 @@ function isArray(v) {
 }
 
 /** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest). */
+const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+/** A float array's `size` numbers: a typed view of its bytes where they are aligned and in this
+ * machine's order (little-endian, as sent), else a copy read number by number. */
+function numbers(view, width, size) {
+  const Typed = width === 8 ? Float64Array : Float32Array;
+  if (littleEndian && view.byteOffset % width === 0) return new Typed(view.buffer, view.byteOffset, size);
+  const out = new Typed(size);
+  for (let i = 0; i < size; i++) out[i] = width === 8 ? view.getFloat64(i * 8, true) : view.getFloat32(i * 4, true);
+  return out;
+}
+
 function array(name, value, C) {
   if (value == null) {
     if (["q", "k", "v", "tokens"].includes(name)) throw new Refused(`'${name}' must be an array of numbers, got None.`);
@@ -119,12 +130,13 @@ function array(name, value, C) {
   if (size === 0) throw new Refused(`'${name}' must not be empty, got shape ${fmtShape(value)}`);
   if (dtype)
     for (let i = 0; i < size; i++) if (value.view.getUint8(i) > 1) throw new Refused("'mask' must be booleans, or exactly 0 and 1 (True where a row may read)");
-  if (!dtype)
+  if (!dtype) {
+    const x = numbers(value.view, width, size);
     for (let i = 0; i < size; i++) {
-      const x = width === 8 ? value.view.getFloat64(i * 8, true) : value.view.getFloat32(i * 4, true);
-      if (!Number.isFinite(x)) throw new Refused(`'${name}' must be finite; found ${num(x)}`);
-      if (Math.abs(x) > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
+      if (!Number.isFinite(x[i])) throw new Refused(`'${name}' must be finite; found ${num(x[i])}`);
+      if (Math.abs(x[i]) > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
     }
+  }
   return value;
 }
 
@@ -150,9 +162,9 @@ export function overflow({ q, k, scale, bias }) {
   const top = (a) => {
     if (a == null) return 0;
     const n = a.shape.reduce((x, y) => x * y, 1),
-      wide = a.dtype === "float64";
+      x = numbers(a.view, a.dtype === "float64" ? 8 : 4, n);
     let m = 0;
-    for (let i = 0; i < n; i++) m = Math.max(m, Math.abs(wide ? a.view.getFloat64(i * 8, true) : a.view.getFloat32(i * 4, true)));
+    for (let i = 0; i < n; i++) m = Math.max(m, Math.abs(x[i]));
     return m;
   };
   const d = q.shape[q.shape.length - 1],

@@ -29,6 +29,23 @@ function borders(ctx, s, b, pal) {
   }
 }
 
+// closed cells' hatch over the cell image, as the cells drawn one by one have it: one path
+function hatch(ctx, s, b, pal) {
+  const closed = s.causal ? (i, j) => j > i : s.masked;
+  ctx.strokeStyle = pal.muted;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let i = 0; i < s.rows; i++)
+    for (let j = 0; j < s.cols; j++) {
+      if (!closed(i, j)) continue;
+      const x = b.left + j * b.cell,
+        y = b.top + i * b.cellH;
+      ctx.moveTo(x + 2, y + b.cellH - 2);
+      ctx.lineTo(x + b.cell - 2, y + 2);
+    }
+  ctx.stroke();
+}
+
 // the rows' and the columns' labels: smaller type for small cells, so that no two overlap (layout says which fit)
 function labels(ctx, s, b, pal) {
   ctx.textBaseline = "middle";
@@ -230,8 +247,10 @@ export function createGrid(parent, { title, onPick, describe }) {
     }
     const showNumbers = s.text && b.cell >= 34 && b.cellH >= 18;
 
-    // cells: one pixel per cell, scaled up, when cells are too small for anything else
-    if ((s.picture !== undefined || s.color?.domain) && (b.cell < 6 || b.cellH < 6) && !(s.rows * s.cols <= record?.vectorCells)) {
+    // cells: one pixel per cell, scaled up, when cells are too small for anything else, and on
+    // screen whenever they hold no number: one image, not a fill (and a colour string) per cell
+    const small = b.cell < 6 || b.cellH < 6;
+    if ((s.picture !== undefined || s.color?.domain) && (small || (!record && !showNumbers)) && !(s.rows * s.cols <= record?.vectorCells)) {
       const image = s.picture !== undefined ? s.picture : cellImage(s, pal);
       if (image && image !== shown) {
         pixels.width = image.width;
@@ -241,6 +260,7 @@ export function createGrid(parent, { title, onPick, describe }) {
       }
       ctx.imageSmoothingEnabled = false;
       if (image) ctx.drawImage(pixels, b.left, b.top, s.cols * b.cell, s.rows * b.cellH);
+      if (!small && b.cell >= 8 && s.masked) hatch(ctx, s, b, pal);
     } else
       for (let i = 0; i < s.rows; i++) {
         for (let j = 0; j < s.cols; j++) {

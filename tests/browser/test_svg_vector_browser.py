@@ -303,3 +303,50 @@ def test_an_exercises_picture_keeps_the_guess_and_draws_no_button(browser, tmp_p
     assert "Reveal" not in words  # a picture has nothing to press
     assert not problems, problems
     page.context.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_cells_too_small_for_numbers_are_one_image_with_the_pictures_colours_and_hatch(browser, tmp_path, theme):
+    """Cells that hold no number are painted on screen as one image: each cell still has the colour
+    the vector picture gives it (drawn cell by cell), and every closed cell (the causal rule's, the
+    mask's) its hatch across the middle, which no open cell has."""
+    n, rng = 40, np.random.default_rng(3)
+    q, k, v = rng.normal(size=(3, n, 8)) * 1.5
+    mask = np.ones((n, n), bool)
+    mask[30, 4:9] = False
+    path = tmp_path / f"cells-{theme}.html"
+    AttentionWidget(tokens=[f"w{i}" for i in range(n)], q=q, k=k, v=v, causal=True, mask=mask, stage="weights").to_html(
+        path, theme=theme
+    )
+    page, problems = open_page(browser, path)
+    with page.expect_download() as info:
+        page.click(".aw-save-svg")
+    svg = tmp_path / "cells.svg"
+    info.value.save_as(svg)
+    fills = [f for _, _, f in cells(matrix(ET.fromstring(svg.read_bytes()), "weights"))]
+    assert len(fills) == n * n
+    corner, middle, size = page.evaluate(
+        """(n) => {
+        const c = [...document.querySelectorAll('canvas.aw-grid')].find((c) => (c.getAttribute('aria-label') || \
+'').startsWith('weights') && c.offsetParent);
+        const d = c.dataset, k = devicePixelRatio, all = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        const at = (x, y) => { const p = (Math.round(y * k) * c.width + Math.round(x * k)) * 4;
+            return '#' + [0, 1, 2].map((i) => all[p + i].toString(16).padStart(2, '0')).join(''); };
+        const corner = [], middle = [];
+        for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+            const x = +d.left + j * d.cellWidth, y = +d.top + i * d.cellHeight;
+            corner.push(at(x + 3, y + 3));
+            middle.push(at(x + d.cellWidth / 2, y + d.cellHeight / 2));
+        }
+        return [corner, middle, [+d.cellWidth, +d.cellHeight]]; }""",
+        n,
+    )
+    assert 8 <= min(size) and max(size) < 34, size  # hatched, and too small for numbers
+    same_colours(fills, corner)
+    rgb = lambda h: np.array([int(h[i : i + 2], 16) for i in (1, 3, 5)])
+    closed = [(i, j) for i in range(n) for j in range(n) if j > i or not mask[i, j]]
+    crossed = [np.abs(rgb(middle[i * n + j]) - rgb(fills[i * n + j])).max() for i in range(n) for j in range(n)]
+    assert all(crossed[i * n + j] >= 12 for i, j in closed), min(crossed[i * n + j] for i, j in closed)
+    assert max(c for p, c in enumerate(crossed) if divmod(p, n) not in closed) <= 1
+    assert not problems, problems
+    page.context.close()

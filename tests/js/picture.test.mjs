@@ -74,7 +74,7 @@ test("a pixel per cell: the colour of its value, the closed colour where causal 
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < n; j++) {
       const p = i * n + j;
-      assert.equal(pixels[p], j > i || p === 1 ? 999 : Math.min(255, Math.floor(data[p] * 255)), `cell ${i}, ${j}`);
+      assert.equal(pixels[p], j > i || p === 1 ? 999 : Math.min(255, Math.round(data[p] * 255)), `cell ${i}, ${j}`);
     }
   }
 });
@@ -100,7 +100,7 @@ test("past MAX_SIDE a pixel shows its block's cell of largest magnitude, and a c
       let best = null;
       for (let i = i0; i < i1; i++)
         for (let j = j0; j < j1; j++) if (!closed(i, j) && (best === null || Math.abs(data[i * cols + j]) > Math.abs(best))) best = data[i * cols + j];
-      const want = best === null ? 999 : Math.min(255, Math.floor((best + 1) * 127.5));
+      const want = best === null ? 999 : Math.min(255, Math.round((best + 1) * 127.5));
       assert.equal(pixels[y * width + x], want, `pixel ${x}, ${y}`);
     }
   }
