@@ -3,7 +3,7 @@
 
 import { format } from "d3-format";
 import { scaleLinear } from "d3-scale";
-import { el, fill, fmt2, groupLabels, short, svg } from "./dom.js";
+import { el, fill, fmt2, fmtG, groupLabels, short, svg } from "./dom.js";
 import { drawLabel, measurer, percentages, place } from "./labels.js";
 
 const SIZE = 300,
@@ -92,7 +92,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       const dots = Array.from({ length: k.rows }, (_, j) => query[0] * k.data[j * 2] + query[1] * k.data[j * 2 + 1]);
       const factor = scaleOf(scoreRow, dots, given);
       // 1/√d unless the widget set a scale (read back: a set scale of exactly 1/√2 reads the same)
-      const scaleText = (scaleSet ?? Math.abs(factor * Math.SQRT2 - 1) > 1e-9) ? format(".3~g")(factor) : "1/√2";
+      const scaleText = (scaleSet ?? Math.abs(factor * Math.SQRT2 - 1) > 1e-9) ? fmtG(factor) : "1/√2";
       let reach = Math.hypot(...query); // (a turn keeps an arrow's length: the query given reaches as far)
       for (let j = 0; j < k.rows; j++) reach = Math.max(reach, Math.hypot(k.data[j * 2], k.data[j * 2 + 1]));
       // Keep the axes still while dragging, so the arrow stays under the pointer.
@@ -216,7 +216,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         position?.scheme === "rope"
           ? ` RoPE: every arrow is turned by its token's position × θ (θ = 1 radian for two numbers): ${short(tokens[focus])}'s query ${focus} × θ${degrees < 360 ? ` (${format(".0f")(degrees)}°)` : ""}, each key by its own, so q · k depends on how far apart two tokens are.${rope ? " Dashed: the query before its turn." : ""}`
           : position?.scheme === "alibi"
-            ? ` ALiBi: each score also has −m·|i − j| added, m = ${format(".3~g")(position.slope)}: a token d places away loses m·d.`
+            ? ` ALiBi: each score also has −m·|i − j| added, m = ${fmtG(position.slope)}: a token d places away loses m·d.`
             : "";
       fill(
         note,

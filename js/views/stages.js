@@ -3,7 +3,6 @@
 // its own; the numbers come in as values, or as functions where they are computed only if drawn.
 
 import { rgb } from "d3-color";
-import { format } from "d3-format";
 import { scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
 import { signedColours, weightColours } from "../colours.js";
@@ -13,7 +12,7 @@ import { lookupTable, pack } from "../picture.js";
 import { createBlend } from "./blend.js";
 import { createDetail, extent, follow } from "./detail.js";
 import { createDial } from "./dial.js";
-import { CLOSED, el, fmt2, fmt3, legend, short } from "./dom.js";
+import { CLOSED, el, fmt2, fmt3, fmtG, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
@@ -73,8 +72,6 @@ const GIVEN_NOTE =
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
-const slopeText = format(".3~g"); // ALiBi's slopes run down to 2^(−8): three figures, not three decimals
-
 /** Said under the query/key, scores and weights stages when position enters the lab's scores: what it did to the
  * focused token (`reader`, at position `focus`). */
 function positionNote(stage, { scheme, slope, biased }, reader, focus) {
@@ -86,7 +83,7 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
       return `RoPE: these are scores of turned queries and keys (${who} turned ${focus} × θ, each key by its own position), so a score depends on how far apart two tokens are, not on where they stand.`;
     return `RoPE: ${short(reader)} reads each token through a turn of (its position − ${focus}) × θ, so its weights change with distance: the same two words further apart score differently.`;
   }
-  const m = slopeText(slope);
+  const m = fmtG(slope);
   if (stage === "qk") return `ALiBi leaves queries and keys as they are: it adds −m·|i − j| to the scores (m = ${m} for this head), in the next stage.`;
   if (stage === "scores")
     return `ALiBi: each score gets −m·|i − j| added (m = ${m} for this head), a penalty that grows with the distance between the two tokens${biased ? ", on top of the bias given" : ""}: the ramp is drawn under the scores.`;
@@ -352,7 +349,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         hi,
       );
       biasGrid.node.hidden = biasLegend.hidden = !bias;
-      const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${slopeText(alibi.slope)}`;
+      const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${fmtG(alibi.slope)}`;
       biasGrid.node.querySelector("figcaption").textContent = alibi
         ? `${alibi.biased ? `the bias given + ${ramp}` : ramp} (added to scale · q · k)`
         : "bias (added to scale · q · k)";
