@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { check, checkState, nHeads, overflow, pyStr, Refused } from "./rules.js";
+import { check, checkState, nHeads, overflow, pyStr, Refused, scan } from "./rules.js";
 
 export const VERSION = 1;
 
@@ -14,7 +14,6 @@ function bytesOf(base64) {
 }
 
 const BYTES = { float32: 4, float64: 8, int32: 4, uint8: 1 };
-const FLOATS = { float32: Float32Array, float64: Float64Array };
 
 /** An array as encoded ({shape, dtype, base64}), checked against what it declares before its bytes are
  * read: an altered page is refused with what is wrong, never drawn from numbers it does not hold.
@@ -35,12 +34,12 @@ function decode(value, name = "an array", finite = false) {
   } catch {
     throw new Refused(`${name}'s bytes are not base64`);
   }
-  if (finite && FLOATS[dtype]) {
-    const numbers = new FLOATS[dtype](bytes.buffer, bytes.byteOffset, bytes.byteLength / BYTES[dtype]);
-    for (let i = 0; i < numbers.length; i++)
-      if (!Number.isFinite(numbers[i])) throw new Refused(`${name} holds ${numbers[i]} at index ${i}: every number must be finite`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (finite && (dtype === "float32" || dtype === "float64")) {
+    const { bad, at } = scan(view, BYTES[dtype]); // (kept for the rules' checks of the same array)
+    if (bad >= 0) throw new Refused(`${name} holds ${at} at index ${bad}: every number must be finite`);
   }
-  return { shape, dtype, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
+  return { shape, dtype, view };
 }
 
 /** Each of `values`' arrays decoded; `where` names them (and that they are computed from: finite). */

@@ -101,7 +101,6 @@ function isArray(v) {
   return v !== null && typeof v === "object" && Array.isArray(v.shape) && v.view instanceof DataView;
 }
 
-/** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest). */
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** A float array's `size` numbers: a typed view of its bytes where they are aligned and in this
  * machine's order (little-endian, as sent), else a copy read number by number. */
@@ -113,6 +112,30 @@ function numbers(view, width, size) {
   return out;
 }
 
+const scans = new WeakMap(); // an array's bytes (its DataView) -> what scan found: read once, however often checked
+/** The float array of `width`-byte numbers in `view`: {bad: the index of its first number that is
+ * not finite, or -1; at: that number; top: its largest magnitude (Infinity when one is not finite)}. */
+export function scan(view, width) {
+  let found = scans.get(view);
+  if (!found) {
+    const x = numbers(view, width, view.byteLength / width);
+    let top = 0,
+      bad = -1;
+    for (let i = 0; i < x.length; i++) {
+      const a = Math.abs(x[i]);
+      if (!(a < Infinity)) {
+        bad = i; // (NaN too: it is not below anything)
+        break;
+      }
+      if (a > top) top = a;
+    }
+    found = { bad, at: bad < 0 ? null : x[bad], top: bad < 0 ? top : Infinity };
+    scans.set(view, found);
+  }
+  return found;
+}
+
+/** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest). */
 function array(name, value, C) {
   if (value == null) {
     if (["q", "k", "v", "tokens"].includes(name)) throw new Refused(`'${name}' must be an array of numbers, got None.`);
@@ -131,11 +154,9 @@ function array(name, value, C) {
   if (dtype)
     for (let i = 0; i < size; i++) if (value.view.getUint8(i) > 1) throw new Refused("'mask' must be booleans, or exactly 0 and 1 (True where a row may read)");
   if (!dtype) {
-    const x = numbers(value.view, width, size);
-    for (let i = 0; i < size; i++) {
-      if (!Number.isFinite(x[i])) throw new Refused(`'${name}' must be finite; found ${num(x[i])}`);
-      if (Math.abs(x[i]) > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
-    }
+    const { bad, at, top } = scan(value.view, width);
+    if (bad >= 0) throw new Refused(`'${name}' must be finite; found ${num(at)}`);
+    if (top > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
   }
   return value;
 }
@@ -159,14 +180,7 @@ function dims(name, shape) {
 /** Why scores of these arrays could not be computed in float64, or null (core.overflow_message's twin). */
 export function overflow({ q, k, scale, bias }) {
   const e = (x) => (Number.isFinite(x) ? x.toExponential(1) : "inf");
-  const top = (a) => {
-    if (a == null) return 0;
-    const n = a.shape.reduce((x, y) => x * y, 1),
-      x = numbers(a.view, a.dtype === "float64" ? 8 : 4, n);
-    let m = 0;
-    for (let i = 0; i < n; i++) m = Math.max(m, Math.abs(x[i]));
-    return m;
-  };
+  const top = (a) => (a == null ? 0 : scan(a.view, a.dtype === "float64" ? 8 : 4).top);
   const d = q.shape[q.shape.length - 1],
     s = scale == null ? 1 / Math.sqrt(d) : Math.abs(scale),
     dot = d * top(q) * top(k),
