@@ -27,5 +27,9 @@ export function weightColours(pal, top = 1) {
   return scaleSequential(interpolateLab(pal.zero, pal.seq)).domain([0, top || 1]);
 }
 
+let tints = null; // the chips' interpolator and the two colours it runs between: made once, not per chip
 /** A token chip's tint for the weight w it is read with (none: the panel). */
-export const chipTint = (pal, w) => interpolateRgb(pal.panel, pal.seq)(w == null ? 0 : 0.7 * w);
+export function chipTint(pal, w) {
+  if (tints?.from !== pal.panel || tints.to !== pal.seq) tints = { from: pal.panel, to: pal.seq, at: interpolateRgb(pal.panel, pal.seq) };
+  return tints.at(w == null ? 0 : 0.7 * w);
+}
