@@ -34,12 +34,12 @@ function decode(value, name = "an array", finite = false) {
   } catch {
     throw new Refused(`${name}'s bytes are not base64`);
   }
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const array = { shape, dtype, view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength) };
   if (finite && (dtype === "float32" || dtype === "float64")) {
-    const { bad, at } = scan(view, BYTES[dtype]); // (kept for the rules' checks of the same array)
+    const { bad, at } = scan(array); // (kept for the rules' checks of the same array)
     if (bad >= 0) throw new Refused(`${name} holds ${at} at index ${bad}: every number must be finite`);
   }
-  return { shape, dtype, view };
+  return array;
 }
 
 /** Each of `values`' arrays decoded; `where` names them (and that they are computed from: finite). */

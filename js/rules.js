@@ -112,13 +112,16 @@ function numbers(view, width, size) {
   return out;
 }
 
-const scans = new WeakMap(); // an array's bytes (its DataView) -> what scan found: read once, however often checked
-/** The float array of `width`-byte numbers in `view`: {bad: the index of its first number that is
- * not finite, or -1; at: that number; top: its largest magnitude (Infinity when one is not finite)}. */
-export function scan(view, width) {
-  let found = scans.get(view);
+const scans = new WeakMap(); // an array ({shape, dtype, view}) -> what scan found: read once, however often checked
+/** A float array's numbers, {dtype: "float32" | "float64", view}: {bad: the index of its first
+ * number that is not finite, or -1; at: that number; top: its largest magnitude (Infinity when one
+ * is not finite)}. Kept per array object: a page's new array is a new object, and one set again
+ * (even over bytes written in place) is no change to check. */
+export function scan(array) {
+  let found = scans.get(array);
   if (!found) {
-    const x = numbers(view, width, view.byteLength / width);
+    const width = array.dtype === "float64" ? 8 : 4,
+      x = numbers(array.view, width, array.view.byteLength / width);
     let top = 0,
       bad = -1;
     for (let i = 0; i < x.length; i++) {
@@ -130,7 +133,7 @@ export function scan(view, width) {
       if (a > top) top = a;
     }
     found = { bad, at: bad < 0 ? null : x[bad], top: bad < 0 ? top : Infinity };
-    scans.set(view, found);
+    scans.set(array, found);
   }
   return found;
 }
@@ -154,7 +157,7 @@ function array(name, value, C) {
   if (dtype)
     for (let i = 0; i < size; i++) if (value.view.getUint8(i) > 1) throw new Refused("'mask' must be booleans, or exactly 0 and 1 (True where a row may read)");
   if (!dtype) {
-    const { bad, at, top } = scan(value.view, width);
+    const { bad, at, top } = scan(value);
     if (bad >= 0) throw new Refused(`'${name}' must be finite; found ${num(at)}`);
     if (top > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
   }
@@ -180,7 +183,7 @@ function dims(name, shape) {
 /** Why scores of these arrays could not be computed in float64, or null (core.overflow_message's twin). */
 export function overflow({ q, k, scale, bias }) {
   const e = (x) => (Number.isFinite(x) ? x.toExponential(1) : "inf");
-  const top = (a) => (a == null ? 0 : scan(a.view, a.dtype === "float64" ? 8 : 4).top);
+  const top = (a) => (a == null ? 0 : scan(a).top);
   const d = q.shape[q.shape.length - 1],
     s = scale == null ? 1 / Math.sqrt(d) : Math.abs(scale),
     dot = d * top(q) * top(k),

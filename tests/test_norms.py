@@ -348,3 +348,34 @@ def test_a_layer_whose_norms_cannot_be_read_says_why_in_the_pages_panel_and_stil
     assert "goes to a Other, not a linear map" in ask(w)["error"]  # said in the panel, not raised at the page's ask
     state = w.page_state()["state"]  # an export carries the reason, and the measures that work
     assert "error" in state["measure_data"]["norms"] and "matrix" in state["measure_data"]["rollout"]
+
+
+def test_an_exported_page_computes_norms_only_where_nothing_it_can_switch_to_has_a_projection(model):
+    """Own arrays, built-in sentences and a model read without projections: the page computes weight ×
+    ‖value‖ ({"in_page": true}). A model's widget whose values were set by hand shows them unprojected,
+    but its page can switch back to the model's layers, which have projections: it carries the matrix."""
+    carried = lambda w: w.page_state()["state"]["measure_data"]["norms"]
+    rng = np.random.default_rng(0)
+    assert carried(
+        AttentionWidget(
+            tokens=list("abcd"),
+            q=rng.normal(size=(2, 4, 3)),
+            k=rng.normal(size=(2, 4, 3)),
+            v=rng.normal(size=(2, 4, 3)),
+        )
+    ) == {"in_page": True}
+    assert carried(AttentionWidget(["She sat by the river bank", "He sat by it"])) == {"in_page": True}
+    from test_layers import fake_model
+
+    assert carried(AttentionWidget._from_model(fake_model(), 0, 0, {})) == {"in_page": True}  # (no projections)
+    _, _, w, _ = model
+    reset(w)
+    assert "matrix" in carried(w)  # the model's own layer: turned by its projection
+    w.v = np.array(w.v)  # values set by hand: no projection here, but the page can go back to the model's layers
+    try:
+        assert not w.layer_shown
+        np.testing.assert_allclose(w.norms()[w.head], w.weights * np.linalg.norm(w.v[w.head], axis=-1))
+        assert "matrix" in carried(w)
+    finally:
+        w.layer = 1
+        reset(w)

@@ -43,6 +43,16 @@ function numbers(entry) {
   return decoded.get(entry);
 }
 
+const slices = new WeakMap(); // a matrix's numbers -> its slices by offset, each made once
+/** The `size` numbers of `data` from `offset`: one object for the same numbers, so the grid repaints
+ * its cells when they change (a key of the answer's state would miss a page's own new numbers). */
+function sliceOf(data, offset, size) {
+  if (!slices.has(data)) slices.set(data, new Map());
+  const found = slices.get(data);
+  if (!found.has(offset)) found.set(offset, data.subarray(offset, offset + size));
+  return found.get(offset);
+}
+
 /** The focused row's largest weight and its largest weight × ‖value‖, and why they are not the same key. */
 function contrasted(view, focus, cols, value) {
   const top = (f) => Array.from({ length: cols }, (_, j) => j).reduce((a, j) => (f(j) > f(a) ? j : a), 0);
@@ -193,7 +203,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
       const value = (i, j) => data[offset + i * cols + j];
       const signed = !!views[shown.key.measure]?.signed;
       // the scale of the matrix drawn (of its slice, when every layer or head is held), as a live page's
-      const slice = data.subarray(offset, offset + rows * cols);
+      const slice = sliceOf(data, offset, rows * cols);
       const hi = (slice.length === data.length ? shown.hi : slice.reduce((a, x) => Math.max(a, Math.abs(x)), 0)) || 1,
         lo = signed ? -hi : 0;
       const color = signed ? differenceColours(view.pal, hi) : weightColours(view.pal, hi);
@@ -224,7 +234,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         maxWidth: Math.min(view.maxWidth, 760),
         pal: view.pal,
         ariaLabel: title,
-        key: `${shown.key.measure}:${JSON.stringify(shown.key)}:${offset}`, // the cell image's cache: the same numbers
+        key: slice, // the cell image's cache: the same numbers exactly while this is the same object
       });
       legend(legendNode, LABELS[shown.key.measure], color, lo, hi);
       contrast.hidden = shown.key.measure !== "norms" || !fresh || !view.weights;

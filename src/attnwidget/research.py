@@ -182,12 +182,15 @@ class Research(_Widget):
         return projections[self.layer]
 
     def _unprojected(self) -> bool:
-        """The heads add their values as they are (no output projection turns them), so weight ×
-        ‖value‖ needs only the widget's own arrays."""
-        try:
-            return self._projection() is None
-        except ValueError:  # (no values, or a projection that could not be read)
+        """The heads add their values as they are (no output projection turns them) here and in every
+        layer, block and text the widget, and so its exported page, can switch to: weight × ‖value‖
+        needs only the arrays shown. (Values set by hand on a model's widget are shown unprojected,
+        but its page can go back to the model's layers.)"""
+        if self.weights_only == "weights":
             return False
+        s = self._sources  # (a model's texts share its projections: the text shown speaks for them)
+        reachable = [*s.blocks.values(), s.found("", self.sentence_index) if s.texts else s.model]
+        return all(getattr(found, "projections", None) is None for found in reachable)
 
     def _head_grams(self) -> np.ndarray:
         """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept

@@ -385,3 +385,43 @@ def test_an_exported_page_computes_weight_times_value_length_itself_at_every_sta
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_the_panels_cells_follow_its_numbers_when_the_scale_stays_the_same(browser, tmp_path):
+    """Cells too small for numbers are one image, kept while the numbers are the same: a new
+    temperature gives the page's weight × ‖value‖ new numbers under the same top of the scale (row
+    0 of a causal matrix reads only key 0, whose value is the longest), and the cells follow them."""
+    n, rng = 30, np.random.default_rng(2)
+    q, k, v = rng.normal(size=(3, 2, n, 4))
+    v[:, 0] *= 10
+    w = AttentionWidget(
+        tokens=[f"t{i}" for i in range(n)], q=q, k=k, v=v, causal=True, stage="weights", measure="norms"
+    )
+    page, errors = exported(browser, w, tmp_path / "same-top.html")
+    cells = f"""() => {{ const c = document.querySelector('.aw-measure canvas.aw-grid'), d = c.dataset;
+        const k = devicePixelRatio, all = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, out = [];
+        for (let i = 0; i < {n}; i++) for (let j = 0; j < {n}; j++) {{
+            const y = Math.round((+d.top + i * d.cellHeight + 3) * k);
+            const p = (y * c.width + Math.round((+d.left + j * d.cellWidth + 3) * k)) * 4;
+            out.push([all[p], all[p + 1], all[p + 2]]); }}
+        return [out, +d.cellWidth]; }}"""
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        before, width = page.evaluate(cells)
+        assert width < 34  # no numbers in the cells: drawn as one image
+        values, got = drawn(page, n)
+        page.evaluate(f"{ROOT}.model.set('temperature', 3.0)")
+        page.evaluate(FRAMES)
+        after, _ = page.evaluate(cells)
+        changed, got_after = drawn(page, n)
+        assert got_after["hi"] == got["hi"]  # the same top of the scale
+        w.temperature = 3.0
+        np.testing.assert_allclose(changed, w.norms()[0], rtol=1e-6, atol=1e-12)
+        steps = np.abs(changed - values) / got["hi"] * 255  # colour-table steps each cell's number moved
+        moved = np.abs(np.array(after, int) - np.array(before, int)).max(axis=-1).reshape(n, n)
+        open_ = np.tril(np.ones((n, n), bool))
+        assert (steps[open_] > 3).sum() > 20
+        assert (moved[open_ & (steps > 3)] > 0).all()
+        assert errors == []
+    finally:
+        page.context.close()

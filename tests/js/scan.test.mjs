@@ -29,11 +29,20 @@ test("scan finds the first number that is not finite and the largest magnitude, 
     const kept = width === 4 ? Array.from(new Float32Array(numbers)) : numbers; // as the bytes hold them
     const bad = kept.findIndex((x) => !Number.isFinite(x)),
       top = bad >= 0 ? Infinity : Math.max(...kept.map(Math.abs));
-    const view = bytes(numbers, width, offset);
-    const found = scan(view, width);
+    const array = { dtype: width === 8 ? "float64" : "float32", view: bytes(numbers, width, offset) };
+    const found = scan(array);
     assert.equal(found.bad, bad, `trial ${trial}`);
     assert.equal(found.top, top, `trial ${trial}`);
     if (bad >= 0) assert.ok(Object.is(found.at, kept[bad]), `trial ${trial}`);
-    assert.equal(scan(view, width), found); // read once: the same answer for the same bytes
+    assert.equal(scan(array), found); // read once: the same answer for the same array
   }
+});
+
+test("a new array over the same bytes is read again: numbers written in place are not taken as checked", () => {
+  const array = { dtype: "float64", view: bytes([1, 2, 3], 8, 0) };
+  assert.equal(scan(array).bad, -1);
+  array.view.setFloat64(8, Number.NaN, true); // a script writes into the bytes, then sets them again as a new array
+  const again = scan({ ...array });
+  assert.equal(again.bad, 1);
+  assert.equal(again.top, Infinity);
 });
