@@ -443,14 +443,16 @@ const ownEntries = new WeakMap(); // the page's weight × ‖value‖ -> its ent
 function ownNorms(store, get) {
   const values = store.norms(),
     m = store.v().rows;
-  if (!ownEntries.has(values))
-    ownEntries.set(values, {
-      matrix: { shape: [values.length / m, m], dtype: "float32", view: new DataView(values.buffer) },
-      lo: 0,
-      hi: values.reduce((a, x) => Math.max(a, x), 0),
-      key: { measure: "norms", sentence_index: get("sentence_index"), block: get("block") ?? "", layer: get("layer"), head: get("head") },
-      every: [],
-    });
+  if (!ownEntries.has(values)) {
+    const key = { measure: "norms", sentence_index: get("sentence_index"), block: get("block") ?? "", layer: get("layer"), head: get("head") };
+    const hi = values.reduce((a, x) => (x > a || Number.isNaN(x) ? x : a), 0); // (a NaN stays: with Infinity, past float32's range)
+    ownEntries.set(
+      values,
+      hi < Infinity
+        ? { matrix: { shape: [values.length / m, m], dtype: "float32", view: new DataView(values.buffer) }, lo: 0, hi, key, every: [] }
+        : { error: "norms has numbers too large to draw (past float32's range): scale the values down to see it", key },
+    );
+  }
   return ownEntries.get(values);
 }
 

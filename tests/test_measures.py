@@ -170,9 +170,11 @@ def test_weight_times_value_norm_sent_to_the_page_is_pythons_for_the_head_shown(
 
 def test_an_export_of_a_long_text_computes_only_the_measure_shown():
     w = model_widget(n=300, layers=2, heads=1)
-    assert w.page_state()["state"]["measure_data"] == {}  # none shown: none computed
-    w.measure = "norms"
-    assert list(w.page_state()["state"]["measure_data"]) == ["norms"]
+    # none shown: none computed (weight × ‖value‖ of values no projection turns: the page's own to compute)
+    assert w.page_state()["state"]["measure_data"] == {"norms": {"in_page": True}}
+    w.measure = "rollout"
+    carried = w.page_state()["state"]["measure_data"]
+    assert list(carried) == ["norms", "rollout"] and "matrix" in carried["rollout"]
 
 
 def test_values_too_large_for_the_page_say_so_in_the_panel():

@@ -365,6 +365,15 @@ def test_an_exported_page_computes_norms_only_where_nothing_it_can_switch_to_has
         )
     ) == {"in_page": True}
     assert carried(AttentionWidget(["She sat by the river bank", "He sat by it"])) == {"in_page": True}
+    long = AttentionWidget(
+        tokens=[f"t{i}" for i in range(300)],
+        q=rng.normal(size=(300, 2)),
+        k=rng.normal(size=(300, 2)),
+        v=rng.normal(size=(300, 2)),
+    )
+    assert long.measure == "" and carried(long) == {
+        "in_page": True
+    }  # (offered at any length: it costs the page nothing)
     from test_layers import fake_model
 
     assert carried(AttentionWidget._from_model(fake_model(), 0, 0, {})) == {"in_page": True}  # (no projections)

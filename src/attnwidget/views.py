@@ -279,13 +279,13 @@ def for_page(inputs: Inputs, in_base64) -> dict:
     heads = rules.n_heads(s)
     why = available(inputs)
     for name in MEASURES:
-        slow = name == "flow" and inputs.rows**2 * layers > measures.flow_cells(inputs.causal) / 4
-        if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
-            continue
         if name == "norms" and not why[name] and inputs.extra.get("unprojected", lambda: False)():
             # each head adds its values as they are: the page computes weight × ‖value‖ from its own
-            # arrays, at any state (every head's, carried, would be about half a long text's page)
+            # arrays, at any state and length (every head's, carried, would be about half a long text's page)
             out[name] = {"in_page": True}
+            continue
+        slow = name == "flow" and inputs.rows**2 * layers > measures.flow_cells(inputs.causal) / 4
+        if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
             continue
         axes = every(name, inputs)
         size = cells * 4 * (layers if "layer" in axes else 1) * (heads if "head" in axes else 1)

@@ -8,7 +8,7 @@ from test_across_layers import model_widget
 from test_integrations import gpt2, gpt2_tokenizer, tf  # (fixtures)
 from test_overview_browser import HEADS, LAYERS, N, kernel_model
 
-from attnwidget import AttentionWidget, measures
+from attnwidget import AttentionWidget, measures, views
 from attnwidget.core import attention_flow
 
 pytestmark = pytest.mark.browser
@@ -382,6 +382,22 @@ def test_an_exported_page_computes_weight_times_value_length_itself_at_every_sta
         values, got = drawn(page, n)
         assert got["state"] == "current"
         np.testing.assert_allclose(values, w.norms()[w.head], rtol=1e-6, atol=1e-12)
+        # values past what float32 can draw: said, as Python's panel says it
+        page.evaluate(
+            f"""() => {{ const m = {ROOT}.model, v = m.get('v');
+            const f = new Float64Array(v.view.buffer.slice(v.view.byteOffset, v.view.byteOffset + v.view.byteLength));
+            for (let i = 0; i < f.length; i++) f[i] *= 1e40;
+            m.set('v', {{ shape: v.shape, dtype: v.dtype, view: new DataView(f.buffer) }}); }}"""
+        )
+        page.evaluate(FRAMES)
+        w.v = w.v * 1e40
+        w.measure = ""
+        w.measure = "norms"
+        said = w.page_state()["state"]["measure_data"]
+        python = views.entry("norms", w._inputs())["error"]
+        assert said["norms"] == {"in_page": True} and "too large to draw" in python
+        assert page.locator(".aw-measure").get_attribute("data-state") == "error"
+        assert page.locator(".aw-measure-status").inner_text() == python
         assert errors == []
     finally:
         page.context.close()
