@@ -120,6 +120,11 @@ def test_refusals_say_what_to_do_and_keep_the_state():
         w.alibi_slopes = [0.5, 0.5]
     with pytest.raises(traitlets.TraitError, match="'rope_base' must be a finite number > 1"):
         w.rope_base = 1.0
+    for huge in (10**400, -(10**400)):  # an int past float's range: refused as the page reads it, infinite
+        with pytest.raises(traitlets.TraitError, match="'rope_base' must be a finite number > 1.*got -?inf"):
+            w.rope_base = huge
+    with pytest.raises(traitlets.TraitError, match="'temperature' must be a finite number > 0"):
+        w.temperature = 10**400
     with pytest.raises(traitlets.TraitError, match="even width, got 3"):
         w.set_vectors(q=np.ones((3, 6, 3)), k=np.ones((3, 6, 3)))
     assert (w.position, w.q.shape[-1], w.alibi_slopes, w.rope_base) == ("rope", 4, None, 10000.0)

@@ -266,7 +266,7 @@ def _number(name, value, what):
     try:
         return float(value)
     except OverflowError:  # an int beyond float's range: as a page's JSON reads it, infinite
-        return math.copysign(math.inf, value)
+        return math.inf if value > 0 else -math.inf  # (copysign would convert it to float too)
 
 
 def _text_list(name, value, allow_none=False):
