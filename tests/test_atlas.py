@@ -138,3 +138,18 @@ def test_texts_of_other_heads_are_refused_with_what_to_do():
     w.summary = "entropy"
     _on_page_message(w, {"kind": "compute", "view": "head_scores"}, [])
     assert "same layers and heads" in w.computed["head_scores"]["error"]  # said in the page, once
+
+
+def test_an_empty_list_of_scores_or_an_empty_layer_is_refused_with_what_to_do():
+    w = AttentionWidget(TEXTS)
+    before = w.head_scores(["sink"])
+    for empty in ([], ()):
+        with pytest.raises(ValueError, match=r"no scores asked for.*'sink'.*names=None") as e:
+            w.head_scores(empty)
+        assert "'none'" not in str(e.value)
+    with pytest.raises(ValueError, match="head scores are 'sink'.*got 'sinks'"):
+        w.head_scores(["sink", "sinks"])
+    np.testing.assert_array_equal(w.head_scores(["sink"])["sink"], before["sink"])  # the widget as it was
+    for shape in ((2, 0, 0), (2, 3, 0), (3,)):  # no query, no key, not a layer of heads
+        with pytest.raises(ValueError, match=r"heads × queries × keys.*at least one query and one key"):
+            atlas.text_scores(np.zeros(shape), ["a", "b", "c"], cross=shape[-1] == 0)

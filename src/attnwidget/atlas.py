@@ -38,6 +38,11 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
       earlier copies, summed (NaN when no token repeats);
     - ``"entropy"``: the mean over rows of the row's entropy in nats (0·ln 0 = 0).
     """
+    if weights.ndim < 2 or 0 in weights.shape[-2:]:  # (no row or no column: no weight to score)
+        raise ValueError(
+            f"a layer's weights are heads × queries × keys, with at least one query and one key; got shape "
+            f"{weights.shape}: score a text that has tokens"
+        )
     n = weights.shape[-2]
     nan = np.full(weights.shape[:-2], np.nan)
     logw = np.log(np.where(weights > 0, weights, 1.0))
@@ -97,9 +102,14 @@ def check_names(names, model: bool) -> tuple:
     if names is None:
         return tuple(n for n in SCORES if model or n != "induction")
     names = (names,) if isinstance(names, str) else tuple(names)
+    if not names:
+        raise ValueError(
+            f"no scores asked for (the list of names is empty): pass some of {', '.join(map(repr, SCORES))}, or "
+            "names=None for every one the widget has"
+        )
     bad = [n for n in names if n not in SCORES]
-    if bad or not names:
-        raise ValueError(f"head scores are {', '.join(map(repr, SCORES))}; got {bad[0] if bad else 'none'!r}")
+    if bad:
+        raise ValueError(f"head scores are {', '.join(map(repr, SCORES))}; got {bad[0]!r}")
     if "induction" in names and not model:
         raise ValueError(NOT_A_MODEL)
     return names
