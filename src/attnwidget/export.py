@@ -141,6 +141,21 @@ def _launch(playwright):
     return playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
 
 
+# Once every part is drawn (a condition, not a delay: a model's head thumbnails come after the
+# first paint), the picture: one function, looping in the page. The page's policy forbids
+# evaluating strings, which Playwright's wait_for_function does at every look after its first.
+_WHEN_DRAWN = """async ([kind, scale, wait]) => {
+  const root = document.querySelector(".aw-root"), end = performance.now() + wait;
+  await document.fonts.ready;
+  while (!root.attnwidget.ready()) {
+    if (performance.now() > end) throw new Error(`the page was not drawn whole within ${wait / 1000} s`);
+    await new Promise((next) => requestAnimationFrame(next));
+  }
+  return root.attnwidget.snapshot(kind, scale);
+}"""
+_WAIT_MS = 30_000  # (Playwright's own default for a wait)
+
+
 class _Pictures:
     """One headless Chromium for every picture of the session, started at the first and closed at
     exit, in a thread of its own: Playwright's synchronous API refuses to start where an event
@@ -167,12 +182,7 @@ class _Pictures:
         try:
             page.set_content(page_html)
             page.wait_for_selector(".aw-root")
-            page.wait_for_function("document.fonts.status === 'loaded'")
-            # every part drawn (a condition, not a delay): the head thumbnails come after the first paint
-            page.wait_for_function("document.querySelector('.aw-root').attnwidget.ready()")
-            return page.evaluate(
-                "([kind, scale]) => document.querySelector('.aw-root').attnwidget.snapshot(kind, scale)", [kind, scale]
-            )
+            return page.evaluate(_WHEN_DRAWN, [kind, scale, _WAIT_MS])
         finally:
             page.close()
 
