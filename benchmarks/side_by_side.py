@@ -124,9 +124,8 @@ def write_floors(folder: pathlib.Path) -> dict:
 
     paths = {name: folder / f"{name}.html" for name in FLOORS}
     q, k, v = np.random.default_rng(SEED).normal(size=(3, 1, 1, D)).astype(np.float32)
-    page = attnwidget.AttentionWidget(tokens=["t0"], q=q, k=k, v=v, stage="weights").to_html(
-        paths["one_token"], theme="light"
-    )
+    attnwidget.AttentionWidget(tokens=["t0"], q=q, k=k, v=v, stage="weights").to_html(paths["one_token"], theme="light")
+    page = paths["one_token"].read_text(encoding="utf-8")
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

@@ -149,9 +149,10 @@ def test_to_html_writes_any_text_the_traits_accept(tokens, axes, title):
     try:
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "page.html")
-            returned = w.to_html(path, title=title)
+            assert w.to_html(path, title=title) is None  # (written: nothing to print in a notebook)
             with open(path, "rb") as f:
                 text = f.read().decode("utf-8")  # strict: no surrogate was written
+        returned = w.to_html(title=title)
     finally:
         w.close()
     assert text == returned
@@ -237,3 +238,14 @@ def test_a_picture_named_for_another_format_is_refused_before_it_is_drawn(tmp_pa
     with pytest.raises(ValueError, match="theme must be one of"):
         getattr(w, save)(tmp_path / right, theme="sepia")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_to_html_with_a_path_writes_the_page_and_returns_nothing_and_without_returns_it(tmp_path):
+    """A notebook cell ending in w.to_html("lab.html") shows no output: the page is in the file."""
+    w = AttentionWidget(stage="weights")
+    assert w.to_html(tmp_path / "lab.html") is None
+    assert export.to_html(w.page_state(), str(tmp_path / "plain.html")) is None
+    page = w.to_html()
+    assert page.startswith("<!doctype html>") and "attnwidget-state" in page
+    assert (tmp_path / "lab.html").read_text(encoding="utf-8") == page
+    assert (tmp_path / "plain.html").read_text(encoding="utf-8") == export.to_html(w.page_state())

@@ -75,28 +75,33 @@ def _boot(
     return bundle[: found.start()] + call.replace("{render}", names["renderStandalone"])
 
 
-def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Attention") -> str:
-    """Write (when ``path`` is given) and return one self-contained HTML page of a widget's
-    ``payload`` (``AttentionWidget.page_state()``).
+def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Attention") -> str | None:
+    """One self-contained HTML page of a widget's ``payload`` (``AttentionWidget.page_state()``):
+    written to ``path`` when given (and None returned, so a notebook cell prints nothing), else
+    returned as a string.
 
     ``theme`` is "light", "dark" or "auto" (follows the reader's system setting).
     """
+    page = _page(payload, theme, title)
+    if path is None:
+        return page
+    _write_whole(path, page.encode("utf-8"))
+    return None
+
+
+def _page(payload: dict, theme: str, title: str = "Attention") -> str:
     _check_theme(theme)
     bundle, css = (
         (_STATIC / "widget.js").read_text(encoding="utf-8"),
         (_STATIC / "widget.css").read_text(encoding="utf-8"),
     )
-    payload = {**payload, "theme": theme}
-    page = _PAGE.format(
+    return _PAGE.format(
         title=html.escape(title),
         css=css,
         theme=theme,
-        state=_json_safe(payload),
+        state=_json_safe({**payload, "theme": theme}),
         bundle=_script_safe(_boot(bundle)),
     )
-    if path is not None:
-        _write_whole(path, page.encode("utf-8"))
-    return page
 
 
 def _write_whole(path, data: bytes) -> None:
@@ -217,7 +222,7 @@ def _snapshot(payload: dict, kind: str, scale: float) -> str:
             'Saving pictures from Python needs Playwright and Chromium: pip install "attnwidget[images]", '
             "then install Chromium (apt-get install chromium, or playwright install chromium)."
         ) from None
-    return _PICTURES.take(to_html(payload, theme=payload.get("theme", "light")), kind, scale)
+    return _PICTURES.take(_page(payload, payload.get("theme", "light")), kind, scale)
 
 
 def _check_theme(theme: str) -> None:

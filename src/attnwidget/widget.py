@@ -404,9 +404,10 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         title: str | None = None,
         layers=None,
         max_mb: float = 50,
-    ) -> str:
-        """One self-contained HTML page of this widget (no kernel, no network); written to
-        ``path`` when given, and returned. ``theme``: "auto", "light" or "dark".
+    ) -> str | None:
+        """One self-contained HTML page of this widget (no kernel, no network): written to
+        ``path`` when given (returning None, so a notebook cell ending in it prints nothing), else
+        returned as a string. ``theme``: "auto", "light" or "dark".
 
         A model's page holds the layers ``layers`` names (and the one shown); without ``layers``,
         every layer while it stays under ``max_mb`` megabytes, otherwise the layer shown and those

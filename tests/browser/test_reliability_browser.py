@@ -59,7 +59,8 @@ def test_hostile_tokens_are_text_in_an_exported_page(browser, tmp_path, artifact
     rng = np.random.default_rng(0)
     w = AttentionWidget(tokens=HOSTILE, q=rng.normal(size=(8, 2)), k=rng.normal(size=(8, 2)), v=rng.normal(size=(8, 2)))
     path = tmp_path / "hostile.html"
-    html = w.to_html(path, title=HOSTILE[1])
+    w.to_html(path, title=HOSTILE[1])
+    html = path.read_text(encoding="utf-8")
     assert html.lower().count("</script") == 2  # the page's own two script elements, nothing from the tokens
     assert "<!--" not in html
     page = browser.new_page()
