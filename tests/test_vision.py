@@ -12,6 +12,7 @@ import pytest
 import attnwidget
 from attnwidget import AttentionWidget
 from attnwidget.integrations import from_transformers
+from attnwidget.integrations.vision import LOAD
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -252,7 +253,9 @@ def test_an_image_of_the_wrong_mode_or_shape_is_refused(tf, untouched):
     refused(untouched, processor, alpha, ValueError, "4 channels", "[..., :3]", '.convert("RGB")')
     refused(untouched, processor, rgb.transpose(2, 0, 1), ValueError, "channels first", "transpose(1, 2, 0)")
     refused(untouched, processor, rgb[0, :, 0], ValueError, "height × width")
-    refused(untouched, processor, rgb[:0], ValueError, "empty")
+    refused(untouched, processor, rgb[:0], ValueError, "empty", "(0 × 48 pixels)", "at least one pixel")
+    for empty in (Image.new("RGB", (0, 0)), Image.new("RGB", (0, 5)), Image.new("L", (5, 0))):  # width × height
+        refused(untouched, processor, empty, ValueError, "empty", f"({empty.height} × {empty.width} pixels)")
 
 
 def test_an_array_of_the_wrong_type_or_range_is_refused(tf, untouched):
@@ -274,6 +277,23 @@ def test_a_processor_that_does_not_fit_the_model_is_refused(tf, untouched):
     refused(swin, vit_processor(tf), picture(), NotImplementedError, "windows", "config.window_size")
     grey_model = vit(tf, num_channels=1)
     refused(grey_model, vit_processor(tf), picture(), ValueError, "3 channels", "config.num_channels")
+
+
+def test_a_processor_that_divides_by_a_zero_image_std_is_refused(tf, untouched):
+    for std in ([0.0, 0.0, 0.0], [0.5, 0.0, 0.5]):
+        processor = tf.ViTImageProcessorPil(size={"height": 32, "width": 32}, image_std=std)
+        refused(untouched, processor, picture(), ValueError, "ViTImageProcessorPil's image_std", "is 0", LOAD)
+    unused = tf.ViTImageProcessorPil(size={"height": 32, "width": 32}, image_std=[0.0] * 3, do_normalize=False)
+    assert from_transformers(vit(tf), unused, picture()).image is not None  # not normalising: no division by it
+
+
+def test_a_vision_transformers_widget_says_why_it_has_no_head_effects(tf):
+    w = AttentionWidget.from_transformers(vit(tf), vit_processor(tf), picture())
+    for method in ("exact", "attribution"):
+        with pytest.raises(ValueError, match="vision transformer.*next token") as e:
+            w.head_effects(method=method)
+        assert "made from a model" not in str(e.value)
+    assert w.head_summary()["first"].shape == (2, 4)  # what it has
 
 
 def test_a_tokenizer_with_an_image_or_an_image_processor_with_text_is_refused(tf, untouched):

@@ -265,7 +265,8 @@ class Research(_Widget):
         """What running the model again needs, or ValueError saying why this widget cannot."""
         found = None if self.blocks else self._sources.found("", self.sentence_index)  # the text shown
         rerun = getattr(found, "rerun", None) if self.layer_shown else None
-        problem = ablation.TWO_BLOCKS.format(name=self.model_name) if self.blocks else ablation.refusal(rerun)
+        vision = self.model_name if self.image is not None else ""  # (an image's patches: no next token)
+        problem = ablation.TWO_BLOCKS.format(name=self.model_name) if self.blocks else ablation.refusal(rerun, vision)
         if problem:
             raise ValueError(problem)
         return rerun

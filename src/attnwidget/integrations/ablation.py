@@ -25,6 +25,10 @@ TWO_BLOCKS = (
     "{name} is an encoder–decoder model: head effects are on a causal language model's next token "
     "(AutoModelForCausalLM)"
 )
+NO_TEXT = (
+    "{name} is a vision transformer: head effects are each head's change to a causal language model's next token, "
+    "and a model that reads an image writes no next token; head_summary() and head_scores() describe its heads"
+)
 BUDGET = 2**30  # bytes a pass's copies may take in attention scores and activations (the batch is split past it)
 
 
@@ -54,8 +58,11 @@ def check_method(method) -> str:
     return _one_of("method", method, METHODS, meaning)
 
 
-def refusal(rerun: Rerun | None) -> str | None:
-    """Why the model cannot give a next token to ablate for (None when it can)."""
+def refusal(rerun: Rerun | None, vision: str = "") -> str | None:
+    """Why the model cannot give a next token to ablate for (None when it can); ``vision``: the name of the
+    vision transformer the widget shows, which has none."""
+    if rerun is None and vision:
+        return NO_TEXT.format(name=vision)
     if rerun is None:
         return (
             "head effects run the model again: they need a widget made from a model "

@@ -26,6 +26,7 @@ from .common import ModelAttention
 
 USE = "from_transformers(model, image_processor, image)"
 LOAD = "AutoImageProcessor.from_pretrained(name)"
+_EMPTY = "the image is empty ({height} × {width} pixels): pass an image of at least one pixel"
 
 
 def is_image(x) -> bool:
@@ -127,6 +128,8 @@ def _picture(image):
                 f"the image is in mode {image.mode!r}; attnwidget reads RGB or greyscale (L) images: convert it first, "
                 'image.convert("RGB")' + (" (which drops its alpha channel)" if "A" in image.mode else "")
             )
+        if 0 in image.size:  # (PIL makes one of 0 × 0 and reads it as black)
+            raise ValueError(_EMPTY.format(height=image.height, width=image.width))
         return image.convert("RGB")  # (a grey image: each pixel's grey in all three channels)
     if not isinstance(image, np.ndarray):
         raise TypeError(
@@ -149,7 +152,7 @@ def _picture(image):
             f"the array has shape {a.shape}: an image is height × width × 3 (RGB) or height × width (grey)"
         )
     if a.size == 0:
-        raise ValueError(f"the image is empty (shape {a.shape})")
+        raise ValueError(_EMPTY.format(height=a.shape[0], width=a.shape[1]))
     if np.issubdtype(a.dtype, np.floating):
         if not np.isfinite(a).all():
             raise ValueError("the image holds values that are not finite (NaN or infinity)")
@@ -171,6 +174,16 @@ def _picture(image):
 
 def _processed(processor, picture) -> torch.Tensor:
     """The processor's pixel_values of the picture: 1 × channels × height × width."""
+    std = getattr(processor, "image_std", None)
+    values = np.atleast_1d(np.asarray(1.0 if std is None else std, dtype=np.float64))
+    zero = np.flatnonzero(values == 0)
+    if getattr(processor, "do_normalize", True) and zero.size:  # it divides by them: infinite pixels
+        where = "" if zero.size == values.size else f" in channel{'s' * (zero.size > 1)} {', '.join(map(str, zero))}"
+        raise ValueError(
+            f"{type(processor).__name__}'s image_std is 0{where} (image_std = {values.tolist()}): normalising "
+            f"divides each channel by it; use the model's own image processor, {LOAD}, or give image_std the values "
+            "the model was trained with"
+        )
     pixels = processor(images=picture, return_tensors="pt")["pixel_values"]
     if not (isinstance(pixels, torch.Tensor) and pixels.ndim == 4 and pixels.shape[0] == 1):
         raise ValueError(
