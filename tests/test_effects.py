@@ -138,6 +138,25 @@ def test_the_attribution_estimate_is_gradient_times_activation_and_the_exact_eff
         w.head_effects(method="guess")
 
 
+def test_the_estimate_is_the_same_inside_torch_inference_mode(tf, gpt2_tokenizer):
+    import torch
+
+    model = models(tf, gpt2_tokenizer)["gpt2"]()
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    outside = w.head_effects(method="attribution")
+    with torch.inference_mode():
+        inside = w.head_effects(method="attribution", mode="mean")
+        np.testing.assert_array_equal(w.head_effects(method="attribution"), outside)
+    np.testing.assert_array_equal(inside, w.head_effects(method="attribution", mode="mean"))
+    assert all(p.grad is None for p in model.parameters())
+    with torch.inference_mode():  # a model made inside it: its weights are inference tensors, with no gradient
+        made = models(tf, gpt2_tokenizer)["gpt2"]()
+    w = AttentionWidget.from_transformers(made, gpt2_tokenizer, TEXT)
+    with pytest.raises(ValueError, match=r"inference_mode.*outside it.*method=\"exact\""):
+        w.head_effects(method="attribution")
+    np.testing.assert_allclose(w.head_effects(), by_hand(made, ids_of(gpt2_tokenizer), "zero"), atol=1e-5, rtol=0)
+
+
 def test_a_transformer_lens_models_estimate_is_gradient_times_its_hook_z(gpt2_tokenizer):
     tl = pytest.importorskip("transformer_lens")
     import torch
@@ -158,6 +177,8 @@ def test_a_transformer_lens_models_estimate_is_gradient_times_its_hook_z(gpt2_to
     model.zero_grad(set_to_none=True)
     want = np.stack([(-(z.detach() * z.grad)).sum(dim=(0, 1, 3)).double().numpy() for z in seen])
     np.testing.assert_allclose(w.head_effects(method="attribution"), want, atol=1e-5, rtol=0)
+    with torch.inference_mode():
+        np.testing.assert_allclose(w.head_effects(method="attribution"), want, atol=1e-5, rtol=0)
 
 
 def test_the_layers_before_the_one_ablated_run_once_for_every_copy(tf, gpt2_tokenizer):

@@ -134,6 +134,22 @@ def _estimate(slots, grads, mode: str) -> np.ndarray:
     return np.stack(out)
 
 
+@contextlib.contextmanager
+def _differentiable(model):
+    """Gradients on while the block runs, inside torch.inference_mode() too (whose tensors have none); a model whose
+    weights were made in it (inference tensors, which no gradient goes through) refused first."""
+    import torch
+
+    if any(p.is_inference() for p in model.parameters()):
+        raise ValueError(
+            f"{type(model).__name__}'s weights were made inside torch.inference_mode() (inference tensors), through "
+            'which torch takes no gradient, and method="attribution" needs one: load the model outside it, or use '
+            'method="exact" (the default), which runs the model without gradients'
+        )
+    with torch.inference_mode(False), torch.enable_grad():
+        yield
+
+
 def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     """A Hugging Face model's estimate: a zero added to what each layer's attention function returns
     (its heads' outputs, batch × positions × heads × d) is what the gradient is taken against."""
@@ -142,7 +158,6 @@ def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     from .common import _evaluating
     from .interface import _eager
 
-    x = torch.tensor([ids], device=next(model.parameters()).device)
     slots: list = []
 
     def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -153,7 +168,8 @@ def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
         return out + zero, weights
 
     keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    with _routed(recording), _eager(model), _evaluating(model), torch.enable_grad():
+    with _routed(recording), _eager(model), _evaluating(model), _differentiable(model):
+        x = torch.tensor([ids], device=next(model.parameters()).device)  # (not an inference tensor)
         logits = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **keep).logits
         logp = _log_next(logits)[0]
         _check_calls(model, [z.shape[2] for z, _ in slots], len(slots))
@@ -165,7 +181,6 @@ def _lens_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     """A TransformerLens model's estimate, at each layer's hook_z."""
     import torch
 
-    x = torch.tensor([ids], device=model.cfg.device)
     slots: list = []
 
     def recording(z, hook):
@@ -176,7 +191,8 @@ def _lens_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     was_training = model.training
     model.eval()
     try:
-        with torch.enable_grad():
+        with _differentiable(model):
+            x = torch.tensor([ids], device=model.cfg.device)  # (not an inference tensor)
             hooks = [(lambda name: name.endswith("attn.hook_z"), recording)]
             logp = _log_next(model.run_with_hooks(x, return_type="logits", fwd_hooks=hooks))[0]
             if len(slots) != model.cfg.n_layers:
