@@ -250,3 +250,70 @@ def test_the_widget_names_where_position_enters_as_the_model_itself_does(family,
             assert (f"{part:.0%} of each head rotated" in w.position_about) == (part != 1)
     else:
         assert (w.position, w.position_about) == ("learned", "learned positions, added to the tokens") and tables
+
+
+# --- a family read wrong is refused, never shown -------------------------------------------
+
+
+def test_differential_attention_is_refused_by_name_not_shown_as_twice_the_layers(tokenizer):
+    """DiffLlama runs two softmaxes over the same queries and keys in each layer and mixes them
+    (softmax₁ − λ·softmax₂): one softmax of q·k is not what any of its tokens reads."""
+    from attnwidget import AttentionWidget
+
+    config = transformers.AutoConfig.for_model(
+        "diffllama", **{**BASE, "num_key_value_heads": 2, "vocab_size": len(tokenizer)}
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+    with pytest.raises(NotImplementedError, match=r"DiffLlamaModel \(model_type 'diffllama'\).*twice.*not one softmax"):
+        AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    assert "eager" not in transformers.AttentionInterface._global_mapping
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda w: w * 0.98 + 0.02 / w.shape[-1],  # a mix of the softmax with a uniform row
+        lambda w: torch.softmax(torch.log(w.clamp_min(1e-30)) * 1.05, -1),  # a learnt temperature per layer
+        lambda w: w.roll(1, dims=1),  # heads reordered
+    ],
+)
+def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, monkeypatch, tokenizer):
+    """Every call is held to the model's own result: a family whose attention function computes
+    something other than the softmax of what it was handed is refused, naming it and the layer."""
+    from attnwidget import AttentionWidget
+    from transformers.models.llama import modeling_llama
+
+    own = modeling_llama.eager_attention_forward
+
+    def altered(module, query, key, value, attention_mask, **kwargs):
+        _, w = own(module, query, key, value, attention_mask, **kwargs)
+        w = change(w)
+        groups = query.shape[1] // key.shape[1]
+        return (w @ value.repeat_interleave(groups, dim=1)).transpose(1, 2).contiguous(), w
+
+    monkeypatch.setattr(modeling_llama, "eager_attention_forward", altered)
+    with pytest.raises(NotImplementedError, match=r"LlamaModel \(model_type 'llama'\).*layer 0.*differ"):
+        AttentionWidget.from_transformers(model_for("llama", tokenizer), tokenizer, TEXT)
+
+
+def test_a_family_that_returns_no_weights_is_held_to_its_output(monkeypatch, tokenizer):
+    """Where the attention function returns its output alone, that output is the check: a right one
+    reads, a wrong one is refused."""
+    from attnwidget import AttentionWidget
+    from transformers.models.llama import modeling_llama
+
+    own = modeling_llama.eager_attention_forward
+    for factor, ok in ((1.0, True), (1.01, False)):
+
+        def outputs_only(module, query, key, value, attention_mask, factor=factor, **kwargs):
+            out, _ = own(module, query, key, value, attention_mask, **kwargs)
+            return out * factor, None
+
+        monkeypatch.setattr(modeling_llama, "eager_attention_forward", outputs_only)
+        model = model_for("llama", tokenizer)
+        if ok:
+            AttentionWidget.from_transformers(model, tokenizer, TEXT)
+        else:
+            with pytest.raises(NotImplementedError, match=r"layer 0.*differ"):
+                AttentionWidget.from_transformers(model, tokenizer, TEXT)

@@ -95,6 +95,8 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
 
     caught: list[Caught] = []
     names = {id(m): name for name, m in model.named_modules()}
+    family = f"{type(model).__name__} (model_type {getattr(getattr(model, 'config', None), 'model_type', None)!r})"
+    last: list = [None, None]  # the last call's module and query: a layer that calls attention again on them
 
     def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         if query.shape[0] != 1:
@@ -105,6 +107,14 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
                 f"{type(model).__name__} adds learnt attention sinks to every row's softmax ({type(module).__name__}): "
                 "their weights are not a softmax of q·k, so attnwidget cannot show them"
             )
+        if module is last[0] and (query is last[1] or torch.equal(query, last[1])):
+            raise NotImplementedError(
+                f"{family} computes attention twice in each layer over the same queries and keys "
+                f"({type(module).__name__}) and combines the results, as differential attention does: what its "
+                "tokens read is not one softmax of q·k, so attnwidget cannot show it, and shows nothing rather than "
+                "something else. Pass weights you have computed yourself to AttentionWidget.from_attentions"
+            )
+        last[:] = module, query
         groups = query.shape[1] // key.shape[1]
         k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
         scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
@@ -142,7 +152,9 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
         result = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-        projections.expect(caught[-1], result[0] if isinstance(result, tuple) else result)
+        output, weights = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
+        check(caught[-1], output, weights, query.dtype, family)
+        projections.expect(caught[-1], output)
         return result
 
     mapping = AttentionInterface._global_mapping
@@ -166,6 +178,74 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             "interface is read, and BLOOM by hand)"
         )
     return caught
+
+
+def check(call: Caught, output, weights, dtype, family: str) -> None:
+    """The weights attnwidget shows for ``call`` against what the model's own attention function
+    returned for it: its weights, or where it returns none its output (weights × values), within
+    the rounding of the model's dtype. Raises NotImplementedError, naming the family and the
+    layer, where they differ: a family read wrong is refused, never shown.
+
+    The bound: the model's scores carry a rounding error δ of at most its dtype's ε times each
+    score and bias, plus its accumulator's ε times d · scale · Σ|q||k| (the float32 accumulation
+    of half-precision products); a softmax whose inputs move by at most δ moves each weight by at
+    most (e^{2δ} − 1) times itself."""
+    import torch
+
+    eps = torch.finfo(dtype).eps
+    acc = max(eps, torch.finfo(torch.float32).eps) if dtype in (torch.float16, torch.bfloat16) else eps
+    heads, n, d = call.q.shape
+    # heads a chunk at a time: no more than about 2**24 cells of float64 held at once
+    step = max(1, 2**24 // max(1, n * call.k.shape[1]))
+    worst = 0.0
+    for h0 in range(0, heads, step):
+        hs = slice(h0, min(heads, h0 + step))
+        q, k = (torch.from_numpy(a[hs]).double() for a in (call.q, call.k))
+        raw = q @ k.transpose(-1, -2) * call.scaling
+        s = raw if call.softcap is None else call.softcap * torch.tanh(raw / call.softcap)
+        bias = None
+        if call.bias is not None:
+            b = call.bias if len(call.bias) == 1 else call.bias[hs]
+            bias = torch.from_numpy(np.ascontiguousarray(b)).double()
+            s = s + bias
+        delta = eps * (s.abs() + (0 if bias is None else bias.abs())) + acc * d * abs(call.scaling) * (
+            q.abs() @ k.abs().transpose(-1, -2)
+        )
+        if call.open is not None:
+            closed = torch.from_numpy(~call.open)
+            s = s.masked_fill(closed, -torch.inf)
+            delta = delta.masked_fill(closed, 0.0)
+        ours = torch.softmax(s, -1).nan_to_num(0.0)  # a row that reads nothing: zeros, as the widget's
+        spread = torch.expm1(2 * delta.amax(-1, keepdim=True))  # each weight's relative bound, per row
+        if weights is not None:
+            theirs = weights[0, hs].detach().to("cpu", torch.float64)
+            if theirs.shape != ours.shape:
+                raise NotImplementedError(
+                    f"{family}'s attention at layer {call.layer} returns weights of shape {tuple(weights.shape)} "
+                    f"where attnwidget caught queries × keys {tuple(ours.shape[1:])}: a form of attention "
+                    "attnwidget does not read; nothing is shown"
+                )
+            gap = (ours - theirs).abs() - 2 * (spread * torch.maximum(ours, theirs.abs()) + 2 * eps)
+        else:  # the output alone: batch × queries × heads × width, as transformers' attention functions give it
+            v = torch.from_numpy(call.v[hs]).double()
+            theirs = output[0].detach().to("cpu", torch.float64).transpose(0, 1)[hs]
+            if theirs.shape != (q.shape[0], n, v.shape[-1]):
+                raise NotImplementedError(
+                    f"{family}'s attention at layer {call.layer} returns neither weights nor an output of "
+                    "queries × heads × width, so attnwidget cannot check what it caught against it; nothing is shown"
+                )
+            mine = ours @ v
+            room = (spread * ours) @ v.abs() + (acc * n + eps) * (ours @ v.abs())
+            gap = (mine - theirs).abs() - 2 * (room + 2 * eps)
+        worst = max(worst, float(gap.nan_to_num(torch.inf).max()))
+    if worst > 0:
+        raise NotImplementedError(
+            f"{family} computes attention at layer {call.layer} ({call.name or 'its attention module'}) in a way "
+            f"attnwidget does not read: the model's own result and the softmax of the q·k attnwidget caught differ "
+            f"beyond rounding (by {worst:.2g} more than {dtype}'s rounding allows), so nothing is shown rather than "
+            "numbers the model did not compute. Pass its own attention weights to AttentionWidget.from_attentions "
+            "if they are what it mixes the values with"
+        )
 
 
 _UNREAD = (
