@@ -81,6 +81,7 @@ def from_transformers(
     _require(("torch", "transformers"), "transformers")
     from . import hf, vision
 
+    _check_loaded(model)
     if vision.wanted(model, tokenizer, text):  # an image, with the model's image processor
         if target is not None or generate:
             raise ValueError("target= and generate= are for text models: a vision model reads one image as it is")
@@ -143,6 +144,7 @@ def from_nnsight(
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer
+    _check_loaded(module)
 
     def run(inputs):  # nnsight's own pass: an empty trace runs the model on the inputs
         with model.trace(dict(inputs)):
@@ -180,6 +182,8 @@ def from_transformer_lens(
     from . import tlens
     from .ablation import Rerun
 
+    _check_loaded(model)
+
     def read(one: str, cache=None):
         found = tlens.extract(model, one, cache)
         found.rerun = Rerun(
@@ -206,6 +210,25 @@ def from_transformer_lens(
 
         return [cast(ModelAttention, lazy_text(t)) for t in texts]
     return [read(t) for t in texts]
+
+
+def _check_loaded(model) -> None:
+    """A model whose weights are on torch's meta device (shapes without numbers: made under
+    torch.device("meta") or init_empty_weights) refused before it runs; one that accelerate
+    dispatched (its hooks load offloaded weights as they are needed) is left to run."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or any(hasattr(m, "_hf_hook") for m in model.modules()):
+        return
+    named = (*model.named_parameters(), *model.named_buffers())
+    empty = next((name for name, t in named if t.is_meta), None)
+    if empty is not None:
+        raise ValueError(
+            f"{type(model).__name__}'s weights are not loaded: {empty} is on the meta device, which holds shapes "
+            "and no numbers (a model made under torch.device('meta') or init_empty_weights). Load the model with its "
+            "weights, from_pretrained(name) (on the CPU, or a GPU with device_map=), or fill it first: "
+            "model.to_empty(device='cpu'), then model.load_state_dict(weights)"
+        )
 
 
 def _require(modules, extra: str) -> None:
