@@ -362,6 +362,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       offered: get("head_effects") ? ["effect"] : [],
       unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
       map: !!get("qk_map"),
+      mappable: !get("weights_only"), // attention weights alone: no queries and keys to map (the rules refuse qk_map)
       estimated: overview?.effect_exact?.map((exact) => !exact) ?? null, // (the kernel's: estimated, then the largest exact)
     });
   }

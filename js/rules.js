@@ -356,6 +356,7 @@ export function settle(state, change, sources = null, page = false) {
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
   if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
+  if (asked.has("qk_map") && s.qk_map && s.weights_only) throw new Refused(C.no_qk_map);
   position(s, before, asked, C);
   if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);

@@ -128,3 +128,20 @@ def test_a_model_widget_given_vectors_of_its_own_maps_them_not_a_layer():
     assert "error" not in sent
     points = np.frombuffer(sent["points"]["view"], np.float32).reshape(sent["points"]["shape"])
     np.testing.assert_allclose(points, w.query_key_map()["points"], atol=1e-5)
+
+
+def test_a_widget_of_weights_alone_has_no_map_and_says_what_has_one():
+    rng = np.random.default_rng(0)
+    weights = rng.random(size=(2, 3, 5, 5))  # layers × heads × rows × keys
+    weights /= weights.sum(-1, keepdims=True)
+    w = AttentionWidget.from_attentions(weights, list("abcde"))
+    # its queries and keys are zeros: the map would put every point at (0, 0)
+    with pytest.raises(ValueError, match=r"no queries or keys.*from_transformers"):
+        w.query_key_map()
+    with pytest.raises(Exception, match=r"no queries or keys.*from_transformers"):
+        w.qk_map = True
+    assert w.qk_map is False  # the widget as it was
+    _on_page_message(w, {"kind": "compute", "view": "query_key_map"}, [])
+    assert "query_key_map" not in (w.computed or {})
+    with pytest.raises(Exception, match=r"no queries or keys"):
+        AttentionWidget.from_attentions(weights, list("abcde"), qk_map=True)

@@ -62,8 +62,6 @@ export const fmt3 = format(".3f");
 export const pct = format(".0%");
 export const fmtE = format(".2~g"); // 1.2e-7, 7.1e+7, 1
 export const fmtG = format(".3~g"); // three figures, not three decimals: ALiBi's slopes run down to 2^(−8)
-/** A signed change (a head's effect): three decimals with its sign, each alike; a power of ten below 0.0005. */
-export const fmtSigned = (v) => (v !== 0 && Math.abs(v) < 5e-4 ? format("+.1e")(v) : format("+.3f")(v));
 /** A temperature as it is: two decimals for the slider's own values, more digits for one set from
  * Python (0.2371 is not "0.24"), powers of ten far from 1 (T = 1e-6 is not "0.00"). */
 export const fmtT = (t) => (t >= 0.01 && t < 1e4 ? (Math.round(t * 100) / 100 === t ? fmt2(t) : format(".4~g")(t)) : format(".2~e")(t));

@@ -1,9 +1,10 @@
 // Small multiples: every head's weight matrix side by side; click one to select that head.
 // Each is a thumbnail of at most SIZE × SIZE pixels, one pixel per block of cells.
 import { rgb } from "d3-color";
+import { format } from "d3-format";
 import { lookupTable } from "../picture.js";
 import { advance, createThumbPool, SIZE } from "../thumbs.js";
-import { el, fill, fmt2, fmtSigned, inkOn } from "./dom.js";
+import { el, fill, fmt2, inkOn, legend } from "./dom.js";
 
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
@@ -27,20 +28,28 @@ const SUMMARIES = [
   ["induction", "induction score (random tokens repeated)"], // a model's: offered when it can read it again
   ["entropy", "entropy of its rows (nats), every text"],
 ];
+// scores from 0 to 1 (a weight, or a mean or sum of weights): coloured on that whole scale, every head alike, so a head
+// at 0.08 is pale beside one at 0.66; the others (entropy, effective tokens, an effect, a difference) are stretched to
+// the largest head's, and their legend says so
+const BOUNDED = new Set(["first", "self", "previous", "sink", "duplicate", "induction"]);
+const whole = (v) => String(v); // a bounded scale's ends: 0 and 1
+
+/** A table of signed changes (the heads' effects) written alike: a sign and the decimals the largest size needs, three
+ * or (below 0.01) enough for its two first figures; a change too small for them reads −0.0000, not a power of ten. */
+const signedFormat = (top) => format(`+.${top > 0 && top < 0.01 ? Math.min(12, 1 - Math.floor(Math.log10(top))) : 3}f`);
 
 /** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
  * log-probability), ranked and tinted by size (Python's views.py says which). */
 export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () => {}, signed: signedNames = [] }) {
   const SIGNED = new Set(signedNames);
   const title = el("span", {});
-  const choice = el(
-    "select",
-    { class: "aw-summary", "aria-label": "Colour the heads by a summary" },
-    SUMMARIES.map(([value, label]) => el("option", { value }, label)),
-  );
-  // while the panel's difference colours the heads, the menu says so (and is not a choice)
+  const choice = el("select", { class: "aw-summary", "aria-label": "Colour the heads by a summary" });
+  // the menu lists the summaries this widget can have, no others (not merely hidden: every browser leaves them out)
+  const options = new Map(SUMMARIES.map(([value, label]) => [value, el("option", { value }, label)]));
+  let listed = "";
+  // while the panel's difference colours the heads, the menu says so (and is not a choice), and why beside it
   const byPanel = el("option", { value: "colourBy", hidden: true, disabled: true });
-  choice.append(byPanel);
+  const why = el("span", { class: "aw-summary-why", hidden: true });
   choice.addEventListener("change", () => onSummary(choice.value));
   const sort = el("input", { type: "checkbox", class: "aw-summary-sort" });
   sort.addEventListener("change", () => {
@@ -51,9 +60,10 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
   const mapBox = el("input", { type: "checkbox", class: "aw-qk-toggle" });
   mapBox.addEventListener("change", () => onMap(mapBox.checked));
   const mapLabel = el("label", { class: "aw-toggle", title: "every query and key of the head shown, of every text, in one map" }, mapBox, "queries & keys map");
-  const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), sortBox, mapLabel);
+  const caption = el("figcaption", { class: "aw-heads-caption" }, title, el("label", {}, "colour by ", choice), why, sortBox, mapLabel);
+  const legendNode = el("div", { class: "aw-legend aw-heads-legend", hidden: true }); // what the heads' colours say
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
-  const node = el("figure", { class: "aw-figure aw-heads" }, caption, list);
+  const node = el("figure", { class: "aw-figure aw-heads" }, caption, legendNode, list);
   parent.append(node);
   let buttons = [],
     shape = "",
@@ -133,8 +143,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
     /** A head still being computed keeps its old picture. */
     /** colourBy: {name, label, values (one per thumbnail), signed}, colours the heads in place of the summary: the
      * difference panel's ("difference"), or an exported page's "effect"; offered: summaries to list though no thumbnail
-     * has them; unavailable: summaries this widget cannot have, not listed; estimated: for "effect", true where a
-     * head's value is an estimate (marked ≈), not the head ablated. */
+     * has them; unavailable: summaries this widget cannot have, not listed; mappable: the widget has queries and keys
+     * to map (not attention weights alone); estimated: for "effect", true where a head's value is an estimate (marked
+     * ≈), not the head ablated. */
     update({
       work,
       layers = 1,
@@ -150,9 +161,11 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       offered = [],
       unavailable = [],
       map = false,
+      mappable = true,
       estimated = null,
     }) {
       mapBox.checked = map;
+      mapLabel.hidden = !mappable;
       const summary = colourBy ? "colourBy" : chosen;
       if (work !== current) {
         if (!waiting) clearTimeout(timer);
@@ -178,9 +191,13 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       // a signed summary ranks its most negative first (the heads the next token needs most)
       const signed = colourBy ? !!colourBy.signed : SIGNED.has(summary),
         value = signed ? (p) => -raw(p) : raw;
-      for (const o of choice.options) {
-        if (SIGNED.has(o.value)) o.hidden = !offered.includes(o.value) && !thumbs.some((t) => t && o.value in t.summary);
-        if (unavailable.includes(o.value)) o.hidden = true;
+      // a signed summary (the effect on the next token) only where it is offered or the heads have it
+      const has = (name) =>
+        name === chosen || (!unavailable.includes(name) && (!SIGNED.has(name) || offered.includes(name) || thumbs.some((t) => t && name in t.summary)));
+      const names = SUMMARIES.map(([name]) => name).filter(has);
+      if (listed !== names.join("|")) {
+        listed = names.join("|");
+        choice.replaceChildren(...names.map((name) => options.get(name)), byPanel);
       }
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
@@ -219,10 +236,24 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       byPanel.hidden = colourBy?.name !== "difference"; // the difference panel's colours: not a summary
       byPanel.textContent = byPanel.hidden ? "" : `${colourBy.label} (the panel's)`;
       choice.value = byPanel.hidden ? chosen : "colourBy";
+      why.hidden = byPanel.hidden;
       choice.disabled = !byPanel.hidden;
+      why.textContent = byPanel.hidden ? "" : "(the difference panel colours each head by its largest change: click “difference” again to choose a summary)";
+      choice.title = why.hidden ? "" : why.textContent.slice(1, -1);
       sortBox.hidden = !summary;
       const values = thumbs.map((_, p) => raw(p)).filter((v) => !Number.isNaN(v)),
         top = signed ? Math.max(...values.map(Math.abs), 0) : Math.max(...values, 0);
+      const bounded = !signed && BOUNDED.has(colourBy ? colourBy.name : summary),
+        written = signedFormat(top);
+      // a bounded score's colour is its own value's; another's, its share of the largest head's (the legend says which)
+      const tintOf = (v) => (signed ? signedColor(top > 0 ? v / top : 0) : color(bounded ? Math.max(0, Math.min(1, v)) : top > 0 ? v / top : 0));
+      legendNode.hidden = !summary || !values.length;
+      if (!legendNode.hidden) {
+        const label = colourBy ? colourBy.label : options.get(summary).textContent;
+        if (bounded) legend(legendNode, `colour: ${label}, on its whole scale`, tintOf, 0, 1, whole);
+        else if (signed) legend(legendNode, `colour: ${label}, scaled to the largest size, ${written(top).slice(1)}`, tintOf, -top, top, written);
+        else legend(legendNode, `colour: ${label}, scaled to the largest, ${fmt2(top)}`, tintOf, 0, top);
+      }
       buttons.forEach((b, p) => {
         const away = !!held && layers > 1 && !held.includes(Math.floor(p / per)); // a layer this exported page does not hold
         b.classList.toggle("aw-head-away", away);
@@ -230,11 +261,11 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         const v = value(p),
           shown = summary && !Number.isNaN(v);
         const about = summary === "effect" && estimated?.[p] ? "≈" : ""; // an estimate, not the head ablated
-        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : about + (signed ? fmtSigned(raw(p)) : fmt2(v))) : "";
+        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : about + (signed ? written(raw(p)) : fmt2(v))) : "";
         b.dataset.value = shown ? String(raw(p)) : "";
-        // the value's colour behind the thumbnail: as the weights' (0 to the largest of these heads), or
-        // a signed one's from its neutral 0 (purple: the head raises the next token's log-probability, orange: lowers it)
-        const tint = !shown ? "" : signed ? signedColor(top > 0 ? raw(p) / top : 0) : color(top > 0 ? v / top : 0);
+        // the value's colour behind the thumbnail: as the weights' (see tintOf), or a signed one's from its neutral 0
+        // (purple: the head raises the next token's log-probability, orange: lowers it)
+        const tint = shown ? tintOf(raw(p)) : "";
         b.style.background = tint;
         b.style.color = tint && inkOn(tint);
         b.lastChild.hidden = !summary;

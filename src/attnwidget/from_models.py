@@ -182,6 +182,7 @@ class FromModels(_Widget):
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
+        qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)
         made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w = cls(
@@ -220,6 +221,7 @@ class FromModels(_Widget):
         w.set_trait("reads_model", w._reader() is not None)  # the induction score reads it on tokens of its own
         try:
             w.summary = summary
+            w.qk_map = qk_map
         except BaseException:
             w.close()
             raise

@@ -24,6 +24,8 @@ METHODS = ("pca", "tsne", "umap")
 def check(inputs: Inputs, layer, head, method: str) -> tuple[int, int]:
     """(layer, head), checked against the widget's layers and heads, and the method."""
     s = inputs.state  # (vectors of one's own on a model's widget: one layer, theirs)
+    if s.get("weights_only"):  # its queries and keys are zeros: every point at (0, 0)
+        raise ValueError(rules.NO_QK_MAP)
     layers, heads = (max(1, s["n_layers"]) if s["layer_shown"] else 1), rules.n_heads(s)
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if not (rules._is_int(value) and 0 <= value < count):

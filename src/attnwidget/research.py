@@ -341,7 +341,8 @@ class Research(_Widget):
         widget's by default. Returns {"points": N × 2, "text", "position", "kind" ("query" or
         "key"), "token": one each per point, "scale": c, "shift": the keys' move, "explained": the
         variance share of each axis, "layer", "head", "method"}; the rows read (the first ``step``
-        tokens while writing) of each text. See :mod:`attnwidget.qkmap`."""
+        tokens while writing) of each text. See :mod:`attnwidget.qkmap`. A widget of attention weights
+        alone (from_attentions) has no queries or keys: ValueError, saying what has them."""
         inputs = self._inputs()
         layer = (self.layer if self.layer_shown else 0) if layer is None else layer
         layer, head = qkmap.check(inputs, layer, self.head if head is None else head, method)

@@ -12,6 +12,7 @@ from .values import (
     GUESS_TOLERANCE,
     NO_EFFECT,
     NO_INDUCTION,
+    NO_QK_MAP,
     POSITION_TRAITS,
     POSITIONS,
     ROW_TRAITS,
@@ -78,6 +79,8 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(NO_EFFECT)
     if "summary" in asked and s["summary"] == "induction" and not s.get("reads_model"):
         raise Refused(NO_INDUCTION)
+    if "qk_map" in asked and s["qk_map"] and s.get("weights_only"):
+        raise Refused(NO_QK_MAP)
     _position(s, before, asked)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None

@@ -155,6 +155,7 @@ NO_INDUCTION = (
     "summary='induction' colours the heads by their induction score, read by running the model on repeated random "
     "tokens: it needs a widget made from a model (from_transformers, from_nnsight or from_transformer_lens)."
 )
+NO_QK_MAP = _NO_QK.format(what="query–key map (qk_map, query_key_map()): every point would be at (0, 0)")
 GENERATION_IS_CAUSAL = (
     "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
     "tokens)."
@@ -180,6 +181,7 @@ CONSTANTS = {
     "weights_bias": WEIGHTS_BIAS,
     "no_effect": NO_EFFECT,
     "no_induction": NO_INDUCTION,
+    "no_qk_map": NO_QK_MAP,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
