@@ -153,6 +153,19 @@ def test_pretrained_minilm(minilm):
     assert "minilm" in ma.model_name.lower()
 
 
+def test_bloom_read_by_hand_is_held_to_the_models_own_weights(tf, gpt2_tokenizer, monkeypatch):
+    """BLOOM is read by hand, not through the attention interface: its layers are held to the model's
+    own weights as every other family's are, so a hand reading gone wrong (here its ALiBi slopes
+    halved) is refused, not shown."""
+    from attnwidget.integrations import hf
+
+    model = random_model(tf, "BloomModel", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)
+    own = hf._bloom_bias
+    monkeypatch.setattr(hf, "_bloom_bias", lambda base, enc: own(base, enc) / 2)
+    with pytest.raises(NotImplementedError, match=r"BloomModel \(model_type 'bloom'\) computes attention at layer 0"):
+        attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, "I sat on the riverbank.\n x")
+
+
 def test_gpt2(tf, gpt2_tokenizer):
     ma = assert_matches_model(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, "I sat on the riverbank.\n x")
     assert ma.architecture == "gpt2" and ma.causal is True and ma.scale is None

@@ -26,7 +26,7 @@ import torch
 from ..progress import progress
 from .ablation import Rerun
 from .common import LazyText, ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
-from .interface import Projection, _numpy, capture
+from .interface import Caught, Projection, _numpy, capture, check
 
 SUPPORTED = (
     "every model whose attention goes through transformers' attention interface (BERT family, GPT-2, "
@@ -213,9 +213,14 @@ def _equal(a, b) -> bool:
 
 def _bloom(base, enc, tokens, name) -> ModelAttention:
     """BLOOM, read by hand: hidden_states[i] is the input of layer i."""
-    out = base(**enc, output_hidden_states=True)
+    out = base(**enc, output_hidden_states=True, output_attentions=True)
     layers = [_bloom_layer(layer, out.hidden_states[i]) for i, layer in enumerate(base.h)]
     scale = base.h[0].self_attention.inv_norm_factor
+    bias = _numpy(_bloom_bias(base, enc))
+    n = len(tokens)
+    for i, (q, k, v) in enumerate(layers):  # read by hand, so held to the model's own weights as every family is
+        call = Caught(i, q, k, v, float(scale), np.tri(n, dtype=bool), None, bias, f"h.{i}.self_attention")
+        check(call, None, out.attentions[i], out.attentions[i].dtype, f"{type(base).__name__} (model_type 'bloom')")
     d_head = layers[0][0].shape[-1]
     return ModelAttention(
         tokens=tokens,
@@ -224,7 +229,7 @@ def _bloom(base, enc, tokens, name) -> ModelAttention:
         scale=None if math.isclose(scale, d_head**-0.5, rel_tol=1e-9) else float(scale),
         architecture="bloom",
         model_name=name,
-        bias=_numpy(_bloom_bias(base, enc)),
+        bias=bias,
         projections=[
             Projection(d.weight.detach().T, d.bias.detach(), f"h.{i}.self_attention.dense")
             for i, d in enumerate(a.self_attention.dense for a in base.h)
