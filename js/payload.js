@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { check, checkState, nHeads, overflow, pyStr, Refused, scan } from "./rules.js";
+import { check, checkState, nHeads, overflow, pyStr, Refused, scan, show } from "./rules.js";
 
 export const VERSION = 1;
 
@@ -164,8 +164,10 @@ function checkLoaded(state) {
   const C = state._constants;
   for (const name of C.writable) if (name in state) check(name, state[name], C); // (arrays too: dims, sizes, entries)
   checkState(state); // the arrays and tokens agree with each other
-  const problem = overflow(state);
-  if (problem) throw new Refused(problem);
+  // where position enters is the lab's choice for your own arrays: a model's scheme only with its layers (as settle refuses it)
+  if (!state.n_layers && !C.positions.includes(state.position))
+    throw new Refused(`'position' must be one of ${C.positions.map(pyStr).join(", ")}; got ${show(state.position)}.`);
+  for (const problem of [imageProblem(state.image, state.tokens.length), overflow(state)]) if (problem) throw new Refused(problem);
   const within = (name, count, what) => {
     if (!(state[name] >= 0 && state[name] < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
   };
@@ -175,6 +177,31 @@ function checkLoaded(state) {
   if ((state.sentences || []).length > 1) within("sentence_index", state.sentences.length, "a text's index");
   if (state.step > state.tokens.length) throw new Refused(`'step' must be from 0 to ${state.tokens.length}, got ${state.step}.`);
   checkComputed(state);
+}
+
+const whole = (n, least) => Number.isSafeInteger(n) && n >= least;
+
+/** What is wrong with a vision model's `image` beside its `count` tokens, or null: its grid of patches is
+ * the tokens after the first `first`, its size that grid's pixels, its picture in the page itself.
+ * Python's image_problem (payload.py), in the same words. */
+export function imageProblem(image, count) {
+  if (image == null) return null;
+  if (typeof image !== "object" || Array.isArray(image))
+    return `'image' must be a vision model's image, {src, rows, cols, first, patch, size}; got ${show(image)}.`;
+  const { rows, cols, first, patch, size, src } = image;
+  if (!(whole(rows, 1) && whole(cols, 1) && whole(first, 0)))
+    return `'image' rows, cols and first must be whole numbers (rows and cols 1 or more, first 0 or more); got rows ${show(rows)}, cols ${show(cols)}, first ${show(first)}.`;
+  if (first + rows * cols !== count)
+    return `'image' has ${rows} × ${cols} patches after ${first} other token${first === 1 ? "" : "s"}: ${first + rows * cols} tokens, but there are ${count}.`;
+  const side = Array.isArray(patch) ? patch : [patch, patch];
+  if (!(side.length === 2 && side.every((n) => whole(n, 1))))
+    return `'image' patch must be a patch's side in pixels (a whole number, 1 or more) or [height, width]; got ${show(patch)}.`;
+  const want = [rows * side[0], cols * side[1]];
+  if (!(Array.isArray(size) && size.length === 2 && size[0] === want[0] && size[1] === want[1]))
+    return `'image' size must be the [height, width] of its ${rows} × ${cols} patches of ${side[0]} × ${side[1]} pixels, ${show(want)}; got ${show(size)}.`;
+  if (!(typeof src === "string" && src.startsWith("data:image/")))
+    return "'image' src must be the image itself as a data: URL (data:image/…), which a page shows with no network.";
+  return null;
 }
 
 /** What Python computed for the page agrees with the state it says it is for: one number per head, a

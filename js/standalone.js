@@ -85,18 +85,48 @@ export function localModel(payload) {
   };
 }
 
+/** An exported page's JSON text, parsed; text JSON cannot read is refused with what is wrong and where: a bare
+ * NaN or infinity (which JSON has not, but a hand-made or altered page may hold) named in its place. */
+function parsed(text) {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    const at = bareNumber(text);
+    if (at < 0) throw new Refused(`its data is not valid JSON (${err.message})`);
+    const word = /^-?(NaN|Infinity)/.exec(text.slice(at, at + 9))[0];
+    throw new Refused(
+      `its data is not valid JSON: it holds ${word} at character ${at} (…${text.slice(Math.max(0, at - 24), at + word.length + 8)}…), and JSON has no NaN or infinity: every number must be finite`,
+    );
+  }
+}
+
+/** Where the first NaN, Infinity or -Infinity stands outside a string in `text`, or -1. */
+function bareNumber(text) {
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c === "\\") i++;
+      else if (c === '"') quoted = false;
+    } else if (c === '"') quoted = true;
+    else if ((c === "N" || c === "I" || c === "-") && /^-?(NaN|Infinity)/.test(text.slice(i, i + 9))) return i;
+  }
+  return -1;
+}
+
 /** A widget's mount(el, model, propose) on embedded state (exported pages: the payload, or its JSON
  * text); payload.theme is "light", "dark" or "auto" (the reader's setting). Returns the cleanup. */
 export function standalone(mount, el, payload) {
   const started = performance.now();
   let model, app;
   try {
-    if (typeof payload === "string") payload = JSON.parse(payload); // (an exported page's: parsed here, to say what is wrong)
+    if (typeof payload === "string") payload = parsed(payload); // (an exported page's: parsed here, to say what is wrong)
     model = localModel(payload);
     app = mount(el, model, { propose: (change) => model.propose(change), flush() {} });
   } catch (err) {
     // said in the page (not only in the console), and nothing drawn from numbers it could not trust
-    const why = err instanceof Refused ? err.message : `its data is not in the form this page reads (${err.name})`;
+    const why = err instanceof Refused ? err.message.replace(/\.$/, "") : `its data is not in the form this page reads (${err.name})`;
     const box = document.createElement("p");
     box.className = "aw-page-error";
     box.setAttribute("role", "alert");

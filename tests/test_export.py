@@ -249,3 +249,63 @@ def test_to_html_with_a_path_writes_the_page_and_returns_nothing_and_without_ret
     assert page.startswith("<!doctype html>") and "attnwidget-state" in page
     assert (tmp_path / "lab.html").read_text(encoding="utf-8") == page
     assert (tmp_path / "plain.html").read_text(encoding="utf-8") == export.to_html(w.page_state())
+
+
+# Changes to a 32 × 32 image's state (4 × 4 patches of 8 pixels after [CLS]: 17 tokens), and what
+# Python says of each; an exported page says the same (tests/browser/test_refused_pages_browser.py)
+IMAGES = {
+    "a 3 × 3 grid over 16 patches": (
+        {"rows": 3, "cols": 3},
+        "'image' has 3 × 3 patches after 1 other token: 10 tokens, but there are 17.",
+    ),
+    "a billion rows": (
+        {"rows": 10**9},
+        "'image' has 1000000000 × 4 patches after 1 other token: 4000000001 tokens, but there are 17.",
+    ),
+    "the patches begin later": (
+        {"first": 3},
+        "'image' has 4 × 4 patches after 3 other tokens: 19 tokens, but there are 17.",
+    ),
+    "rows as text": (
+        {"rows": "4"},
+        "'image' rows, cols and first must be whole numbers (rows and cols 1 or more, first 0 or more); got "
+        "rows '4', cols 4, first 1.",
+    ),
+    "no patches": ({"rows": 0, "cols": 17, "first": 0}, "got rows 0, cols 17, first 0."),
+    "a patch of no pixels": ({"patch": 0}, "'image' patch must be a patch's side in pixels"),
+    "a size of other patches": (
+        {"size": [32, 40]},
+        "'image' size must be the [height, width] of its 4 × 4 patches of 8 × 8 pixels, [32, 32]; got [32, 40].",
+    ),
+    "a source on the network": (
+        {"src": "https://example.com/cat.png"},
+        "'image' src must be the image itself as a data: URL (data:image/…)",
+    ),
+}
+IMAGE = {"src": "data:image/png;base64,iVBORw0KGgo=", "rows": 4, "cols": 4, "first": 1, "patch": 8, "size": [32, 32]}
+
+
+def image_widget(image):
+    """A widget of 17 tokens ([CLS] and 4 × 4 patches) holding ``image`` as a vision model's would."""
+    tokens = ["[CLS]"] + [f"r{r}c{c}" for r in range(4) for c in range(4)]
+    w = AttentionWidget(tokens=tokens, q=np.eye(17), k=np.eye(17), v=np.ones((17, 2)))
+    w.set_trait("image", image)
+    return w
+
+
+@pytest.mark.parametrize("name", list(IMAGES))
+def test_an_image_that_does_not_fit_its_tokens_is_refused_at_export(name):
+    change, words = IMAGES[name]
+    assert image_widget(IMAGE).to_html().startswith("<!doctype html>")
+    with pytest.raises(ValueError) as err:
+        image_widget({**IMAGE, **change}).to_html()
+    assert words in str(err.value)
+
+
+def test_a_number_json_cannot_hold_is_refused_where_it_is_not_written_into_a_page(tmp_path):
+    """A page whose data held a bare NaN could not read it at all (tests/browser/test_refused_pages_browser.py)."""
+    payload = AttentionWidget(stage="weights").page_state()
+    payload["state"]["head_effects"] = [0.5, float("nan")]
+    with pytest.raises(ValueError, match=r"holds nan at data\['state'\]\['head_effects'\]\[1\], but a page's numbers"):
+        export.to_html(payload, tmp_path / "page.html")
+    assert not (tmp_path / "page.html").exists()

@@ -28,6 +28,12 @@ export function createPicture(onLoad) {
         .decode()
         .then(() => {
           if (spec !== image) return;
+          const [h, w] = image.size;
+          if (img.naturalHeight !== h || img.naturalWidth !== w) {
+            // its patches would be cut from the wrong pixels: the weights of one drawn over another
+            failed = `the image is ${img.naturalHeight} × ${img.naturalWidth} pixels, but its ${image.rows} × ${image.cols} patches need ${h} × ${w}: it is not drawn`;
+            return onLoad();
+          }
           const source = Object.assign(document.createElement("canvas"), { width: img.naturalWidth, height: img.naturalHeight });
           source.getContext("2d").drawImage(img, 0, 0);
           const patch = Array.isArray(image.patch) ? image.patch : [image.patch, image.patch];

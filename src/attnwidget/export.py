@@ -55,7 +55,29 @@ def _script_safe(text: str) -> str:
 
 def _json_safe(value) -> str:
     # "<" never appears raw, so no "</script>" or "<!--" can be formed; JSON.parse reads \u003c back.
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # NaN or infinity, which JSON has not: the page could not read its data at all
+        found = _not_finite(value)
+        if found is None:
+            raise
+        raise ValueError(
+            f"the page's data holds {found[1]} at {found[0]}, but a page's numbers must be finite (JSON has no NaN "
+            "or infinity). This is a fault in attnwidget: please report it, with the code that made the widget."
+        ) from None
+    return text.replace("<", "\\u003c")
+
+
+def _not_finite(value, where="data"):
+    """(where, value) of the first number in ``value`` that is not finite, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, (list, tuple)) else ()
+    for key, item in items:
+        found = _not_finite(item, f"{where}[{key!r}]")
+        if found:
+            return found
+    return None
 
 
 def _boot(

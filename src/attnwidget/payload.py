@@ -31,7 +31,8 @@ can show, computed here at the state exported (views.for_page), its matrix in ba
 "head_effects" (layers · heads numbers) when a language model's effects were computed before the
 export (the "effect" summary), with "head_effects_key": the step and text they are of.
 The page checks all of it before drawing (js/payload.js): each array against its dtype, shape and
-byte count, the state's values as the rules check a change; an altered page says what is wrong.
+byte count, the state's values as the rules check a change, a vision model's image against its
+tokens (image_problem, here too); an altered page says what is wrong.
 A model's several texts are all held while every text's every layer fits the budget; otherwise
 the page holds the text shown alone (and its layers as above), and refuses a switch to another.
 """
@@ -40,10 +41,11 @@ from __future__ import annotations
 
 import base64
 import warnings
+from typing import Any
 
 import numpy as np
 
-from .rules import LAYERED, by_head
+from .rules import LAYERED, _is_int, by_head, show
 
 VERSION = 1
 
@@ -125,6 +127,44 @@ def held_texts(sources, shown: int, layers=None, budget: float = BUDGET) -> bool
     return sum(arrays * s + biases * s * s for s in share) * 4 / 3 <= budget
 
 
+def image_problem(image, count: int) -> str | None:
+    """What is wrong with a vision model's ``image`` (widget.image) beside its ``count`` tokens, or
+    None: its grid of patches is the tokens after the first ``first``, its size that grid's pixels,
+    its picture in the page itself. js/payload.js says the same of an exported page's."""
+    if image is None:
+        return None
+    if not isinstance(image, dict):
+        return f"'image' must be a vision model's image, {{src, rows, cols, first, patch, size}}; got {show(image)}."
+    rows: Any = image.get("rows")  # (any JSON: checked here)
+    cols: Any = image.get("cols")
+    first: Any = image.get("first")
+    if not (_is_int(rows) and _is_int(cols) and _is_int(first) and rows >= 1 and cols >= 1 and first >= 0):
+        return (
+            "'image' rows, cols and first must be whole numbers (rows and cols 1 or more, first 0 or more); got "
+            f"rows {show(rows)}, cols {show(cols)}, first {show(first)}."
+        )
+    if first + rows * cols != count:
+        after = f"after {first} other token{'' if first == 1 else 's'}: {first + rows * cols} tokens"
+        return f"'image' has {rows} × {cols} patches {after}, but there are {count}."
+    patch: Any = image.get("patch")
+    side = patch if isinstance(patch, list) else [patch, patch]
+    if not (len(side) == 2 and all(_is_int(n) and n >= 1 for n in side)):
+        return (
+            "'image' patch must be a patch's side in pixels (a whole number, 1 or more) or [height, width]; got "
+            f"{show(patch)}."
+        )
+    want = [rows * side[0], cols * side[1]]
+    if image.get("size") != want:
+        return (
+            f"'image' size must be the [height, width] of its {rows} × {cols} patches of {side[0]} × {side[1]} "
+            f"pixels, {show(want)}; got {show(image.get('size'))}."
+        )
+    src = image.get("src")
+    if not (isinstance(src, str) and src.startswith("data:image/")):
+        return "'image' src must be the image itself as a data: URL (data:image/…), which a page shows with no network."
+    return None
+
+
 def page_payload(widget, inputs, own, effects=None, layers=None, budget: float = BUDGET) -> dict:
     """The payload (above) of ``widget`` at ``inputs`` (inputs.Inputs: its state and sources),
     holding the layers ``held_layers`` picks; ``own``: the widget's own traits (not anywidget's,
@@ -135,6 +175,9 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     from .rules import STACK
     from .sources import stacked
 
+    problem = image_problem(widget.image, len(widget.tokens))
+    if problem:  # (only from_transformers sets it: a widget altered since)
+        raise ValueError(f"{problem} Make the widget again: from_transformers(model, image_processor, image).")
     src = inputs.sources
     held = held_layers(widget, inputs, layers, budget)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
