@@ -281,8 +281,9 @@ def test_differential_attention_is_refused_by_name_not_shown_as_twice_the_layers
 def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, monkeypatch, tokenizer):
     """Every call is held to the model's own result: a family whose attention function computes
     something other than the softmax of what it was handed is refused, naming it and the layer."""
-    from attnwidget import AttentionWidget
     from transformers.models.llama import modeling_llama
+
+    from attnwidget import AttentionWidget
 
     own = modeling_llama.eager_attention_forward
 
@@ -300,8 +301,9 @@ def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, monke
 def test_a_family_that_returns_no_weights_is_held_to_its_output(monkeypatch, tokenizer):
     """Where the attention function returns its output alone, that output is the check: a right one
     reads, a wrong one is refused."""
-    from attnwidget import AttentionWidget
     from transformers.models.llama import modeling_llama
+
+    from attnwidget import AttentionWidget
 
     own = modeling_llama.eager_attention_forward
     for factor, ok in ((1.0, True), (1.01, False)):
