@@ -44,7 +44,7 @@ export function createBlend(parent, { onResidual }) {
   const residual = el("input", { type: "checkbox", class: "aw-residual" });
   residual.addEventListener("change", () => onResidual(residual.checked));
   const residualToggle = el("label", { class: "aw-toggle", hidden: true }, residual, "add the mix to the word's own numbers (x + mix)");
-  const plot = svg("svg", { class: "aw-plot", width: W, height: H, role: "img" });
+  const plot = svg("svg", { class: "aw-plot", width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img" }); // (shrinks with a narrow output)
   const readout = el("p", { class: "aw-metrics" });
   const legend = el("ul", { class: "aw-plot-legend" });
   const node = el(

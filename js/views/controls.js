@@ -94,7 +94,8 @@ export function createControls(
   layerSelect.addEventListener("change", () => onLayer(Number(layerSelect.value)));
   const modelName = el("span", { class: "aw-model-name" });
   const position = el("span", { class: "aw-position" }); // where position enters its attention (RoPE, ALiBi, …)
-  const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, position, "layer", layerSelect);
+  // ("layer" and its menu wrap as one, under a long model name)
+  const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, position, el("span", { class: "aw-layer-pick" }, "layer ", layerSelect));
   // an encoder–decoder model's three attentions (their names are Python's: rules.BLOCKS)
   const SAID = {
     encoder: ["encoder", "The encoder: the source text's tokens read each other"],

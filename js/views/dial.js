@@ -35,7 +35,7 @@ function turnArc(O, from, to, turns) {
 
 /** createDial(parent, {onQuery([x, y]), onQueryEnd()}) -> {update(state), destroy()} */
 export function createDial(parent, { onQuery, onQueryEnd }) {
-  const plot = svg("svg", { class: "aw-dial", width: SIZE, height: SIZE, role: "img" });
+  const plot = svg("svg", { class: "aw-dial", width: SIZE, height: SIZE, viewBox: `0 0 ${SIZE} ${SIZE}`, role: "img" }); // (shrinks with a narrow output)
   const table = el("table", { class: "aw-dial-table" });
   const note = el("p", { class: "aw-dial-note" });
   const node = el(
@@ -50,8 +50,9 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
   const markerId = `aw-head-${++instances}`;
 
   const toVector = (ev) => {
-    const r = plot.getBoundingClientRect();
-    return [scale.invert(ev.clientX - r.left), -scale.invert(ev.clientY - r.top)];
+    const r = plot.getBoundingClientRect(),
+      k = SIZE / (r.width || SIZE); // the plot's units per screen pixel: it shrinks on a narrow output
+    return [scale.invert((ev.clientX - r.left) * k), -scale.invert((ev.clientY - r.top) * k)];
   };
   function onDown(ev) {
     if (!ev.target.classList.contains("aw-dial-handle")) return;
