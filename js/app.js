@@ -7,6 +7,7 @@ import { signedColours, weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
 import { createFetching } from "./fetching.js";
 import { createRequests, current, held } from "./requests.js";
+import { mayWrite } from "./rules.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
@@ -316,7 +317,11 @@ function controlsView(model, store, constants, stage) {
     position: get("position_about") || "",
     lab: get("n_layers") ? null : { scheme: get("position") || "none", even: store.all("q").cols % 2 === 0 }, // where position enters: the lab's choice
     block: get("block") || "",
-    generation: get("image") ? null : { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
+    // (offered only where Python would write it: a model's widget whose model reads causally)
+    generation:
+      get("image") || !mayWrite({ n_layers: get("n_layers"), model_causal: get("model_causal") })
+        ? null
+        : { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
   };
 }

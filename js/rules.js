@@ -299,6 +299,23 @@ export const nHeads = (s) => (s.q == null || s.q.shape.length === 2 ? 1 : s.q.sh
 export const byHead = (s, C) => [...Object.keys(C.layered), ...(s.weights_only ? ["bias"] : [])];
 /** Still writing: only the first `step` tokens exist. */
 export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
+/** A text may be written one token at a time: the numbers of its first `step` tokens are the prefix's own
+ * (your own arrays and the lab's; a model's widget only where the model, or the block shown, reads causally). */
+export const mayWrite = (s) => !s.n_layers || !!s.model_causal;
+
+/** The text the difference compares text `shown` with: the next of as many tokens (`lengths`: each
+ * text's), or a thrown Refused saying why there is none. */
+export function otherText(lengths, shown, C) {
+  if (lengths.length < 2) throw new Refused(C.two_texts);
+  for (let i = 1; i < lengths.length; i++) {
+    const t = (shown + i) % lengths.length; // the next text on, round to those before
+    if (lengths[t] === lengths[shown]) return t;
+  }
+  throw new Refused(
+    `difference needs another text of ${lengths[shown]} tokens, as text ${shown} has (the texts have ${lengths.join(", ")}): it compares the weights cell by cell, so give a minimal pair.`,
+  );
+}
+
 /** How many tokens read: all of them, or while writing the first `step`. */
 export const rows = (s) => (writing(s) ? s.step : s.tokens.length);
 /** How many tokens a row reads: the tokens written, or cross-attention's own. */
@@ -365,6 +382,7 @@ export function settle(state, change, sources = null, page = false) {
   for (const n of fields(C)) if (n in s && !same(s[n], before[n])) changed.add(n);
   fit(s, before, asked, changed, sources);
   checkState(s);
+  if (asked.has("measure") && s.measure === "difference") otherText(s.text_lengths || [], s.sentence_index, C); // two texts of as many tokens (the panel's reason)
   return s;
 }
 
@@ -416,6 +434,7 @@ function bringIn(s, before, asked, sources) {
     for (const name of s._constants.stack) s[name] = found[name] ?? (name === "mask_of_layer" ? [] : null);
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
     for (const name of ["causal", "scale", "softcap", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
+    s.model_causal = !!found.causal; // (what the block itself reads, whatever the widget's causal)
     if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
     asked = new Set([...asked, "layer"]);
   }
@@ -575,6 +594,7 @@ export function checkState(s) {
     throw new Refused(
       "'step' below the number of tokens is for self-attention (a text written one token at a time); in cross-attention set it to the number of tokens.",
     );
+  if (writing(s) && !mayWrite(s)) throw new Refused(s._constants.reads_both_ways);
   const r = rows(s),
     m = keysRead(s),
     cell = s.cell;

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from test_integrations import TEXT, gpt2, gpt2_tokenizer, llama_style, random_model, text_of, tf
+from test_integrations import TEXT, gpt2, gpt2_tokenizer, llama_style, minilm, random_model, text_of, tf
 
 import attnwidget
 from attnwidget.integrations import from_transformers
@@ -149,3 +149,21 @@ def test_prompt_and_tokens_to_write_past_the_positions_read_are_refused(tf, gpt2
         ),
     ):
         from_transformers(model, gpt2_tokenizer, text, generate=3)
+
+
+def test_an_encoder_is_not_written_token_by_token(minilm):
+    """MiniLM reads both ways: its first tokens' numbers in a text are not what it computes on them
+    alone, so a step below its tokens is refused, saying how to see a prefix, and nothing changes."""
+    import traitlets
+
+    model, tokenizer = minilm
+    w = attnwidget.AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank")
+    assert (w.model_causal, w.causal, w.step) == (False, False, len(w.tokens))
+    with pytest.raises(traitlets.TraitError, match=r"reads both ways.*from_transformers\(model, tokenizer, "):
+        w.step = 3
+    assert (w.causal, w.step, w.weights.shape) == (False, len(w.tokens), (len(w.tokens),) * 2)
+    with pytest.raises((ValueError, traitlets.TraitError), match="reads both ways"):
+        attnwidget.AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank", step=3)
+    # a prefix read through the model: its own numbers on those tokens
+    prefix = attnwidget.AttentionWidget.from_transformers(model, tokenizer, "I sat")
+    assert prefix.weights.shape == (len(prefix.tokens),) * 2

@@ -167,6 +167,8 @@ def cases(draw):
         position="none",
         rope_base=draw(st.sampled_from([10000.0, 100.0])),
         alibi_slopes=None,
+        model_causal=False,
+        text_lengths=[],
     )
     state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
     sources = {"sentences": [], "blocks": {}, "layers": {}}
@@ -186,6 +188,7 @@ def cases(draw):
                 )
             )
         state["sentences"] = [" ".join(e["tokens"]) for e in sources["sentences"]]
+        state["text_lengths"] = [len(e["tokens"]) for e in sources["sentences"]]
         first = sources["sentences"][0]
         state.update(q=first["q"], k=first["k"], v=first["v"], x=first["x"], value_basis=first["value_basis"])
 
@@ -246,6 +249,7 @@ def cases(draw):
     if kind == "texts":  # a model's several texts, each read alone: its own tokens and every layer
         layers, hh, count = draw(st.integers(1, 3)), heads or 1, draw(st.integers(2, 3))
         shown = draw(st.integers(0, count - 1))
+        state["model_causal"] = draw(st.booleans())  # a model that reads both ways writes no text token by token
         sources["texts"] = []
         for t in range(count):
             tn = n if t == shown else draw(st.integers(1, 5))
@@ -255,7 +259,7 @@ def cases(draw):
                 A.new((hh, tn, tn), rng=rng) if draw(st.integers(0, 3)) == 0 else None
             )  # a position bias (T5's, ALiBi)
             step = draw(
-                st.sampled_from([tn, tn, draw(st.integers(1, tn))])
+                st.sampled_from([tn, tn, draw(st.integers(1, tn))] if state["model_causal"] else [tn])
             )  # generate=: it opens at its prompt's length
             sources["sentences"].append(
                 dict(tokens=toks, key_tokens=None, bias=own_bias, step=step, n_layers=layers, **arrays)
@@ -266,6 +270,7 @@ def cases(draw):
                 state["bias"] = state["bias"] if state["bias"] is not None else own_bias
         state.update(
             sentences=[" ".join(e["tokens"]) for e in sources["sentences"]],
+            text_lengths=[len(e["tokens"]) for e in sources["sentences"]],
             sentence_index=shown,
             key_tokens=state["tokens"],
         )
@@ -292,6 +297,7 @@ def cases(draw):
             if block == start:
                 show_layer(arrays, sources["layers"][block], toks, keys, layers)
                 state["block"] = block
+                state["model_causal"] = block == "decoder" if block_names else draw(st.booleans())
                 if kind == "model":  # attention weights alone: no query/key or scores stage (nor blend without values)
                     state["weights_only"] = draw(st.sampled_from(["", "", "weights", "weights and values"]))
                     if state["stage"] in rules.WEIGHTS_ONLY.get(state["weights_only"], {}):
@@ -319,7 +325,8 @@ def cases(draw):
     if draw(st.booleans()):
         hb = state["q"].shape[0] if state["q"].ndim == 3 and draw(st.booleans()) else None
         state["bias"] = A.new(((hb,) if hb else ()) + (n, m), rng=rng)
-    state["step"] = n if cross or not draw(st.booleans()) else draw(st.integers(1, n))
+    whole = cross or not rules.may_write(state)  # (a model that reads both ways: every token, always)
+    state["step"] = n if whole or not draw(st.booleans()) else draw(st.integers(1, n))
     if state["step"] < n:
         state["causal"] = True
     r = state["step"]
@@ -366,6 +373,8 @@ def changes(draw, state, A, rng, page):
         state.get("sentences") and state.get("n_layers") and draw(st.integers(0, 1)) == 0
     ):  # a model's text switch, often
         names = ["sentence_index", *draw(st.lists(st.sampled_from(names), max_size=1))]
+    elif state.get("blocks") and draw(st.integers(0, 2)) == 0:  # a block switch, often: each block its own rules
+        names = ["block", *draw(st.lists(st.sampled_from(names), max_size=1))]
     elif (
         state.get("n_layers") and draw(st.integers(0, 2)) == 0
     ):  # a model's layer switch, often: what it brings in is the most varied
@@ -416,7 +425,7 @@ def changes(draw, state, A, rng, page):
         elif name == "measure":
             out[name] = draw(st.sampled_from(["", *rules.MEASURES, "weights"]))
         elif name == "block":
-            out[name] = draw(st.sampled_from(["", *rules.BLOCKS, "middle"]))
+            out[name] = draw(st.sampled_from(["", *rules.BLOCKS, *(state.get("blocks") or ()), "middle"]))
         elif name == "cell":
             out[name] = draw(st.one_of(st.none(), st.tuples(st.integers(-1, 6), st.integers(-1, 6)).map(list)))
         elif name == "guess":

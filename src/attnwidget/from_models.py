@@ -169,6 +169,9 @@ class FromModels(_Widget):
                 kwargs.setdefault("step", found.prompt_length)  # the text shown opens as one text would
         if not 0 <= layer < len(found.layers):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
+        step = kwargs.get("step")
+        if not found.causal and found.key_tokens is None and rules._is_int(step) and 0 < step < len(found.tokens):
+            raise ValueError(rules.READS_BOTH_WAYS)  # (said before the causal rule it would turn on is blamed)
         kwargs.setdefault("stage", "weights")  # where a model's numbers are drawn (the tokens stage has none yet)
         kwargs.setdefault("causal", found.causal)
         kwargs.setdefault("scale", found.scale)
@@ -182,6 +185,7 @@ class FromModels(_Widget):
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
+        measure = kwargs.pop("measure", "")  # (as summary: the difference needs its texts)
         qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)
         made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
@@ -206,11 +210,13 @@ class FromModels(_Widget):
             w.set_trait("image", getattr(found, "image", None))  # a vision model's image (None: a text)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
+            w.set_trait("model_causal", bool(found.causal))  # the model's own rule: writing token by token needs it
             for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)
             if each:
                 w.set_trait("sentences", list(texts))
+                w.set_trait("text_lengths", [len(f.tokens) for f in each])
                 w.set_trait("sentence_index", index)
             w.block = block or ""
             w.layer = layer  # the layer's arrays: views of the stacked ones
@@ -221,6 +227,7 @@ class FromModels(_Widget):
         w.set_trait("reads_model", w._reader() is not None)  # the induction score reads it on tokens of its own
         try:
             w.summary = summary
+            w.measure = measure
             w.qk_map = qk_map
         except BaseException:
             w.close()

@@ -17,11 +17,8 @@ from .core import attention_flow, attention_norms, rollout
 from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score, layout_of
 from .maxflow import compiled_flow
 
-# the reasons a widget cannot show a measure, each said once
-TWO_TEXTS = (
-    "difference needs two texts: make the widget with several, such as "
-    "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
-)
+# the reasons a widget cannot show a measure, each said once (the difference's are the rules': measure= refuses them)
+TWO_TEXTS = rules.TWO_TEXTS
 NO_VALUES = (
     "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: "
     "pass values= (one vector per key) to from_attentions"
@@ -85,18 +82,9 @@ def lengths(sources) -> list[int]:
 
 
 def pair(sources, shown_text: int) -> tuple[int, int]:
-    """(the text shown, the next text of as many tokens): the pair the page's difference draws."""
-    counts = lengths(sources)
-    if len(counts) < 2:
-        raise ValueError(TWO_TEXTS)
-    others = [t for t in (*range(shown_text + 1, len(counts)), *range(shown_text)) if counts[t] == counts[shown_text]]
-    if not others:
-        raise ValueError(
-            f"difference needs another text of {counts[shown_text]} tokens, as text {shown_text} has "
-            f"(the texts have {', '.join(map(str, counts))}): it compares the weights cell by cell, "
-            "so give a minimal pair."
-        )
-    return shown_text, others[0]
+    """(the text shown, the next text of as many tokens): the pair the page's difference draws
+    (rules.other_text: a ValueError saying why there is none)."""
+    return shown_text, rules.other_text(lengths(sources), shown_text)
 
 
 def check_pair(sources, a, b) -> None:

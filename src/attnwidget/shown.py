@@ -38,6 +38,12 @@ class Shown(_Widget):
         )
 
     @property
+    def written_tokens(self) -> list[str]:
+        """The tokens every array is over, which label its rows (and, in self-attention, its columns): all of
+        ``tokens``, or while a text is written (``step`` below their number) the first ``step``."""
+        return list(self.tokens[: self._rows()])
+
+    @property
     def n_heads(self) -> int:
         """How many heads q, k and v carry (1 for 2-D arrays)."""
         q = self.q

@@ -131,6 +131,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     sentences = traitlets.List(traitlets.Unicode(), read_only=True).tag(**TEXT_SYNC)
     """The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one
     sentence, your own arrays or a model of one text."""
+    text_lengths = traitlets.List(traitlets.Int(), read_only=True).tag(sync=True)
+    """How many tokens each of sentences has (empty with one): the difference compares two of as many."""
     sentence_index = Checked(0).tag(sync=True)
     """The sentence (or model's text) shown, an index into sentences: a model's text comes with its tokens and every
     layer."""
@@ -168,6 +170,12 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     next_token = traitlets.Bool(False, read_only=True).tag(sync=True)
     """A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next
     token)."""
+    model_causal = traitlets.Bool(False, read_only=True).tag(sync=True)
+    """A model's widget whose model (or block shown) reads causally, each token only itself and the tokens before it
+    (a decoder, a causal language model, attention weights of that pattern): its numbers for a text's first tokens are
+    its own on those tokens, so `step` can write the text. False for a model that reads both ways (an encoder, a vision
+    transformer), whose `step` is the number of tokens, and for your own arrays (`causal` is the widget's rule, which
+    you may change; this is the model's)."""
     reads_model = traitlets.Bool(False, read_only=True).tag(sync=True)
     """A widget that can run its model again on tokens of its own: head_scores()'s and the overview's "induction"."""
     weights_only = traitlets.Unicode("", read_only=True).tag(sync=True)
@@ -219,7 +227,9 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     # --- teaching: writing token by token, exercises ---
     step = Checked(0).tag(sync=True)
     """How many tokens are written so far (1 to n; n shows them all): below n only the first `step` tokens exist and
-    the causal rule is on."""
+    the causal rule is on. `tokens` keeps the whole text; every array (scores, weights, output, effective_tokens,
+    rollout(), norms(), ...) is over the tokens written, `written_tokens` (= tokens[:step]), which label its rows and
+    columns. A model's widget writes only where its model reads causally (model_causal)."""
     exercise = Checked("").tag(sync=True)
     """"predict" (spread a guess over the focused row, then reveal it), "temperature" (set T for `goal` effective
     tokens), or "" for none."""
@@ -304,7 +314,14 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
         state["stage"] = STAGES[0] if stage is None else stage
         # read-only for users, and checked against by the rest: in place before the first change
         self._preset(
-            sentences=sentences, cross=own_keys is not None, key_tokens=own_keys, q=None, k=None, v=None, step=None
+            sentences=sentences,
+            text_lengths=[len(e.tokens) for e in self._sources.examples] if sentences else [],
+            cross=own_keys is not None,
+            key_tokens=own_keys,
+            q=None,
+            k=None,
+            v=None,
+            step=None,
         )
         super().__init__()  # the comm opens on the defaults; everything given arrives as one change
         n = len(state["tokens"])

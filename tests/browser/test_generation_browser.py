@@ -7,7 +7,7 @@ import pytest
 from test_export_browser import open_page
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.rules import GENERATION_IS_CAUSAL
+from attnwidget.rules import GENERATION_IS_CAUSAL, READS_BOTH_WAYS
 
 pytestmark = pytest.mark.browser
 
@@ -264,3 +264,29 @@ g
     finally:
         kernel.close()
         page.context.close()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_models_page_offers_writing_token_by_token_only_where_its_model_reads_causally(browser, tmp_path, causal):
+    from test_step import fake_model
+
+    w = AttentionWidget._from_model(fake_model(causal=causal), 1, 0, {"stage": "weights"})
+    path = tmp_path / "model.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    root = page.locator(".aw-root")
+    wait_for_tokens(page, 6)
+    control = root.locator(".aw-gen-control")  # "write token by token", or with the causal rule on, the stepper
+    assert control.is_visible() is causal
+    if not causal:
+        root.locator(".aw-causal").check()  # the causal rule on by hand: still not the model's own prefix
+        page.wait_for_function(f"{ROOT}.attnwidget.model.get('causal') === true")
+        page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        assert control.is_hidden()
+    said = page.evaluate(
+        f"(() => {{ try {{ {ROOT}.attnwidget.model.set('step', 2); }} catch (e) {{ return e.message; }} }})()"
+    )
+    assert said == (None if causal else READS_BOTH_WAYS)  # Python's answer, word for word
+    assert page.evaluate(f"{ROOT}.attnwidget.model.get('step')") == (2 if causal else 6)
+    assert not problems, problems
+    page.context.close()

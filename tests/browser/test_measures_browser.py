@@ -213,17 +213,29 @@ def test_two_texts_in_an_exported_page_switch_and_draw_their_difference(browser,
 
 
 def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(browser, tmp_path):
-    from attnwidget import AttentionWidget, measures
+    from attnwidget import AttentionWidget
 
-    w = AttentionWidget(["She sat by the river bank", "The cat sat"], measure="difference")
-    page, _ = exported(browser, w, tmp_path / "lengths.html", height=900, width=900)
+    w = AttentionWidget(["She sat by the river bank", "I put money in the bank", "The cat sat"], measure="difference")
+    w.sentence_index = 2  # a text with no other of its length: the choice stays
+    page, errors = exported(browser, w, tmp_path / "lengths.html", height=900, width=900)
     try:
         page.wait_for_selector(".aw-measure[data-state='error']")
         assert page.locator(".aw-measure-status").inner_text() == w.measures["difference"]
         assert (
-            "needs another text of 6 tokens" in w.measures["difference"]
+            "needs another text of 3 tokens" in w.measures["difference"]
             and page.locator(".aw-measure .aw-figure").is_hidden()
         )
+        # asked for there, it is refused as Python refuses it, in Python's words
+        button = page.locator(".aw-measure-choice[data-measure='difference']")
+        button.dispatch_event("click")  # (closes it; marked, not disabled: a reader's click reaches it)
+        page.wait_for_function(f"{ROOT}.model.get('measure') === ''")
+        button.dispatch_event("click")
+        page.wait_for_function("document.querySelector('.aw-notice').textContent !== ''")
+        w.measure = ""
+        with pytest.raises(Exception, match="needs another text of 3 tokens") as err:
+            w.measure = "difference"
+        assert page.locator(".aw-notice").inner_text() == w.measures["difference"] == str(err.value)
+        assert page.evaluate(f"{ROOT}.model.get('measure')") == "" and errors == []
     finally:
         page.context.close()
 

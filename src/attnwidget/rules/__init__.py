@@ -22,6 +22,8 @@ arrays, ``basis(v)`` → the value axes of new values.
 
 from __future__ import annotations
 
+from .settle import may_write as may_write
+from .settle import other_text as other_text
 from .settle import page_may_set as page_may_set
 from .settle import settle as settle
 from .settle import settle_checked as settle_checked

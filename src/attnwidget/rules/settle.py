@@ -15,8 +15,10 @@ from .values import (
     NO_QK_MAP,
     POSITION_TRAITS,
     POSITIONS,
+    READS_BOTH_WAYS,
     ROW_TRAITS,
     STACK,
+    TWO_TEXTS,
     WEIGHTS_BIAS,
     WEIGHTS_ONLY,
     WRITABLE,
@@ -64,6 +66,29 @@ def settle_checked(state, change, sources=None, *, page=False):
     return s
 
 
+def may_write(state) -> bool:
+    """A text may be written one token at a time: the numbers of its first `step` tokens are the
+    prefix's own (your own arrays and the lab's; a model's widget only where the model, or the
+    block shown, reads causally)."""
+    return not state.get("n_layers") or bool(state.get("model_causal"))
+
+
+def other_text(lengths, shown) -> int:
+    """The text the difference compares text ``shown`` with: the next of as many tokens (``lengths``:
+    each text's), or Refused saying why there is none."""
+    if len(lengths) < 2:
+        raise Refused(TWO_TEXTS)
+    for i in range(1, len(lengths)):
+        t = (shown + i) % len(lengths)  # the next text on, round to those before
+        if lengths[t] == lengths[shown]:
+            return t
+    raise Refused(
+        f"difference needs another text of {lengths[shown]} tokens, as text {shown} has "
+        f"(the texts have {', '.join(map(str, lengths))}): it compares the weights cell by cell, "
+        "so give a minimal pair."
+    )
+
+
 def settle(state, change, sources=None, *, page=False):
     """The complete state after ``change`` and every follow-up, or Refused. ``page``: the change
     came from a page, which may set only the writable traits."""
@@ -90,6 +115,8 @@ def settle(state, change, sources=None, *, page=False):
     changed = asked | {n for n in FIELDS if n in s and not same(s.get(n), before.get(n))}
     _fit(s, before, asked, changed, sources)
     _check_state(s, asked)
+    if "measure" in asked and s["measure"] == "difference":  # two texts of as many tokens (the panel's reason)
+        other_text(s.get("text_lengths") or [], s["sentence_index"])
     return s
 
 
@@ -143,6 +170,7 @@ def _bring_in(s, before, asked, sources):
         for name in ("causal", "scale", "softcap", "bias"):  # the block's own rules, unless this change sets them
             if name not in asked:
                 s[name] = found[name]
+        s["model_causal"] = bool(found["causal"])  # (what the block itself reads, whatever the widget's causal)
         if "layer" not in asked:
             s["layer"] = min(s["layer"], s["n_layers"] - 1)  # the same layer, where the block has it
         asked = asked | {"layer"}
@@ -332,6 +360,8 @@ def _check_state(s, asked):
             "'step' below the number of tokens is for self-attention (a text written one token at a time); in "
             "cross-attention set it to the number of tokens."
         )
+    if writing(s) and not may_write(s):
+        raise Refused(READS_BOTH_WAYS)
     r, m = rows(s), keys_read(s)
     cell = s.get("cell")
     if cell is not None and not (0 <= cell[0] < r and 0 <= cell[1] < m):

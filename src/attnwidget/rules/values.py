@@ -120,6 +120,8 @@ READ_ONLY = (
     "layer_shown",
     "model_name",
     "position_about",
+    "model_causal",
+    "text_lengths",
 )
 FIELDS = WRITABLE + READ_ONLY
 # The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
@@ -160,6 +162,16 @@ GENERATION_IS_CAUSAL = (
     "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
     "tokens)."
 )
+READS_BOTH_WAYS = (
+    "This model reads both ways (each token reads the tokens after it too), so its numbers for a text's first tokens "
+    "are not what it computes on those tokens alone: 'step' below the number of tokens is for a causal model (a "
+    "decoder, a causal language model). To see a prefix, give the model its text alone: "
+    "AttentionWidget.from_transformers(model, tokenizer, prefix) (or the constructor you used)."
+)
+TWO_TEXTS = (
+    "difference needs two texts: make the widget with several, such as "
+    "AttentionWidget.from_transformers(model, tokenizer, [text_a, text_b]); this widget has one."
+)
 # The names both sides need, sent to the page from here (AttentionWidget._constants, the payload).
 CONSTANTS = {
     "stages": list(STAGES),
@@ -186,6 +198,8 @@ CONSTANTS = {
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": 1e300,
     "generation_is_causal": GENERATION_IS_CAUSAL,
+    "reads_both_ways": READS_BOTH_WAYS,
+    "two_texts": TWO_TEXTS,
 }
 
 
