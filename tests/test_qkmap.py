@@ -145,3 +145,10 @@ def test_a_widget_of_weights_alone_has_no_map_and_says_what_has_one():
     assert "query_key_map" not in (w.computed or {})
     with pytest.raises(Exception, match=r"no queries or keys"):
         AttentionWidget.from_attentions(weights, list("abcde"), qk_map=True)
+
+
+def test_texts_of_other_widths_are_refused_not_concatenated():
+    """The lab's fitted sentence (4 numbers) beside a lexicon sentence (2): not one space, said so."""
+    w = AttentionWidget(["She sat by the river bank", "He ran to the money bank"])
+    with pytest.raises(ValueError, match=r"different widths \(2 and 4 numbers\).*one width"):
+        w.query_key_map()

@@ -103,6 +103,12 @@ def query_key_map(inputs: Inputs, layer: int, head: int, method: str = "pca") ->
             positions.append(np.arange(len(names)))
             kinds.append(np.full(len(names), kind == "query"))
             labels.extend(names)
+    widths = sorted({a.shape[1] for a in qs + ks})
+    if len(widths) > 1:  # (the lab's fitted sentence beside the lexicon's two-number ones)
+        raise ValueError(
+            f"the texts' queries and keys have different widths ({' and '.join(map(str, widths))} numbers): they are "
+            "not in one space, so one map cannot hold them; make a widget of texts whose vectors have one width"
+        )
     q_all, k_all, c, shift = balance(np.concatenate(qs), np.concatenate(ks))
     # the points in text order, each text's queries then its keys
     pieces, at_q, at_k = [], 0, 0
