@@ -9,6 +9,9 @@ import { drawLabel, measurer, percentages, place } from "./labels.js";
 const SIZE = 300,
   PAD = 26;
 const MAX_LABELS = 12; // keys beyond these (the lightest) keep their arrows, unlabelled
+const TURN_R = 22; // the radius of RoPE's turn, drawn round the origin
+const CROWDED = 30; // a key's tip nearer the origin than this is in the crowd there
+const LABEL_GAP = 3; // between two labels, beyond the placer's own pixel
 let instances = 0; // marker ids must be unique in the document
 
 // Are the weights softmax(scores) as they are, with no temperature to divide by?
@@ -19,10 +22,13 @@ function isSoftmax(scores, weights) {
   return e.every((x, i) => Math.abs(x / sum - weights[i]) < 1e-9);
 }
 
+/** The point of a box nearest (x, y). */
+const nearest = (box, x, y) => [Math.min(Math.max(x, box[0]), box[2]), Math.min(Math.max(y, box[1]), box[3])];
+
 /** The turn from the query given to the query turned: an arc about the origin, going the way RoPE turns (anticlockwise
  * on the page for a positive angle; the y axis points down there, so the arc sweeps counter to the screen's angles). */
 function turnArc(O, from, to, turns) {
-  const r = 22,
+  const r = TURN_R,
     start = Math.atan2(from[1] - O[1], from[0] - O[0]),
     end = Math.atan2(to[1] - O[1], to[0] - O[0]);
   const at = (a) => [O[0] + r * Math.cos(a), O[1] + r * Math.sin(a)];
@@ -137,9 +143,35 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
           .slice(0, MAX_LABELS)
           .map((a) => Object.assign(a, { optional: true })),
       ];
+      // The hub round the origin, where the turn's arc and the arrows too short to tell apart meet: no
+      // label goes there (they would pile on one spot). A short key's label starts from the hub's edge,
+      // in its arrow's direction (so the labels spread round it as their arrows do), on a leader back
+      // to its tip.
+      let hub = before ? TURN_R + 3 : 0;
+      for (const a of keys) {
+        const d = Math.hypot(a.x - O[0], a.y - O[1]);
+        if (d < CROWDED) hub = Math.max(hub, d + a.r);
+      }
+      if (hub) marks.push([O[0] - hub, O[1] - hub, O[0] + hub, O[1] + hub]);
+      const inHub = (a) => hub && a.toward != null && Math.abs(a.x - O[0]) < hub && Math.abs(a.y - O[1]) < hub;
       const measure = measurer(plot);
-      for (const l of labelled) Object.assign(l, measure(l.text, `${l.cls}-label`));
-      place(labelled, { bounds: [1, 1, SIZE - 1, SIZE - 1], marks, lines }).forEach((p, i) => (labelled[i].placed = p));
+      const spots = labelled.map((a) => {
+        const m = measure(a.text, `${a.cls}-label`);
+        // (each box a few pixels wider and taller than its text: two labels never read as one line or one phrase)
+        const spot = { ...a, ...m, w: m.w + LABEL_GAP, h: m.h + LABEL_GAP };
+        if (!inHub(a)) return spot;
+        const [c, s] = [Math.cos(a.toward), Math.sin(a.toward)],
+          t = (hub + 1) / Math.max(Math.abs(c), Math.abs(s)); // to the square's edge
+        return { ...spot, x: O[0] + t * c, y: O[1] + t * s, r: 0 };
+      });
+      // no key's name across the query's arrows (the thick line would strike it through)
+      const walls = [q0, ...(before ? [before] : [])].map((a) => [...O, a.x, a.y]);
+      place(spots, { bounds: [1, 1, SIZE - 1, SIZE - 1], marks, lines, walls, wide: true }).forEach((p, i) => {
+        const a = labelled[i];
+        a.ascent = spots[i].ascent;
+        // from the hub's edge: the leader runs from the arrow's tip itself
+        a.placed = p && inHub(a) ? { box: p.box, leader: [a.x, a.y, ...nearest(p.box, a.x, a.y)] } : p;
+      });
 
       // each arrow right before its label; the keys under the query
       const draw = (a) => {

@@ -9,6 +9,9 @@ export { percentages } from "./dom.js"; // whole percentages that add up to exac
 // preference: up-right first, as labels on scatter plots usually sit.
 const DIRECTIONS = [-45, 0, -135, 180, 45, 135, -90, 90].map((deg) => (deg * Math.PI) / 180);
 const RINGS = [0, 8, 18, 30, 46, 66, 90]; // how much further out each ring of candidates lies
+// a wide search (a crowded plot, each label wanted): every 22.5°, and further out
+const WIDE_DIRECTIONS = [...DIRECTIONS, ...DIRECTIONS.map((a) => a + Math.PI / 8)];
+const WIDE_RINGS = [...RINGS, 120, 150];
 const GAP = 3; // between a point's mark and its label
 const LEADER_SEEN = 18; // a ring this far out draws a leader long enough to see: nearer, a label must be plainly its point's
 const NEAREST = 1.5; // how much nearer its own point than any other a label without a leader sits
@@ -61,7 +64,7 @@ export function crosses([x1, y1, x2, y2], box) {
 }
 
 // Directions nearest `toward` first (a label beyond an arrow's tip, away from the crowd).
-const order = (toward) => (toward == null ? DIRECTIONS : DIRECTIONS.slice().sort((a, b) => Math.abs(angle(a - toward)) - Math.abs(angle(b - toward))));
+const order = (toward, all = DIRECTIONS) => (toward == null ? all : all.slice().sort((a, b) => Math.abs(angle(a - toward)) - Math.abs(angle(b - toward))));
 const angle = (a) => Math.atan2(Math.sin(a), Math.cos(a)); // into (−π, π]
 
 // A leader from the edge of the point's mark to the nearest point of the label.
@@ -81,17 +84,24 @@ function leaderTo({ x, y, r = 0 }, box) {
  * whose it is, as a small mark's name) sits nearer its point than any other mark wherever it goes.
  * bounds: [x0, y0, x1, y1] the labels stay in; marks and taken: boxes no label may cover
  * (taken: other text); lines: segments a label crosses only when nothing else fits nearby;
- * walls: segments no label crosses (the axes).
+ * walls: segments no label crosses (the axes); wide: search every 22.5° and further out before
+ * leaving a label out. A leader crosses no label, and no label a leader.
  */
-export function place(labels, { bounds, marks = [], lines = [], taken = [], walls = [] }) {
+export function place(labels, { bounds, marks = [], lines = [], taken = [], walls = [], wide = false }) {
   const hard = [...marks, ...taken],
-    soft = lines.slice();
+    soft = lines.slice(),
+    boxes = [], // the labels placed, and their leaders: a leader crosses no label, nor a label a leader
+    leaders = [];
   const free = (b) => inside(b, bounds) && !hard.some((o) => overlaps(b, o));
   const clear = (b) => !soft.some((s) => crosses(s, b));
   const centres = marks.map((m) => [(m[0] + m[2]) / 2, (m[1] + m[3]) / 2]);
+  const untangled = (label, b, led) => {
+    const leader = led && leaderTo(label, b);
+    return !leaders.some((s) => crosses(s, b)) && !(leader && boxes.some((o) => crosses(leader, o)));
+  };
   return labels.map((label) => {
     const { x, y, w, h, r = 0, toward, far = Infinity } = label;
-    const dirs = order(toward);
+    const dirs = order(toward, wide ? WIDE_DIRECTIONS : DIRECTIONS);
     // a label with no leader must sit clearly nearer its own point than any other (half as far
     // again from the next), or it reads as the other's name
     const own = (b) => {
@@ -103,11 +113,17 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [], wall
     // before one that does; an axis is crossed only by a label that must be shown and found no
     // other free spot at any ring
     search: for (const walled of label.optional ? [true] : [true, false]) {
-      for (const ring of RINGS.filter((d) => d <= far)) {
+      for (const ring of (wide ? WIDE_RINGS : RINGS).filter((d) => d <= far)) {
         for (const strict of [true, false]) {
           for (const a of dirs) {
             const b = boxAt(x, y, w, h, a, r + GAP + ring, r);
-            if (free(b) && (!walled || !walls.some((s) => crosses(s, b))) && (!strict || clear(b)) && ((ring >= LEADER_SEEN && !label.nearest) || own(b))) {
+            if (
+              free(b) &&
+              (!walled || !walls.some((s) => crosses(s, b))) &&
+              (!strict || clear(b)) &&
+              ((ring >= LEADER_SEEN && !label.nearest) || own(b)) &&
+              untangled(label, b, ring > 0)
+            ) {
               best = { box: b, moved: ring > 0 };
               break search;
             }
@@ -133,6 +149,8 @@ export function place(labels, { bounds, marks = [], lines = [], taken = [], wall
     hard.push(best.box, [best.box[0] - LINE_GAP, best.box[1] + 2, best.box[2] + LINE_GAP, best.box[3] - 2]);
     const leader = best.moved ? leaderTo(label, best.box) : null;
     if (leader) soft.push(leader);
+    boxes.push(best.box);
+    if (leader) leaders.push(leader);
     return { box: best.box, leader };
   });
 }

@@ -43,3 +43,98 @@ def test_captions_keep_the_case_they_are_written_in(browser, tmp_path):
         assert errors == []
     finally:
         page.context.close()
+
+
+# The dial's labels, each with its box, its arrow's tip and its leader (if any); the turn arc's points;
+# every arrow's tip (the arrowheads). An arrow comes right before its label, a leader right before that.
+DIAL = """() => {
+  const plot = document.querySelector('.aw-dial');
+  const box = (t) => { const b = t.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; };
+  const ends = (l, a = 'x2', b = 'y2') => [Number(l.getAttribute(a)), Number(l.getAttribute(b))];
+  const labels = [...plot.querySelectorAll('text')].map((t) => {
+    const arrow = t.previousElementSibling, leader = arrow?.previousElementSibling;
+    const led = leader?.classList.contains('aw-leader');
+    return {
+      text: t.textContent, box: box(t), key: t.classList.contains('aw-key-label'), tip: ends(arrow),
+      leader: led ? [...ends(leader, 'x1', 'y1'), ...ends(leader)] : null,
+    };
+  });
+  const arc = plot.querySelector('.aw-turn'), along = (i) => arc.getPointAtLength((i / 60) * arc.getTotalLength());
+  const turn = arc ? Array.from({ length: 61 }, (_, i) => [along(i).x, along(i).y]) : [];
+  const tips = [...plot.querySelectorAll('line.aw-key, line.aw-query, line.aw-query-given')].map((l) => ends(l));
+  return { labels, turn, tips };
+}"""
+
+
+def apart(a, b, gap=2):
+    return a[2] + gap <= b[0] or b[2] + gap <= a[0] or a[3] + gap <= b[1] or b[3] + gap <= a[1]
+
+
+def covers(box, point, pad=0):
+    return box[0] - pad <= point[0] <= box[2] + pad and box[1] - pad <= point[1] <= box[3] + pad
+
+
+def crosses(segment, box):
+    """Does the segment pass through the box (sampled finely: boxes are text, segments leaders)?"""
+    x1, y1, x2, y2 = segment
+    return any(covers(box, (x1 + (x2 - x1) * t / 50, y1 + (y2 - y1) * t / 50), -1) for t in range(51))
+
+
+def distance(box, point):
+    dx, dy = max(box[0] - point[0], 0, point[0] - box[2]), max(box[1] - point[1], 0, point[1] - box[3])
+    return (dx * dx + dy * dy) ** 0.5
+
+
+def dial_problems(got):
+    """What makes the dial's labels hard to read: two touching, one on the turn's arc or an arrowhead,
+    one whose arrow is not plain (its leader crosses another label; without one, another tip is nearer)."""
+    labels, found = got["labels"], []
+    for a, b in itertools.combinations(labels, 2):
+        if not apart(a["box"], b["box"]):
+            found.append(f"{a['text']!r} and {b['text']!r} overlap")
+    for label in labels:
+        name, others = repr(label["text"]), [t for t in got["tips"] if t != label["tip"]]
+        if any(covers(label["box"], p, 1) for p in got["turn"]):
+            found.append(f"{name} on the turn")
+        if any(covers(label["box"], t, 4) for t in others):
+            found.append(f"{name} on an arrowhead")
+        if label["leader"]:
+            if not covers([*label["tip"], *label["tip"]], label["leader"][:2], 10):
+                found.append(f"{name}'s leader starts away from its arrow")
+            found += [
+                f"{name}'s leader crosses {o['text']!r}"
+                for o in labels
+                if o is not label and crosses(label["leader"], o["box"])
+            ]
+        elif not all(distance(label["box"], label["tip"]) < distance(label["box"], t) for t in others):
+            found.append(f"{name} is nearer another arrow")
+    return found
+
+
+@pytest.mark.parametrize(
+    "text, position, focuses",
+    [
+        ("I sat by the river bank", "rope", range(6)),
+        ("I sat by the river bank", "none", [5]),
+        ("I put my money in the bank", "rope", [6, 3]),
+        ("I sat on the river bank and read a book by the water", "rope", [5, 12]),
+    ],
+)
+def test_the_query_dials_labels_stand_apart_each_by_its_own_arrow(browser, tmp_path, text, position, focuses):
+    """RoPE's short keys meet round the origin with the turn's arc: their labels stand out round it."""
+    w = AttentionWidget(text, position=position, stage="qk")
+    page, errors = opened(browser, w, tmp_path / "dial.html")
+    try:
+        for focus in focuses:
+            page.evaluate(f"{ROOT}.model.set('focus', {focus})")
+            drawn = f"document.querySelector('.aw-dial').ariaLabel.startsWith({w.tokens[focus] + chr(39)!r})"
+            page.wait_for_function(f"{ROOT}.ready() && {drawn}")
+            got, where = page.evaluate(DIAL), f"{text!r}, {position}, focus {focus}"
+            assert dial_problems(got) == [], where
+            # every key named where there are few; the heaviest where a long text's crowd them (a label
+            # that would cover another is left out)
+            arrows, named = page.locator(".aw-dial line.aw-key").count(), sum(label["key"] for label in got["labels"])
+            assert named == arrows if arrows <= 8 else named >= 8, where
+        assert errors == []
+    finally:
+        page.context.close()
