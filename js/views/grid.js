@@ -288,7 +288,7 @@ export function createGrid(parent, { title, onPick, describe }) {
             ctx.fillStyle = s.color ? inkOn(ctx.fillStyle) : pal.fg;
             ctx.textAlign = "center";
             ctx.textBaseline = "middle";
-            ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5);
+            ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5, b.cell - 3); // (a long number narrowed to its cell)
           }
         }
       }

@@ -1,5 +1,6 @@
 // What the page says in words: the focused row's strongest reads, and, when rounding could make
 // the page's numbers differ from Python's, that it can't show them exactly and why.
+import { format } from "d3-format";
 import * as A from "../attention.js";
 import { el, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
 
@@ -28,10 +29,13 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
   const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));
   order.sort((a, b) => row[b] - row[a]);
+  // weights to three decimals, or, where the largest is below 0.01 (a long row's), two significant figures of it
+  const largest = row[order[0]] ?? 0,
+    weight = largest > 0 && largest < 0.01 ? format(`.${1 - Math.floor(Math.log10(largest))}f`) : fmt3;
   const top = order
     .slice(0, 6)
     .map((j) =>
-      el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : fmt3(row[j])}`),
+      el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
   const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];

@@ -3,6 +3,7 @@
 // its own; the numbers come in as values, or as functions where they are computed only if drawn.
 
 import { rgb } from "d3-color";
+import { format } from "d3-format";
 import { scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
 import { signedColours, weightColours } from "../colours.js";
@@ -129,6 +130,10 @@ export function captionOf({
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
   return notes.join(" ");
 }
+
+/** Weights written to two significant figures of the scale's top, and never fewer than two decimals:
+ * a long row's weights near 1/197 read 0.0051, not 0.01, alike in the cells and the legend. */
+const figuresTo = (top) => (top > 0 && top < 0.1 ? format(`.${1 - Math.floor(Math.log10(top))}f`) : fmt2);
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
@@ -390,13 +395,14 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         if (stretch) top = view.topWeight();
       }
       const color = weightColours(view.pal, top),
+        figures = figuresTo(top),
         row = W ? (i) => W.subarray(i * m, (i + 1) * m) : view.weightRow; // (the matrix's own rows, when it is at hand)
       const spec = {
         ...grid(view),
         ...masking(view),
         value: W ? (i, j) => W[i * m + j] : (i, j) => row(i)[j],
         color,
-        text: fmt2,
+        text: figures,
         cell: view.cell,
         key: W,
         data: W,
@@ -412,7 +418,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       };
       if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
       weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : null });
-      legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${fmt3(top)})` : "weight", color, 0, top);
+      legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${figures(top)})` : "weight", color, 0, top, figures);
     },
     blend(view) {
       draw.weights(view);

@@ -4,6 +4,7 @@ labels stand apart, and a grid of small weights writes enough figures to tell th
 import itertools
 import pathlib
 
+import numpy as np
 import pytest
 
 from attnwidget import AttentionWidget
@@ -136,5 +137,61 @@ def test_the_query_dials_labels_stand_apart_each_by_its_own_arrow(browser, tmp_p
             arrows, named = page.locator(".aw-dial line.aw-key").count(), sum(label["key"] for label in got["labels"])
             assert named == arrows if arrows <= 8 else named >= 8, where
         assert errors == []
+    finally:
+        page.context.close()
+
+
+# every text drawn on a canvas, by the canvas's classes: what the reader sees in a grid's cells
+RECORD_CANVAS_TEXT = """(() => {
+  window.__drawn = [];
+  const fillText = CanvasRenderingContext2D.prototype.fillText;
+  CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+    window.__drawn.push([this.canvas.className, String(text)]);
+    return fillText.call(this, text, ...rest);
+  };
+})()"""
+
+
+def test_a_long_rows_small_weights_are_written_with_figures_enough(browser, tmp_path):
+    """A ViT's 197 tokens: each weight near 1/197. The detail grid's cells, the colour bar's ends and
+    its title write them to the same two significant figures of the largest, not "0.00" and "0.01"."""
+    tf = pytest.importorskip("transformers")
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    from test_vision_browser import vit_widget
+
+    w = vit_widget(tf, side=224, patch=16, hidden=64)
+    w.stage = "weights"
+    path = tmp_path / "vit.html"
+    w.to_html(path, theme="light")
+    page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.add_init_script(RECORD_CANVAS_TEXT)
+        page.goto(path.as_uri())
+        page.wait_for_function(f"{ROOT}.ready()")
+        page.evaluate("window.__drawn = []")
+        page.evaluate(f"{ROOT}.model.set('focus', 3)")  # a redraw, recorded
+        page.wait_for_function(f"{ROOT}.ready() && window.__drawn.length > 0")
+        drawn = [t for cls, t in page.evaluate("window.__drawn") if "aw-detail" in cls]
+        cells = [t for t in drawn if t.replace(".", "", 1).isdigit()]
+        assert len(cells) >= 16 * 16, drawn[:20]  # the window's cells, with their Σ row and eff. columns
+        weights = np.asarray(page.evaluate(f"Array.from({ROOT}.numbers().weights)")).reshape(197, 197)
+        top = weights.max()
+        decimals = max(2, 1 - int(np.floor(np.log10(top))))
+        assert top < 0.05 and decimals >= 3
+        window = weights[:16, :16]  # rows 0–15, columns 0–15: the detail's window
+        written = {t for t in cells if len(t.split(".")[1]) == decimals}  # (the grid may draw more than once)
+        assert written == {f"{v:.{decimals}f}" for v in window.ravel()}, sorted(written)
+        assert len(written) > 1  # they tell the weights apart
+        # the colour bar's ends and its title say the largest as the cells do
+        legend = page.locator(".aw-panel:not([hidden]) .aw-legend").last.inner_text()
+        largest = f"{top:.{decimals}f}"
+        assert f"colour stretched to the largest, {largest})" in legend and legend.rstrip().endswith(largest), legend
+        # and the row in words: two figures of its largest (the focused row's own, below 0.01)
+        row = weights[3]
+        places = 1 - int(np.floor(np.log10(row.max())))
+        read = page.locator(".aw-read").all_inner_texts()
+        assert read and all(len(t.split()[-1].split(".")[1]) == places for t in read), read
+        assert read[0].split()[-1] == f"{row.max():.{places}f}", read
     finally:
         page.context.close()
