@@ -1,4 +1,4 @@
-"""TransformerLens's TransformerBridge (TransformerLens 3.x, the successor of the deprecated
+"""TransformerLens's TransformerBridge (TransformerLens 3 and 4, the successor of the
 HookedTransformer) read by from_transformer_lens: each layer's Q, K and V at the bridge's own hooks
 give, with the causal rule and scale read from the model, the attention weights the Hugging Face
 model computes itself.
@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 import pytest
-from test_effects import by_hand
-from test_integrations import TEXT, gpt2_tokenizer, hooked, tf  # (fixtures too)
+from test_effects import by_hand, gradient_times_activation
+from test_integrations import TEXT, gpt2_tokenizer, has_hooked, hooked, tf  # (fixtures too)
 from test_weights import heads_of
 
 import attnwidget
@@ -209,6 +209,32 @@ def test_a_bridges_heads_have_effects_as_the_model_has(bridge_cls, tf, gpt2_toke
     np.testing.assert_allclose(w.head_effects(), want, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_bridges_estimate_is_the_models_gradient_times_activation_inside_inference_mode_too(
+    bridge_cls, tf, gpt2_tokenizer, kind
+):
+    import torch
+
+    bridge, reference = bridged(bridge_cls, tf, gpt2_tokenizer, kind)
+    w = AttentionWidget.from_transformer_lens(bridge, TEXT)
+    ids = bridge.to_tokens(TEXT, truncate=False)[0].tolist()
+    for mode in ("zero", "mean"):
+        want = gradient_times_activation(reference, ids, mode)
+        assert np.abs(want).max() > 1e-2
+        np.testing.assert_allclose(w.head_effects(mode, "attribution"), want, atol=1e-5, rtol=0)
+        with torch.inference_mode():
+            np.testing.assert_allclose(w.head_effects(mode, "attribution"), want, atol=1e-5, rtol=0)
+    assert all(p.grad is None for p in bridge.parameters())
+
+
+def test_an_encoders_bridge_has_no_next_token(bridge_cls, tf, wordpiece):
+    bridge, _ = bridged(bridge_cls, tf, wordpiece, "bert")
+    w = AttentionWidget.from_transformer_lens(bridge, TEXT)
+    for method in ("exact", "attribution"):
+        with pytest.raises(ValueError, match="both directions.*no next token"):
+            w.head_effects(method=method)
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama", "gpt_neox"])
 def test_a_bridges_cache_is_read_without_running_it_again(bridge_cls, tf, gpt2_tokenizer, kind):
     import torch
@@ -293,9 +319,10 @@ def test_a_bridge_whose_attention_is_not_q_k_and_a_causal_mask_is_refused(bridge
 
 def test_from_transformer_lens_names_both_models_it_takes(bridge_cls, tf, gpt2_tokenizer):
     model = configs(tf, gpt2_tokenizer)["gpt2"]
-    for wrong in (object(), model[0](model[1])):  # (a Hugging Face model is not one)
-        with pytest.raises(NotImplementedError, match="TransformerBridge or a HookedTransformer, got"):
-            from_transformer_lens(wrong, TEXT)
-    # the deprecated HookedTransformer is still read as before
     tl = pytest.importorskip("transformer_lens")
-    assert from_transformer_lens(hooked(tl, gpt2_tokenizer, "gpt2-like"), TEXT).tokens == GPT2_TOKENS
+    takes = "TransformerBridge or a HookedTransformer, got" if has_hooked(tl) else "TransformerBridge, got"
+    for wrong in (object(), model[0](model[1])):  # (a Hugging Face model is not one)
+        with pytest.raises(NotImplementedError, match=takes):
+            from_transformer_lens(wrong, TEXT)
+    if has_hooked(tl):  # TransformerLens 2 and 3's HookedTransformer (4 removed it) is still read as before
+        assert from_transformer_lens(hooked(tl, gpt2_tokenizer, "gpt2-like"), TEXT).tokens == GPT2_TOKENS

@@ -169,6 +169,7 @@ def test_a_transformer_lens_models_estimate_is_gradient_times_its_hook_z(gpt2_to
     def keep(z, hook):
         z.retain_grad()
         seen.append(z)
+        return z  # (a bridge goes on with what its hook returns)
 
     with torch.enable_grad():
         logits = model.run_with_hooks(tokens, return_type="logits", fwd_hooks=[(lambda n: n.endswith("hook_z"), keep)])

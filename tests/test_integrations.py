@@ -5,6 +5,7 @@ and tiny randomly initialised configs; nothing is downloaded. Tests that need to
 transformers or transformer_lens skip when those are absent.
 """
 
+import importlib
 import json
 import subprocess
 import sys
@@ -400,8 +401,18 @@ def test_token_ids_outside_the_vocabulary_are_refused(tf, gpt2_tokenizer, minilm
 # --- TransformerLens ----------------------------------------------------------------
 
 
+def has_hooked(tl) -> bool:
+    """Whether this TransformerLens has HookedTransformer (TransformerLens 4 removed it, and asking for it raises
+    ImportError)."""
+    try:
+        return tl.HookedTransformer is not None
+    except (ImportError, AttributeError):
+        return False
+
+
 def hooked(tl, tokenizer, kind, **config):
-    """A tiny random HookedTransformer of one of three kinds; ``config`` overrides."""
+    """A tiny random HookedTransformer of one of three kinds; ``config`` overrides. TransformerLens 4, which removed
+    it, builds the same model as a bridge of its own native model (TransformerBridge.boot_native, its successor)."""
     extra = {
         "gpt2-like": dict(normalization_type="LN", positional_embedding_type="standard"),
         "rotary-gqa": dict(
@@ -409,23 +420,14 @@ def hooked(tl, tokenizer, kind, **config):
         ),
         "bidirectional": dict(normalization_type="LN", attention_dir="bidirectional"),
     }[kind]
-    cfg = tl.HookedTransformerConfig(
-        **{
-            **dict(
-                n_layers=2,
-                d_model=64,
-                d_head=16,
-                n_heads=4,
-                d_mlp=128,
-                n_ctx=64,
-                d_vocab=len(tokenizer),
-                act_fn="gelu",
-                seed=0,
-            ),
-            **extra,
-            **config,
-        }
-    )
+    settings = dict(n_layers=2, d_model=64, d_head=16, n_heads=4, d_mlp=128, n_ctx=64, d_vocab=len(tokenizer))
+    settings = {**settings, "act_fn": "gelu", "seed": 0, **extra, **config}
+    if not has_hooked(tl):
+        from transformer_lens.model_bridge import TransformerBridge
+
+        importlib.import_module("transformer_lens.model_bridge.sources.native")  # (it adds boot_native)
+        return TransformerBridge.boot_native(settings, tokenizer=tokenizer)
+    cfg = tl.HookedTransformerConfig(**settings)
     with warnings.catch_warnings():  # 3.x announces HookedTransformer's removal in 4.0
         warnings.simplefilter("ignore", DeprecationWarning)
         return tl.HookedTransformer(cfg, tokenizer=tokenizer)
@@ -475,7 +477,7 @@ def test_a_transformer_lens_cache_is_read_without_running_the_model_again(gpt2_t
     with pytest.raises(ValueError, match="the cache is of 1 text.s. of 3 tokens, but the text is one of 7 tokens"):
         from_transformer_lens(model, text, other)
     with pytest.raises(
-        ValueError, match=r"the cache has no blocks.0.attn.hook_(rot_)?q .* run_with_cache with no names_filter"
+        ValueError, match=r"the cache has no blocks.0.attn.hook_(rot_)?[qv] .* run_with_cache with no names_filter"
     ):
         from_transformer_lens(model, text, patterns)
 

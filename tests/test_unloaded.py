@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 from test_bridge import configs
-from test_integrations import TEXT, gpt2, gpt2_tokenizer, hooked, tf  # (fixtures too)
+from test_integrations import TEXT, gpt2, gpt2_tokenizer, has_hooked, hooked, tf  # (fixtures too)
 from test_vision import picture, vit, vit_processor
 
 from attnwidget import AttentionWidget
@@ -56,7 +56,7 @@ def test_a_transformer_lens_model_on_the_meta_device_is_refused(tf, gpt2_tokeniz
         )
     assert any(p.is_meta for p in bridge.parameters())
     refused(lambda: from_transformer_lens(bridge, TEXT), "TransformerBridge")
-    if hasattr(tl, "HookedTransformer"):  # (TransformerLens 4 has none)
+    if has_hooked(tl):  # (TransformerLens 4 has none)
         lens = hooked(tl, gpt2_tokenizer, "gpt2-like")
         torch.nn.Module.to(lens, "meta")  # (its own .to moves its config's device too)
         refused(lambda: from_transformer_lens(lens, TEXT), "HookedTransformer")

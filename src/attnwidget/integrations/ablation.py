@@ -94,8 +94,7 @@ def refusal(rerun: Rerun | None, vision: str = "") -> str | None:
     if getattr(config, "model_type", None) == "bloom":
         return (
             f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of "
-            "the GPT-2 or Llama families (or TransformerLens's HookedTransformer, from_transformer_lens) has head "
-            "effects"
+            "the GPT-2 or Llama families (or a TransformerLens bridge of one, from_transformer_lens) has head effects"
         )
     return None
 
@@ -369,7 +368,8 @@ def _agrees(row, clean, best: int) -> bool:
 
 
 def _lens(model, ids: list[int], mode: str, only=None) -> np.ndarray:
-    """A TransformerLens HookedTransformer, ablated at each layer's hook_z (batch × positions × heads × d_head)."""
+    """A TransformerLens model (a TransformerBridge or a HookedTransformer), ablated at each layer's hook_z (batch ×
+    positions × heads × d_head)."""
     import torch
 
     cfg = model.cfg

@@ -1,5 +1,6 @@
 """TransformerLens models: a ``TransformerBridge`` (TransformerLens 3 and later, wrapping a Hugging
-Face model) or the deprecated ``HookedTransformer``.
+Face model; TransformerLens 4's only model) or the ``HookedTransformer`` of TransformerLens 2 and 3
+(deprecated in 3, removed in 4).
 
 The model runs once with hooks on; each layer's queries and keys are read at the last hook before
 the scores are formed (``hook_rot_q``/``hook_rot_k`` for rotary models, else ``hook_q``/``hook_k``)
@@ -40,7 +41,11 @@ def extract(model, text: str, cache=None, ids=None, check_only=False) -> ModelAt
     if bridge is not None and isinstance(model, bridge):
         return _extract_bridge(model, text, cache, ids, check_only)
     if hooked is None or not isinstance(model, hooked):
-        raise NotImplementedError(f"from_transformer_lens takes {ACCEPTED}, got {type(model).__name__}")
+        takes = ACCEPTED if hooked is not None else "a transformer_lens TransformerBridge"  # (4 has no other)
+        raise NotImplementedError(
+            f"from_transformer_lens takes {takes}, got {type(model).__name__}: make one with "
+            "TransformerBridge.boot_transformers(name), or read a Hugging Face model with from_transformers"
+        )
     cfg = model.cfg
     _check_supported(cfg)
     rotary = cfg.positional_embedding_type == "rotary"
@@ -167,8 +172,8 @@ def _check_supported(cfg) -> None:
         )
 
 
-def _check_cache(cache, cfg, names, n: int) -> None:
-    """A run_with_cache cache of this text, holding each layer's queries, keys and values."""
+def _check_cache(cache, cfg, names, n: int, keeps=None) -> None:
+    """A run_with_cache cache of this text, holding each layer's ``names`` (``keeps``: the hooks to say it needs)."""
     missing = [
         f"blocks.{i}.attn.{name}"
         for i in range(cfg.n_layers)
@@ -178,7 +183,7 @@ def _check_cache(cache, cfg, names, n: int) -> None:
     if missing:
         raise ValueError(
             f"the cache has no {missing[0]} ({len(missing)} of the hooks read are missing): run_with_cache with no "
-            f"names_filter, or one that keeps {', '.join(names)}"
+            f"names_filter, or one that keeps {', '.join(keeps or names)}"
         )
     shape = tuple(cache[f"blocks.0.attn.{names[0]}"].shape)
     if shape[0] != 1 or shape[1] != n:
@@ -221,7 +226,7 @@ def _extract_bridge(model, text: str, cache, ids, check_only: bool) -> ModelAtte
     if cache is None:
         seen, checked = _run_bridge(model, tokens, hooks, attentions, terms, rotary, name)
     else:  # the researcher's own run of the model on this text: read and checked, not run again
-        _check_cache(cache, cfg, ("hook_v",), tokens.shape[1])
+        _check_cache(cache, cfg, ("hook_v",), tokens.shape[1], (*hooks, "hook_pattern"))
         seen, checked = _bridge_cache(cache, hooks, attentions, terms, rotary)
 
     layers: list[tuple] = []
@@ -259,7 +264,7 @@ def _extract_bridge(model, text: str, cache, ids, check_only: bool) -> ModelAtte
         softcap=first.softcap,
         architecture=getattr(config, "model_type", None) or cfg.original_architecture or "transformer-bridge",
         model_name=name,
-        position=position_of(config) if config is not None else ("", ""),
+        position=position_of(config) if config is not None else _position(cfg),  # (a native model: its cfg's)
         projections=projections,
     )
 
@@ -305,8 +310,9 @@ def _bridge_terms(model, config, name: str) -> tuple[list, list[_Terms]]:
 
 def _layer_terms(attention, cfg) -> _Terms:
     """The wrapped attention's own ``scaling``, ``attn_logit_softcapping`` and ``is_causal`` (on it or its inner
-    module: BERT's BertSelfAttention); 1/sqrt(d_head) and the bridge's own causal rule where it says nothing."""
-    wrapped = getattr(attention, "original_component", None)
+    module: BERT's BertSelfAttention), or a native model's ``scale``, ``attn_scores_soft_cap`` and ``causal``;
+    1/sqrt(d_head) and the bridge's own causal rule where it says nothing."""
+    wrapped: Any = getattr(attention, "original_component", None)
     modules = list(wrapped.modules()) if isinstance(wrapped, torch.nn.Module) else []
 
     def first(attribute: str, number: bool):
@@ -317,6 +323,9 @@ def _layer_terms(attention, cfg) -> _Terms:
         return None
 
     scale, softcap, causal = first("scaling", True), first("attn_logit_softcapping", True), first("is_causal", False)
+    if type(wrapped).__name__ == "NativeAttention":  # TransformerLens 4's own model (boot_native): it divides by scale
+        cap = wrapped.attn_scores_soft_cap
+        scale, softcap, causal = 1 / wrapped.scale, cap if cap > 0 else None, wrapped.causal
     return _Terms(
         scale=float(cfg.d_head**-0.5 if scale is None else scale),
         softcap=float(softcap) if softcap else None,
@@ -334,10 +343,16 @@ def _qkv(found: dict, attention, rotary: bool) -> tuple[Any, Any, Any] | None:
         q, k = found["hook_rot_q"], found["hook_rot_k"]
     elif rotary:
         rotate = getattr(attention, "_apply_rotary_pos_emb", None)
-        if q is None or k is None or "hook_cos" not in found or "hook_sin" not in found or not callable(rotate):
+        native: Any = getattr(getattr(attention, "original_component", None), "rotary", None)  # (boot_native's)
+        if q is None or k is None:
             return None
-        turned = rotate(q.transpose(1, 2), k.transpose(1, 2), found["hook_cos"], found["hook_sin"])
-        q, k = (t.transpose(1, 2) for t in turned)  # (it takes and gives batch × heads × positions × d_head)
+        if "hook_cos" in found and "hook_sin" in found and callable(rotate):
+            turned = rotate(q.transpose(1, 2), k.transpose(1, 2), found["hook_cos"], found["hook_sin"])
+        elif callable(getattr(native, "apply_rope", None)):  # a native model rotates inside its attention, unhooked
+            turned = native.apply_rope(q.transpose(1, 2), k.transpose(1, 2))
+        else:
+            return None
+        q, k = (t.transpose(1, 2) for t in turned)  # (each takes and gives batch × heads × positions × d_head)
     return None if q is None or k is None or v is None else (q, k, v)
 
 
@@ -372,6 +387,8 @@ def _run_bridge(model, tokens, hooks, attentions, terms: list[_Terms], rotary: b
     layers = range(len(terms))
     fwd = [(f"blocks.{i}.attn.{h}", keep(i, h)) for i in layers for h in hooks]
     fwd += [(f"blocks.{i}.attn.{what}", check(i, what)) for i in layers for what in CHECKS]
+    have = getattr(model, "hook_dict", None)  # (a bridge refuses a name it has not: a native one has no hook_cos)
+    fwd = [(name, hook) for name, hook in fwd if have is None or name in have]
     with _evaluating(model.original_model), _evaluating(model), torch.no_grad():
         model.run_with_hooks(tokens, return_type=None, fwd_hooks=fwd)
     seen: dict[int, tuple[Any, Any, Any]] = {}
