@@ -270,15 +270,30 @@ def test_differential_attention_is_refused_by_name_not_shown_as_twice_the_layers
     assert "eager" not in transformers.AttentionInterface._global_mapping
 
 
+CHANGES = {
+    "mixed": lambda w: w * 0.98 + 0.02 / w.shape[-1],  # a mix of the softmax with a uniform row
+    "tempered": lambda w: torch.softmax(torch.log(w.float().clamp_min(1e-30)) * 1.05, -1).to(w.dtype),  # learnt T
+    "reordered": lambda w: w.roll(1, dims=1),  # heads reordered
+}
+DTYPES = {"float32": None, "float64": "double", "float16": "half", "bfloat16": "bfloat16"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_every_family_reads_in_every_precision_with_no_false_refusal(family, dtype):
+    """The check's bound holds the model's own rounding in each precision: no family is refused for it
+    (a float64 model's softmax runs in float32; half precision adds its products up in float32)."""
+    model = tiny(family)
+    model = getattr(model, DTYPES[dtype])() if DTYPES[dtype] else model
+    ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(1))
+    assert len(capture(model, input_ids=ids)) == BASE["num_hidden_layers"] + (family == "modernbert")
+
+
 @pytest.mark.parametrize(
-    "change",
-    [
-        lambda w: w * 0.98 + 0.02 / w.shape[-1],  # a mix of the softmax with a uniform row
-        lambda w: torch.softmax(torch.log(w.clamp_min(1e-30)) * 1.05, -1),  # a learnt temperature per layer
-        lambda w: w.roll(1, dims=1),  # heads reordered
-    ],
-)
-def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, monkeypatch, tokenizer):
+    ("change", "dtype"),
+    [(c, d) for c in CHANGES for d in ("float32", "float64", "float16") if (c, d) != ("tempered", "float16")],
+)  # (a 5 % temperature on this tiny model's near-uniform rows is below float16's rounding)
+def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, dtype, monkeypatch, tokenizer):
     """Every call is held to the model's own result: a family whose attention function computes
     something other than the softmax of what it was handed is refused, naming it and the layer."""
     from transformers.models.llama import modeling_llama
@@ -289,13 +304,37 @@ def test_a_family_whose_attention_is_not_what_is_caught_is_refused(change, monke
 
     def altered(module, query, key, value, attention_mask, **kwargs):
         _, w = own(module, query, key, value, attention_mask, **kwargs)
-        w = change(w)
+        w = CHANGES[change](w)
         groups = query.shape[1] // key.shape[1]
         return (w @ value.repeat_interleave(groups, dim=1)).transpose(1, 2).contiguous(), w
 
     monkeypatch.setattr(modeling_llama, "eager_attention_forward", altered)
+    model = model_for("llama", tokenizer)
+    model = getattr(model, DTYPES[dtype])() if DTYPES[dtype] else model
     with pytest.raises(NotImplementedError, match=r"LlamaModel \(model_type 'llama'\).*layer 0.*differ"):
-        AttentionWidget.from_transformers(model_for("llama", tokenizer), tokenizer, TEXT)
+        AttentionWidget.from_transformers(model, tokenizer, TEXT)
+
+
+def test_heads_reordered_are_refused_in_bfloat16_too(monkeypatch):
+    """bfloat16's rounding (ε = 2⁻⁷) hides small changes, not a head's weights shown as another's."""
+    from transformers.models.llama import modeling_llama
+
+    own = modeling_llama.eager_attention_forward
+
+    def altered(module, query, key, value, attention_mask, **kwargs):
+        out, w = own(module, query, key, value, attention_mask, **kwargs)
+        return out, w.roll(1, dims=1)
+
+    model = tiny("llama")
+    with torch.no_grad():  # sharper rows than a random model's near-uniform ones: heads that differ
+        for layer in model.layers:
+            layer.self_attn.q_proj.weight *= 8
+            layer.self_attn.k_proj.weight *= 8
+    ids = torch.randint(1, 60, (1, N), generator=torch.Generator().manual_seed(1))
+    capture(model.bfloat16(), input_ids=ids)  # read as it is
+    monkeypatch.setattr(modeling_llama, "eager_attention_forward", altered)
+    with pytest.raises(NotImplementedError, match=r"layer 0.*differ"):
+        capture(model, input_ids=ids)
 
 
 def test_a_family_that_returns_no_weights_is_held_to_its_output(monkeypatch, tokenizer):

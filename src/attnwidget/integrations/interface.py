@@ -153,7 +153,7 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
         own = sys.modules[type(module).__module__].eager_attention_forward
         result = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         output, weights = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
-        check(caught[-1], output, weights, query.dtype, family)
+        check(caught[-1], output, weights, query.dtype, family, (query[0], k[0], v[0]))
         projections.expect(caught[-1], output)
         return result
 
@@ -180,63 +180,77 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     return caught
 
 
-def check(call: Caught, output, weights, dtype, family: str) -> None:
+def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
     """The weights attnwidget shows for ``call`` against what the model's own attention function
     returned for it: its weights, or where it returns none its output (weights × values), within
     the rounding of the model's dtype. Raises NotImplementedError, naming the family and the
-    layer, where they differ: a family read wrong is refused, never shown.
+    layer, where they differ: a family read wrong is refused, never shown. ``qkv``: the call's
+    query, keys and values (heads × tokens × width) as torch tensors on the model's device, where
+    the check then runs; else the call's own arrays, on the CPU.
 
-    The bound: the model's scores carry a rounding error δ of at most its dtype's ε times each
-    score and bias, plus its accumulator's ε times d · scale · Σ|q||k| (the float32 accumulation
-    of half-precision products); a softmax whose inputs move by at most δ moves each weight by at
-    most (e^{2δ} − 1) times itself."""
+    The bound: a score reaches the softmax rounded to ε (its dtype's, or float32's where the
+    softmax runs in float32, as transformers' does) times itself and its bias, plus the
+    accumulator's ε times d · scale · ‖q‖ · ‖k‖ (float32's for half-precision products, added up in
+    float32); the check's own scores, in float32 (float64 for a float64 model), add their own. A
+    softmax whose inputs move by at most δ moves each weight by at most (e^{2δ} − 1) times itself.
+    In half precision the rounding is coarse (bfloat16's ε is 2⁻⁷): a difference smaller than it
+    cannot be told from rounding there."""
     import torch
 
-    eps = torch.finfo(dtype).eps
-    acc = max(eps, torch.finfo(torch.float32).eps) if dtype in (torch.float16, torch.bfloat16) else eps
-    heads, n, d = call.q.shape
-    # heads a chunk at a time: no more than about 2**24 cells of float64 held at once
-    step = max(1, 2**24 // max(1, n * call.k.shape[1]))
+    half = dtype in (torch.float16, torch.bfloat16)
+    f32 = torch.finfo(torch.float32).eps
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    eps = max(torch.finfo(dtype).eps, f32)  # a score as the softmax takes it, and each weight it returns
+    acc = f32 if half else torch.finfo(dtype).eps
+    if half and qkv is not None and qkv[0].is_cuda:  # (cuBLAS may add up half-precision products in half precision)
+        reduced = torch.backends.cuda.matmul
+        if reduced.allow_fp16_reduced_precision_reduction or reduced.allow_bf16_reduced_precision_reduction:
+            acc = torch.finfo(dtype).eps
+    mine = torch.finfo(work).eps
+    q, k, v = qkv if qkv is not None else (torch.from_numpy(a) for a in (call.q, call.k, call.v))
+    q, k, v = (t.detach().to(work) for t in (q, k, v))
+    heads, n, d = q.shape
+    m = k.shape[1]
+    device, scale = q.device, abs(call.scaling)
+    # what the scores of a row can reach: ‖q_i‖ · the longest key (bounds Σ|q||k| for the accumulation's error)
+    reach = (acc + mine) * d * scale * q.norm(dim=-1) * k.norm(dim=-1).amax(-1, keepdim=True)
+    bias = None if call.bias is None else torch.from_numpy(np.ascontiguousarray(call.bias)).to(device, work)
+    closed = None if call.open is None else torch.from_numpy(~call.open).to(device)
+    rows = max(1, 2**22 // max(1, heads * m))  # a block of rows at a time: no n × n held for a long text
     worst = 0.0
-    for h0 in range(0, heads, step):
-        hs = slice(h0, min(heads, h0 + step))
-        q, k = (torch.from_numpy(a[hs]).double() for a in (call.q, call.k))
-        raw = q @ k.transpose(-1, -2) * call.scaling
-        s = raw if call.softcap is None else call.softcap * torch.tanh(raw / call.softcap)
-        bias = None
-        if call.bias is not None:
-            b = call.bias if len(call.bias) == 1 else call.bias[hs]
-            bias = torch.from_numpy(np.ascontiguousarray(b)).double()
-            s = s + bias
-        delta = eps * (s.abs() + (0 if bias is None else bias.abs())) + acc * d * abs(call.scaling) * (
-            q.abs() @ k.abs().transpose(-1, -2)
-        )
-        if call.open is not None:
-            closed = torch.from_numpy(~call.open)
-            s = s.masked_fill(closed, -torch.inf)
-            delta = delta.masked_fill(closed, 0.0)
+    for r0 in range(0, n, rows):
+        at = slice(r0, min(n, r0 + rows))
+        s = q[:, at] @ k.transpose(-1, -2) * call.scaling
+        if call.softcap is not None:
+            s = call.softcap * torch.tanh(s / call.softcap)
+        size = s.abs()
+        if bias is not None:
+            s = s + bias[:, at]
+            size += bias[:, at].abs()
+        delta = (eps + mine) * size.amax(-1) + reach[:, at]  # each row's largest move of a score (closed ones too)
+        if closed is not None:
+            s.masked_fill_(closed[at], -torch.inf)
         ours = torch.softmax(s, -1).nan_to_num(0.0)  # a row that reads nothing: zeros, as the widget's
-        spread = torch.expm1(2 * delta.amax(-1, keepdim=True))  # each weight's relative bound, per row
+        spread = torch.expm1(2 * delta)[..., None]  # each weight's relative bound
         if weights is not None:
-            theirs = weights[0, hs].detach().to("cpu", torch.float64)
-            if theirs.shape != ours.shape:
+            if tuple(weights.shape[1:]) != (heads, n, m):
                 raise NotImplementedError(
                     f"{family}'s attention at layer {call.layer} returns weights of shape {tuple(weights.shape)} "
-                    f"where attnwidget caught queries × keys {tuple(ours.shape[1:])}: a form of attention "
-                    "attnwidget does not read; nothing is shown"
+                    f"where attnwidget caught {heads} heads × {n} queries × {m} keys: a form of attention attnwidget "
+                    "does not read; nothing is shown"
                 )
-            gap = (ours - theirs).abs() - 2 * (spread * torch.maximum(ours, theirs.abs()) + 2 * eps)
+            theirs = weights[0, :, at].detach().to(device, work)
+            gap = (ours - theirs).abs_().sub_(torch.maximum(ours, theirs.abs()).mul_(2 * spread).add_(4 * eps))
         else:  # the output alone: batch × queries × heads × width, as transformers' attention functions give it
-            v = torch.from_numpy(call.v[hs]).double()
-            theirs = output[0].detach().to("cpu", torch.float64).transpose(0, 1)[hs]
-            if theirs.shape != (q.shape[0], n, v.shape[-1]):
+            if tuple(output.shape[1:]) != (n, heads, v.shape[-1]):
                 raise NotImplementedError(
                     f"{family}'s attention at layer {call.layer} returns neither weights nor an output of "
                     "queries × heads × width, so attnwidget cannot check what it caught against it; nothing is shown"
                 )
-            mine = ours @ v
-            room = (spread * ours) @ v.abs() + (acc * n + eps) * (ours @ v.abs())
-            gap = (mine - theirs).abs() - 2 * (room + 2 * eps)
+            theirs = output[0, at].detach().to(device, work).transpose(0, 1)
+            held = ours @ v.abs()
+            room = (spread * ours) @ v.abs() + (acc * m + 2 * eps) * held
+            gap = (ours @ v - theirs).abs() - 2 * (room + 2 * eps * held.amax(-1, keepdim=True))
         worst = max(worst, float(gap.nan_to_num(torch.inf).max()))
     if worst > 0:
         raise NotImplementedError(
