@@ -301,7 +301,7 @@ export const byHead = (s, C) => [...Object.keys(C.layered), ...(s.weights_only ?
 export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
 /** A text may be written one token at a time: the numbers of its first `step` tokens are the prefix's own
  * (your own arrays and the lab's; a model's widget only where the model, or the block shown, reads causally). */
-export const mayWrite = (s) => !s.n_layers || !!s.model_causal;
+export const mayWrite = (s) => !s.n_layers || !s.layer_shown || !!s.model_causal;
 
 /** The text the difference compares text `shown` with: the next of as many tokens (`lengths`: each
  * text's), or a thrown Refused saying why there is none. */

@@ -174,6 +174,11 @@ def test_a_model_that_reads_both_ways_is_not_written_token_by_token():
     assert w.weights.shape == (6, 6)
     with pytest.raises((ValueError, traitlets.TraitError), match="reads both ways"):
         AttentionWidget._from_model(fake_model(causal=False), 0, 0, {"step": 2})
+    # vectors of one's own set on it are the lab's exercise, written token by token as any
+    rng = np.random.default_rng(1)
+    w.set_vectors(tokens=list("abcd"), q=rng.normal(size=(4, 3)), k=rng.normal(size=(4, 3)), v=rng.normal(size=(4, 2)))
+    w.step = 2
+    assert (w.step, w.layer_shown, w.weights.shape) == (2, False, (2, 2))
     # a model that reads causally: each step is its own numbers on that prefix
     g = AttentionWidget._from_model(fake_model(causal=True), 1, 0, {})
     g.step = 3

@@ -68,9 +68,9 @@ def settle_checked(state, change, sources=None, *, page=False):
 
 def may_write(state) -> bool:
     """A text may be written one token at a time: the numbers of its first `step` tokens are the
-    prefix's own (your own arrays and the lab's; a model's widget only where the model, or the
-    block shown, reads causally)."""
-    return not state.get("n_layers") or bool(state.get("model_causal"))
+    prefix's own (your own arrays and the lab's, also set on a model's widget; a model's layers
+    only where the model, or the block shown, reads causally)."""
+    return not state.get("n_layers") or not state.get("layer_shown") or bool(state.get("model_causal"))
 
 
 def other_text(lengths, shown) -> int:
