@@ -319,7 +319,7 @@ function controlsView(model, store, constants, stage) {
     block: get("block") || "",
     // (offered only where Python would write it: a model's widget whose model reads causally)
     generation:
-      get("image") || !mayWrite({ n_layers: get("n_layers"), model_causal: get("model_causal") })
+      get("image") || !mayWrite({ n_layers: get("n_layers"), layer_shown: get("layer_shown"), model_causal: get("model_causal") })
         ? null
         : { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage

@@ -290,3 +290,19 @@ def test_a_models_page_offers_writing_token_by_token_only_where_its_model_reads_
     assert page.evaluate(f"{ROOT}.attnwidget.model.get('step')") == (2 if causal else 6)
     assert not problems, problems
     page.context.close()
+
+
+def test_vectors_of_ones_own_on_an_encoders_page_are_written_token_by_token(browser, tmp_path):
+    """Set on a model that reads both ways, vectors of one's own are the lab's exercise: offered as in Python."""
+    from test_step import fake_model
+
+    w = AttentionWidget._from_model(fake_model(causal=False), 1, 0, {"stage": "weights"})
+    rng = np.random.default_rng(1)
+    w.set_vectors(tokens=list("abcd"), q=rng.normal(size=(4, 3)), k=rng.normal(size=(4, 3)), v=rng.normal(size=(4, 2)))
+    path = tmp_path / "own.html"
+    w.to_html(path)
+    page, problems = open_page(browser, path)
+    wait_for_tokens(page, 4)
+    assert page.locator(".aw-root .aw-gen-control").is_visible()
+    assert not problems, problems
+    page.context.close()
