@@ -59,6 +59,9 @@ export function palette(root) {
 
 export const fmt2 = format(".2f");
 export const fmt3 = format(".3f");
+/** Numbers written to two significant figures of the scale's top, and never fewer than two decimals:
+ * a long row's weights near 1/197 read 0.0051, not 0.01, alike in the cells and the legend. */
+export const figuresTo = (top) => (top > 0 && top < 0.1 ? format(`.${1 - Math.floor(Math.log10(top))}f`) : fmt2);
 export const pct = format(".0%");
 export const fmtE = format(".2~g"); // 1.2e-7, 7.1e+7, 1
 export const fmtG = format(".3~g"); // three figures, not three decimals: ALiBi's slopes run down to 2^(−8)

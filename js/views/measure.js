@@ -4,7 +4,7 @@
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
 import { differenceColours, weightColours } from "../colours.js";
 import { current } from "../requests.js";
-import { el, fill, fmt2, fmt3, legend, short } from "./dom.js";
+import { el, figuresTo, fill, fmt2, fmt3, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 import { createTokenStrip } from "./tokens.js";
 
@@ -228,7 +228,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         focusRow: focus,
         value,
         color,
-        text: fmt2,
+        text: figuresTo(hi), // (small numbers, a long text's, with figures enough to tell apart)
         // closed as the head shown reads (weight × ‖value‖, difference); across layers only the causal rule closes cells
         masked: ["rollout", "flow"].includes(shown.key.measure) ? (i, j) => shown.key.causal && j > i : view.closed,
         maxWidth: Math.min(view.maxWidth, 760),
@@ -236,7 +236,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         ariaLabel: title,
         key: slice, // the cell image's cache: the same numbers exactly while this is the same object
       });
-      legend(legendNode, LABELS[shown.key.measure], color, lo, hi);
+      legend(legendNode, LABELS[shown.key.measure], color, lo, hi, figuresTo(hi));
       contrast.hidden = shown.key.measure !== "norms" || !fresh || !view.weights;
       if (!contrast.hidden) contrast.textContent = contrasted(view, focus, cols, value);
       // arcs from the focused token, as thick as its row's share (a signed difference has none)

@@ -3,7 +3,6 @@
 // its own; the numbers come in as values, or as functions where they are computed only if drawn.
 
 import { rgb } from "d3-color";
-import { format } from "d3-format";
 import { scaleSequential } from "d3-scale";
 import * as A from "../attention.js";
 import { signedColours, weightColours } from "../colours.js";
@@ -13,7 +12,7 @@ import { lookupTable, pack } from "../picture.js";
 import { createBlend } from "./blend.js";
 import { createDetail, extent, follow } from "./detail.js";
 import { createDial } from "./dial.js";
-import { CLOSED, el, fmt2, fmt3, fmtG, legend, short } from "./dom.js";
+import { CLOSED, el, figuresTo, fmt2, fmt3, fmtG, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
@@ -130,10 +129,6 @@ export function captionOf({
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
   return notes.join(" ");
 }
-
-/** Weights written to two significant figures of the scale's top, and never fewer than two decimals:
- * a long row's weights near 1/197 read 0.0051, not 0.01, alike in the cells and the legend. */
-const figuresTo = (top) => (top > 0 && top < 0.1 ? format(`.${1 - Math.floor(Math.log10(top))}f`) : fmt2);
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker

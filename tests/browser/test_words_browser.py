@@ -195,3 +195,31 @@ def test_a_long_rows_small_weights_are_written_with_figures_enough(browser, tmp_
         assert read[0].split()[-1] == f"{row.max():.{places}f}", read
     finally:
         page.context.close()
+
+
+def test_the_measure_panels_small_numbers_are_written_with_figures_enough(browser, tmp_path):
+    """weight × ‖value‖ of short values (‖v‖ near 0.01): the panel's cells and its colour bar write two
+    significant figures of the largest, as the weights grid does, not a grid of "0.00"."""
+    rng = np.random.default_rng(4)
+    n = 6
+    q, k, v = rng.normal(size=(n, 4)), rng.normal(size=(n, 4)), rng.normal(size=(n, 2)) * 0.01
+    w = AttentionWidget(tokens=list("abcdef"), q=q, k=k, v=v, stage="weights", measure="norms")
+    norms = w.norms()[0]
+    top = norms.max()
+    decimals = 1 - int(np.floor(np.log10(top)))
+    assert top < 0.05 and decimals >= 3
+    path = tmp_path / "norms.html"
+    w.to_html(path, theme="light")
+    page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
+    try:
+        page.add_init_script(RECORD_CANVAS_TEXT)
+        page.goto(path.as_uri())
+        page.wait_for_function(f"{ROOT}.ready() && window.__drawn.length > 0")
+        page.locator(".aw-measure .aw-legend").first.wait_for()
+        drawn = {t for _, t in page.evaluate("window.__drawn")}
+        want = {f"{x:.{decimals}f}" for x in norms.ravel()}
+        assert want <= drawn, sorted(want - drawn)[:10]
+        legend = page.locator(".aw-measure .aw-legend").first.inner_text()
+        assert legend.rstrip().endswith(f"{top:.{decimals}f}"), legend
+    finally:
+        page.context.close()
