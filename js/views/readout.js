@@ -1,8 +1,7 @@
 // What the page says in words: the focused row's strongest reads, and, when rounding could make
 // the page's numbers differ from Python's, that it can't show them exactly and why.
-import { format } from "d3-format";
 import * as A from "../attention.js";
-import { el, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
+import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
  * agreement()), or null when they are exact. */
@@ -31,7 +30,7 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
   order.sort((a, b) => row[b] - row[a]);
   // weights to three decimals, or, where the largest is below 0.01 (a long row's), two significant figures of it
   const largest = row[order[0]] ?? 0,
-    weight = largest > 0 && largest < 0.01 ? format(`.${1 - Math.floor(Math.log10(largest))}f`) : fmt3;
+    weight = largest > 0 && largest < 0.01 ? figuresTo(largest) : fmt3;
   const top = order
     .slice(0, 6)
     .map((j) =>

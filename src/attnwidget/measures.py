@@ -18,7 +18,6 @@ from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score, layout_of
 from .maxflow import compiled_flow
 
 # the reasons a widget cannot show a measure, each said once (the difference's are the rules': measure= refuses them)
-TWO_TEXTS = rules.TWO_TEXTS
 NO_VALUES = (
     "weight × ‖value‖ needs each key's value, and this widget has attention weights alone: "
     "pass values= (one vector per key) to from_attentions"
@@ -91,7 +90,7 @@ def check_pair(sources, a, b) -> None:
     """Refuse a pair of texts that difference(a, b) cannot compare, saying why."""
     counts = lengths(sources)
     if len(counts) < 2:
-        raise ValueError(TWO_TEXTS)
+        raise ValueError(rules.TWO_TEXTS)
     if not (rules._is_int(a) and rules._is_int(b) and 0 <= a < len(counts) and 0 <= b < len(counts) and a != b):
         raise ValueError(
             f"a and b must be two different text indexes from 0 to {len(counts) - 1}; got a={a!r}, b={b!r}."
@@ -208,7 +207,7 @@ def difference(inputs: Inputs, every: bool = False) -> tuple[np.ndarray, np.ndar
     return (np.stack(kept) if every else matrix), np.array(most)
 
 
-def available(state: dict, difference: str = TWO_TEXTS) -> dict[str, str]:
+def available(state: dict, difference: str = rules.TWO_TEXTS) -> dict[str, str]:
     """Each measure's name -> "" where a widget in ``state`` (the rules' plain state) can show it,
     else why not (the page's tooltip); ``difference``: why the texts have no difference, or ""."""
     n, layers = rules.rows(state), max(1, state["n_layers"] if state["layer_shown"] else 1)

@@ -14,9 +14,12 @@ pytestmark = pytest.mark.browser
 ROOT = "document.querySelector('.aw-root').attnwidget"
 
 
-def opened(browser, w, path: pathlib.Path, width=1100):
+def opened(browser, w, path: pathlib.Path, width=1100, record=False):
+    """The widget's exported page, ready; ``record``: every text drawn on a canvas kept (RECORD_CANVAS_TEXT)."""
     w.to_html(path, theme="light")
     page = browser.new_context(viewport={"width": width, "height": 1000}, bypass_csp=True).new_page()
+    if record:
+        page.add_init_script(RECORD_CANVAS_TEXT)
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.as_uri())
@@ -162,13 +165,8 @@ def test_a_long_rows_small_weights_are_written_with_figures_enough(browser, tmp_
 
     w = vit_widget(tf, side=224, patch=16, hidden=64)
     w.stage = "weights"
-    path = tmp_path / "vit.html"
-    w.to_html(path, theme="light")
-    page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
+    page, _ = opened(browser, w, tmp_path / "vit.html", record=True)
     try:
-        page.add_init_script(RECORD_CANVAS_TEXT)
-        page.goto(path.as_uri())
-        page.wait_for_function(f"{ROOT}.ready()")
         page.evaluate("window.__drawn = []")
         page.evaluate(f"{ROOT}.model.set('focus', 3)")  # a redraw, recorded
         page.wait_for_function(f"{ROOT}.ready() && window.__drawn.length > 0")
@@ -208,13 +206,9 @@ def test_the_measure_panels_small_numbers_are_written_with_figures_enough(browse
     top = norms.max()
     decimals = 1 - int(np.floor(np.log10(top)))
     assert top < 0.05 and decimals >= 3
-    path = tmp_path / "norms.html"
-    w.to_html(path, theme="light")
-    page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
+    page, _ = opened(browser, w, tmp_path / "norms.html", record=True)
     try:
-        page.add_init_script(RECORD_CANVAS_TEXT)
-        page.goto(path.as_uri())
-        page.wait_for_function(f"{ROOT}.ready() && window.__drawn.length > 0")
+        page.wait_for_function("window.__drawn.length > 0")
         page.locator(".aw-measure .aw-legend").first.wait_for()
         drawn = {t for _, t in page.evaluate("window.__drawn")}
         want = {f"{x:.{decimals}f}" for x in norms.ravel()}
