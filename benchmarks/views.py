@@ -7,7 +7,7 @@ Each view is timed as the Python call the page waits for, on a randomly initiali
 GPT2LMHeadModel of GPT-2 small's shape (12 layers × 12 heads, width 768, 2,048 positions; eager
 attention, float32, CPU; nothing downloaded) reading texts of random words, one token each:
 
-- ``w.rollout()``, and the page's rollout entry (``views.entry("rollout", w._inputs())``, the layer
+- ``w.rollout()``, and the page's rollout entry (``computed_views.entry("rollout", w._inputs())``, the layer
   shown the last: rollout through every layer, as the page asks for it there);
 - ``w.flow()`` (exact: a maximum flow per pair, so texts of a few dozen tokens);
 - ``w.norms()``: its first call for a layer (each sample another layer), and a second call on that
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from run import machine, stats  # noqa: E402  (benchmarks/run.py: the same medians and p95)
 
-from attnwidget import AttentionWidget, views  # noqa: E402
+from attnwidget import AttentionWidget, computed_views  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 LAYERS, HEADS, WIDTH, POSITIONS = 12, 12, 768, 2048
@@ -54,12 +54,12 @@ WORDS = 1000  # the tokenizer's vocabulary: w0 … w999, one token each
 
 VIEWS = {  # name -> what is timed
     "rollout": "w.rollout()",
-    "rollout entry": 'views.entry("rollout", w._inputs()), at the last layer',
+    "rollout entry": 'computed_views.entry("rollout", w._inputs()), at the last layer',
     "flow": "w.flow()",
     "norms, first call": "w.norms(), first call for a layer",
     "norms, again": "w.norms(), again at another temperature (Gram matrices kept)",
     "difference": "w.difference(0, 1), two texts of the same length",
-    "difference entry": 'views.entry("difference", w._inputs()), at the last layer',
+    "difference entry": 'computed_views.entry("difference", w._inputs()), at the last layer',
     "head effects": "w.head_effects()",
 }
 DOUBLING = (
@@ -356,13 +356,13 @@ def time_doubling(run: Run, model, tokenizer, sizes) -> None:
         w.norms()
         run.time("norms, again", n, w.norms, other_temperature)
         w.temperature, w.measure, w.layer = 1.0, "rollout", LAYERS - 1
-        run.time("rollout entry", n, lambda w=w: views.entry("rollout", w._inputs()))
+        run.time("rollout entry", n, lambda w=w: computed_views.entry("rollout", w._inputs()))
         del w
         if not (run.why_not("difference", n) and run.why_not("difference entry", n)):  # (each records its own why)
             pair = widget(run, model, tokenizer, n, list(minimal_pair(n)))
             run.time("difference", n, lambda pair=pair: pair.difference(0, 1))
             pair.measure, pair.layer = "difference", LAYERS - 1
-            run.time("difference entry", n, lambda pair=pair: views.entry("difference", pair._inputs()))
+            run.time("difference entry", n, lambda pair=pair: computed_views.entry("difference", pair._inputs()))
             del pair
 
 

@@ -12,8 +12,9 @@ from test_integrations import minilm, tf  # (fixtures)
 from test_layers import fake_model
 from test_weights import each_head
 
-from attnwidget import AttentionWidget, cores, inputs, maxflow
-from attnwidget.core import allowed_cells, attention_flow, rollout
+from attnwidget import AttentionWidget, inputs, maxflow, threads
+from attnwidget.formulas import allowed_cells
+from attnwidget.mixing import attention_flow, rollout
 
 
 def mixed(w):
@@ -37,7 +38,7 @@ def test_rollout_is_the_product_of_each_layers_mixed_weights_and_its_rows_sum_to
     for layer in w:
         acc = mixed(layer) @ acc
         want.append(acc)
-    with patch.object(cores, "LEAST", split[0]), patch.object(cores, "count", lambda: split[1]):
+    with patch.object(threads, "LEAST", split[0]), patch.object(threads, "count", lambda: split[1]):
         got = rollout(w)
         np.testing.assert_allclose(got, np.array(want), rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-12)
@@ -138,7 +139,7 @@ def test_a_layers_weights_are_each_heads_own_whatever_the_blocks(
     own for each head (core.Attention: one whole matrix), to rounding; to the bit where scores near
     float64's limit. ``reused``: written over another layer's numbers (Inputs.weights' buffer)."""
 
-    from attnwidget.core import Attention
+    from attnwidget.formulas import Attention
 
     kept = inputs.ROWS, inputs.GPUS
     inputs.ROWS, inputs.GPUS = rows, ("cuda", "cpu")
@@ -211,7 +212,7 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
     before = blas()
     if before in ([], [1]):
         pytest.skip("numpy's BLAS has one thread here already")
-    first, second = cores.one_blas_thread(), cores.one_blas_thread()  # two layers, in two threads
+    first, second = threads.one_blas_thread(), threads.one_blas_thread()  # two layers, in two threads
     first.__enter__()
     second.__enter__()
     assert blas() == [1]
@@ -229,7 +230,7 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
         t.start()
     for t in layers:
         t.join(timeout=60)
-    assert blas() == before and cores._INSIDE == 0
+    assert blas() == before and threads._INSIDE == 0
 
 
 def test_a_widget_of_your_own_arrays_computes_its_views_without_importing_torch():

@@ -1,6 +1,6 @@
 """Head scores over a widget's texts (atlas.py, w.head_scores()): each equals a computation written
 here from the weights the widget shows for each text in turn, and the page is sent them as a
-computed view (views.py) keyed to the state they are for."""
+computed view (computed_views.py) keyed to the state they are for."""
 
 from __future__ import annotations
 

@@ -254,7 +254,7 @@ def test_texts_that_fit_are_read_once_and_kept(tf, gpt2_tokenizer, monkeypatch):
 
 
 def test_a_text_read_only_for_scores_gets_its_values_axes_when_shown(tf, gpt2_tokenizer):
-    from attnwidget.core import principal_axes
+    from attnwidget.formulas import principal_axes
 
     w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXTS, layer=1)
     w.head_scores(["sink"])  # texts 1 and 2 read without the blend's axes

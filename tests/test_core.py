@@ -8,7 +8,7 @@ from scipy.spatial import ConvexHull, Delaunay
 from scipy.special import softmax
 
 from attnwidget import attention
-from attnwidget.core import CLOSED, _softmax_rows
+from attnwidget.formulas import CLOSED, _softmax_rows
 
 
 def random_qkv(seed, n=7, dk=5, dv=3):

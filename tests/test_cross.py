@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.core import head_summaries
+from attnwidget.formulas import head_summaries
 from attnwidget.integrations.common import ModelAttention
 
 

@@ -72,7 +72,7 @@ def test_js_matches_numpy_on_random_cases():
 def test_a_score_at_or_below_closed_gives_weight_0_in_the_page_as_in_numpy_at_any_temperature():
     """core.CLOSED (a cell given 0 in weights given as input): closed in js/attention.js as in numpy,
     whatever the temperature; a row of closed cells reads nothing."""
-    from attnwidget.core import CLOSED, _softmax_rows
+    from attnwidget.formulas import CLOSED, _softmax_rows
 
     rng = np.random.default_rng(3)
     cases = []

@@ -6,7 +6,7 @@ import traitlets
 from scipy.spatial import Delaunay
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.core import principal_axes
+from attnwidget.formulas import principal_axes
 from attnwidget.integrations.common import ModelAttention
 
 

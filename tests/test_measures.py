@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from test_across_layers import model_widget
 
 from attnwidget import AttentionWidget, measures
-from attnwidget.core import attention_flow, rollout
+from attnwidget.mixing import attention_flow, rollout
 from attnwidget.widget import _on_page_message
 
 
@@ -241,7 +241,7 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     from unittest.mock import patch
 
     from attnwidget import inputs as inputs_module
-    from attnwidget.core import allowed_cells
+    from attnwidget.formulas import allowed_cells
     from attnwidget.inputs import layout_of
 
     shares, m = [min(p, n) for p in shares], n + extra

@@ -12,7 +12,7 @@ from hypothesis.extra.numpy import arrays
 from test_across_layers import model_widget
 
 from attnwidget import AttentionWidget, qkmap
-from attnwidget.core import _softmax_rows, allowed_cells, scores_of
+from attnwidget.formulas import _softmax_rows, allowed_cells, scores_of
 from attnwidget.widget import _on_page_message
 
 TEXTS = ["the cat sat on the mat", "a dog saw the dog run", "she sat by the river bank"]

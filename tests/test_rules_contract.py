@@ -578,7 +578,7 @@ def test_a_rule_changed_on_one_side_fails_the_contract(js):
 )
 def test_python_and_js_refuse_the_same_overflowing_scores(js, d, heads, size, scale, bias, seed):
     """core.overflow_message and rules.js's overflow(), the numbers' own check both pages run."""
-    from attnwidget.core import overflow_message
+    from attnwidget.formulas import overflow_message
 
     A, rng = Arrays(), np.random.default_rng(seed)
     q, k = A.new((*heads, 3, d)), A.new((*heads, 3, d))

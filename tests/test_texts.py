@@ -365,7 +365,7 @@ def test_the_difference_while_writing_is_of_the_tokens_written_so_far():
 def test_an_exported_page_holds_each_measure_at_every_layer_and_head_it_follows(models, gpt2_tokenizer):
     """The page's layer and head controls go on working on the measures beyond one head: what the
     page carries at each layer and head is what Python computes when the widget is there."""
-    from attnwidget import views
+    from attnwidget import computed_views
     from attnwidget.widget import _on_page_message
 
     w = AttentionWidget.from_transformers(models["gpt2"], gpt2_tokenizer, [SAME[0], SAME[1]], temperature=0.8)
@@ -388,4 +388,6 @@ def test_an_exported_page_holds_each_measure_at_every_layer_and_head_it_follows(
                 want = np.frombuffer(bytes(live["matrix"]["view"]), dtype=np.float32).reshape(live["matrix"]["shape"])
                 at = {"layer": layer, "head": head}
                 np.testing.assert_allclose(got[tuple(at[a] for a in e["every"])], want, rtol=1e-5, atol=1e-7)
-                assert views.current(name, e, w._inputs())  # Python agrees: what the page holds is current here
+                assert computed_views.current(
+                    name, e, w._inputs()
+                )  # Python agrees: what the page holds is current here

@@ -16,7 +16,7 @@ from test_layers import fake_model
 from test_widget import RecordingComm
 
 from attnwidget import AttentionWidget, attention
-from attnwidget.core import principal_axes
+from attnwidget.formulas import principal_axes
 
 
 def snapshot(w):

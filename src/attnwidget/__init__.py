@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .core import Attention, attention
+from .formulas import Attention, attention
 from .widget import AttentionWidget
 
 try:

@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import cores, rules
-from .core import CLOSED, _softmax_rows, allowed_cells, default_scale, scores_of
+from . import rules, threads
+from .formulas import CLOSED, _softmax_rows, allowed_cells, default_scale, scores_of
 from .position import positioned
 
 # What a computed result depends on. The page compares the plain values (its key) with its own
@@ -185,8 +185,9 @@ class Inputs:
                 cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
                 _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1], bounded=bounded)
 
-        if n * m >= cores.LEAST**2:  # each core a head (12 layers at 1,024 tokens: 0.54 s, 0.86 s with BLAS's threads)
-            cores.each(head, range(len(q)))
+        # each core a head (12 layers at 1,024 tokens: 0.54 s, 0.86 s with BLAS's threads)
+        if n * m >= threads.LEAST**2:
+            threads.each(head, range(len(q)))
         else:
             for h in range(len(q)):
                 head(h)

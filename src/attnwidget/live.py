@@ -4,7 +4,7 @@ A model's layer travels one head at a time (the head shown: ``get_state``); the 
 heads it keeps ({"kind": "holding", "view": its name, "layers": [[block, layer, head], ...]}, or
 "layers": null when it closes), and a head every view keeps is not sent again. Everything computed
 across layers, heads or texts comes through one request:
-{"kind": "compute", "view": name}, answered by the widget's ``_answer(name)`` (views.py declares
+{"kind": "compute", "view": name}, answered by the widget's ``_answer(name)`` (computed_computed_views.py declares
 each view).
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextvars
 
 from . import rules
+from .computed_views import VIEWS
 from .sync import WholeChanges
 from .traits import one_head
-from .views import VIEWS
 
 # A model's widget being made: the arrays it is made with are not sent, as they would be whole
 # (they go one head at a time once the widget knows them for a model's layer: get_state)

@@ -1,4 +1,4 @@
-"""Maximum flow through attention's layered graph (attention flow, :func:`attnwidget.core.attention_flow`):
+"""Maximum flow through attention's layered graph (attention flow, :func:`attnwidget.mixing.attention_flow`):
 igraph's compiled routine when igraph is installed (``pip install attnwidget[flow]``), else Dinic's algorithm
 written here. Both are exact, and the tests hold each to networkx's."""
 

@@ -1,7 +1,7 @@
 """Views beyond one head's weights, drawn by the page's panel "Beyond one head": what a head's
 pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and the difference between
 two texts. Each is computed from an :class:`~attnwidget.inputs.Inputs`, a queries × keys matrix
-for the state in its key (views.py declares each one and makes its entry for the page).
+for the state in its key (computed_computed_views.py declares each one and makes its entry for the page).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import math
 
 import numpy as np
 
-from . import cores, rules
-from .core import attention_flow, attention_norms, rollout
+from . import rules, threads
 from .inputs import ACROSS_CROSS, NEAR_LIMIT, Inputs, largest_score, layout_of
 from .maxflow import compiled_flow
+from .mixing import attention_flow, attention_norms, rollout
 
 # the reasons a widget cannot show a measure, each said once (the difference's are the rules': measure= refuses them)
 NO_VALUES = (
@@ -172,7 +172,7 @@ def differences(a: Inputs, b: Inputs, kept=lambda layer: True):
             most = functools.reduce(np.maximum, (largest(part[None])[0] for part in parts), np.float64(-np.inf))
             return np.maximum(most, 0.0) if skipped else most
 
-        yield (d if keep else None), np.array(cores.each(head, range(len(wa))))
+        yield (d if keep else None), np.array(threads.each(head, range(len(wa))))
 
 
 def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
@@ -181,7 +181,7 @@ def every_difference(a: Inputs, b: Inputs) -> np.ndarray:
     out = np.empty(0)
     for at, (wa, wb, skipped) in enumerate(paired(a, b)):
         out = np.zeros((len(a.layers), *wa.shape)) if at == 0 else out
-        cores.each(lambda h: np.subtract(wa[h, skipped:], wb[h, skipped:], out=out[at, h, skipped:]), range(len(wa)))  # noqa: B023
+        threads.each(lambda h: np.subtract(wa[h, skipped:], wb[h, skipped:], out=out[at, h, skipped:]), range(len(wa)))  # noqa: B023
     return out
 
 

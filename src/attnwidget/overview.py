@@ -15,9 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .core import CLOSED, head_summaries, summaries_of_rows
+from .computed_views import VIEWS
+from .formulas import CLOSED, head_summaries, summaries_of_rows
 from .inputs import Inputs, load_torch, tensor
-from .views import VIEWS
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
 

@@ -24,9 +24,9 @@ A layer's q, k, v and value axes are slices of model_q, model_k, model_v and mod
 of one layer after another), so they are not in "state" when ``layer_shown`` is true. A model too
 large for the page's budget holds some of its layers only: then "state" has no stacks, but the
 layer shown, "held_layers" (the layers in "arrays") and the overview of every layer, computed here.
-"state" also has "computed": the other views declared in views.py that the state asks for (head
+"state" also has "computed": the other views declared in computed_views.py that the state asks for (head
 scores, while a summary of theirs colours the overview), and "measure_data": each measure the page
-can show, computed here at the state exported (views.for_page), its matrix in base64 (weight ×
+can show, computed here at the state exported (computed_views.for_page), its matrix in base64 (weight ×
 ‖value‖ of values no projection turns: {"in_page": true}, the page computes it); and
 "head_effects" (layers · heads numbers) when a language model's effects were computed before the
 export (the "effect" summary), with "head_effects_key": the step and text they are of.
@@ -170,7 +170,7 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     holding the layers ``held_layers`` picks; ``own``: the widget's own traits (not anywidget's,
     such as the bundle the page carries already); ``effects``: a language model's head effects,
     as computed (None: none)."""
-    from . import views
+    from . import computed_views
     from .overview import compute
     from .rules import STACK
     from .sources import stacked
@@ -230,12 +230,14 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     state = encoded(widget, {n: getattr(widget, n) for n in names})
     if held_text is not None:
         state["held_texts"] = held_text
-    state["measure_data"] = views.for_page(inputs, _in_base64)  # computed here: the page has no kernel to ask
+    state["measure_data"] = computed_views.for_page(inputs, _in_base64)  # computed here: the page has no kernel to ask
     # the other views the page shows as exported (head scores while a summary of theirs colours the overview)
     state["computed"] = {
-        n: {k: _in_base64(v) for k, v in views.answer(n, inputs).items()}  # (the query–key map's arrays: binary)
-        for n in views.COMPUTED
-        if views.asked(n, inputs.state)
+        n: {
+            k: _in_base64(v) for k, v in computed_views.answer(n, inputs).items()
+        }  # (the query–key map's arrays: binary)
+        for n in computed_views.COMPUTED
+        if computed_views.asked(n, inputs.state)
     } or None
     if effects is not None:  # head_effects as computed: the page cannot run the model
         state["head_effects"] = [float(v) for v in effects.ravel()]

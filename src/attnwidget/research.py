@@ -2,7 +2,7 @@
 ‖value‖, the difference of two texts, head effects and head summaries, and the one request path
 by which the page asks for them (``_answer``). Each is a short delegate: the numbers are computed
 from an :class:`~attnwidget.inputs.Inputs` (the widget's state read once) by measures.py,
-overview.py, core.py and integrations/ablation.py; views.py declares each one for the page.
+overview.py, formulas.py, mixing.py and integrations/ablation.py; computed_views.py declares each one for the page.
 
 A part of :class:`~attnwidget.AttentionWidget`, whose caches (Gram matrices, head effects, the
 overview's background computation) it keeps.
@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, measures, qkmap, views
-from .core import head_grams, head_summaries, head_vectors, rollout
+from . import atlas, computed_views, measures, qkmap
+from .formulas import head_summaries
 from .inputs import Inputs
 from .integrations import ablation
+from .mixing import head_grams, head_vectors, rollout
 from .overview import Background
 from .progress import progress
 
@@ -67,22 +68,24 @@ class Research(_Widget):
     def _answer(self, name: str, begin: bool = True) -> None:
         """The page asks for view ``name`` (live.py): computed unless the answer held is current;
         a large model's overview on a thread (the page asks again until it has it)."""
-        view = views.VIEWS[name]
+        view = computed_views.VIEWS[name]
         if view.held_in == "measure_data":
             if name != self.measure:
                 return
             inputs = self._inputs()
-            if not views.current(name, (self.measure_data or {}).get(name), inputs):
-                self.set_trait("measure_data", {name: views.entry(name, inputs)})
+            if not computed_views.current(name, (self.measure_data or {}).get(name), inputs):
+                self.set_trait("measure_data", {name: computed_views.entry(name, inputs)})
         elif view.held_in == "computed":
             inputs = self._inputs()
-            if views.asked(name, inputs.state) and not views.current(name, (self.computed or {}).get(name), inputs):
-                self.set_trait("computed", {**(self.computed or {}), name: views.answer(name, inputs)})
+            if computed_views.asked(name, inputs.state) and not computed_views.current(
+                name, (self.computed or {}).get(name), inputs
+            ):
+                self.set_trait("computed", {**(self.computed or {}), name: computed_views.answer(name, inputs)})
         elif (
             name == "overview"
             and self.n_layers
             and self.layer_shown
-            and not views.current(name, self.overview, self._inputs())
+            and not computed_views.current(name, self.overview, self._inputs())
         ):
             done = self._overview_now(begin)
             if done is not None:
@@ -100,7 +103,7 @@ class Research(_Widget):
             except Exception as err:  # said once, in the page, instead of computed again at each ask
                 return {
                     "error": f"head effects: {type(err).__name__}: {err}",
-                    "key": views.VIEWS["overview"].key(self._inputs()),
+                    "key": computed_views.VIEWS["overview"].key(self._inputs()),
                 }
         return self._overview.ask(self._inputs(), begin)
 
@@ -131,7 +134,7 @@ class Research(_Widget):
         heads' mean weights + ½ · I (the residual path), rows renormalised, and the rollout up to
         layer l is Â_l · … · Â_0; row i of layer l: how much of each input token reaches token i
         there (each row sums to 1). At the current temperature, causal rule, masks and sink; a
-        widget of your own arrays is one layer of its heads. See :func:`attnwidget.core.rollout`."""
+        widget of your own arrays is one layer of its heads. See :func:`attnwidget.mixing.rollout`."""
         return rollout(self._inputs().across("rollout"))
 
     def flow(self) -> np.ndarray:
@@ -139,7 +142,7 @@ class Research(_Widget):
         input token j to token i at the last layer through the graph of every layer whose
         capacities are the Â of :meth:`rollout`; exact, a maximum flow for each pair, so for a text
         of a few dozen tokens (at 12 layers in about a second with igraph installed: 60 through
-        causal layers, 44 through two-way ones; see :func:`attnwidget.core.attention_flow`):
+        causal layers, 44 through two-way ones; see :func:`attnwidget.mixing.attention_flow`):
         progress is said row by row, and a run estimated past ten seconds warns first."""
         inputs = self._inputs()
         n, layers = inputs.rows, len(inputs.layers)
@@ -354,7 +357,7 @@ class Research(_Widget):
         arrays of layers × heads (one row when the widget has no model layers), computed with
         numpy (torch, in float64, for a model on a GPU) at the current temperature, causal rule,
         mask and ``sink`` (with which no row reads token 0, and ``"first"`` is NaN). Each is a
-        mean over the rows where it exists (see :func:`attnwidget.core.head_summaries`), so a causal model's
+        mean over the rows where it exists (see :func:`attnwidget.formulas.head_summaries`), so a causal model's
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""

@@ -1,6 +1,6 @@
 """The numbers of the head shown, as read-only numpy views that always agree with the traits:
-scores, weights, output, effective tokens and the lab's readouts, computed by core.py for the
-current state (one :class:`~attnwidget.core.Attention`, kept while its inputs are the same
+scores, weights, output, effective tokens and the lab's readouts, computed by formulas.py for the
+current state (one :class:`~attnwidget.formulas.Attention`, kept while its inputs are the same
 objects). A part of :class:`~attnwidget.AttentionWidget`.
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import rules
-from .core import Attention
+from .formulas import Attention
 from .inputs import head_of, reading_mask
 from .position import positioned
 from .position import slopes as slopes_of

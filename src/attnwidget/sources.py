@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import principal_axes
 from .examples import sentence_example
+from .formulas import principal_axes
 from .rules import LAYERED
 from .traits import _kind, own, token_list
 

@@ -14,8 +14,8 @@ import numpy as np
 import traitlets
 
 from . import rules
-from .core import SCORE_LIMIT as ENTRY_LIMIT
-from .core import _as_mask
+from .formulas import SCORE_LIMIT as ENTRY_LIMIT
+from .formulas import _as_mask
 
 
 def _array_to_json(a, widget):

@@ -6,8 +6,8 @@ shown (shown.py), the views across layers, heads and texts and the page's reques
 (live.py). The rules that follow a change live in rules/ (and, the same, in js/rules.js); the trait types
 and codecs in traits.py; the whole-change machinery in sync.py; what a live page gets and asks in
 live.py; what a widget can switch to in sources.py; what every computed view is computed from in
-inputs.py, and the views themselves in views.py; the exported page's data in payload.py; the
-numbers in core.py.
+inputs.py, and the views themselves in computed_views.py; the exported page's data in payload.py; the
+numbers in formulas.py and mixing.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pathlib
 import numpy as np
 import traitlets
 
-from . import rules, views
+from . import computed_views, rules
 from .from_models import FromModels
 from .inputs import Inputs
 from .live import LivePage, _on_page_message  # noqa: F401  (tests speak to the page's handler)
@@ -70,9 +70,11 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
 
     temperature_range = rules.TEMPERATURE_RANGE
     stages = STAGES
-    _constants = traitlets.Dict({**rules.CONSTANTS, "views": views.VIEWS_FOR_PAGE}, read_only=True).tag(sync=True)
+    _constants = traitlets.Dict({**rules.CONSTANTS, "views": computed_views.VIEWS_FOR_PAGE}, read_only=True).tag(
+        sync=True
+    )
     """The names and limits the page's rules need (rules.CONSTANTS), and each computed view's key, sign and trait
-    (views.py): sent from here, so there is no copy to keep in step."""
+    (computed_views.py): sent from here, so there is no copy to keep in step."""
 
     # --- what is computed on ---
     tokens = Tokens().tag(**TEXT_SYNC)
@@ -203,14 +205,14 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
     measures = traitlets.Dict(read_only=True).tag(sync=True)
     """Each measure's name -> "" where this widget can show it, else why not."""
     offered_measures = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
-    """The measures the page offers a button for (views.offered): none for one head of one text, difference only
-    with several texts."""
+    """The measures the page offers a button for (computed_views.offered): none for one head of one text,
+    difference only with several texts."""
     measure_data = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
-    """{measure: its matrix for the page, at the state in its "key"} (views.entry), computed here when the page
+    """{measure: its matrix for the page, at the state in its "key"} (computed_views.entry), computed here when the page
     asks; None until then, and again when the arrays change."""
     computed = traitlets.Dict(None, allow_none=True, read_only=True).tag(sync=True)
-    """{view: its answer for the page, at the state in its "key"} for the other views views.py declares (head_scores),
-    computed here when the page asks; a view's answer is dropped when the state it is for changes."""
+    """{view: its answer for the page, at the state in its "key"} for the other views computed_views.py declares
+    (head_scores), computed here when the page asks; a view's answer is dropped when the state it is for changes."""
     model_name = traitlets.Unicode("", read_only=True).tag(sync=True, to_json=lambda value, widget: visible_text(value))
     """The model's name, for the page's title."""
     position_about = traitlets.Unicode("", read_only=True).tag(sync=True)
@@ -367,17 +369,17 @@ class AttentionWidget(Research, FromModels, Shown, LivePage):
             self._sources.show(after["block"], after["sentence_index"])
             self._text_switched()
         # the views computed here: an answer for the state before is out of date (the page asks again)
-        if values.get("overview") is not None and views.stale("overview", state, after):
+        if values.get("overview") is not None and computed_views.stale("overview", state, after):
             values["overview"] = None
         held = values.get("measure_data") or {}
-        if any(views.stale(name, state, after) for name in held):
+        if any(computed_views.stale(name, state, after) for name in held):
             values["measure_data"] = None
         held = values.get("computed") or {}
-        if any(views.stale(name, state, after) for name in held):
-            values["computed"] = {n: a for n, a in held.items() if not views.stale(n, state, after)} or None
+        if any(computed_views.stale(name, state, after) for name in held):
+            values["computed"] = {n: a for n, a in held.items() if not computed_views.stale(n, state, after)} or None
         values["measures"], values["offered_measures"] = (
-            views.available(Inputs(after, self._sources)),
-            views.offered(after),
+            computed_views.available(Inputs(after, self._sources)),
+            computed_views.offered(after),
         )
         if after["summary"] != state["summary"]:
             self._new_summary(after["summary"], values)

@@ -1,4 +1,4 @@
-"""Head scores over every text (w.head_scores(), a view the kernel computes: views.py) in the page:
+"""Head scores over every text (w.head_scores(), a view the kernel computes: computed_views.py) in the page:
 choosing one in "colour by" asks the kernel through the page's one request path, and the heads
 are coloured with Python's numbers, for the state shown; an exported page carries them."""
 

@@ -8,8 +8,8 @@ from test_across_layers import model_widget
 from test_integrations import gpt2, gpt2_tokenizer, tf  # (fixtures)
 from test_overview_browser import HEADS, LAYERS, N, kernel_model
 
-from attnwidget import AttentionWidget, measures, views
-from attnwidget.core import attention_flow
+from attnwidget import AttentionWidget, computed_views, measures
+from attnwidget.mixing import attention_flow
 
 pytestmark = pytest.mark.browser
 
@@ -117,7 +117,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
 
 def test_in_jupyterlab_a_click_asks_the_kernel_and_the_panel_follows_layer_and_temperature(open_notebook):
     setup = f"""
-{kernel_model(5)}from attnwidget.core import attention_flow
+{kernel_model(5)}from attnwidget.formulas import attention_flow
 import numpy as np
 m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "focus": 6}})
 m
@@ -406,7 +406,7 @@ def test_an_exported_page_computes_weight_times_value_length_itself_at_every_sta
         w.measure = ""
         w.measure = "norms"
         said = w.page_state()["state"]["measure_data"]
-        python = views.entry("norms", w._inputs())["error"]
+        python = computed_views.entry("norms", w._inputs())["error"]
         assert said["norms"] == {"in_page": True} and "too large to draw" in python
         assert page.locator(".aw-measure").get_attribute("data-state") == "error"
         assert page.locator(".aw-measure-status").inner_text() == python

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import _softmax_rows, scores_of
+from ..formulas import _softmax_rows, scores_of
 
 
 @dataclass

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import CLOSED  # the score of a cell given 0: closed at every temperature, whatever the mask or causal rule
+from ..formulas import (
+    CLOSED,  # the score of a cell given 0: closed at every temperature, whatever the mask or causal rule
+)
 from .common import ModelAttention
 
 ROW_SUM = (

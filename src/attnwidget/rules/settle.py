@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..core import overflow_message
+from ..formulas import overflow_message
 from .values import (
     FIELDS,
     GENERATION_IS_CAUSAL,

@@ -15,9 +15,9 @@ from typing import Callable
 import numpy as np
 
 from . import atlas, measures, qkmap, rules
-from .core import rollout
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
+from .mixing import rollout
 
 _OWN = ("q", "k", "v", "x")  # a measure of the layer shown is computed from its arrays
 
