@@ -4,12 +4,34 @@ import { signedColours } from "../colours.js"; // K and V in the colours the que
 import { el, fill, fmt2 } from "./dom.js";
 import { createGrid } from "./grid.js";
 
+/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("../types").Matrix} Matrix */
+/**
+ * @typedef {object} GenerationView
+ * @property {number} written  how many tokens are written (store.written()); 0 when every one is
+ * @property {boolean} cross
+ * @property {() => Matrix} k  the current head's keys, of the tokens written
+ * @property {() => Matrix} v  and its values
+ * @property {(name: "k" | "v") => number} top  their largest |number| over the whole text
+ * @property {string[]} all  every token of the text
+ * @property {boolean} causal
+ * @property {string} stage
+ * @property {string[]} tokens  the tokens written so far
+ * @property {Palette} pal
+ * @property {number} maxWidth
+ */
+/** @typedef {{ node: HTMLElement, update(view: GenerationView): number, destroy(): void }} Generation */
+
+/** @param {number} x */
 const count = (x) => x.toLocaleString("en-US");
+/** @param {number} x  @param {string} word */
 const plural = (x, word) => `${count(x)} ${word}${x === 1 ? "" : "s"}`;
 
 /** createGeneration(parent) -> {node, update(view) -> the tokens shown written (0: none), destroy()};
  *  view = {written (store.written()), cross, k(), v() (the current head's keys and values), top(name) (their largest |number| over the whole text), all (every token), causal,
- *  stage, tokens (written so far), pal, maxWidth}. */
+ *  stage, tokens (written so far), pal, maxWidth}.
+ * @param {HTMLElement} parent
+ * @returns {Generation} */
 export function createGeneration(parent) {
   const head = el("p", { class: "aw-gen-title" });
   const caches = el("div", { class: "aw-gen-caches" });
@@ -25,6 +47,7 @@ export function createGeneration(parent) {
   parent.append(node);
 
   // one bar per way of computing the step, as long as its count of dot products
+  /** @param {string} label  @param {number} value  @param {number} most  @param {string} cls */
   const bar = (label, value, most, cls) =>
     el(
       "div",
@@ -33,6 +56,7 @@ export function createGeneration(parent) {
       el("span", { class: "aw-gen-bar-track" }, el("span", { class: "aw-gen-bar-fill", style: `width: ${Math.max(2, (100 * value) / most).toFixed(1)}%` })),
     );
 
+  /** @type {string[] | null} */
   let writing = null; // the tokens of a text being written, one at a time
 
   return {
@@ -53,11 +77,12 @@ export function createGeneration(parent) {
         `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column, ` +
         "outlined and marked “new”; the columns marked “cached” keep their numbers and their colours, on one scale for the whole text.";
       // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
+      /** @param {Matrix} m  @param {string} title  @param {number} top */
       const matrix = (m, title, top) => {
         return {
           rows: m.cols,
           cols: m.rows,
-          value: (i, j) => m.data[j * m.cols + i],
+          value: (/** @type {number} */ i, /** @type {number} */ j) => m.data[j * m.cols + i],
           color: signedColours(pal, top),
           text: fmt2,
           rowLabels: Array.from({ length: m.cols }, (_, i) => `${i}`),
