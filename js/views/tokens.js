@@ -10,7 +10,27 @@ const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and t
 const CONDENSE = 150; // past this many tokens the strip drops the percentages under each token
 const LINK_H = 56;
 
-/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, keys, focus, row}), destroy()} */
+/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./image.js").Picture} Picture */
+/**
+ * @typedef {object} StripView
+ * @property {string[]} tokens  the tokens that read (the rows)
+ * @property {string[] | null} [keys]  cross-attention: the text read (the columns); null in self-attention
+ * @property {number} focus
+ * @property {number[] | null} row  the focused row's weights, or null for none shown
+ * @property {object | null} [rowKey]  the same object exactly while the row's numbers are (the store's row)
+ * @property {(j: number) => boolean} [closed]  the focused row may not read token j
+ * @property {Palette} pal
+ * @property {number[] | null} [span]  [first, count] of a detail window's columns, kept in view
+ * @property {Picture | null} [image]  a vision model's picture: its patches drawn as tiles
+ */
+/** @typedef {{ node: HTMLElement, list: HTMLElement, update(view: StripView): boolean, destroy(): void }} TokenStrip */
+/** @typedef {{ tokens: string[], keys: string[] | null, focus: number, span: number[] | null, image: Picture | null, condensed: boolean }} Drawn */
+
+/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, keys, focus, row}), destroy()}
+ * @param {HTMLElement} parent
+ * @param {{ onFocus: (i: number) => void }} options
+ * @returns {TokenStrip} */
 export function createTokenStrip(parent, { onFocus }) {
   const arcs = svg("svg", { class: "aw-arcs", height: ARC_H, "aria-hidden": "true" });
   const list = el("div", { class: "aw-tokens", role: "toolbar", "aria-label": "Tokens: click one to focus it" });
@@ -22,22 +42,28 @@ export function createTokenStrip(parent, { onFocus }) {
   const node = el("div", { class: "aw-strip" }, arcs, list, below);
   parent.append(arcNote);
   parent.append(node);
-  let buttons = [],
-    keyItems = [],
-    last = null,
-    arcsFor = null; // what the arcs drawn show: redrawn only when it changes
+  /** @type {HTMLElement[]} */
+  let buttons = [];
+  /** @type {HTMLElement[]} */
+  let keyItems = [];
+  /** @type {Drawn | null} */
+  let last = null;
+  /** @type {{ rowKey: object | null, focus: number, tokens: string[] } | null} */
+  let arcsFor = null; // what the arcs drawn show: redrawn only when it changes
   const resized = new ResizeObserver(() => {
     arcsFor = null;
   }); // a new width moves every token
   resized.observe(list);
 
+  /** @param {KeyboardEvent} ev */
   function onKey(ev) {
     if (!last) return;
-    const step = { ArrowRight: 1, ArrowLeft: -1, Home: -Infinity, End: Infinity }[ev.key];
+    const step = /** @type {Partial<Record<string, number>>} */ ({ ArrowRight: 1, ArrowLeft: -1, Home: -Infinity, End: Infinity })[ev.key];
     if (step === undefined) return;
     ev.preventDefault();
     // step from the button that has the keyboard focus: keys can come faster than redraws
-    const from = Number(ev.target.closest(".aw-token")?.dataset.index ?? last.focus);
+    const chip = /** @type {HTMLElement | null} */ (/** @type {Element} */ (ev.target).closest(".aw-token"));
+    const from = Number(chip?.dataset.index ?? last.focus);
     const n = last.tokens.length;
     const i = Math.max(0, Math.min(n - 1, Number.isFinite(step) ? from + step : step > 0 ? n - 1 : 0));
     onFocus(i);
@@ -45,6 +71,7 @@ export function createTokenStrip(parent, { onFocus }) {
   }
   list.addEventListener("keydown", onKey);
 
+  /** @param {string[]} tokens  @param {Picture | null} image  @param {boolean} condensed */
   function rebuild(tokens, image, condensed) {
     // a text being written grows (or shrinks) at its end: the buttons of the tokens kept stay
     const before = last?.tokens ?? [];
@@ -76,6 +103,7 @@ export function createTokenStrip(parent, { onFocus }) {
     else fill(list, buttons);
   }
 
+  /** @param {string[] | null} keys */
   function rebuildKeys(keys) {
     keyItems = keys
       ? keys.map((t, j) =>
@@ -93,14 +121,16 @@ export function createTokenStrip(parent, { onFocus }) {
     list.setAttribute("aria-label", keys ? "Tokens that read (the rows): click one to focus it" : "Tokens: click one to focus it");
   }
 
-  /** Links from the focused token down to the tokens of the text it reads, as thick as the weight. */
+  /** Links from the focused token down to the tokens of the text it reads, as thick as the weight.
+   * @param {number} focus  @param {number[]} row */
   function drawLinks(focus, row) {
     const strip = node.getBoundingClientRect();
     if (!strip.width) {
       fill(links);
       return false;
     }
-    links.setAttribute("width", Math.max(list.scrollWidth, keyList.scrollWidth));
+    links.setAttribute("width", String(Math.max(list.scrollWidth, keyList.scrollWidth)));
+    /** @param {Element} b */
     const center = (b) => {
       const r = b.getBoundingClientRect();
       return r.left - strip.left + node.scrollLeft + r.width / 2;
@@ -122,6 +152,7 @@ export function createTokenStrip(parent, { onFocus }) {
     return true;
   }
 
+  /** @param {number} focus  @param {number[]} row */
   function drawArcs(focus, row) {
     // Positions in the strip's scrolled content, so arcs scroll with a long strip.
     const strip = node.getBoundingClientRect();
@@ -129,12 +160,14 @@ export function createTokenStrip(parent, { onFocus }) {
       fill(arcs);
       return false;
     } // not laid out (yet): the caller retries
-    arcs.setAttribute("width", list.scrollWidth);
+    arcs.setAttribute("width", String(list.scrollWidth));
+    /** @param {Element} b */
     const center = (b) => {
       const r = b.getBoundingClientRect();
       return r.left - strip.left + node.scrollLeft + r.width / 2;
     };
     const xf = center(buttons[focus]);
+    /** @type {SVGElement[]} */
     const paths = [];
     let shown = row.map((_, j) => j).filter((j) => row[j] >= 0.005);
     if (shown.length > MAX_ARCS) shown = shown.sort((a, b) => row[b] - row[a]).slice(0, MAX_ARCS);
@@ -174,7 +207,7 @@ export function createTokenStrip(parent, { onFocus }) {
         rebuildKeys(keys);
         arcsFor = null;
       }
-      const moved = rebuilt || last.focus !== focus; // (new buttons, tiles among them: every token may have moved)
+      const moved = rebuilt || /** @type {Drawn} */ (last).focus !== focus; // (new buttons, tiles among them: every token may have moved)
       const spanMoved = span && String(span) !== String(last?.span);
       last = { tokens, keys, focus, span, image, condensed };
       node.classList.toggle("aw-condensed", condensed);
@@ -204,7 +237,7 @@ export function createTokenStrip(parent, { onFocus }) {
         const tint = chipTint(pal, w);
         b.style.background = tint;
         b.style.color = inkOn(tint);
-        b.lastChild.textContent = w == null ? "" : `${shares[i]}%`;
+        /** @type {ChildNode} */ (b.lastChild).textContent = w == null ? "" : `${/** @type {number[]} */ (shares)[i]}%`; // (a row: its shares)
         b.title = w == null ? names[i] : shut ? `${tokens[focus]} cannot read ${names[i]}` : `${tokens[focus]} → ${names[i]}: ${w.toFixed(3)}`;
       });
       if (spanMoved && !moved && node.scrollWidth > node.clientWidth) {
