@@ -9,12 +9,54 @@ import { el, fill, fmt2, inkOn, legend } from "./dom.js";
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
 
+/** A head's thumbnail (thumbs.js): its weights as block means, their largest, and its summaries.
+ * @typedef {{ data: ArrayLike<number>, width: number, height: number, max: number, averaged?: boolean, summary: Record<string, number> }} Thumb */
+/**
+ * Every head's thumbnails as the store gives them (store.thumbnails()): a job the page (or its
+ * workers, thumbs.js) computes, one thumbnail at a time, or the kernel's overview (`kernel`), done.
+ * @typedef {{ thumbs: (Thumb | null)[], kernel?: boolean, job: { q: { rows: number, heads: number }, k: { rows: number } } }} Work
+ */
+/** A colour scale from [0, 1] (or [-1, 1], signed) to CSS colours. @typedef {(t: number) => string} Colour */
+/**
+ * What colours the heads in place of the summary: the difference panel's, or an exported page's "effect".
+ * @typedef {{ name: string, label: string, values: number[], signed?: boolean, note?: string }} ColourBy
+ */
+/**
+ * @typedef {object} HeadsOptions
+ * @property {(layer: number, head: number) => void} onPick
+ * @property {() => void} onProgress  asks for a redraw (new pictures, a new order)
+ * @property {(name: string) => void} onSummary
+ * @property {(on: boolean) => void} [onMap]
+ * @property {string[]} [signed]  the summaries measured either way from 0
+ */
+/**
+ * @typedef {object} HeadsView
+ * @property {Work} work
+ * @property {number} [layers]
+ * @property {number} [layer]
+ * @property {number} head
+ * @property {Colour} color
+ * @property {Colour} [signedColor]
+ * @property {number} [width]
+ * @property {string} [summary]
+ * @property {string} [loading]
+ * @property {number[] | null} [held]  the layers an exported page holds, or null for all
+ * @property {ColourBy | null} [colourBy]
+ * @property {string[]} [offered]
+ * @property {string[]} [unavailable]
+ * @property {boolean} [map]
+ * @property {boolean} [mappable]
+ * @property {boolean[] | null} [estimated]
+ */
+/** @typedef {{ node: HTMLElement, update(view: HeadsView): void, destroy(): void }} Heads */
+
 /** createHeads(parent, {onPick(layer, head), onProgress()}) -> {update({work, layers, layer, head, color, width}), destroy()}.
  * One row of thumbnails per layer (a model's), one per head; a click or Enter picks that layer
  * and head, and the arrow keys move between them. Small inputs get their thumbnails at once;
  * long ones from workers (thumbs.js), or where none can run once the page is idle, about 25 ms of
  * work per task, so a drag stays smooth (new work during a drag restarts the wait; a redraw for
  * the same work leaves it running); onProgress asks for a redraw as heads complete. */
+/** @type {[string, string][]} */
 const SUMMARIES = [
   ["", "nothing"],
   ["first", "weight on the first token"],
@@ -32,20 +74,23 @@ const SUMMARIES = [
 // at 0.08 is pale beside one at 0.66; the others (entropy, effective tokens, an effect, a difference) are stretched to
 // the largest head's, and their legend says so
 const BOUNDED = new Set(["first", "self", "previous", "sink", "duplicate", "induction"]);
-const whole = (v) => String(v); // a bounded scale's ends: 0 and 1
+const whole = (/** @type {number} */ v) => String(v); // a bounded scale's ends: 0 and 1
 
 /** A table of signed changes (the heads' effects) written alike: a sign and the decimals the largest size needs, three
  * or (below 0.01) enough for its two first figures; a change too small for them reads −0.0000, not a power of ten. */
-const signedFormat = (top) => format(`+.${top > 0 && top < 0.01 ? Math.min(12, 1 - Math.floor(Math.log10(top))) : 3}f`);
+const signedFormat = (/** @type {number} */ top) => format(`+.${top > 0 && top < 0.01 ? Math.min(12, 1 - Math.floor(Math.log10(top))) : 3}f`);
 
 /** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
- * log-probability), ranked and tinted by size (Python's views.py says which). */
+ * log-probability), ranked and tinted by size (Python's views.py says which).
+ * @param {HTMLElement} parent
+ * @param {HeadsOptions} options
+ * @returns {Heads} */
 export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () => {}, signed: signedNames = [] }) {
   const SIGNED = new Set(signedNames);
   const title = el("span", {});
   const choice = el("select", { class: "aw-summary", "aria-label": "Colour the heads by a summary" });
   // the menu lists the summaries this widget can have, no others (not merely hidden: every browser leaves them out)
-  const options = new Map(SUMMARIES.map(([value, label]) => [value, el("option", { value }, label)]));
+  const options = new Map(SUMMARIES.map(([value, label]) => /** @type {const} */ ([value, el("option", { value }, label)])));
   let listed = "";
   // while the panel's difference colours the heads, the menu says so (and is not a choice), and why beside it
   const byPanel = el("option", { value: "colourBy", hidden: true, disabled: true });
@@ -65,12 +110,16 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
   const list = el("div", { class: "aw-heads-list", role: "grid", "aria-label": "Heads: click one to show it below" });
   const node = el("figure", { class: "aw-figure aw-heads" }, caption, legendNode, list);
   parent.append(node);
+  /** @type {HTMLElement[]} */
   let buttons = [],
-    shape = "",
-    ranked = null; // ranked: the order the heads were last ranked in
-  let current = null,
-    started = null, // the work whose thumbnails are being computed
-    timer = 0,
+    shape = "";
+  /** @type {number[] | null} */
+  let ranked = null; // ranked: the order the heads were last ranked in
+  /** @type {Work | null} */
+  let current = null;
+  /** @type {Work | null} */
+  let started = null; // the work whose thumbnails are being computed
+  let timer = 0,
     frame = 0,
     first = true, // first: the page's first thumbnails, asked for at once
     waiting = true; // until the page's first paint: the buttons take their room, the pictures come after
@@ -86,6 +135,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
   };
   // a whole model's heads go to workers; where none can run, the page does them itself
   const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(current) });
+  /** @param {Work} work */
   const run = (work) => {
     if (work !== current) return;
     const finished = work.thumbs.filter(Boolean).length,
@@ -95,12 +145,13 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
     if (!done) timer = setTimeout(() => run(work), 0);
   };
   // the arrow keys move between cells (one tab stop for the whole grid)
+  /** @param {KeyboardEvent} ev */
   function onKey(ev) {
-    const shown = [...list.querySelectorAll(".aw-head")],
-      at = shown.indexOf(ev.target.closest(".aw-head")); // as laid out
+    const shown = /** @type {HTMLElement[]} */ ([...list.querySelectorAll(".aw-head")]),
+      at = shown.indexOf(/** @type {HTMLElement} */ (/** @type {Element} */ (ev.target).closest(".aw-head"))); // as laid out (none: -1)
     // cells a row: the grid's heads, or as many as the wrapping run fits on its first line
     const per = Number(list.dataset.heads) || shown.filter((b) => b.offsetTop === shown[0]?.offsetTop).length || 1;
-    const step = { ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per }[ev.key];
+    const step = /** @type {Partial<Record<string, number>>} */ ({ ArrowRight: 1, ArrowLeft: -1, ArrowDown: per, ArrowUp: -per })[ev.key];
     if (at < 0 || step === undefined) return;
     ev.preventDefault();
     const next = shown[Math.max(0, Math.min(shown.length - 1, at + step))];
@@ -109,10 +160,12 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
   }
   list.addEventListener("keydown", onKey);
 
+  /** @type {WeakMap<HTMLImageElement, { thumb: Thumb, key: string }>} */
   const shown = new WeakMap(); // image -> the thumbnail it shows, so unchanged ones are not repainted
 
   // Each thumbnail is an <img> of an uncompressed bitmap, not a <canvas>: a model's thousand heads
   // as a thousand canvases cost the compositor a fifth of a second a frame (Chrome's "layerize").
+  /** @param {HTMLImageElement} image  @param {Thumb} thumb  @param {Uint32Array} lut  @param {boolean} scaled */
   function paint(image, thumb, lut, scaled) {
     const { data, width, height, max } = thumb,
       bytes = new ArrayBuffer(HEADER + 4 * data.length),
@@ -187,11 +240,13 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       // a model's grid fits the width: thumbnails shrink (not below SMALLEST) before rows wrap
       const side = layers > 1 ? Math.max(SMALLEST, Math.min(SIZE, Math.floor((width - 70) / per) - 14)) : SIZE;
       // a summary: each head's value, and (strongest first) the heads in its order
+      /** @param {number} p */
       const raw = (p) => (colourBy ? (colourBy.values[p] ?? NaN) : summary && thumbs[p] ? (thumbs[p].summary[summary] ?? NaN) : NaN);
       // a signed summary ranks its most negative first (the heads the next token needs most)
       const signed = colourBy ? !!colourBy.signed : SIGNED.has(summary),
-        value = signed ? (p) => -raw(p) : raw;
+        value = signed ? (/** @type {number} */ p) => -raw(p) : raw;
       // a signed summary (the effect on the next token) only where it is offered or the heads have it
+      /** @param {string} name */
       const has = (name) =>
         name === chosen || (!unavailable.includes(name) && (!SIGNED.has(name) || offered.includes(name) || thumbs.some((t) => t && name in t.summary)));
       const names = SUMMARIES.map(([name]) => name).filter(has);
@@ -202,8 +257,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);
-      if (sorted && thumbs.includes(null)) order = ranked;
-      else if (sorted) order.sort((a, b) => Number.isNaN(value(a)) - Number.isNaN(value(b)) || value(b) - value(a) || a - b);
+      if (sorted && thumbs.includes(null)) order = /** @type {number[]} */ (ranked); // (sorted: ranked before)
+      else if (sorted) order.sort((a, b) => +Number.isNaN(value(a)) - +Number.isNaN(value(b)) || value(b) - value(a) || a - b);
       ranked = sorted ? order : null;
       const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
       if (shape !== arrangement) {
@@ -234,7 +289,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         fill(list, rows);
       }
       byPanel.hidden = colourBy?.name !== "difference"; // the difference panel's colours: not a summary
-      byPanel.textContent = byPanel.hidden ? "" : `${colourBy.label} (the panel's)`;
+      byPanel.textContent = byPanel.hidden ? "" : `${/** @type {ColourBy} */ (colourBy).label} (the panel's)`;
       choice.value = byPanel.hidden ? chosen : "colourBy";
       why.hidden = byPanel.hidden;
       choice.disabled = !byPanel.hidden;
@@ -246,6 +301,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       const bounded = !signed && BOUNDED.has(colourBy ? colourBy.name : summary),
         written = signedFormat(top);
       // a bounded score's colour is its own value's; another's, its share of the largest head's (the legend says which)
+      /** @param {number} v */
       const tintOf = (v) => (signed ? signedColor(top > 0 ? v / top : 0) : color(bounded ? Math.max(0, Math.min(1, v)) : top > 0 ? v / top : 0));
       legendNode.hidden = !summary || !values.length;
       if (!legendNode.hidden) {
@@ -261,14 +317,15 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         const v = value(p),
           shown = summary && !Number.isNaN(v);
         const about = summary === "effect" && estimated?.[p] ? "≈" : ""; // an estimate, not the head ablated
-        b.lastChild.textContent = summary ? (Number.isNaN(v) ? "–" : about + (signed ? written(raw(p)) : fmt2(v))) : "";
+        const text = /** @type {HTMLElement} */ (b.lastChild); // (its value's span)
+        text.textContent = summary ? (Number.isNaN(v) ? "–" : about + (signed ? written(raw(p)) : fmt2(v))) : "";
         b.dataset.value = shown ? String(raw(p)) : "";
         // the value's colour behind the thumbnail: as the weights' (see tintOf), or a signed one's from its neutral 0
         // (purple: the head raises the next token's log-probability, orange: lowers it)
         const tint = shown ? tintOf(raw(p)) : "";
         b.style.background = tint;
         b.style.color = tint && inkOn(tint);
-        b.lastChild.hidden = !summary;
+        text.hidden = !summary;
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
@@ -276,9 +333,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {
-        const image = buttons[p].firstChild,
+        const image = /** @type {HTMLImageElement} */ (buttons[p].firstChild),
           key = `${scaled}|${color(0)}|${color(1)}`; // both ends: a theme changes either
-        if (waiting || !t || (shown.get(image)?.thumb === t && shown.get(image).key === key)) return;
+        if (waiting || !t || (shown.get(image)?.thumb === t && /** @type {{ key: string }} */ (shown.get(image)).key === key)) return;
         lut ??= lookupTable(color, 0, 1, rgb); // the picture's own 256 packed colours
         paint(image, t, lut, scaled);
         shown.set(image, { thumb: t, key });

@@ -247,7 +247,7 @@ export function createImage(parent, { onFocus, onChange }) {
    * @param {ImageView} view  @returns {Shown | null} */
   function chosen(view) {
     const { weights, measure } = view;
-    const names = [weights && "weights", measure?.name].filter(Boolean);
+    const names = /** @type {string[]} */ ([weights && "weights", measure?.name].filter(Boolean));
     const key = names.join();
     if (key !== offeredKey) [offeredKey, prefer] = [key, ""]; // a new measure: its row first
     switcher.hidden = names.length < 2;
