@@ -1,21 +1,74 @@
 // The stage stepper (back, next, and each stage by name) and the log-scale temperature slider.
 import { el, fill, fmtT, short } from "./dom.js";
 
+/** @typedef {import("../state").State} State */
+/**
+ * @typedef {object} ControlsOptions
+ * @property {string[]} stages  Python's, in order
+ * @property {string[]} blockNames  an encoder–decoder model's blocks (rules.BLOCKS)
+ * @property {number[]} range  the slider's [lo, hi] temperatures
+ * @property {(name: string) => void} onStage
+ * @property {(t: number, released: boolean) => void} onTemperature
+ * @property {(on: boolean) => void} onCausal
+ * @property {(on: boolean) => void} onSink
+ * @property {(scheme: "none" | "rope" | "alibi") => void} onPosition
+ * @property {(i: number) => void} onSentence
+ * @property {(i: number) => void} onLayer
+ * @property {(name: string) => void} onBlock
+ * @property {(step: number) => void} onStep
+ * @property {(kind: "png" | "svg") => void} onSave
+ */
+/**
+ * A text written one token at a time: the step, every token (as text), and whether it is still being written (rules.js writing).
+ * @typedef {{ step: number, n: number, tokens: string[], cross: boolean, still: boolean }} Writing
+ */
+/**
+ * @typedef {object} ControlsView
+ * @property {string} stage
+ * @property {number} temperature
+ * @property {boolean} causal
+ * @property {boolean} sink
+ * @property {string[]} sentenceList
+ * @property {number} sentenceIndex
+ * @property {number[] | null} [heldTexts]  the texts an exported page holds, or null for all
+ * @property {number} layers
+ * @property {number} layer
+ * @property {number[] | null} [held]  the layers an exported page holds, or null for all
+ * @property {string} modelName
+ * @property {string} [position]  the page's words for a model's scheme
+ * @property {{ scheme: string, even: boolean } | null} [lab]  where position enters your own arrays' scores
+ * @property {string} [block]
+ * @property {Writing | null} [generation]  offered where Python would write it
+ * @property {string[]} [absent]  stages this widget has not got
+ */
+/** @typedef {{ node: HTMLElement, update(view: ControlsView): void, destroy(): void }} Controls */
+
 // Each stage's name on its button; which stages there are, and their order, come from Python.
+/** @type {Record<string, string>} */
 const LABELS = { tokens: "Tokens", qk: "Query · Key", scores: "Scores", weights: "Weights", blend: "Blend" };
 const STEPS = 1000; // slider resolution along the log axis
 // Round temperatures, for the arrow keys: two significant digits, 0.10 to 9.9.
-const ROUND = [...Array.from({ length: 90 }, (_, i) => (10 + i) / 100), ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10)];
+// (findLastIndex is ES2023, past the checker's library: typed here as the browsers have it)
+const ROUND = /** @type {number[] & { findLastIndex(predicate: (r: number) => boolean): number }} */ ([
+  ...Array.from({ length: 90 }, (_, i) => (10 + i) / 100),
+  ...Array.from({ length: 90 }, (_, i) => (10 + i) / 10),
+]);
 
 /** createControls(parent, {stages: [name], range: [lo, hi], onStage(name), onTemperature(t, released), onCausal(bool),
- *  onSink(bool), onPosition("none" | "rope" | "alibi"), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")}) */
+ *  onSink(bool), onPosition("none" | "rope" | "alibi"), onSentence(i), onLayer(i), onBlock(name), onStep(step), onSave("png" | "svg")})
+ * @param {HTMLElement} parent
+ * @param {ControlsOptions} options
+ * @returns {Controls} */
 export function createControls(
   parent,
   { stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
 ) {
   const [lo, hi] = range.map(Math.log);
+  /** @param {number} p */
   const toT = (p) => Math.exp(lo + (p / STEPS) * (hi - lo));
+  /** @param {number} t */
   const toP = (t) => Math.round(((Math.log(t) - lo) / (hi - lo)) * STEPS);
+  /** @type {string | null} */
   let current = null;
 
   const back = el("button", { type: "button", class: "aw-back", "aria-label": "Previous stage" }, "‹ Back");
@@ -27,8 +80,9 @@ export function createControls(
   back.addEventListener("click", () => step(-1));
   next.addEventListener("click", () => step(1));
   let offered = STAGES.map(([name]) => name); // (attention weights alone have no query/key or scores stage)
+  /** @param {number} by */
   function step(by) {
-    const i = offered.indexOf(current);
+    const i = offered.indexOf(/** @type {string} */ (current)); // (none yet: -1)
     const j = Math.max(0, Math.min(offered.length - 1, i + by));
     if (j !== i) onStage(offered[j]);
   }
@@ -37,6 +91,7 @@ export function createControls(
   // position labelled "T = 1.00" is T = 1 and reproduces the lab's figures exactly.
   // T = 1 (the default, the lab's reference) is a detent: a drag across it stops on it as easily as
   // on 0.20, where the log scale is four times finer (within about 1.6% of 1 is 1).
+  /** @param {number} p */
   const landed = (p) => {
     const t = toT(p);
     return Math.abs(Math.log(t)) <= 0.016 ? 1 : Math.min(range[1], Math.max(range[0], Math.round(t * 100) / 100));
@@ -47,9 +102,9 @@ export function createControls(
   slider.addEventListener("input", () => onTemperature(landed(Number(slider.value)), false));
   slider.addEventListener("change", () => onTemperature(landed(Number(slider.value)), true)); // released
   // Arrow keys step through round values: 0.10, 0.11 … 0.99, then 1.0, 1.1 … 5.0.
-  slider.addEventListener("keydown", (ev) => {
-    const up = { ArrowRight: 1, ArrowUp: 1, PageUp: 10, ArrowLeft: -1, ArrowDown: -1, PageDown: -10 }[ev.key];
-    const end = { Home: ROUND[0], End: ROUND[ROUND.length - 1] }[ev.key];
+  slider.addEventListener("keydown", (/** @type {KeyboardEvent} */ ev) => {
+    const up = /** @type {Record<string, number>} */ ({ ArrowRight: 1, ArrowUp: 1, PageUp: 10, ArrowLeft: -1, ArrowDown: -1, PageDown: -10 })[ev.key];
+    const end = /** @type {Partial<Record<string, number>>} */ ({ Home: ROUND[0], End: ROUND[ROUND.length - 1] })[ev.key];
     if (!up && end == null) return;
     ev.preventDefault();
     let t = end;
@@ -81,7 +136,7 @@ export function createControls(
     el("option", { value: "rope" }, "RoPE"),
     el("option", { value: "alibi" }, "ALiBi"),
   );
-  schemes.addEventListener("change", () => onPosition(schemes.value));
+  schemes.addEventListener("change", () => onPosition(/** @type {"none" | "rope" | "alibi"} */ (schemes.value))); // (its options' values)
   const schemeBox = el(
     "label",
     { class: "aw-position-box", title: "RoPE turns each query and key by its position; ALiBi adds −m·|i − j| to the scores" },
@@ -97,6 +152,7 @@ export function createControls(
   // ("layer" and its menu wrap as one, under a long model name)
   const layerBox = el("label", { class: "aw-layer-box", hidden: true }, modelName, position, el("span", { class: "aw-layer-pick" }, "layer ", layerSelect));
   // an encoder–decoder model's three attentions (their names are Python's: rules.BLOCKS)
+  /** @type {Record<string, [string, string]>} */
   const SAID = {
     encoder: ["encoder", "The encoder: the source text's tokens read each other"],
     decoder: ["decoder", "The decoder: the target's tokens read themselves and the ones before (causal)"],
@@ -113,8 +169,11 @@ export function createControls(
   // Generation: the text written one token at a time (`step`). Offered to a self-attention widget
   // with the causal rule on (a text that reads only backwards is one that can be written), or
   // from a button that turns it on; while writing, first / previous / next token / all.
+  /** @type {{ step: number, n: number }} */
   let steps = { step: 0, n: 0 };
+  /** @param {number} s */
   const go = (s) => onStep(Math.max(1, Math.min(steps.n, s)));
+  /** @param {string} cls  @param {string} label  @param {string} text  @param {() => number} to */
   const genButton = (cls, label, text, to) => {
     const b = el("button", { type: "button", class: cls, "aria-label": label }, text);
     b.addEventListener("click", () => go(to()));
@@ -132,7 +191,9 @@ export function createControls(
   const causalNote = el("span", { class: "aw-gen-causal-note", role: "status", hidden: true });
   let wrote = false;
   const genBox = el("div", { class: "aw-gen-control", role: "group", "aria-label": "Generation", hidden: true }, writeIt, stepper, causalNote);
+  /** @type {string | number} */
   let shownLayers = -1;
+  /** @type {string[] | null} */
   let shownSentences = null;
 
   const node = el(
@@ -184,6 +245,7 @@ export function createControls(
       const g = generation;
       genBox.hidden = !g || g.cross || g.n < 2;
       if (!genBox.hidden) {
+        const g = /** @type {Writing} */ (generation); // (shown: there is one)
         steps = g;
         const writing = g.still || isCausal;
         if (g.still) wrote = true;
@@ -197,13 +259,14 @@ export function createControls(
         first.disabled = previous.disabled = g.step <= 1;
         nextToken.disabled = all.disabled = !g.still;
         // token text is data: set as text, never as markup
+        /** @param {string} t */
         const said = (t) => `“${short(t, 16)}”`;
         where.textContent = !g.still
           ? `all ${g.n} tokens written`
           : `step ${g.step} of ${g.n}: ${said(g.tokens[g.step - 1])} written last · next ${said(g.tokens[g.step])}`;
       }
       blocks.hidden = !block;
-      for (const b of blocks.children) b.setAttribute("aria-pressed", String(b.dataset.block === block));
+      for (const b of /** @type {HTMLCollectionOf<HTMLElement>} */ (blocks.children)) b.setAttribute("aria-pressed", String(b.dataset.block === block));
       sink.checked = isSink;
       sinkBox.hidden = !isSink && layers < 1;
       layerBox.hidden = layers < 1;
@@ -240,7 +303,7 @@ export function createControls(
           sentenceList.map((text, i) => el("button", { type: "button", class: "aw-sentence", "data-index": i, onclick: () => onSentence(i) }, text)),
         );
       }
-      for (const b of sentences.children) {
+      for (const b of /** @type {HTMLCollectionOf<HTMLElement>} */ (sentences.children)) {
         b.setAttribute("aria-pressed", String(Number(b.dataset.index) === sentenceIndex));
         const away = !!heldTexts && !heldTexts.includes(Number(b.dataset.index)); // a text this exported page left out
         b.classList.toggle("aw-sentence-away", away);
@@ -250,8 +313,8 @@ export function createControls(
       offered = STAGES.map(([name]) => name).filter((name) => !absent.includes(name));
       stageButtons.forEach((b) => {
         b.setAttribute("aria-pressed", String(b.dataset.stage === stage));
-        b.hidden = absent.includes(b.dataset.stage);
-        b.firstChild.textContent = String(offered.indexOf(b.dataset.stage) + 1); // numbered as offered
+        b.hidden = absent.includes(/** @type {string} */ (b.dataset.stage));
+        /** @type {ChildNode} */ (b.firstChild).textContent = String(offered.indexOf(/** @type {string} */ (b.dataset.stage)) + 1); // numbered as offered
       });
       back.disabled = stage === offered[0];
       next.disabled = stage === offered[offered.length - 1];
