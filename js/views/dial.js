@@ -14,6 +14,37 @@ const CROWDED = 30; // a key's tip nearer the origin than this is in the crowd t
 const LABEL_GAP = 3; // between two labels, beyond the placer's own pixel
 let instances = 0; // marker ids must be unique in the document
 
+/** @typedef {import("../types").Matrix} Matrix */
+/** @typedef {import("d3-scale").ScaleLinear<number, number>} Linear */
+/** @typedef {ReturnType<typeof place>[number]} Placed */
+/**
+ * Where position enters the lab's scores (store.position()): RoPE turns the queries (given: the head's before the turn), ALiBi's slope.
+ * @typedef {{ scheme: "rope" | "alibi", base: number, slope: number | null, given: Matrix, biased: boolean }} Position
+ */
+/**
+ * @typedef {object} DialView
+ * @property {string[]} tokens
+ * @property {string[]} [keys]  the keys' tokens (the tokens themselves by default)
+ * @property {number} focus
+ * @property {Matrix} q  two numbers a query
+ * @property {Matrix} k  two numbers a key
+ * @property {ArrayLike<number>} scoreRow  the focused row's scores
+ * @property {ArrayLike<number>} weightRow  and its weights
+ * @property {(j: number) => boolean} masked  the focused row may not read key j
+ * @property {number | null} [scale]  the widget's scale, or null: read back from the scores
+ * @property {boolean} [scaleSet]
+ * @property {number | null} [temperature]
+ * @property {Position | null} [position]
+ */
+/** @typedef {{ node: SVGSVGElement | HTMLElement, update(view: DialView): void, destroy(): void }} Dial */
+/**
+ * An arrow from the origin to (x, y), with its label's text and class, the radius of its mark and
+ * the screen angle its label goes first; then where the label went.
+ * @typedef {{ x: number, y: number, r: number, toward: number | null, text: string, cls: string, weight: number | null,
+ *   optional?: boolean, ascent?: number, placed?: Placed | null }} Arrow
+ */
+
+/** @param {number[]} scores  @param {number[]} weights */
 // Are the weights softmax(scores) as they are, with no temperature to divide by?
 function isSoftmax(scores, weights) {
   const top = Math.max(...scores),
@@ -22,15 +53,18 @@ function isSoftmax(scores, weights) {
   return e.every((x, i) => Math.abs(x / sum - weights[i]) < 1e-9);
 }
 
-/** The point of a box nearest (x, y). */
+/** The point of a box nearest (x, y).
+ * @param {number[]} box  @param {number} x  @param {number} y */
 const nearest = (box, x, y) => [Math.min(Math.max(x, box[0]), box[2]), Math.min(Math.max(y, box[1]), box[3])];
 
 /** The turn from the query given to the query turned: an arc about the origin, going the way RoPE turns (anticlockwise
- * on the page for a positive angle; the y axis points down there, so the arc sweeps counter to the screen's angles). */
+ * on the page for a positive angle; the y axis points down there, so the arc sweeps counter to the screen's angles).
+ * @param {number[]} O  @param {number[]} from  @param {number[]} to  @param {number} turns */
 function turnArc(O, from, to, turns) {
   const r = TURN_R,
     start = Math.atan2(from[1] - O[1], from[0] - O[0]),
     end = Math.atan2(to[1] - O[1], to[0] - O[0]);
+  /** @param {number} a */
   const at = (a) => [O[0] + r * Math.cos(a), O[1] + r * Math.sin(a)];
   const sweep = (((start - end) % (2 * Math.PI)) + 2 * Math.PI) % (2 * Math.PI); // how far, the turn's way
   const [x0, y0] = at(start),
@@ -39,7 +73,10 @@ function turnArc(O, from, to, turns) {
   return svg("path", { class: "aw-turn", d: path, "data-turns": turns });
 }
 
-/** createDial(parent, {onQuery([x, y]), onQueryEnd()}) -> {update(state), destroy()} */
+/** createDial(parent, {onQuery([x, y]), onQueryEnd()}) -> {update(state), destroy()}
+ * @param {HTMLElement} parent
+ * @param {{ onQuery: (vector: number[]) => void, onQueryEnd: () => void }} options
+ * @returns {Dial} */
 export function createDial(parent, { onQuery, onQueryEnd }) {
   const plot = svg("svg", { class: "aw-dial", width: SIZE, height: SIZE, viewBox: `0 0 ${SIZE} ${SIZE}`, role: "img" }); // (shrinks with a narrow output)
   const table = el("table", { class: "aw-dial-table" });
@@ -51,24 +88,30 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
     el("figure", { class: "aw-figure" }, el("figcaption", {}, "what the query finds"), table, note),
   );
   parent.append(node);
+  /** @type {Linear | null} */
   let scale = null,
     dragging = false;
   const markerId = `aw-head-${++instances}`;
 
+  /** @param {PointerEvent} ev */
   const toVector = (ev) => {
+    const at = /** @type {Linear} */ (scale); // (dragging: the axes are drawn)
     const r = plot.getBoundingClientRect(),
       k = SIZE / (r.width || SIZE); // the plot's units per screen pixel: it shrinks on a narrow output
-    return [scale.invert((ev.clientX - r.left) * k), -scale.invert((ev.clientY - r.top) * k)];
+    return [at.invert((ev.clientX - r.left) * k), -at.invert((ev.clientY - r.top) * k)];
   };
+  /** @param {PointerEvent} ev */
   function onDown(ev) {
-    if (!ev.target.classList.contains("aw-dial-handle")) return;
+    if (!/** @type {Element} */ (ev.target).classList.contains("aw-dial-handle")) return;
     dragging = true;
     plot.setPointerCapture(ev.pointerId);
     ev.preventDefault();
   }
+  /** @param {PointerEvent} ev */
   function onMove(ev) {
     if (dragging) onQuery(toVector(ev));
   }
+  /** @param {PointerEvent} ev */
   function onUp(ev) {
     if (!dragging) return;
     dragging = false;
@@ -79,10 +122,11 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
   const ends = ["pointerup", "pointercancel", "lostpointercapture"];
   plot.addEventListener("pointerdown", onDown);
   plot.addEventListener("pointermove", onMove);
-  for (const e of ends) plot.addEventListener(e, onUp);
+  for (const e of ends) plot.addEventListener(e, /** @type {EventListener} */ (onUp)); // (pointer events all)
 
   // The scale the scores carry: given, or read back from a score and its dot product.
   let lastScale = Math.SQRT1_2;
+  /** @param {ArrayLike<number>} scoreRow  @param {number[]} dots  @param {number | null | undefined} given */
   const scaleOf = (scoreRow, dots, given) => {
     if (given != null) return given;
     const j = dots.reduce((b, d, i) => (Math.abs(d) > Math.abs(dots[b]) ? i : b), 0);
@@ -108,8 +152,9 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         scale = scaleLinear()
           .domain([-reach * 1.25, reach * 1.25])
           .range([PAD, SIZE - PAD]);
-      const X = (x) => scale(x),
-        Y = (y) => SIZE - scale(y),
+      const at = /** @type {Linear} */ (scale);
+      const X = (/** @type {number} */ x) => at(x),
+        Y = (/** @type {number} */ y) => SIZE - at(y),
         O = [X(0), Y(0)];
       const lines = [
           [PAD, O[1], SIZE - PAD, O[1]],
@@ -117,6 +162,8 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         ],
         marks = [];
       // an arrow from the origin, with a label to go on beyond its tip
+      /** @param {number} x  @param {number} y  @param {string} cls  @param {string} text  @param {number} r  @param {number | null} [weight]
+       * @returns {Arrow} */
       const arrow = (x, y, cls, text, r, weight = null) => {
         const tip = [X(x), Y(y)],
           long = Math.hypot(tip[0] - O[0], tip[1] - O[1]) > 1;
@@ -139,7 +186,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         ...(before ? [before] : []),
         ...keys
           .slice()
-          .sort((a, b) => b.weight - a.weight)
+          .sort((a, b) => /** @type {number} */ (b.weight) - /** @type {number} */ (a.weight)) // (keys': their weights)
           .slice(0, MAX_LABELS)
           .map((a) => Object.assign(a, { optional: true })),
       ];
@@ -153,6 +200,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         if (d < CROWDED) hub = Math.max(hub, d + a.r);
       }
       if (hub) marks.push([O[0] - hub, O[1] - hub, O[0] + hub, O[1] + hub]);
+      /** @param {Arrow} a */
       const inHub = (a) => hub && a.toward != null && Math.abs(a.x - O[0]) < hub && Math.abs(a.y - O[1]) < hub;
       const measure = measurer(plot);
       const spots = labelled.map((a) => {
@@ -160,7 +208,8 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         // (each box a few pixels wider and taller than its text: two labels never read as one line or one phrase)
         const spot = { ...a, ...m, w: m.w + LABEL_GAP, h: m.h + LABEL_GAP };
         if (!inHub(a)) return spot;
-        const [c, s] = [Math.cos(a.toward), Math.sin(a.toward)],
+        const toward = /** @type {number} */ (a.toward); // (in the hub: an arrow with a direction)
+        const [c, s] = [Math.cos(toward), Math.sin(toward)],
           t = (hub + 1) / Math.max(Math.abs(c), Math.abs(s)); // to the square's edge
         return { ...spot, x: O[0] + t * c, y: O[1] + t * s, r: 0 };
       });
@@ -174,8 +223,10 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
       });
 
       // each arrow right before its label; the keys under the query
+      /** @param {Arrow} a */
       const draw = (a) => {
-        const [leader, text] = drawLabel(a.placed, { ...a, cls: `${a.cls}-label` });
+        // (an arrow left unlabelled has no place: nor its label's ascent, then not read)
+        const [leader, text] = drawLabel(a.placed, /** @type {Arrow & { ascent: number }} */ ({ ...a, cls: `${a.cls}-label` }));
         const style = a.weight == null ? null : `stroke-width:${(1 + 5 * a.weight).toFixed(2)}px`;
         return [leader, svg("line", { class: a.cls, x1: O[0], y1: O[1], x2: a.x, y2: a.y, "marker-end": `url(#${markerId})`, style }), text];
       };
@@ -249,7 +300,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
         position?.scheme === "rope"
           ? ` RoPE: every arrow is turned by its token's position × θ (θ = 1 radian for two numbers): ${short(tokens[focus])}'s query ${focus} × θ${degrees < 360 ? ` (${format(".0f")(degrees)}°)` : ""}, each key by its own, so q · k depends on how far apart two tokens are.${rope ? " Dashed: the query before its turn." : ""}`
           : position?.scheme === "alibi"
-            ? ` ALiBi: each score also has −m·|i − j| added, m = ${fmtG(position.slope)}: a token d places away loses m·d.`
+            ? ` ALiBi: each score also has −m·|i − j| added, m = ${fmtG(/** @type {number} */ (position.slope))}: a token d places away loses m·d.`
             : "";
       fill(
         note,
@@ -265,7 +316,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
     destroy() {
       plot.removeEventListener("pointerdown", onDown);
       plot.removeEventListener("pointermove", onMove);
-      for (const e of ends) plot.removeEventListener(e, onUp);
+      for (const e of ends) plot.removeEventListener(e, /** @type {EventListener} */ (onUp));
       node.remove();
     },
   };
