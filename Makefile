@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean docs lint format fuzz compat
+.PHONY: demo test build chromium bench clean docs lint format fuzz compat types
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,14 +62,21 @@ compat: build
 	PYTHONPATH=src .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/test_sync.py tests/test_widget.py tests/test_trust.py \
 	  tests/test_exercise.py tests/test_step.py tests/test_rules_contract.py tests/test_layers.py tests/test_cross.py
 
-# Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc);
-# `make format` rewrites what the format checks refuse.
+# Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc, and
+# tsconfig.json: the page's JavaScript, with JSDoc types, checked strict by TypeScript), and the types
+# made from the state's declaration up to date; `make format` rewrites what the format checks refuse,
+# `make types` the generated types.
 LINTED := src tests benchmarks scripts docs
 lint: node_modules/.package-lock.json $(VENV)/.test-installed
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/python scripts/state_types.py --check
 	$(BIN)/mypy
+	npx tsc -p .
 	npx biome check
+
+types: $(VENV)/.test-installed
+	$(BIN)/python scripts/state_types.py
 
 format: node_modules/.package-lock.json $(VENV)/.test-installed
 	$(BIN)/ruff check --fix $(LINTED)

@@ -45,17 +45,15 @@ nb_ipywidgets_js = {}  # no html-manager from a CDN: the pages load nothing from
 
 
 def _traits_table():
-    """The API page's table of synced traits, from the one-line docstring under each declaration
-    in widget.py: no hand-kept list that could drift from the code."""
-    from sphinx.pycode import ModuleAnalyzer
+    """The API page's table of the widget's state, from its declaration (attnwidget/state.py): no
+    hand-kept list that could drift from the code."""
+    from attnwidget import state
 
-    docs = ModuleAnalyzer.for_module("attnwidget.widget").find_attr_docs()
-    traits = attnwidget.AttentionWidget.class_traits(sync=True)
     rows = ["| trait | set from Python or the page | what it holds |", "| --- | --- | --- |"]
-    for (cls, name), lines in docs.items():
-        if cls == "AttentionWidget" and name in traits and not name.startswith("_"):
-            settable = "read-only" if traits[name].read_only else "yes"
-            rows.append(f"| `{name}` | {settable} | {' '.join(lines).strip().replace('|', '/')} |")
+    for f in state.FIELDS:
+        if f.travel != "kernel":
+            settable = "yes" if f.writable else "read-only"
+            rows.append(f"| `{f.name}` | {settable} | {' '.join(f.doc.split()).replace('|', '/')} |")
     return "\n".join(rows) + "\n"
 
 

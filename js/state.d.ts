@@ -6,7 +6,7 @@ export type ArrayValue = { shape: number[]; dtype: "float32" | "float64"; view: 
 export type MaskValue = { shape: number[]; dtype: "uint8"; view: DataView };
 /** A kernel's answer for the page: plain data, with the state it is for in its key. */
 export type Answer = Record<string, any>;
-/** A view the kernel computes (computed_views.py): its sign, the field that holds its answer, and when it is asked for. */
+/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */
 export type ViewSpec = { signed: boolean; held_in: "computed" | "measure_data" | "overview"; asked_when: { [K in keyof State]?: State[K][] } | null };
 
 /** The names and limits the page's rules need (rules.CONSTANTS), and the computed views. */
@@ -147,7 +147,7 @@ export interface State {
   /** The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name. */
   position_about: string;
   /** A vision model's image as it saw it, to draw under its patches: {"src": a PNG data URL, "rows", "cols": the patch grid, "first": the index of the first patch token, "patch": a patch's side in pixels, "size": [height, width]}; None for other widgets. */
-  image: Answer | null;
+  image: { src: string; rows: number; cols: number; first: number; patch: number; size: [number, number] } | null;
   /** An encoder–decoder model's blocks ("encoder", "decoder", "cross"); empty for other widgets. */
   blocks: string[];
   /** The block shown: one of blocks ("" for other widgets). */

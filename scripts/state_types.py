@@ -50,11 +50,12 @@ def python_types() -> str:
             options.append(f"    {f.name}: {t + ' | None' if f.init_none and not f.nullable else t}")
     return "\n".join(
         [
-            f'"""The widget\'s state as Python types ({NOTICE})."""',
+            f'"""The widget\'s state as Python types\n({NOTICE})."""',
             "",
             "from __future__ import annotations",
             "",
-            "from typing import TYPE_CHECKING, Protocol, Sequence, TypedDict",
+            "from collections.abc import Sequence",
+            "from typing import TYPE_CHECKING, Protocol, TypedDict",
             "",
             "if TYPE_CHECKING:",
             "    import numpy as np",
@@ -107,7 +108,7 @@ def _constant_type(value) -> str:
 
 
 def page_types() -> str:
-    doc = lambda f: "  /** " + " ".join(f.doc.split()).replace("*/", "* /") + " */"  # noqa: E731
+    doc = lambda f: "  /** " + " ".join(f.doc.split()).replace("*/", "* /") + " */"
     held = " | ".join(sorted({json.dumps(v["held_in"]) for v in computed_views.VIEWS_FOR_PAGE.values()}))
     lines = [
         f"// The widget's state as the page holds it ({NOTICE}).",
@@ -118,8 +119,9 @@ def page_types() -> str:
         'export type MaskValue = { shape: number[]; dtype: "uint8"; view: DataView };',
         "/** A kernel's answer for the page: plain data, with the state it is for in its key. */",
         "export type Answer = Record<string, any>;",
-        "/** A view the kernel computes (computed_views.py): its sign, the field that holds its answer, and when it is asked for. */",
-        f"export type ViewSpec = {{ signed: boolean; held_in: {held}; asked_when: {{ [K in keyof State]?: State[K][] }} | null }};",
+        "/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */",
+        f"export type ViewSpec = {{ signed: boolean; held_in: {held}; "
+        "asked_when: { [K in keyof State]?: State[K][] } | null };",
         "",
         "/** The names and limits the page's rules need (rules.CONSTANTS), and the computed views. */",
         "export interface Constants {",

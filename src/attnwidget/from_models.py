@@ -5,15 +5,15 @@ makes the widget of what it read). A part of :class:`~attnwidget.AttentionWidget
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from . import rules
 from .live import OPENING
 from .sources import Sources, opening_step
 
-if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
-    from typing import Any as _Widget
-
+if TYPE_CHECKING:  # a part of AttentionWidget, typed against the interface of its fields and parts
+    from .parts import Widget
+    from .parts import Widget as _Widget
     from .widget import AttentionWidget
 else:
     _Widget = object
@@ -189,7 +189,7 @@ class FromModels(_Widget):
         qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)
         made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
-            w = cls(
+            w: Widget = cast("type[AttentionWidget]", cls)(
                 tokens=found.tokens,
                 key_tokens=first["key_tokens"],
                 q=first["q"],

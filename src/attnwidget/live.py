@@ -4,18 +4,23 @@ A model's layer travels one head at a time (the head shown: ``get_state``); the 
 heads it keeps ({"kind": "holding", "view": its name, "layers": [[block, layer, head], ...]}, or
 "layers": null when it closes), and a head every view keeps is not sent again. Everything computed
 across layers, heads or texts comes through one request:
-{"kind": "compute", "view": name}, answered by the widget's ``_answer(name)`` (computed_computed_views.py declares
+{"kind": "compute", "view": name}, answered by the widget's ``_answer(name)`` (computed_views.py declares
 each view).
 """
 
 from __future__ import annotations
 
 import contextvars
+from typing import TYPE_CHECKING, cast
 
 from . import rules
 from .computed_views import VIEWS
-from .sync import WholeChanges
 from .traits import one_head
+
+if TYPE_CHECKING:  # a part of AttentionWidget, typed against the interface of its fields and parts
+    from .parts import Widget as _Widget
+else:
+    _Widget = object
 
 # A model's widget being made: the arrays it is made with are not sent, as they would be whole
 # (they go one head at a time once the widget knows them for a model's layer: get_state)
@@ -26,10 +31,10 @@ def _on_page_message(widget, content, buffers):
     widget._on_page(content)
 
 
-class LivePage(WholeChanges):
-    """A widget whose live page holds what it shows: the layer shown, one head at a time, and
-    the views it asks for. A subclass gives ``_answer(name)``: the view's answer computed (or
-    begun) unless the one it holds is current."""
+class LivePage(_Widget):
+    """What a widget's live page holds: the layer shown, one head at a time, and the views it asks
+    for (research.py's ``_answer``). Before sync.WholeChanges among the widget's bases: its
+    ``_to_send`` and ``get_state`` are the ones the whole-change machinery calls."""
 
     def __init__(self, **kwargs):
         self._page_holds: dict = {}  # each view's (block, layer, head) whose arrays it keeps: not sent again
@@ -38,9 +43,6 @@ class LivePage(WholeChanges):
         self._raw: tuple | None = None  # whose arrays the page's model holds: the head last sent whole
         super().__init__(**kwargs)
         self.on_msg(_on_page_message)
-
-    def _answer(self, name: str) -> None:
-        """Compute view ``name`` for the state as it stands, unless the answer held is current."""
 
     def _on_page(self, content) -> None:
         """A message from the page (untrusted): which heads it keeps, or a view it asks for."""
@@ -51,7 +53,7 @@ class LivePage(WholeChanges):
             self._page_holds.pop(view, None)  # a view closed
         elif content.get("kind") == "holding" and isinstance(view, str) and isinstance(content["layers"], list):
             if view not in self._page_holds and self.layer_shown:  # a new view: whose arrays the model holds
-                shown = tuple(self.layer_arrays)
+                shown = tuple(cast(list, self.layer_arrays))  # (set with layer_shown)
                 if self._raw != shown:  # another head's (a switch to one every view kept): the head shown, whole
                     self.send_state(["layer_arrays", *(n for n in self._by_head() if getattr(self, n) is not None)])
                     self._raw = shown
@@ -95,11 +97,11 @@ class LivePage(WholeChanges):
     def get_state(self, key=None, drop_defaults=False):
         """The state as a live page gets it: a model's layer one head at a time (the head shown;
         the rest stay here until the page shows them). Exported pages get whole layers."""
-        state = super().get_state(key, drop_defaults=drop_defaults)
+        state = super().get_state(key, drop_defaults=drop_defaults)  # type: ignore[safe-super]  # (sync.WholeChanges')
         if self.layer_shown:
-            h = self.layer_arrays[2]
+            h = cast(list, self.layer_arrays)[2]
             if set(self._by_head()) & set(state):
-                self._raw = tuple(self.layer_arrays)
+                self._raw = tuple(cast(list, self.layer_arrays))
             for name in set(self._by_head()) & set(state):
                 state[name] = one_head(state[name], h)
         return state

@@ -23,8 +23,8 @@ from .mixing import head_grams, head_vectors, rollout
 from .overview import Background
 from .progress import progress
 
-if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
-    from typing import Any as _Widget
+if TYPE_CHECKING:  # a part of AttentionWidget, typed against the interface of its fields and parts
+    from .parts import Widget as _Widget
 
 else:
     _Widget = object

@@ -6,7 +6,7 @@ objects). A part of :class:`~attnwidget.AttentionWidget`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -16,8 +16,8 @@ from .inputs import head_of, reading_mask
 from .position import positioned
 from .position import slopes as slopes_of
 
-if TYPE_CHECKING:  # a part of AttentionWidget: its traits and other parts are there
-    from typing import Any as _Widget
+if TYPE_CHECKING:  # a part of AttentionWidget, typed against the interface of its fields and parts
+    from .parts import Widget as _Widget
 else:
     _Widget = object
 
@@ -82,7 +82,7 @@ class Shown(_Widget):
             )  # float64, as the page computes
             bias = None if self.bias is None else self._head(self.bias)[:n, :m]
             q, k, bias = positioned(q, k, bias, self._position_state())
-            mask = reading_mask(self.mask, self.sink, len(self.tokens), len(self.key_tokens))
+            mask = reading_mask(self.mask, self.sink, len(self.tokens), len(cast(list, self.key_tokens)))
             cached = self._result = (
                 key,
                 Attention(

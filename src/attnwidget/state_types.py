@@ -1,8 +1,10 @@
-"""The widget's state as Python types (generated from src/attnwidget/state.py by scripts/state_types.py: do not edit)."""
+"""The widget's state as Python types
+(generated from src/attnwidget/state.py by scripts/state_types.py: do not edit)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence, TypedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 if TYPE_CHECKING:
     import numpy as np

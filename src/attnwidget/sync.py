@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 
 import anywidget
 import traitlets
@@ -38,7 +39,7 @@ class WholeChanges(anywidget.AnyWidget):
         return names
 
     @contextlib.contextmanager
-    def hold_trait_notifications(self):
+    def hold_trait_notifications(self) -> Iterator[None]:
         """Every change made inside is applied whole or not at all.
 
         Validation runs on the final values together; the widget's own derived state is settled
@@ -51,7 +52,7 @@ class WholeChanges(anywidget.AnyWidget):
             yield
             return
         values = self._trait_values
-        before, changed = dict(values), {}
+        before, changed = dict(values), dict[str, object]()
         with self.hold_sync():
             self.notify_change = lambda change: changed.setdefault(change.name, change.old)
             self._holding = self._cross_validation_lock = True

@@ -9,11 +9,12 @@ buffer each, float32 when that holds them exactly, else float64; text as the pag
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import numpy as np
 import traitlets
 
-from . import rules
+from . import rules, state
 from .formulas import SCORE_LIMIT as ENTRY_LIMIT
 from .formulas import _as_mask
 
@@ -280,3 +281,45 @@ def token_list(tokens, error=TypeError) -> list:
         return list(tokens)
     except TypeError:
         raise error(f"tokens must be a list with one string per token, got {_kind(tokens)}.") from None
+
+
+# --- the traits of the state's declaration (state.py) ---
+
+_SIMPLE = {"count": traitlets.Int, "flag": traitlets.Bool, "text": traitlets.Unicode, "choice": traitlets.Unicode}
+
+
+def trait(f: state.Field) -> traitlets.TraitType:
+    """The trait that holds field ``f``: a page or a user sets a writable one through the rules' checks
+    of its kind (``Checked``) or an array's, token list's or mask's own type; the widget sets the rest."""
+    how: dict[str, Any] = {"read_only": not f.writable, "allow_none": f.nullable, "help": " ".join(f.doc.split())}
+    t: traitlets.TraitType
+    tags: dict[str, Any]
+    default = list(f.default) if isinstance(f.default, tuple) else f.default
+    kept = f.travel == "kept"
+    if f.kind == "array":
+        t, tags = Matrix(heads=f.heads, **how), ARRAY_KEPT if kept else ARRAY_SYNC
+    elif f.kind in ("mask", "masks"):
+        t, tags = Mask(stack=f.kind == "masks", **how), MASK_KEPT if kept else MASK_SYNC
+    elif f.kind == "texts":
+        t, tags = Tokens(default_value=default, **how), TEXT_SYNC
+    elif f.writable:
+        t, tags = Checked(default, **how), {"sync": True}
+    elif f.kind == "counts":
+        t, tags = traitlets.List(traitlets.Int(), default_value=default, **how), {"sync": True}
+    elif f.kind == "answer":
+        t = (
+            traitlets.List(default_value=default, **how)
+            if isinstance(default, list)
+            else traitlets.Dict(default_value=default, **how)
+        )
+        tags = {"sync": True}
+    else:
+        t, tags = _SIMPLE[f.kind](default, **how), {"sync": True}
+        if f.kind == "text":
+            tags = {"sync": True, "to_json": lambda value, widget: visible_text(value)}
+    return t.tag(**tags) if f.travel != "kernel" else t
+
+
+def declared() -> dict[str, traitlets.TraitType]:
+    """Every field's trait, by name: the body of the class that holds the state."""
+    return {f.name: trait(f) for f in state.FIELDS}

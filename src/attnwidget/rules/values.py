@@ -6,17 +6,25 @@ from __future__ import annotations
 import math
 import numbers
 
-STAGES = ("tokens", "qk", "scores", "weights", "blend")
-BLOCKS = ("encoder", "decoder", "cross")
-EXERCISES = ("", "predict", "temperature")
-# the overview's colours: head_summary()'s (the text shown), a causal language model's head_effects() ("effect"),
-# and head_scores()'s over every text ("sink", "duplicate", "entropy", and a model's "induction")
-SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "induction", "entropy")
-MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
+# The fields, their kinds and their choices are the state's declaration (state.py).
+from ..state import (
+    BLOCKS,
+    EXERCISES,
+    FLAGS,
+    INDICES,
+    MEASURES,
+    MODEL_POSITIONS,
+    POSITIONS,
+    READ_ONLY,
+    RULED,
+    STAGES,
+    SUMMARIES,
+    WRITABLE,
+)
+from ..state import FIELDS as DECLARED
+
+FIELDS = RULED  # the state as the rules see it: what a page or a user may set, and what follows from it
 TEMPERATURE_RANGE = (0.1, 5.0)
-# where position enters: the lab's choices, and the schemes a model's widget names (hf.position_of; "": unknown)
-POSITIONS = ("none", "rope", "alibi")
-MODEL_POSITIONS = ("rope", "alibi", "relative", "learned", "sinusoidal", "")
 POSITION_TRAITS = ("position", "rope_base", "alibi_slopes")  # the lab's own: a model's q and k carry its position
 SCALE_LIMIT = 1e10
 GUESS_TOLERANCE = 1e-6
@@ -45,88 +53,11 @@ ROW_TRAITS = (
     "step",
     "exercise",
 )
-ARRAYS = (
-    "q",
-    "k",
-    "v",
-    "x",
-    "mask",
-    "bias",
-    "value_basis",
-    "model_q",
-    "model_k",
-    "model_v",
-    "model_basis",
-    "model_masks",
-    "model_bias",
-)
+ARRAYS = tuple(f.name for f in DECLARED if f.kind in ("array", "mask", "masks"))
 # A layer's own arrays, each a slice (of that layer's heads) of the model's stack of every layer
 LAYERED = {"q": "model_q", "k": "model_k", "v": "model_v", "value_basis": "model_basis"}
 # A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
 STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "model_bias", "n_layers")
-# What a page (or a user) may set; the rest are derived, and a page that sends one is refused.
-WRITABLE = (
-    "tokens",
-    "q",
-    "k",
-    "v",
-    "x",
-    "residual",
-    "mask",
-    "bias",
-    "temperature",
-    "focus",
-    "stage",
-    "causal",
-    "sink",
-    "scale",
-    "softcap",
-    "position",
-    "rope_base",
-    "alibi_slopes",
-    "head",
-    "cell",
-    "sentence_index",
-    "value_axes",
-    "layer",
-    "summary",
-    "measure",
-    "block",
-    "step",
-    "exercise",
-    "guess",
-    "revealed",
-    "goal",
-    "scores_hint",
-    "qk_map",
-)
-READ_ONLY = (
-    "key_tokens",
-    "cross",
-    "sentences",
-    "blocks",
-    "value_basis",
-    "n_layers",
-    "model_q",
-    "model_k",
-    "model_v",
-    "model_basis",
-    "model_masks",
-    "mask_of_layer",
-    "model_bias",
-    "weights_only",
-    "next_token",
-    "reads_model",
-    "layer_shown",
-    "model_name",
-    "position_about",
-    "model_causal",
-    "text_lengths",
-)
-FIELDS = WRITABLE + READ_ONLY
-# The traits of each simple kind: a new one of these kinds is added here and declared in widget.py.
-INDICES = ("focus", "head", "layer", "sentence_index", "step")
-FLAGS = ("causal", "sink", "residual", "revealed", "scores_hint", "qk_map")
 # What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
 _NO_QK = (
     "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
