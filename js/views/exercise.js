@@ -7,22 +7,46 @@
 import * as A from "../attention.js";
 import { CLOSED, el, fill, fmt2, percentages } from "./dom.js";
 
+/** @typedef {import("./dom.js").ClosedWhy} ClosedWhy */
+/**
+ * What the exercise is drawn from: the state, and the focused row's weights and why each key is
+ * closed to it (given while an exercise is on).
+ * @typedef {object} ExerciseView
+ * @property {string} stage
+ * @property {string[]} tokens
+ * @property {string[]} keys
+ * @property {number} focus
+ * @property {ArrayLike<number>} [row]  the focused row's weights
+ * @property {(ClosedWhy | null)[]} [why]  why each key is closed to it (derived.js closedWhy), or null
+ * @property {boolean} cross
+ * @property {string} exercise  "predict", "temperature" or "" for none
+ * @property {number[] | null} guess
+ * @property {boolean} revealed
+ * @property {number} goal
+ */
+/** What update returns: what the page keeps secret until the reveal. @typedef {"row" | "eff" | null} Secret */
+/** @typedef {{ node: HTMLElement, update(view: ExerciseView): Secret, destroy(): void }} Exercise */
+/** @typedef {{ exercise: string, guess: number[] | null, revealed: boolean, row: ArrayLike<number>, open: boolean[], focus: number }} Last */
+
 /** What a closed cell says instead of a bar (why it is closed: derived.js closedWhy). */
 
 /** The guess with entry j set to `value` (0…1) and the other open entries making room so the whole
  * sums to 1. `held`: the entries the learner set before, which keep their values while the others
  * can make room (those share what is left in proportion, equally when they held nothing); only a
  * value larger than what is left takes from the held ones, in proportion. Closed entries stay 0.
- * The entry set takes 1 − the sum of the others, so the sum is 1 in floating point too. */
+ * The entry set takes 1 − the sum of the others, so the sum is 1 in floating point too.
+ * @param {number[]} guess  @param {number} j  @param {number} value  @param {boolean[]} [open]  @param {number[]} [held]
+ * @returns {number[]} */
 export function rebalance(guess, j, value, open = guess.map(() => true), held = []) {
   if (!open[j]) return guess.slice();
   const others = guess.map((_, i) => i).filter((i) => i !== j && open[i]);
   const x = others.length ? Math.min(1, Math.max(0, Number(value) || 0)) : 1;
-  const at = (i) => Math.max(0, guess[i] || 0);
+  const at = (/** @type {number} */ i) => Math.max(0, guess[i] || 0);
   const kept = others.filter((i) => held.includes(i)),
     free = others.filter((i) => !held.includes(i));
   const keptSum = kept.reduce((a, i) => a + at(i), 0);
   // share `total` over `among` in proportion to what they held (equally when they held nothing)
+  /** @param {number[]} among  @param {number} total */
   const share = (among, total) => {
     const had = among.reduce((a, i) => a + at(i), 0);
     for (const i of among) out[i] = had > 0 ? (at(i) * total) / had : total / among.length;
@@ -36,23 +60,27 @@ export function rebalance(guess, j, value, open = guess.map(() => true), held = 
   return out;
 }
 
-/** Equal shares over the open entries: where the bars start, before any guess. */
+/** Equal shares over the open entries: where the bars start, before any guess.
+ * @param {boolean[]} open  @returns {number[]} */
 export function evenGuess(open) {
   const k = open.filter(Boolean).length;
   return open.map((o) => (o && k ? 1 / k : 0));
 }
 
-/** The predict exercise's score, as Python's w.score: 1 − ½·Σ|guess − row| (1: the real row; 0: nothing in common). */
+/** The predict exercise's score, as Python's w.score: 1 − ½·Σ|guess − row| (1: the real row; 0: nothing in common).
+ * @param {ArrayLike<number>} guess  @param {ArrayLike<number>} row */
 export function predictScore(guess, row) {
   let d = 0;
   for (let j = 0; j < guess.length; j++) d += Math.abs(guess[j] - row[j]);
   return 1 - 0.5 * d;
 }
 
-/** The temperature exercise's score, as Python's w.score: 1 − |reached − goal| / goal, at least 0. */
+/** The temperature exercise's score, as Python's w.score: 1 − |reached − goal| / goal, at least 0.
+ * @param {number} reached  @param {number} goal */
 export const temperatureScore = (reached, goal) => Math.max(0, 1 - Math.abs(reached - goal) / goal);
 
-/** Which way the temperature should go next, and why, for a row that reached `reached` effective tokens. */
+/** Which way the temperature should go next, and why, for a row that reached `reached` effective tokens.
+ * @param {number} reached  @param {number} goal */
 export function way(reached, goal) {
   if (Math.abs(reached - goal) <= 0.05 * goal) return "That is on the goal.";
   return reached > goal
@@ -61,12 +89,15 @@ export function way(reached, goal) {
 }
 
 /** A goal as a person writes it: 2, 2.5, 1.75. */
-export const fmtGoal = (g) => String(Math.round(g * 100) / 100);
+export const fmtGoal = (/** @type {number} */ g) => String(Math.round(g * 100) / 100);
 
 /** createExercise(parent, {onGuess(list), onReveal(guess or null: the even split, when nothing was guessed)}) -> {node, update(view) -> hidden, destroy()}.
  * update returns what the page must keep secret until the reveal: "row" (the focused row's
  * weights, on every stage: the predict exercise), "eff" (its effective tokens: the temperature
- * exercise) or null. */
+ * exercise) or null.
+ * @param {HTMLElement} parent
+ * @param {{ onGuess: (guess: number[]) => void, onReveal: (guess: number[] | null) => void }} options
+ * @returns {Exercise} */
 export function createExercise(parent, { onGuess, onReveal }) {
   const prompt = el("p", { class: "aw-ex-prompt" });
   const rows = el("div", { class: "aw-ex-rows", role: "group", "aria-label": "Your guess: the share of the budget for each token" });
@@ -93,23 +124,33 @@ export function createExercise(parent, { onGuess, onReveal }) {
   );
   parent.prepend(node);
 
-  let items = [],
-    built = null, // the keys and closed cells the rows were built for
-    last = null, // the view drawn last
-    draft = null, // the guess being dragged: drawn at once, sent on release
-    drag = null, // {j, track} while a bar is dragged
-    held = [], // the entries the learner set, typed or dragged: they keep their values while others make room
-    sent = null, // the guess last committed, until a draw shows it (a Reveal may come first)
-    typing = -1; // the box the learner is typing in: nothing drawn meanwhile overwrites what it holds
+  /** @type {{ row: HTMLElement, track: HTMLElement, guessBar: HTMLElement, realBar: HTMLElement, input: HTMLInputElement, real: HTMLElement }[]} */
+  let items = [];
+  /** @type {string | null} */
+  let built = null; // the keys and closed cells the rows were built for
+  /** @type {Last | null} */
+  let last = null; // the view drawn last
+  /** @type {number[] | null} */
+  let draft = null; // the guess being dragged: drawn at once, sent on release
+  /** @type {{ j: number, id: number } | null} */
+  let drag = null; // {j, track} while a bar is dragged
+  /** @type {number[]} */
+  let held = []; // the entries the learner set, typed or dragged: they keep their values while others make room
+  /** @type {number[] | null} */
+  let sent = null; // the guess last committed, until a draw shows it (a Reveal may come first)
+  let typing = -1; // the box the learner is typing in: nothing drawn meanwhile overwrites what it holds
 
-  const shares = () => draft || last.guess || evenGuess(last.open);
+  // (a bar moves, or Reveal is pressed, only with an exercise drawn: `last`)
+  const shares = () => draft || /** @type {Last} */ (last).guess || evenGuess(/** @type {Last} */ (last).open);
   // a bar still held is committed first; a guess just committed counts although no draw has shown it yet
   const revealNow = () => {
     if (draft) commit();
-    onReveal(last.exercise === "predict" && !(last.guess || sent) ? evenGuess(last.open) : null);
+    const shown = /** @type {Last} */ (last);
+    onReveal(shown.exercise === "predict" && !(shown.guess || sent) ? evenGuess(shown.open) : null);
   };
+  /** @param {number} j  @param {number} value  @param {boolean} send */
   const set = (j, value, send) => {
-    draft = rebalance(shares(), j, value, last.open, held);
+    draft = rebalance(shares(), j, value, /** @type {Last} */ (last).open, held);
     if (!held.includes(j)) held.push(j);
     paint();
     if (send) commit();
@@ -123,6 +164,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
     }
   };
 
+  /** @param {string[]} keys  @param {boolean[]} open  @param {(ClosedWhy | null)[]} why  @param {number} selfIndex */
   function build(keys, open, why, selfIndex) {
     typing = -1;
     items = keys.map((t, j) => {
@@ -137,10 +179,11 @@ export function createExercise(parent, { onGuess, onReveal }) {
         row.classList.add("aw-ex-closed");
         input.disabled = true;
         track.setAttribute("aria-disabled", "true");
-        real.textContent = CLOSED[why[j]]?.short || "closed";
+        real.textContent = CLOSED[/** @type {ClosedWhy} */ (why[j])]?.short || "closed";
       } else {
         track.tabIndex = 0;
         track.setAttribute("aria-label", `${t}: your share`);
+        /** @param {PointerEvent} ev */
         const at = (ev) => {
           const r = track.getBoundingClientRect();
           return r.width ? (ev.clientX - r.left) / r.width : 0;
@@ -156,6 +199,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
         track.addEventListener("pointermove", (ev) => {
           if (drag?.j === j && drag.id === ev.pointerId) set(j, at(ev), false);
         });
+        /** @param {PointerEvent} ev */
         const end = (ev) => {
           if (drag?.j !== j || drag.id !== ev.pointerId) return;
           drag = null;
@@ -164,7 +208,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
         track.addEventListener("pointerup", end);
         track.addEventListener("pointercancel", end);
         track.addEventListener("keydown", (ev) => {
-          const step = { ArrowRight: 0.01, ArrowUp: 0.01, ArrowLeft: -0.01, ArrowDown: -0.01, PageUp: 0.1, PageDown: -0.1, Home: -1, End: 1 }[ev.key];
+          const step = /** @type {Partial<Record<string, number>>} */ ({ ArrowRight: 0.01, ArrowUp: 0.01, ArrowLeft: -0.01, ArrowDown: -0.01, PageUp: 0.1, PageDown: -0.1, Home: -1, End: 1 })[ev.key];
           if (step === undefined) return;
           ev.preventDefault();
           set(j, Math.round((shares()[j] + step) * 100) / 100, true);
@@ -198,18 +242,19 @@ export function createExercise(parent, { onGuess, onReveal }) {
 
   /** The bars, inputs and real weights for the guess as it stands (the draft while dragging). */
   function paint() {
-    const g = shares(),
+    const shown = /** @type {Last} */ (last),
+      g = shares(),
       pct = percentages(g),
-      { revealed, row, open } = last;
+      { revealed, row, open } = shown;
     const realPct = revealed ? percentages(Array.from(row)) : null;
     items.forEach((it, j) => {
       it.guessBar.style.width = `${(100 * g[j]).toFixed(2)}%`;
-      it.track.setAttribute("aria-valuenow", pct[j]);
+      it.track.setAttribute("aria-valuenow", String(pct[j]));
       if (typing !== j) it.input.value = String(pct[j]);
-      it.row.classList.toggle("aw-ex-tentative", !draft && !last.guess);
+      it.row.classList.toggle("aw-ex-tentative", !draft && !shown.guess);
       it.realBar.style.width = revealed && open[j] ? `${(100 * row[j]).toFixed(2)}%` : "0";
       if (open[j]) {
-        it.real.textContent = revealed ? `real ${realPct[j]}%` : "";
+        it.real.textContent = revealed ? `real ${/** @type {number[]} */ (realPct)[j]}%` : "";
         it.real.title = revealed ? `real weight ${row[j].toFixed(3)}` : "";
       }
     });
@@ -230,19 +275,20 @@ export function createExercise(parent, { onGuess, onReveal }) {
       }
       const m = keys.length,
         name = tokens[focus];
-      const open = why.map((w) => !w);
+      // (row and why: given while an exercise is on)
+      const open = /** @type {(ClosedWhy | null)[]} */ (why).map((w) => !w);
       const valid = Array.isArray(guess) && guess.length === m ? guess : null;
       if (!drag) draft = null; // Python's guess (or the one just sent) is the one shown
       if (!valid && !drag) [held, sent] = [[], null]; // a new try (the rules cleared the guess): nothing is held
-      last = { exercise, guess: valid, revealed: !!revealed, row, open, focus };
+      last = { exercise, guess: valid, revealed: !!revealed, row: /** @type {ArrayLike<number>} */ (row), open, focus };
       node.classList.toggle("aw-ex-revealed", !!revealed);
       rows.hidden = exercise !== "predict";
       key.hidden = exercise !== "predict" || !revealed;
       if (exercise === "predict") {
         const selfIndex = cross ? -1 : focus;
-        const shape = `${keys.join("\u0000")}|${why.join(",")}|${selfIndex}`;
+        const shape = `${keys.join("\u0000")}|${/** @type {(ClosedWhy | null)[]} */ (why).join(",")}|${selfIndex}`;
         if (built !== shape) {
-          build(keys, open, why, selfIndex);
+          build(keys, open, /** @type {(ClosedWhy | null)[]} */ (why), selfIndex);
           built = shape;
           held = [];
         }
@@ -260,7 +306,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
             ? "Drag a bar for a new try."
             : "";
         if (revealed && valid) {
-          const score = predictScore(valid, row);
+          const score = predictScore(valid, /** @type {ArrayLike<number>} */ (row));
           result.dataset.score = String(score);
           fill(result, el("b", { class: "aw-ex-score" }, `score ${fmt2(score)}`), ": 1 − half the total difference between your row and the real one");
         } else {
@@ -280,7 +326,7 @@ export function createExercise(parent, { onGuess, onReveal }) {
       reveal.disabled = !!revealed;
       status.textContent = revealed ? "Move the slider for a new try." : "";
       if (revealed) {
-        const reached = A.effectiveTokens(row, m, 0),
+        const reached = A.effectiveTokens(/** @type {ArrayLike<number>} */ (row), m, 0),
           score = temperatureScore(reached, goal);
         result.dataset.score = String(score);
         result.dataset.reached = String(reached);
