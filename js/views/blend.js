@@ -17,8 +17,32 @@ const L = 42,
   T = 20,
   B = H - 42; // the plotting area; ticks and axis names around it
 
+/** @typedef {import("../types").Matrix} Matrix */
+/**
+ * @typedef {object} BlendView
+ * @property {string[]} tokens  the rows: one output each
+ * @property {string[]} keys  the values' tokens
+ * @property {boolean} cross
+ * @property {number} focus
+ * @property {number[]} row  the focused row's weights
+ * @property {Matrix} v  the values
+ * @property {Float64Array} O  the outputs, row-major (tokens × v's width)
+ * @property {number} sense  sense resolved (attention.js senseResolved)
+ * @property {number} spread  output spread over every token
+ * @property {string[]} axes  the names of the values' two axes
+ * @property {Matrix | null} x  each token's own embedding, or null
+ * @property {boolean} residual  x + the mix shown (x is there)
+ * @property {Matrix | null} basis  values wider than two: their two principal axes (d × 2)
+ */
+/** @typedef {{ node: HTMLElement, update(view: BlendView): void, destroy(): void }} Blend */
+/** A label the plot places (labels.js place), before its text is measured.
+ * @typedef {{ x: number, y: number, r: number, toward?: number | null, far?: number, text: string, cls: string, optional?: boolean,
+ *   nearest?: boolean, w?: number, h?: number, ascent?: number }} Label */
+/** @typedef {[number, number, number, number]} Segment */
+
 /** x and y scales on which one unit is as long across as up (distances on the plot are true
- * distances), the data centred with a margin. */
+ * distances), the data centred with a margin.
+ * @param {number[]} xs  [smallest, largest]  @param {number[]} ys */
 function equalScales([x0, x1], [y0, y1]) {
   const k = Math.min((R - L) / Math.max(x1 - x0, 1e-9), (B - T) / Math.max(y1 - y0, 1e-9)) / 1.1;
   const cx = x0 / 2 + x1 / 2,
@@ -36,9 +60,13 @@ function equalScales([x0, x1], [y0, y1]) {
 }
 
 // The screen angle from a to b: a label at b goes this way, away from a.
+/** @param {number[]} a  @param {number[]} b */
 const away = (a, b) => (Math.hypot(b[0] - a[0], b[1] - a[1]) < 1 ? null : Math.atan2(b[1] - a[1], b[0] - a[0]));
 
-/** createBlend(parent, {onResidual(bool)}) -> {update(state), destroy()} */
+/** createBlend(parent, {onResidual(bool)}) -> {update(state), destroy()}
+ * @param {HTMLElement} parent
+ * @param {{ onResidual: (on: boolean) => void }} options
+ * @returns {Blend} */
 export function createBlend(parent, { onResidual }) {
   const table = el("table", { class: "aw-blend-table" });
   const residual = el("input", { type: "checkbox", class: "aw-residual" });
@@ -57,10 +85,11 @@ export function createBlend(parent, { onResidual }) {
 
   // The lab's layout: one column per token, its weight above its value; multiply down each column,
   // sum across, and the output is the column on the right (then, with the residual, x and x + mix).
+  /** @param {BlendView} view */
   function drawTable({ tokens, keys, focus, row, v, O, x, residual: withX }) {
     const d = v.cols,
       dims = Array.from({ length: Math.min(d, MAX_DIMS) }, (_, c) => c);
-    const sub = (c) => (d <= 10 ? String.fromCharCode(0x2080 + c) : `[${c}]`); // Python's columns: v[:, 0], …
+    const sub = (/** @type {number} */ c) => (d <= 10 ? String.fromCharCode(0x2080 + c) : `[${c}]`); // Python's columns: v[:, 0], …
     // long rows: the heaviest tokens in sentence order, the rest summed up in one column
     let shown = keys.map((_, j) => j);
     if (shown.length > MAX_COLS)
@@ -69,8 +98,11 @@ export function createBlend(parent, { onResidual }) {
         .slice(0, MAX_COLS)
         .sort((a, b) => a - b);
     const rest = shown.length < keys.length;
+    /** @param {(js: number[]) => string} f */
     const restOf = (f) => f(keys.map((_, j) => j).filter((j) => !shown.includes(j)));
+    /** @param {number[]} js  @param {(j: number) => number} f */
     const sum = (js, f) => js.reduce((t, j) => t + f(j), 0);
+    /** @param {(j: number) => string} f  @param {string} [cls] */
     const cells = (f, cls) => shown.map((j) => el("td", { class: [row[j] === 0 ? "aw-zero" : "", cls || ""].join(" ").trim() || null }, f(j)));
     const me = short(tokens[focus], 16);
     const lines = [
@@ -125,8 +157,8 @@ export function createBlend(parent, { onResidual }) {
           el("td", { class: "aw-out", "data-dim": c }, fmt2(O[focus * d + c])),
           withX
             ? [
-                el("td", { class: "aw-own" }, fmt2(x.data[focus * d + c])),
-                el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(x.data[focus * d + c] + O[focus * d + c])),
+                el("td", { class: "aw-own" }, fmt2(/** @type {Matrix} */ (x).data[focus * d + c])), // (with the residual: x is there)
+                el("td", { class: "aw-out aw-with-x", "data-dim": c }, fmt2(/** @type {Matrix} */ (x).data[focus * d + c] + O[focus * d + c])),
               ]
             : [],
         ),
@@ -135,6 +167,7 @@ export function createBlend(parent, { onResidual }) {
     fill(table, el("tbody", {}, lines.flat()));
   }
 
+  /** @param {BlendView} view */
   function drawPlot({ tokens, keys, cross, focus, v: values, O: outputs, axes, x: X, residual: withX, basis }) {
     // values wider than two: plot both values and outputs on V's principal axes
     const count = tokens.length; // outputs: one per row (in cross-attention, not one per value)
@@ -147,18 +180,19 @@ export function createBlend(parent, { onResidual }) {
       O = project(outputs, count, centre, basis).data;
       // the residual moves the word by the mix itself: project it without the centre
       mix = project(outputs, count, new Float64Array(values.cols), basis).data;
-      if (withX) X = project(X.data, count, centre, basis);
+      if (withX) X = project(/** @type {Matrix} */ (X).data, count, centre, basis); // (with the residual: x is there)
       axes = ["principal axis 1 of V", "principal axis 2 of V"];
     }
     const n = v.rows,
       d = v.cols;
-    const px = (j) => v.data[j * d],
-      py = (j) => (d > 1 ? v.data[j * d + 1] : 0);
-    const ox = (i) => O[i * d],
-      oy = (i) => (d > 1 ? O[i * d + 1] : 0);
+    const px = (/** @type {number} */ j) => v.data[j * d],
+      py = (/** @type {number} */ j) => (d > 1 ? v.data[j * d + 1] : 0);
+    const ox = (/** @type {number} */ i) => O[i * d],
+      oy = (/** @type {number} */ i) => (d > 1 ? O[i * d + 1] : 0);
     // with the residual, the word starts at its own embedding and moves by the mix
-    const own = withX ? [X.data[focus * d], d > 1 ? X.data[focus * d + 1] : 0] : null;
-    const moved = own && [own[0] + mix[focus * d], own[1] + (d > 1 ? mix[focus * d + 1] : 0)];
+    const at = /** @type {Matrix} */ (X); // (read only with the residual: x is there)
+    const own = withX ? [at.data[focus * d], d > 1 ? at.data[focus * d + 1] : 0] : null;
+    const moved = /** @type {number[]} */ (own && [own[0] + mix[focus * d], own[1] + (d > 1 ? mix[focus * d + 1] : 0)]); // (with own)
     const xs = [0],
       ys = [0];
     for (let j = 0; j < n; j++) {
@@ -175,11 +209,16 @@ export function createBlend(parent, { onResidual }) {
     }
     const { x, y } = equalScales(extent(xs), extent(ys));
     const measure = measurer(plot),
-      parts = [],
+      /** @type {(SVGElement | null)[]} */
+      parts = [], // (a label without a leader: null, which fill leaves out)
+      /** @type {number[][]} */
       taken = [],
+      /** @type {Segment[]} */
       lines = [],
+      /** @type {number[][]} */
       marks = [];
     // a text at a fixed place (ticks, axis titles): drawn now, and kept clear of the labels
+    /** @param {string} text  @param {string} cls  @param {number} at  @param {number} baseline  @param {string} anchor */
     const fixed = (text, cls, at, baseline, anchor) => {
       const m = measure(text, cls),
         left = at - (anchor === "end" ? m.w : anchor === "middle" ? m.w / 2 : 0);
@@ -187,16 +226,19 @@ export function createBlend(parent, { onResidual }) {
       taken.push(box);
       parts.push(svg("text", { class: cls, x: left.toFixed(1), y: baseline }, text));
     };
+    /** @param {string} cls  @param {number} x1  @param {number} y1  @param {number} x2  @param {number} y2 */
     const line = (cls, x1, y1, x2, y2) => {
       lines.push([x1, y1, x2, y2]);
       parts.push(svg("line", { class: cls, x1, y1, x2, y2 }));
     };
+    /** @param {SVGElement} node  @param {number[]} at  @param {number} r */
     const mark = (node, [cx, cy], r) => {
       marks.push([cx - r, cy - r, cx + r, cy + r]);
       parts.push(node);
     };
 
     // axes through zero; numbers along the bottom and the left, one unit as long on both
+    /** @type {Segment[]} */
     const walls = [
       [L, y(0), R, y(0)],
       [x(0), T, x(0), B],
@@ -214,7 +256,7 @@ export function createBlend(parent, { onResidual }) {
     fixed(`${short(axes[0] || "v₁", 40)} →`, "aw-axis-label", R, H - 5, "end");
     if (d > 1) fixed(`↑ ${short(axes[1] || "v₂", 40)}`, "aw-axis-label", 4, 12, "start");
     // convex hull of the values: every output must land inside it
-    const pts = Array.from({ length: n }, (_, j) => [x(px(j)), y(py(j))]);
+    const pts = Array.from({ length: n }, (_, j) => /** @type {[number, number]} */ ([x(px(j)), y(py(j))]));
     const hull = n >= 3 ? polygonHull(pts) : null;
     if (hull) {
       parts.push(svg("path", { class: "aw-hull", d: `M${hull.map((p) => p.join(",")).join("L")}Z` }));
@@ -227,11 +269,13 @@ export function createBlend(parent, { onResidual }) {
     pts.forEach((p) => mark(svg("circle", { class: "aw-value", cx: p[0], cy: p[1], r: 4 }), p, 4));
     for (let i = 0; i < count; i++) if (i !== focus) mark(svg("circle", { class: "aw-output", cx: x(ox(i)), cy: y(oy(i)), r: 3 }), [x(ox(i)), y(oy(i))], 3);
     // the focused output, with the path from its own value (cross-attention's rows have none here)
+    /** @type {[number, number]} */
     const f = [x(ox(focus)), y(oy(focus))];
     if (!cross) line("aw-move", ...pts[focus], ...f);
     mark(svg("circle", { class: "aw-output aw-focus-output", cx: f[0], cy: f[1], r: 6.5 }), f, 6.5);
     const name = short(tokens[focus]);
     // the output's label first, on the far side from the mean, away from the crowd
+    /** @type {Label[]} */
     const labels = [
       {
         x: f[0],
@@ -243,7 +287,9 @@ export function createBlend(parent, { onResidual }) {
       },
     ];
     if (own) {
+      /** @type {[number, number]} */
       const start = [x(own[0]), y(own[1])],
+        /** @type {[number, number]} */
         end = [x(moved[0]), y(moved[1])];
       line("aw-residual-move", ...start, ...end);
       mark(svg("rect", { class: "aw-own-point", x: start[0] - 4, y: start[1] - 4, width: 8, height: 8 }), start, 4);
@@ -256,8 +302,9 @@ export function createBlend(parent, { onResidual }) {
     if (n <= 60) for (const g of groupLabels(pts, keys, 0)) labels.push({ x: g.x, y: g.y, r: 4, far, text: g.label, cls: "aw-value-label", optional: true });
     labels.push({ x: m[0], y: m[1], r: 5, toward: (3 * Math.PI) / 4, text: "mean", cls: "aw-tick aw-mean-label", optional: true, nearest: true });
     for (const l of labels) Object.assign(l, measure(l.text, l.cls));
-    const placed = place(labels, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken, walls }); // no label across an axis
-    placed.forEach((p, i) => parts.push(...drawLabel(p, labels[i])));
+    const sized = /** @type {(Label & import("./labels.js").TextSize)[]} */ (labels); // (measured)
+    const placed = place(sized, { bounds: [1, 1, W - 1, H - 1], marks, lines, taken, walls }); // no label across an axis
+    placed.forEach((p, i) => parts.push(...drawLabel(p, sized[i])));
     fill(plot, parts);
     plot.setAttribute(
       "aria-label",
@@ -267,7 +314,9 @@ export function createBlend(parent, { onResidual }) {
   }
 
   // What each kind of mark stands for, with the mark itself beside its name.
+  /** @param {string} name  @param {boolean} withX  @param {boolean} cross */
   function drawLegend(name, withX, cross) {
+    /** @param {SVGElement} mark  @param {...string} text */
     const item = (mark, ...text) => el("li", {}, svg("svg", { width: 16, height: 16, viewBox: "-8 -8 16 16", "aria-hidden": "true" }, mark), ...text);
     fill(
       legend,
