@@ -84,7 +84,12 @@ export function createDetail(panel, { win, onPickCell, describe, onMove }) {
     keydown(ev) {
       if (ev.ctrlKey || ev.metaKey || ev.altKey) return; // the browser's and the notebook's own keys
       const by = ev.shiftKey ? Math.max(1, win.size >> 1) : 1;
-      const step = /** @type {Partial<Record<string, [number, number]>>} */ ({ ArrowUp: [-by, 0], ArrowDown: [by, 0], ArrowLeft: [0, -by], ArrowRight: [0, by] })[ev.key];
+      const step = /** @type {Partial<Record<string, [number, number]>>} */ ({
+        ArrowUp: [-by, 0],
+        ArrowDown: [by, 0],
+        ArrowLeft: [0, -by],
+        ArrowRight: [0, by],
+      })[ev.key];
       if (step) move(win, ...step);
       else if (ev.key === "+" || ev.key === "=") zoom(win, 0.8);
       else if (ev.key === "-") zoom(win, 1.25);

@@ -102,7 +102,7 @@ export function createDial(parent, { onQuery, onQueryEnd }) {
   };
   /** @param {PointerEvent} ev */
   function onDown(ev) {
-    if (!/** @type {Element} */ (ev.target).classList.contains("aw-dial-handle")) return;
+    if (!(/** @type {Element} */ (ev.target).classList.contains("aw-dial-handle"))) return;
     dragging = true;
     plot.setPointerCapture(ev.pointerId);
     ev.preventDefault();

@@ -208,7 +208,16 @@ export function createExercise(parent, { onGuess, onReveal }) {
         track.addEventListener("pointerup", end);
         track.addEventListener("pointercancel", end);
         track.addEventListener("keydown", (ev) => {
-          const step = /** @type {Partial<Record<string, number>>} */ ({ ArrowRight: 0.01, ArrowUp: 0.01, ArrowLeft: -0.01, ArrowDown: -0.01, PageUp: 0.1, PageDown: -0.1, Home: -1, End: 1 })[ev.key];
+          const step = /** @type {Partial<Record<string, number>>} */ ({
+            ArrowRight: 0.01,
+            ArrowUp: 0.01,
+            ArrowLeft: -0.01,
+            ArrowDown: -0.01,
+            PageUp: 0.1,
+            PageDown: -0.1,
+            Home: -1,
+            End: 1,
+          })[ev.key];
           if (step === undefined) return;
           ev.preventDefault();
           set(j, Math.round((shares()[j] + step) * 100) / 100, true);

@@ -252,12 +252,13 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       const names = SUMMARIES.map(([name]) => name).filter(has);
       if (listed !== names.join("|")) {
         listed = names.join("|");
-        choice.replaceChildren(...names.map((name) => options.get(name)), byPanel);
+        choice.replaceChildren(...names.map((name) => /** @type {HTMLOptionElement} */ (options.get(name))), byPanel); // (names: the summaries')
       }
       // ranked once every head has its value; while new values are computed the last ranking stays
       const sorted = !!summary && sort.checked && (!thumbs.includes(null) || ranked?.length === thumbs.length);
       let order = thumbs.map((_, p) => p);
-      if (sorted && thumbs.includes(null)) order = /** @type {number[]} */ (ranked); // (sorted: ranked before)
+      if (sorted && thumbs.includes(null))
+        order = /** @type {number[]} */ (ranked); // (sorted: ranked before)
       else if (sorted) order.sort((a, b) => +Number.isNaN(value(a)) - +Number.isNaN(value(b)) || value(b) - value(a) || a - b);
       ranked = sorted ? order : null;
       const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
@@ -305,7 +306,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       const tintOf = (v) => (signed ? signedColor(top > 0 ? v / top : 0) : color(bounded ? Math.max(0, Math.min(1, v)) : top > 0 ? v / top : 0));
       legendNode.hidden = !summary || !values.length;
       if (!legendNode.hidden) {
-        const label = colourBy ? colourBy.label : options.get(summary).textContent;
+        const label = colourBy ? colourBy.label : /** @type {HTMLOptionElement} */ (options.get(summary)).textContent;
         if (bounded) legend(legendNode, `colour: ${label}, on its whole scale`, tintOf, 0, 1, whole);
         else if (signed) legend(legendNode, `colour: ${label}, scaled to the largest size, ${written(top).slice(1)}`, tintOf, -top, top, written);
         else legend(legendNode, `colour: ${label}, scaled to the largest, ${fmt2(top)}`, tintOf, 0, top);

@@ -195,7 +195,9 @@ export function createImage(parent, { onFocus, onChange }) {
     tip.hidden = true;
   });
   canvas.addEventListener("keydown", (ev) => {
-    const step = /** @type {Partial<Record<string, [number, number]>>} */ ({ ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] })[ev.key];
+    const step = /** @type {Partial<Record<string, [number, number]>>} */ ({ ArrowRight: [0, 1], ArrowLeft: [0, -1], ArrowDown: [1, 0], ArrowUp: [-1, 0] })[
+      ev.key
+    ];
     if (!at || !step) return;
     ev.preventDefault();
     const { rows, cols, first } = at.image,
@@ -256,7 +258,9 @@ export function createImage(parent, { onFocus, onChange }) {
       fill(
         switcher,
         el("span", {}, "over the image:"),
-        names.map((n) => el("button", { type: "button", "data-map": n, onclick: () => choose(n) }, n === "weights" ? "weights" : /** @type {FocusedRow} */ (measure).label)),
+        names.map((n) =>
+          el("button", { type: "button", "data-map": n, onclick: () => choose(n) }, n === "weights" ? "weights" : /** @type {FocusedRow} */ (measure).label),
+        ),
       );
     }
     const name = names.includes(prefer) ? prefer : names.at(-1) || "";

@@ -217,7 +217,9 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
      * signed, state}, or null when none is drawn. */
     focusedRow: () => {
       const drawn = /** @type {Drawn} */ (at); // (read only when there is one)
-      return at && shown ? { .../** @type {About} */ (at.about), row: Array.from({ length: at.cols }, (_, j) => drawn.value(drawn.focus, j)), state: node.dataset.state } : null;
+      return at && shown
+        ? { .../** @type {About} */ (at.about), row: Array.from({ length: at.cols }, (_, j) => drawn.value(drawn.focus, j)), state: node.dataset.state }
+        : null;
     },
     /** view: {measure, offered (names, in order), why ({name: reason} for those it cannot show),
      * entry (the kernel's, or the page's own, for `measure`), live (a kernel computes another),

@@ -65,12 +65,13 @@ export function createQkMap(parent, { onOpen }) {
   const key = el("p", { class: "aw-qk-key" });
   const node = /** @type {HTMLElement & { pointAt?: (i: number) => number[] | null }} */ (
     el(
-    "figure",
-    { class: "aw-figure aw-qk", hidden: true },
-    el("figcaption", {}, title, el("label", {}, " colour by ", by), status),
-    el("div", { class: "aw-qk-plot" }, canvas, tip),
-    key,
-  ));
+      "figure",
+      { class: "aw-figure aw-qk", hidden: true },
+      el("figcaption", {}, title, el("label", {}, " colour by ", by), status),
+      el("div", { class: "aw-qk-plot" }, canvas, tip),
+      key,
+    )
+  );
   parent.append(node);
   /** @type {Drawn | null} */
   let shown = null; // drawn last
