@@ -43,7 +43,7 @@ def layer_weights(inputs: Inputs) -> np.ndarray:
 
 
 def norms(inputs: Inputs, combined: bool = False) -> np.ndarray:
-    """Weight × ‖value‖ of every head of the layer shown (core.attention_norms), from the widget's
+    """Weight × ‖value‖ of every head of the layer shown (mixing.attention_norms), from the widget's
     per-key Gram matrices of its heads' vectors (``inputs.extra["grams"]()``)."""
     weights = layer_weights(inputs)
     return attention_norms(weights, inputs.extra["grams"]()[: weights.shape[-1]], combined)

@@ -1,5 +1,5 @@
 """A model's layers × heads at a glance, computed in the kernel: each head's weights as a
-thumbnail (block means, as the page draws them) and its summaries (core.head_summaries), at the
+thumbnail (block means, as the page draws them) and its summaries (formulas.head_summaries), at the
 widget's temperature, causal rule, each layer's mask, sink and step.
 
 The page holds the layer it shows; every other layer stays here, and the page gets this overview
@@ -175,7 +175,7 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         if shut[r0:r1, :c1].any():  # from the first column with a closed cell (a causal chunk's own corner)
             lo = int(np.argmax(shut[r0:r1, :c1].any(axis=0)))
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], float("-inf"))
-        s.masked_fill_(s <= CLOSED, float("-inf"))  # closed by its score (core.CLOSED: a cell given 0)
+        s.masked_fill_(s <= CLOSED, float("-inf"))  # closed by its score (formulas.CLOSED: a cell given 0)
         top = s.amax(dim=-1, keepdim=True)
         s.sub_(torch.where(torch.isfinite(top), top, 0.0))  # (a row with no cell open: as core's, no maximum)
         if inputs.temperature != 1:

@@ -196,7 +196,7 @@ class Research(_Widget):
         return all(getattr(found, "projections", None) is None for found in reachable)
 
     def _head_grams(self) -> np.ndarray:
-        """The current layer's per-key Gram matrices of its heads' vectors (core.head_grams), kept
+        """The current layer's per-key Gram matrices of its heads' vectors (mixing.head_grams), kept
         per block and layer while its values are the same arrays."""
         kept = self._grams
         found = kept.get((self.block, self.layer))
@@ -210,7 +210,7 @@ class Research(_Widget):
         return found[1]
 
     def _head_outputs(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """The current layer's f_h(x_j), heads × keys × width (core.head_vectors), and the
+        """The current layer's f_h(x_j), heads × keys × width (mixing.head_vectors), and the
         projection's bias (None without one): Σ_j Σ_h α^h_ij f_h(x_j) + bias is the layer's output."""
         projection = self._projection()
         w, b = (None, None) if projection is None else projection.arrays()

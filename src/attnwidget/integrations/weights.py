@@ -5,7 +5,7 @@ Weights determine the scores only up to a constant per row: every set of scores 
 W is log W + c_i. So a widget of weights is a model whose queries and keys are zero (width 1) and
 whose scores are log W, carried as each layer's ``bias``: softmax(log W / T) is W at T = 1 and W
 re-tempered at any other T, exactly as from the scores. A cell of weight 0 stays 0: closed by the
-causal rule or the layer's mask where every head has it, and given a score of ``core.CLOSED``,
+causal rule or the layer's mask where every head has it, and given a score of ``formulas.CLOSED``,
 which closes a cell at every temperature, so no later mask, causal rule or temperature opens it. The
 query/key and scores stages are not offered (the page and the rules refuse them), nor the blend
 unless values are given.

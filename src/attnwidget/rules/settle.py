@@ -57,7 +57,7 @@ def page_may_set(keys) -> None:
 
 def settle_checked(state, change, sources=None, *, page=False):
     """settle(), then the numbers' own check: scores of the new q, k, scale and bias must be
-    computable in float64 (core.overflow_message). What Python and both pages run for a change."""
+    computable in float64 (formulas.overflow_message). What Python and both pages run for a change."""
     s = settle(state, change, sources, page=page)
     if any(not same(s.get(n), state.get(n)) for n in ("q", "k", "scale", "bias")):
         problem = overflow_message(s["q"], s["k"], s["scale"], s["bias"])
