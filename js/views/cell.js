@@ -1,9 +1,27 @@
 // One cell's arithmetic: from q·k to the weight, and the weight's share of the output.
 import { CLOSED, el, fill, fmt3 } from "./dom.js";
 
+/** @typedef {ReturnType<typeof import("../attention.js").cellArithmetic>} Arithmetic */
+/** @typedef {import("./dom.js").ClosedWhy} ClosedWhy */
+/**
+ * The cell shown: its arithmetic, the reader's and the read token's text, why it is closed (if
+ * it is), whether the scores have a bias, the lab's RoPE or ALiBi, and what was given ("" for q and k).
+ * @typedef {object} CellView
+ * @property {Arithmetic} a
+ * @property {ClosedWhy | null} why
+ * @property {boolean} biased
+ * @property {{ scheme: string, biased: boolean } | null} [position]
+ * @property {string} given
+ * @property {string} reader
+ * @property {string} read
+ */
+/** @typedef {{ node: HTMLElement, update(state: CellView | null): void, destroy(): void }} Cell */
+
+/** @param {number[]} xs */
 const vec = (xs) => `(${xs.map(fmt3).join(", ")})`;
 
-/** createCell(parent, {onClose()}) -> {update({a, reader, read} | null), destroy()} */
+/** createCell(parent, {onClose()}) -> {update({a, reader, read} | null), destroy()}
+ * @param {HTMLElement} parent  @param {{ onClose: () => void }} options  @returns {Cell} */
 export function createCell(parent, { onClose }) {
   const steps = el("ol", { class: "aw-steps" });
   const title = el("span", { class: "aw-cell-title" });
@@ -11,17 +29,21 @@ export function createCell(parent, { onClose }) {
   const node = el("section", { class: "aw-cell", "aria-label": "One cell's arithmetic", hidden: true }, el("header", {}, title, close), steps);
   parent.append(node);
 
+  /** @param {string} name  @param {string} label  @param {string} value */
   const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
   // q·k to the score: × scale, then the model's cap (softcap · tanh(s / softcap)) and its bias, where it has them
   // (term: what the bias is called: "bias", or ALiBi's −m·|i − j| with or without a bias given)
+  /** @param {Arithmetic} a  @param {boolean} biased  @param {string} term */
   const scoreSteps = (a, biased, term) => {
+    /** @param {string} label */
     const last = (label) => step("score", `${label} = score`, fmt3(a.score));
     if (a.softcap == null && !biased) return [last(`× scale ${fmt3(a.scale)}`)];
     const scaled = step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot));
-    const cap = `capped: ${fmt3(a.softcap)} · tanh(… / ${fmt3(a.softcap)})`;
+    // (read only where there is a cap)
+    const cap = `capped: ${fmt3(/** @type {number} */ (a.softcap))} · tanh(… / ${fmt3(/** @type {number} */ (a.softcap))})`;
     if (a.softcap == null) return [scaled, last(`+ ${term} ${fmt3(a.bias)}`)];
     if (!biased) return [scaled, last(cap)];
-    return [scaled, step("capped", `${cap} =`, fmt3(a.capped)), last(`+ ${term} ${fmt3(a.bias)}`)];
+    return [scaled, step("capped", `${cap} =`, fmt3(/** @type {number} */ (a.capped))), last(`+ ${term} ${fmt3(a.bias)}`)];
   };
 
   return {
@@ -33,7 +55,8 @@ export function createCell(parent, { onClose }) {
       const { a, reader, read, why, biased, given, position = null } = state;
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
-        const because = CLOSED[why].sentence(reader, read);
+        // (a masked cell has its reason; one closed by a score at the closed value alone has none)
+        const because = CLOSED[/** @type {ClosedWhy} */ (why)].sentence(reader, read);
         fill(steps, step("weight", `${because}, weight =`, "0"));
         return;
       }

@@ -3,8 +3,24 @@
 import * as A from "../attention.js";
 import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
 
+/**
+ * The focused row as describeRow reads it (a part of the stages' view).
+ * @typedef {object} RowView
+ * @property {string} stage
+ * @property {string[]} tokens
+ * @property {string[]} keys
+ * @property {number} focus
+ * @property {boolean} cross
+ * @property {string | null} secret
+ * @property {boolean} hint
+ * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
+ * @property {(i: number) => Float32Array | Float64Array} weightRow
+ * @property {(i: number, j: number) => boolean} closed
+ */
+
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
- * agreement()), or null when they are exact. */
+ * agreement()), or null when they are exact.
+ * @param {{ exact: boolean, scoreError: number, weightError: number, top: number }} agree  @param {number} temperature */
 export function roundingWarning(agree, temperature) {
   return agree.exact
     ? null
@@ -16,7 +32,8 @@ export function roundingWarning(agree, temperature) {
 
 /** The focused row in words: "bank reads river 0.556, itself 0.306, … — 3.13 effective tokens".
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
- * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens). */
+ * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
+ * @param {RowView} view  @returns {(string | HTMLElement)[]} */
 export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
   const n = tokens.length,
     name = tokens[focus],
