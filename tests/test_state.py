@@ -11,9 +11,10 @@ import pathlib
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
-from attnwidget import AttentionWidget, rules, state, traits
+from attnwidget import AttentionWidget, parts, rules, state, state_types, traits
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -137,3 +138,17 @@ def test_the_generator_refuses_a_constant_it_cannot_type(monkeypatch):
 def test_a_field_of_an_unknown_kind_is_refused_where_it_is_declared():
     with pytest.raises(ValueError, match="kind 'vector'"):
         state.Field("odd", "vector", None, doc="?")
+
+
+def test_the_widget_has_every_member_its_parts_are_typed_against():
+    """parts.Widget names what one part reaches in another: the widget must have each (the type checker
+    cannot see it through anywidget's untyped bases)."""
+    members = set()
+    for proto in (parts.Widget, state_types.StateFields):
+        members |= set(proto.__annotations__) | {n for n in vars(proto) if not n.startswith("__")}
+    members -= {"_is_protocol", "_is_runtime_protocol", "_abc_impl"}
+    lab = AttentionWidget()
+    model = AttentionWidget.from_attentions(np.full((2, 1, 3, 3), 1 / 3), ["a", "b", "c"])  # a model's widget
+    assert sorted(n for n in members if not hasattr(model, n)) == []
+    assert sorted(n for n in members if not hasattr(lab, n)) == ["_device", "_prompt_lengths"]  # (a model's alone)
+    assert set(state_types.StateFields.__annotations__) == {f.name for f in state.FIELDS}
