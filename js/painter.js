@@ -6,7 +6,48 @@
 import { weightPicture } from "./picture.js";
 
 /* global PAINT_WORKER_SOURCE */ // the worker's bundle, as text (scripts/build.mjs)
-/** A worker running paint-worker.js, and the URL it came from; null where none can start. */
+
+/** @typedef {import("./picture.js").Painted} Painted */
+/** A matrix as attention.js holds it: row-major numbers, (heads ×) rows × cols; `only`: the one head held. */
+/** @typedef {{ data: Float32Array | Float64Array, rows: number, cols: number, heads?: number, only?: number }} Matrix */
+/**
+ * A picture asked for (see createPainter).
+ * @typedef {object} PaintJob
+ * @property {Matrix} q
+ * @property {Matrix} k
+ * @property {number} scale
+ * @property {number | null} softcap
+ * @property {Matrix | null} bias
+ * @property {() => Float64Array} scores
+ * @property {number} n
+ * @property {number} temperature
+ * @property {boolean} causal
+ * @property {Uint8Array | null} mask
+ * @property {boolean} stretch
+ * @property {Uint32Array} lut
+ * @property {number} closedPixel
+ * @property {string} colours
+ */
+/**
+ * What the worker is sent for a picture: q, k and the bias only when they change (else null), the
+ * mask only when newMask.
+ * @typedef {Pick<PaintJob, "n" | "temperature" | "causal" | "stretch" | "lut" | "closedPixel" | "scale" | "softcap"> & {
+ *   kind?: undefined, id: number, q: Matrix | null, k: Matrix | null, bias: Matrix | null, newMask: boolean, mask: Uint8Array | null }} PictureMessage
+ */
+/** @typedef {{ image: Painted, current: boolean }} Requested */
+/**
+ * @typedef {object} Painter
+ * @property {(job: PaintJob) => Requested | null} request
+ * @property {() => boolean} pending
+ * @property {() => boolean} starting
+ * @property {() => void} paintHere
+ * @property {() => void} release
+ * @property {() => void} destroy
+ */
+/** @typedef {{ worker: Worker, url: string }} Started */
+
+/** A worker running paint-worker.js, and the URL it came from; null where none can start.
+ * @returns {Started | null} */
 export function startWorker() {
   try {
     const url = URL.createObjectURL(new Blob([PAINT_WORKER_SOURCE], { type: "text/javascript" }));
@@ -17,8 +58,11 @@ export function startWorker() {
 }
 
 // Two requests ask for the same picture when every input is the same object or value.
+/** @type {(keyof PaintJob)[]} */
 const KEYS = ["q", "k", "scale", "softcap", "bias", "n", "temperature", "causal", "mask", "stretch", "colours"];
+/** @param {Matrix} m  @returns {Matrix} */
 const copy = (m) => ({ data: m.data.slice(), rows: m.rows, cols: m.cols }); // a head alone, not every head's buffer
+/** @param {PaintJob | null} a  @param {PaintJob | null} b */
 const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
 
 /**
@@ -30,19 +74,30 @@ const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
  * the one asked for; null before the first. onPicture() is called when a picture arrives, and
  * when the worker has started or failed (a worker cannot start while the page's thread is busy:
  * the page waits for it).
+ * @param {() => void} onPicture  @returns {Painter}
  */
 export function createPainter(onPicture) {
+  /** @type {Started | null} */
   let started = null,
     tried = false,
     ready = false; // the worker, started at the first request
+  /** @typedef {{ job: PaintJob, picture: Painted }} Shown */
+  /** @type {PaintJob | null} */
   let held = null,
+    /** @type {(PaintJob & { id: number }) | null} */
     busy = null,
+    /** @type {PaintJob | null} */
     next = null,
+    /** @type {Shown | null} */
     last = null,
+    /** @type {Shown | null} */
     prior = null, // the picture before last: a change undone needs no new one
+    /** @type {PaintJob | null} */
     want = null,
     id = 0,
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     silent = 0;
+  /** @param {PaintJob} job */
   const here = (job) => weightPicture({ ...job, scores: job.scores() });
   const wanted = () => !!last && same(last.job, want);
 
@@ -52,7 +107,7 @@ export function createPainter(onPicture) {
     if (!started) return;
     // one that has not said it started within a second (the page holds back meanwhile) is given up
     silent = setTimeout(() => !ready && paintHere(), 1000);
-    started.worker.onmessage = ({ data }) => {
+    started.worker.onmessage = (/** @type {MessageEvent<import("./paint-worker.js").WorkerReady | import("./paint-worker.js").PictureAnswer>} */ { data }) => {
       if (data.ready) {
         ready = true;
         clearTimeout(silent);
@@ -72,28 +127,31 @@ export function createPainter(onPicture) {
       paintHere();
     };
   }
+  /** @param {PaintJob} job */
   function post(job) {
     busy = { ...job, id: ++id };
     // q, k and the mask travel only when they change: the worker keeps the last ones
     const fresh = !held || held.q !== job.q || held.k !== job.k || held.scale !== job.scale || held.softcap !== job.softcap || held.bias !== job.bias;
     const newMask = !held || held.mask !== job.mask;
     const { n, temperature, causal, stretch, lut, closedPixel, scale, softcap } = job;
-    started.worker.postMessage({
-      id,
-      n,
-      temperature,
-      causal,
-      stretch,
-      lut,
-      closedPixel,
-      scale,
-      softcap,
-      q: fresh ? copy(job.q) : null,
-      k: fresh ? copy(job.k) : null,
-      bias: fresh && job.bias ? copy(job.bias) : null,
-      newMask,
-      mask: newMask && job.mask ? job.mask.slice() : null,
-    });
+    /** @type {Started} */ (started).worker.postMessage(
+      /** @satisfies {PictureMessage} */ ({
+        id,
+        n,
+        temperature,
+        causal,
+        stretch,
+        lut,
+        closedPixel,
+        scale,
+        softcap,
+        q: fresh ? copy(job.q) : null,
+        k: fresh ? copy(job.k) : null,
+        bias: fresh && job.bias ? copy(job.bias) : null,
+        newMask,
+        mask: newMask && job.mask ? job.mask.slice() : null,
+      }),
+    );
     held = job;
   }
   function stop() {

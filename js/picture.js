@@ -7,12 +7,43 @@ import { weightRow } from "./attention.js";
 
 export const MAX_SIDE = 1024;
 
+/** A painted picture: one packed pixel per block of cells, and the largest value shown. */
+/** @typedef {{ pixels: Uint32Array, width: number, height: number, top: number }} Painted */
+/** @typedef {{ r: number, g: number, b: number }} RGB */
+/**
+ * @typedef {object} PaintOptions
+ * @property {number} rows
+ * @property {number} cols
+ * @property {(i: number, out: Float64Array) => ArrayLike<number>} row
+ * @property {number} lo
+ * @property {number | "max"} hi
+ * @property {Uint32Array} lut
+ * @property {number} closedPixel
+ * @property {boolean} [causal]
+ * @property {ArrayLike<number> | null} [mask]
+ * @property {((i: number, j: number) => boolean) | null} [closed]
+ */
+/**
+ * What weightPicture needs: the scores (n rows), the temperature and rules, and the colours.
+ * @typedef {object} WeightJob
+ * @property {Float64Array} scores
+ * @property {number} n
+ * @property {number} temperature
+ * @property {boolean} causal
+ * @property {Uint8Array | null} mask
+ * @property {boolean} stretch
+ * @property {Uint32Array} lut
+ * @property {number} closedPixel
+ */
+
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** An opaque colour {r, g, b} as one 32-bit pixel (RGBA bytes in memory order). */
+/** @type {(colour: RGB) => number} */
 export const pack = ({ r, g, b }) => (littleEndian ? ((255 << 24) | (b << 16) | (g << 8) | r) >>> 0 : ((r << 24) | (g << 16) | (b << 8) | 255) >>> 0);
 
 /** For each of n cells, its block among `side` blocks of whole cells (block b holds cells
- * floor(b·n/side) up to, not including, floor((b+1)·n/side)). */
+ * floor(b·n/side) up to, not including, floor((b+1)·n/side)).
+ * @param {number} n  @param {number} side */
 function blockOf(n, side) {
   const of = new Int32Array(n);
   for (let b = 0; b < side; b++) of.fill(b, Math.floor((b * n) / side), Math.floor(((b + 1) * n) / side));
@@ -27,6 +58,7 @@ function blockOf(n, side) {
  * causal and j > i, when the mask (rows × cols, 0 = closed) says so, or when closed(i, j); a
  * block with no open cell gets closedPixel. Rows are read one at a time: a long input's whole
  * matrix need never be held.
+ * @param {PaintOptions} options  @returns {Painted}
  */
 export function paint({ rows, cols, row, lo, hi, lut, closedPixel, causal = false, mask = null, closed = null }) {
   const width = Math.min(cols, MAX_SIDE),
@@ -67,7 +99,8 @@ export function paint({ rows, cols, row, lo, hi, lut, closedPixel, causal = fals
   return { pixels, width, height, top: top === -Infinity ? 0 : top };
 }
 
-/** A colour scale as 256 packed colours from lo to hi: `rgb` turns a CSS colour into {r, g, b}. */
+/** A colour scale as 256 packed colours from lo to hi: `rgb` turns a CSS colour into {r, g, b}.
+ * @param {(v: number) => string} color  @param {number} lo  @param {number} hi  @param {(color: string) => RGB} rgb */
 export function lookupTable(color, lo, hi, rgb) {
   return Uint32Array.from({ length: 256 }, (_, k) => pack(rgb(color(lo + ((hi - lo) * k) / 255))));
 }
@@ -76,9 +109,11 @@ export function lookupTable(color, lo, hi, rgb) {
  * The weights at a temperature, row by row, and their picture: what the painting worker does for
  * each message, and the page itself where no worker can start (n rows of scores). The colours run from 0 to 1, or to
  * the largest weight when `stretch` (returned as top either way).
+ * @param {WeightJob} job  @returns {Painted}
  */
 export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel }) {
   const m = scores.length / n; // n rows (queries) of m keys
+  /** @param {number} i  @param {Float64Array} out */
   const row = (i, out) => weightRow(scores, m, i, temperature, causal, mask, out);
   return paint({ rows: n, cols: m, row, lo: 0, hi: stretch ? "max" : 1, lut, closedPixel, causal, mask });
 }

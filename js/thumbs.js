@@ -9,13 +9,54 @@ import { startWorker } from "./painter.js";
 export const SIZE = 84; // a thumbnail's side in pixels, at most
 const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 
+/** @typedef {import("./painter.js").Matrix} Matrix */
+/** @typedef {import("./painter.js").Started} Started */
+/** A head's thumbnail: block means of its weights, at most SIZE × SIZE, and its summaries by name. */
+/** @typedef {ReturnType<typeof thumbnail> & { summary: Record<string, number> }} Thumb */
+/**
+ * Every head's q and k (a model's every layer's, stacked), and each head's scores as far as they
+ * are done: scores[h] holds rows[h] rows (null: none kept).
+ * @typedef {object} HeadJob
+ * @property {Matrix & { heads: number }} q
+ * @property {Matrix & { heads: number }} k
+ * @property {number} scale
+ * @property {number | null} softcap
+ * @property {(Matrix & { heads: number }) | null} bias
+ * @property {(Float64Array | null)[]} scores
+ * @property {number[]} rows
+ */
+/**
+ * The thumbnails' work (a store's `thumbnails()`): the heads, the settings, each layer's mask
+ * where a model's layers have their own, and the thumbnails done (null: not yet).
+ * @typedef {object} ThumbWork
+ * @property {HeadJob} job
+ * @property {number} temperature
+ * @property {boolean} causal
+ * @property {Uint8Array | null} mask
+ * @property {(Uint8Array | null)[] | null} [masks]
+ * @property {boolean} cross
+ * @property {(Thumb | null)[]} thumbs
+ */
+/** @typedef {{ temperature: number, causal: boolean, mask: Uint8Array | null, cross: boolean }} ThumbSettings */
+/** What a worker is sent for one head's thumbnail; keep: send its scores back too. */
+/** @typedef {ThumbSettings & { kind: "thumb", q: Matrix, k: Matrix, bias: Matrix | null, scale: number, softcap: number | null, keep: boolean }} ThumbMessage */
+/**
+ * @typedef {object} ThumbPool
+ * @property {() => boolean} usable
+ * @property {() => void} hold
+ * @property {(work: ThumbWork) => void} run
+ * @property {() => void} destroy
+ */
+
 /** The mean weight of each block of cells (W is n × m), at most SIZE × SIZE blocks:
- * {data, width, height, max, averaged}. */
+ * {data, width, height, max, averaged}.
+ * @param {ArrayLike<number>} W  @param {number} n */
 export function thumbnail(W, n, m = W.length / n) {
   const width = Math.min(m, SIZE),
     height = Math.min(n, SIZE),
     sums = new Float64Array(width * height),
     counts = new Float64Array(width * height);
+  /** @param {number} count  @param {number} side */
   const blocks = (count, side) => new Int32Array(count).map((_, i) => Math.floor((i * side) / count));
   const rowBlock = blocks(n, height),
     colBlock = blocks(m, width);
@@ -34,7 +75,8 @@ export function thumbnail(W, n, m = W.length / n) {
   return { data: sums, width, height, max, averaged: width < m || height < n };
 }
 
-/** One head's thumbnail and summaries from its scores S (n rows): {data, width, height, max, averaged, summary}. */
+/** One head's thumbnail and summaries from its scores S (n rows): {data, width, height, max, averaged, summary}.
+ * @param {Float64Array} S  @param {number} n  @param {ThumbSettings} settings  @returns {Thumb} */
 export function thumbOf(S, n, { temperature, causal, mask, cross }) {
   const m = S.length / n,
     W = A.weights(S, n, temperature, causal, mask);
@@ -43,14 +85,16 @@ export function thumbOf(S, n, { temperature, causal, mask, cross }) {
 }
 
 /** A head's own arrays among a job's: its q and k, and its bias (its own among a layer's heads,
- * for a model's thumbnails run over every layer; or the one shared). */
+ * for a model's thumbnails run over every layer; or the one shared).
+ * @param {HeadJob} job  @param {number} h  @returns {{ q: Matrix, k: Matrix, bias: Matrix | null }} */
 function headArrays(job, h) {
   const bias = job.bias && (job.bias.heads > 1 ? A.headOf(job.bias, h % job.bias.heads) : job.bias);
   return { q: A.headOf(job.q, h), k: A.headOf(job.k, h), bias };
 }
 
 /** Fill in work.thumbs (a store's `thumbnails()`) head by head, each head's scores in pieces of
- * rows, until all are done or busy() says stop; true when every head is done. */
+ * rows, until all are done or busy() says stop; true when every head is done.
+ * @param {ThumbWork} work  @param {() => boolean} busy */
 export function advance(work, busy) {
   const { job } = work,
     n = job.q.rows,
@@ -61,11 +105,16 @@ export function advance(work, busy) {
     const { q, k, bias } = headArrays(job, h);
     while (job.rows[h] < n && !busy()) {
       const r = job.rows[h];
-      A.addBias(A.scoreRows(job.scores[h], q, k, job.scale, r, Math.min(n, r + step), job.softcap), bias, r, Math.min(n, r + step));
+      A.addBias(
+        A.scoreRows(/** @type {Float64Array} */ (job.scores[h]), q, k, job.scale, r, Math.min(n, r + step), job.softcap),
+        bias,
+        r,
+        Math.min(n, r + step),
+      );
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;
-    work.thumbs[h] = thumbOf(job.scores[h], n, { ...work, mask: maskOfHead(work, h) });
+    work.thumbs[h] = thumbOf(/** @type {Float64Array} */ (job.scores[h]), n, { ...work, mask: maskOfHead(work, h) });
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
     if (!kept(job)) [job.scores[h], job.rows[h]] = [null, 0];
@@ -73,10 +122,13 @@ export function advance(work, busy) {
   return !work.thumbs.includes(null);
 }
 
-/** The mask of head h among a job's heads: its layer's own, where a model's layers have masks. */
+/** The mask of head h among a job's heads: its layer's own, where a model's layers have masks.
+ * @param {ThumbWork} work  @param {number} h */
 const maskOfHead = (work, h) => (work.masks ? work.masks[Math.floor((h * work.masks.length) / work.job.q.heads)] : work.mask);
 
+/** @param {HeadJob} job */
 const kept = (job) => job.q.rows * job.k.rows * job.q.heads <= KEEP; // every head's scores fit in memory
+/** @param {Matrix | null} m  @returns {Matrix | null} */
 const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
 
 /**
@@ -85,13 +137,19 @@ const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; /
  * late is dropped). onThumb() is called as each arrives; onFail() once when workers cannot run
  * here (a host's policy, an error, or none saying it started within two seconds), after which
  * usable() is false and the caller does the work itself.
+ * @param {{ onThumb: () => void, onFail: () => void }} options  @returns {ThumbPool}
  */
 export function createThumbPool({ onThumb, onFail }) {
   const size = Math.max(1, Math.min(4, globalThis.navigator?.hardwareConcurrency || 2));
+  /** @typedef {Started & { busy: { work: ThumbWork, h: number } | null, ready: boolean }} Entry */
+  /** @type {Entry[] | null} */
   let workers = null,
+    /** @type {ThumbWork | null} */
     work = null,
+    /** @type {(number | undefined)[]} */
     queue = [],
     failed = typeof Worker !== "function",
+    /** @type {ReturnType<typeof setTimeout> | 0} */
     silent = 0;
 
   function start() {
@@ -99,8 +157,9 @@ export function createThumbPool({ onThumb, onFail }) {
     for (let i = 0; i < size && !failed; i++) {
       const started = startWorker();
       if (!started) return fail();
+      /** @type {Entry} */
       const entry = { ...started, busy: null, ready: false };
-      started.worker.onmessage = ({ data }) => {
+      started.worker.onmessage = (/** @type {MessageEvent<import("./paint-worker.js").WorkerReady | import("./paint-worker.js").ThumbAnswer>} */ { data }) => {
         if (data.ready) {
           entry.ready = true;
           clearTimeout(silent);
@@ -123,11 +182,12 @@ export function createThumbPool({ onThumb, onFail }) {
         ev.preventDefault();
         fail();
       };
-      workers.push(entry);
+      /** @type {Entry[]} */ (workers).push(entry);
     }
     wait(2000);
   }
   // none ready in time: give up, unless the page itself was too busy to hear them (a late timer)
+  /** @param {number} ms */
   function wait(ms) {
     const due = performance.now() + ms;
     silent = setTimeout(() => {
@@ -136,6 +196,7 @@ export function createThumbPool({ onThumb, onFail }) {
       else fail();
     }, ms);
   }
+  /** @param {Entry} entry */
   function feed(entry) {
     if (!work || failed) return;
     let h = queue.shift();
@@ -145,8 +206,8 @@ export function createThumbPool({ onThumb, onFail }) {
     entry.busy = { work, h };
     entry.worker.postMessage({
       kind: "thumb",
-      q: copy(q),
-      k: copy(k),
+      q: /** @type {Matrix} */ (copy(q)),
+      k: /** @type {Matrix} */ (copy(k)),
       bias: copy(bias),
       scale: work.job.scale,
       softcap: work.job.softcap,
