@@ -8,7 +8,7 @@ import { weightRow } from "./attention.js";
 export const MAX_SIDE = 1024;
 
 /** A painted picture: one packed pixel per block of cells, and the largest value shown. */
-/** @typedef {{ pixels: Uint32Array, width: number, height: number, top: number }} Painted */
+/** @typedef {{ pixels: Uint32Array<ArrayBuffer>, width: number, height: number, top: number }} Painted */
 /** @typedef {{ r: number, g: number, b: number }} RGB */
 /**
  * @typedef {object} PaintOptions

@@ -11,7 +11,54 @@ const LABEL_FONT = 12,
 const TAG_CACHED = "cached",
   TAG_NEW = "new";
 
+/** @typedef {import("./dom.js").Palette} Palette */
+/** @typedef {import("../picture.js").Painted} Painted */
+/** A colour for a value: a function, or a d3 scale (whose domain the cell image's colours span). */
+/** @typedef {((v: number) => string) & { domain?: () => number[] }} Colour */
+/** @typedef {{ axis: "rows" | "cols", fresh: number }} Cached */
+/**
+ * What a grid draws (see createGrid).
+ * @typedef {object} GridSpec
+ * @property {number} rows
+ * @property {number} cols
+ * @property {(i: number, j: number) => number} value
+ * @property {Colour | null} [color]
+ * @property {((v: number) => string) | null} [text]
+ * @property {string[]} rowLabels
+ * @property {string[]} colLabels
+ * @property {number | null} [focusRow]
+ * @property {Palette} [pal]
+ * @property {((i: number, j: number) => boolean) | null} [masked]
+ * @property {{ title: string, value: (i: number) => string }[] | null} [extra]
+ * @property {number} [maxWidth]
+ * @property {string} [ariaLabel]
+ * @property {Float32Array | Float64Array | null} [data]
+ * @property {boolean} [causal]
+ * @property {unknown} [key]
+ * @property {boolean} [readsAhead]
+ * @property {unknown} [maskData]
+ * @property {{ r0: number, c0: number, rows: number, cols: number } | null} [frame]
+ * @property {string[] | null} [measure]
+ * @property {Painted | null} [picture]
+ * @property {boolean} [pending]
+ * @property {number} [maxCellHeight]
+ * @property {Cached | null} [cached]
+ * @property {number} [written]
+ * @property {readonly [number, number] | number[] | null} [cell]
+ */
+/** Where the cells, labels and extra columns lie (layout()). */
+/**
+ * @typedef {{ left: number, top: number, cell: number, cellH: number, rotate: boolean, extraW: number[], rowFont: number,
+ *   colFont: number, showRows: boolean, showCols: boolean, tagW: number, width: number, height: number }} Box
+ */
+/** A stand-in context that records what is drawn (snapshot.js), asking for cells one by one up to vectorCells. */
+/** @typedef {CanvasRenderingContext2D & { vectorCells: number }} Recorder */
+/** The grid's canvas: drawOn draws the same on a recorder. */
+/** @typedef {HTMLCanvasElement & { drawOn?: (record: Recorder) => void }} GridCanvas */
+/** @typedef {{ node: HTMLElement, update(spec: GridSpec): void, destroy(): void }} Grid */
+
 // cell borders, when cells are large enough to need them
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
 function borders(ctx, s, b, pal) {
   if (b.cell >= 12) {
     ctx.strokeStyle = pal.bg;
@@ -30,8 +77,10 @@ function borders(ctx, s, b, pal) {
 }
 
 // closed cells' hatch over the cell image, as the cells drawn one by one have it: one path
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
 function hatch(ctx, s, b, pal) {
-  const closed = s.causal ? (i, j) => j > i : s.masked;
+  // (drawn only for a grid with closed cells)
+  const closed = /** @type {(i: number, j: number) => boolean} */ (s.causal ? (/** @type {number} */ i, /** @type {number} */ j) => j > i : s.masked);
   ctx.strokeStyle = pal.muted;
   ctx.lineWidth = 1;
   ctx.beginPath();
@@ -47,6 +96,7 @@ function hatch(ctx, s, b, pal) {
 }
 
 // the rows' and the columns' labels: smaller type for small cells, so that no two overlap (layout says which fit)
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
 function labels(ctx, s, b, pal) {
   ctx.textBaseline = "middle";
   const { rowFont, colFont } = b;
@@ -79,6 +129,7 @@ function labels(ctx, s, b, pal) {
 }
 
 // the text columns right of the cells (a row's sum, its effective tokens)
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
 function extraColumns(ctx, s, b, pal) {
   let x0 = b.left + s.cols * b.cell;
   (s.extra || []).slice(0, b.extraW.length).forEach((col, c) => {
@@ -100,6 +151,7 @@ function extraColumns(ctx, s, b, pal) {
 }
 
 // the focused row's outline, the window a detail view shows (on the overview) and the cell whose arithmetic is shown
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
 function marks(ctx, s, b, pal) {
   if (s.focusRow != null && s.focusRow < s.rows) {
     ctx.strokeStyle = pal.accent;
@@ -141,24 +193,37 @@ function marks(ctx, s, b, pal) {
  *        `written` tokens are written (its number of rows); null: never.}
  */
 
+/**
+ * @param {HTMLElement} parent
+ * @param {{ title?: string, onPick?: (i: number, j: number | null) => void, describe?: ((i: number, j: number) => string | null) | null }} options
+ * @returns {Grid}
+ */
 export function createGrid(parent, { title, onPick, describe }) {
-  const canvas = el("canvas", { class: "aw-grid", role: "img" });
+  const canvas = /** @type {GridCanvas} */ (el("canvas", { class: "aw-grid", role: "img" }));
   const tip = el("div", { class: "aw-tip", hidden: true });
   const node = el("figure", { class: "aw-figure" }, title ? el("figcaption", {}, title) : null, el("div", { class: "aw-canvas-wrap" }, canvas, tip));
   parent.append(node);
+  /** @type {GridSpec | null} */
   let spec = null,
+    /** @type {Box | null} */
     box = null,
+    /** @type {Painted | null} */
     painted = null,
+    /** @type {{ data: unknown, key: string, mask: unknown } | null} */
     paintedFor = null,
+    /** @type {Painted | null} */
     shown = null; // the cell image, what it shows, what is on `pixels`
+  /** @type {WeakMap<string[], number>} */
   const measured = new WeakMap(); // label list -> its widest label, in pixels
   const pixels = document.createElement("canvas"); // one pixel per cell, for large matrices
 
+  /** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Palette} pal  @param {Cached | null} gen  @returns {Box} */
   function layout(ctx, s, pal, gen) {
     ctx.font = `${LABEL_FONT}px ${pal.font}`;
     // generation's tags: a column on the right for rows, a line below for columns
     const tagW = gen?.axis === "rows" ? ctx.measureText(TAG_CACHED).width + 18 : 0,
       tagH = gen?.axis === "cols" ? LABEL_FONT + 10 : 0;
+    /** @param {string[]} labels */
     const widest = (labels) => {
       // measured once per list of labels: long inputs have thousands
       if (!measured.has(labels))
@@ -166,10 +231,12 @@ export function createGrid(parent, { title, onPick, describe }) {
           labels,
           labels.reduce((w, t) => Math.max(w, ctx.measureText(short(t, 18)).width), 0),
         );
-      return measured.get(labels);
+      return /** @type {number} */ (measured.get(labels));
     };
+    /** @param {number[]} a */
     const sum = (a) => a.reduce((x, y) => x + y, 0);
     // whole pixels while cells are big enough to read; fractions when thousands must fit the width
+    /** @param {number} left  @param {number[]} extraW */
     const fit = (left, extraW) => {
       const f = ((s.maxWidth || 640) - left - sum(extraW) - tagW) / s.cols,
         cell = f >= 6 ? Math.min(54, Math.floor(f)) : f;
@@ -178,6 +245,7 @@ export function createGrid(parent, { title, onPick, describe }) {
     // Labels and the extra columns take room only where cells are big enough for them to be
     // drawn: a long input's overview is all matrix, and its thousands of labels are not measured.
     let left = 4,
+      /** @type {number[]} */
       extraW = [],
       right = 0,
       [cell, cellH] = fit(left, extraW);
@@ -229,11 +297,12 @@ export function createGrid(parent, { title, onPick, describe }) {
 
   // record: a stand-in context that keeps what is drawn (a picture's vector copy, snapshot.js);
   // it may ask for cells one by one up to record.vectorCells, where the screen takes one image
+  /** @param {Recorder | null} [record] */
   function draw(record = null) {
     if (!spec) return;
     const s = spec,
       pal = s.pal || palette(node); // the caller's, read once a draw: each read here could force a style pass
-    const ctx = record || canvas.getContext("2d");
+    const ctx = record || /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
     const gen = generation(s);
     const b = (box = layout(ctx, s, pal, gen));
     if (!record) {
@@ -250,12 +319,16 @@ export function createGrid(parent, { title, onPick, describe }) {
     // cells: one pixel per cell, scaled up, when cells are too small for anything else, and on
     // screen whenever they hold no number: one image, not a fill (and a colour string) per cell
     const small = b.cell < 6 || b.cellH < 6;
-    if ((s.picture !== undefined || s.color?.domain) && (small || (!record && !showNumbers)) && !(s.rows * s.cols <= record?.vectorCells)) {
+    if ((s.picture !== undefined || s.color?.domain) && (small || (!record && !showNumbers)) && !(record && s.rows * s.cols <= record.vectorCells)) {
       const image = s.picture !== undefined ? s.picture : cellImage(s, pal);
       if (image && image !== shown) {
         pixels.width = image.width;
         pixels.height = image.height;
-        pixels.getContext("2d").putImageData(new ImageData(new Uint8ClampedArray(image.pixels.buffer), image.width, image.height), 0, 0);
+        /** @type {CanvasRenderingContext2D} */ (pixels.getContext("2d")).putImageData(
+          new ImageData(new Uint8ClampedArray(image.pixels.buffer), image.width, image.height),
+          0,
+          0,
+        );
         shown = image;
       }
       ctx.imageSmoothingEnabled = false;
@@ -285,10 +358,10 @@ export function createGrid(parent, { title, onPick, describe }) {
           ctx.fillRect(x, y, b.cell, b.cellH);
           if (showNumbers) {
             ctx.font = `${CELL_FONT}px ${pal.font}`;
-            ctx.fillStyle = s.color ? inkOn(ctx.fillStyle) : pal.fg;
+            ctx.fillStyle = s.color ? inkOn(/** @type {string} */ (ctx.fillStyle)) : pal.fg;
             ctx.textAlign = "center";
             ctx.textBaseline = "middle";
-            ctx.fillText(s.text(v), x + b.cell / 2, y + b.cellH / 2 + 0.5, b.cell - 3); // (a long number narrowed to its cell)
+            ctx.fillText(/** @type {(v: number) => string} */ (s.text)(v), x + b.cell / 2, y + b.cellH / 2 + 0.5, b.cell - 3); // (a long number narrowed to its cell)
           }
         }
       }
@@ -310,16 +383,18 @@ export function createGrid(parent, { title, onPick, describe }) {
       colFont: b.showCols ? b.colFont : 0,
       slanted: b.rotate,
       extraColumns: b.extraW.length,
-    });
+    }); // (a dataset writes each as a string)
   }
 
   // Generation: which rows (or columns) are kept from earlier steps, and which one is new.
+  /** @param {GridSpec} s  @returns {Cached | null} */
   function generation(s) {
     if (s.cached !== undefined) return s.cached && s.cached.fresh < (s.cached.axis === "rows" ? s.rows : s.cols) ? s.cached : null;
     const written = s.written || 0;
-    return written > 1 && s.readsAhead && s.rows === written ? { axis: "rows", fresh: written - 1 } : null;
+    return written > 1 && s.readsAhead && s.rows === written ? { axis: /** @type {const} */ ("rows"), fresh: written - 1 } : null;
   }
   // "cached" beside (or under) the kept ones with a bracket, "new" beside the new one, which is outlined
+  /** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Cached} gen  @param {Palette} pal */
   function tags(ctx, s, b, gen, pal) {
     const rows = gen.axis === "rows",
       f = gen.fresh;
@@ -367,14 +442,18 @@ export function createGrid(parent, { title, onPick, describe }) {
   // The cell image is kept while the numbers and colours stay the same: a focus change only
   // redraws labels and outlines over it. Which cells are closed counts too (scores stay the same
   // when causal or the mask changes).
+  /** @param {GridSpec} s  @param {Palette} pal  @returns {Painted | null} */
   function cellImage(s, pal) {
-    const domain = s.color.domain(),
+    // (asked for only where the colour is a scale with a domain)
+    const color = /** @type {Colour & { domain: () => number[] }} */ (s.color);
+    const domain = color.domain(),
       lo = domain[0],
       hi = domain[domain.length - 1];
-    const key = [...domain, s.color(lo), s.color(hi), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
+    const key = [...domain, color(lo), color(hi), pal.masked, s.rows, s.cols, !!s.masked, !!s.readsAhead].join("|");
     if (!(s.key && paintedFor && s.key === paintedFor.data && key === paintedFor.key && s.maskData === paintedFor.mask)) {
+      /** @type {(i: number, out: Float64Array) => ArrayLike<number>} */
       const row = s.data
-        ? (i) => s.data.subarray(i * s.cols, (i + 1) * s.cols)
+        ? (i) => /** @type {Float32Array | Float64Array} */ (s.data).subarray(i * s.cols, (i + 1) * s.cols)
         : (i, out) => {
             for (let j = 0; j < s.cols; j++) out[j] = s.value(i, j);
             return out;
@@ -385,7 +464,7 @@ export function createGrid(parent, { title, onPick, describe }) {
         row,
         lo,
         hi,
-        lut: lookupTable(s.color, lo, hi, rgb),
+        lut: lookupTable(color, lo, hi, rgb),
         closedPixel: pack(rgb(pal.masked)),
         causal: !!s.causal,
         closed: s.causal ? null : s.masked, // s.causal: causal alone, a test with no call per cell
@@ -395,6 +474,7 @@ export function createGrid(parent, { title, onPick, describe }) {
     return painted;
   }
 
+  /** @param {{ clientX: number, clientY: number }} ev */
   function cellAt(ev) {
     if (!box || !spec) return null;
     const r = canvas.getBoundingClientRect();
@@ -406,7 +486,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     return { i, j: j >= 0 && j < spec.cols && x >= box.left ? j : null, x, y };
   }
 
+  /** @type {{ clientX: number, clientY: number } | null} */
   let pointer = null; // where the pointer last was over the canvas: a redraw under it retells its cell
+  /** @param {{ clientX: number, clientY: number }} ev */
   function onMove(ev) {
     pointer = { clientX: ev.clientX, clientY: ev.clientY };
     const c = cellAt(ev);
@@ -423,6 +505,7 @@ export function createGrid(parent, { title, onPick, describe }) {
     tip.hidden = true;
     pointer = null;
   };
+  /** @param {MouseEvent} ev */
   function onClick(ev) {
     const c = cellAt(ev);
     if (c && onPick) onPick(c.i, c.j);
