@@ -8,8 +8,9 @@ import { weightPicture } from "./picture.js";
 /* global PAINT_WORKER_SOURCE */ // the worker's bundle, as text (scripts/build.mjs)
 
 /** @typedef {import("./picture.js").Painted} Painted */
-/** A matrix as attention.js holds it: row-major numbers, (heads ×) rows × cols; `only`: the one head held. */
-/** @typedef {{ data: Float32Array | Float64Array, rows: number, cols: number, heads?: number, only?: number }} Matrix */
+/** @typedef {import("./types").Matrix} Matrix */
+/** A head's numbers alone, as a worker is sent them. */
+/** @typedef {Pick<Matrix, "data" | "rows" | "cols">} Copied */
 /**
  * A picture asked for (see createPainter).
  * @typedef {object} PaintJob
@@ -22,7 +23,7 @@ import { weightPicture } from "./picture.js";
  * @property {number} n
  * @property {number} temperature
  * @property {boolean} causal
- * @property {Uint8Array | null} mask
+ * @property {import("./types").Mask} mask
  * @property {boolean} stretch
  * @property {Uint32Array} lut
  * @property {number} closedPixel
@@ -32,7 +33,7 @@ import { weightPicture } from "./picture.js";
  * What the worker is sent for a picture: q, k and the bias only when they change (else null), the
  * mask only when newMask.
  * @typedef {Pick<PaintJob, "n" | "temperature" | "causal" | "stretch" | "lut" | "closedPixel" | "scale" | "softcap"> & {
- *   kind?: undefined, id: number, q: Matrix | null, k: Matrix | null, bias: Matrix | null, newMask: boolean, mask: Uint8Array | null }} PictureMessage
+ *   kind?: undefined, id: number, q: Copied | null, k: Copied | null, bias: Copied | null, newMask: boolean, mask: Uint8Array | null }} PictureMessage
  */
 /** @typedef {{ image: Painted, current: boolean }} Requested */
 /**
@@ -60,7 +61,7 @@ export function startWorker() {
 // Two requests ask for the same picture when every input is the same object or value.
 /** @type {(keyof PaintJob)[]} */
 const KEYS = ["q", "k", "scale", "softcap", "bias", "n", "temperature", "causal", "mask", "stretch", "colours"];
-/** @param {Matrix} m  @returns {Matrix} */
+/** @param {Matrix} m  @returns {Copied} */
 const copy = (m) => ({ data: m.data.slice(), rows: m.rows, cols: m.cols }); // a head alone, not every head's buffer
 /** @param {PaintJob | null} a  @param {PaintJob | null} b */
 const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);

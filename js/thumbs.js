@@ -9,37 +9,17 @@ import { startWorker } from "./painter.js";
 export const SIZE = 84; // a thumbnail's side in pixels, at most
 const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 
-/** @typedef {import("./painter.js").Matrix} Matrix */
+/** @typedef {import("./types").Matrix} Matrix */
+/** @typedef {import("./painter.js").Copied} Copied */
 /** @typedef {import("./painter.js").Started} Started */
 /** A head's thumbnail: block means of its weights, at most SIZE × SIZE, and its summaries by name. */
 /** @typedef {ReturnType<typeof thumbnail> & { summary: Record<string, number> }} Thumb */
-/**
- * Every head's q and k (a model's every layer's, stacked), and each head's scores as far as they
- * are done: scores[h] holds rows[h] rows (null: none kept).
- * @typedef {object} HeadJob
- * @property {Matrix & { heads: number }} q
- * @property {Matrix & { heads: number }} k
- * @property {number} scale
- * @property {number | null} softcap
- * @property {(Matrix & { heads: number }) | null} bias
- * @property {(Float64Array | null)[]} scores
- * @property {number[]} rows
- */
-/**
- * The thumbnails' work (a store's `thumbnails()`): the heads, the settings, each layer's mask
- * where a model's layers have their own, and the thumbnails done (null: not yet).
- * @typedef {object} ThumbWork
- * @property {HeadJob} job
- * @property {number} temperature
- * @property {boolean} causal
- * @property {Uint8Array | null} mask
- * @property {(Uint8Array | null)[] | null} [masks]
- * @property {boolean} cross
- * @property {(Thumb | null)[]} thumbs
- */
-/** @typedef {{ temperature: number, causal: boolean, mask: Uint8Array | null, cross: boolean }} ThumbSettings */
+/** @typedef {import("./types").HeadJob} HeadJob */
+/** The thumbnails' work computed here (a store's `thumbnails()`, not the kernel's): thumbs[h] null until done. */
+/** @typedef {Extract<import("./types").ThumbWork, { kernel?: undefined }>} ThumbWork */
+/** @typedef {{ temperature: number, causal: boolean, mask: import("./types").Mask, cross: boolean }} ThumbSettings */
 /** What a worker is sent for one head's thumbnail; keep: send its scores back too. */
-/** @typedef {ThumbSettings & { kind: "thumb", q: Matrix, k: Matrix, bias: Matrix | null, scale: number, softcap: number | null, keep: boolean }} ThumbMessage */
+/** @typedef {ThumbSettings & { kind: "thumb", q: Copied, k: Copied, bias: Copied | null, scale: number, softcap: number | null, keep: boolean }} ThumbMessage */
 /**
  * @typedef {object} ThumbPool
  * @property {() => boolean} usable
@@ -128,7 +108,7 @@ const maskOfHead = (work, h) => (work.masks ? work.masks[Math.floor((h * work.ma
 
 /** @param {HeadJob} job */
 const kept = (job) => job.q.rows * job.k.rows * job.q.heads <= KEEP; // every head's scores fit in memory
-/** @param {Matrix | null} m  @returns {Matrix | null} */
+/** @param {Matrix | null} m  @returns {Copied | null} */
 const copy = (m) => m && { data: m.data.slice(), rows: m.rows, cols: m.cols }; // one head's, not every head's buffer
 
 /**
@@ -206,8 +186,8 @@ export function createThumbPool({ onThumb, onFail }) {
     entry.busy = { work, h };
     entry.worker.postMessage({
       kind: "thumb",
-      q: /** @type {Matrix} */ (copy(q)),
-      k: /** @type {Matrix} */ (copy(k)),
+      q: /** @type {Copied} */ (copy(q)),
+      k: /** @type {Copied} */ (copy(k)),
       bias: copy(bias),
       scale: work.job.scale,
       softcap: work.job.softcap,

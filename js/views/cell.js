@@ -1,8 +1,8 @@
 // One cell's arithmetic: from q·k to the weight, and the weight's share of the output.
 import { CLOSED, el, fill, fmt3 } from "./dom.js";
 
-/** @typedef {ReturnType<typeof import("../attention.js").cellArithmetic>} Arithmetic */
-/** @typedef {import("./dom.js").ClosedWhy} ClosedWhy */
+/** @typedef {import("../types").CellArithmetic} Arithmetic */
+/** @typedef {import("../types").ClosedWhy} ClosedWhy */
 /**
  * The cell shown: its arithmetic, the reader's and the read token's text, why it is closed (if
  * it is), whether the scores have a bias, the lab's RoPE or ALiBi, and what was given ("" for q and k).
@@ -10,7 +10,7 @@ import { CLOSED, el, fill, fmt3 } from "./dom.js";
  * @property {Arithmetic} a
  * @property {ClosedWhy | null} why
  * @property {boolean} biased
- * @property {{ scheme: string, biased: boolean } | null} [position]
+ * @property {import("../types").Position | null} [position]
  * @property {string} given
  * @property {string} reader
  * @property {string} read

@@ -15,7 +15,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 /** @typedef {Handlers & { [name: string]: string | number | boolean | null | undefined | Function }} Attrs */
 /** @typedef {(n: number) => string} Fmt */
 /** @typedef {ReturnType<typeof palette>} Palette */
-/** @typedef {"ahead" | "sink" | "mask"} ClosedWhy */
+/** @typedef {import("../types").ClosedWhy} ClosedWhy */
 
 /**
  * @template {Element} N
