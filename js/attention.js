@@ -2,11 +2,23 @@
 // Matrices are {data, rows, cols} (data row-major: Float32Array or Float64Array inputs, exactly
 // the numbers Python holds; Float64Array results: every sum and product is in float64).
 
+/** @typedef {import("./types").Matrix} Matrix */
+/** @typedef {import("./types").Numbers} Numbers */
+/** @typedef {import("./state").ArrayValue} ArrayValue */
+/** @typedef {import("./state").MaskValue} MaskValue */
+/** @typedef {ArrayLike<number> | null} MaskCells (n × m, 1 where a row may read; null: every cell) */
+
+/** @typedef {{ new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): Numbers | Int32Array | Uint8Array, BYTES_PER_ELEMENT: number }} ArrayType */
+/** @type {Record<string, ArrayType>} */
 const TYPES = { float32: Float32Array, float64: Float64Array, int32: Int32Array, uint8: Uint8Array };
 
-/** Decode a synced array {shape, dtype, view: DataView} into {data, heads, rows, cols}. */
+/** Decode a synced array {shape, dtype, view: DataView} into {data, heads, rows, cols}.
+ * @template {ArrayValue | MaskValue | null | undefined} V
+ * @param {V} value
+ * @returns {V extends MaskValue ? import("./types").Matrix<Uint8Array> : V extends ArrayValue ? Matrix : null} */
 export function decodeMatrix(value) {
-  if (!value) return null;
+  /** @typedef {V extends MaskValue ? import("./types").Matrix<Uint8Array> : V extends ArrayValue ? Matrix : null} Out */
+  if (!value) return /** @type {Out} */ (null);
   const { view, shape } = value;
   const Type = TYPES[value.dtype || "float32"];
   // A DataView may sit inside a larger buffer: honour its offset and length (copied when the
@@ -17,38 +29,47 @@ export function decodeMatrix(value) {
       : new Type(view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength));
   const [heads, rows, cols] = shape.length === 3 ? shape : [1, ...shape];
   // a live model's layer comes one head at a time: the data are head `only`'s alone
-  return value.head == null ? { data, heads, rows, cols } : { data, heads, rows, cols, only: value.head };
+  const { head } = /** @type {ArrayValue} */ (value); // (a mask has none)
+  return /** @type {Out} */ (head == null ? { data, heads, rows, cols } : { data, heads, rows, cols, only: head });
 }
 
 /** One head of a (heads ×) rows × cols matrix, sharing its memory; of a matrix that holds one
- * head only, that head (the last one shown, until the kernel sends the next). */
+ * head only, that head (the last one shown, until the kernel sends the next).
+ * @template {Numbers | Uint8Array} D  @param {import("./types").Matrix<D>} m  @param {number} h
+ * @returns {import("./types").Matrix<D>} */
 export function headOf(m, h) {
   const size = m.rows * m.cols;
   const p = m.only == null ? h : 0;
-  return { data: m.data.subarray(p * size, (p + 1) * size), heads: 1, rows: m.rows, cols: m.cols };
+  return { data: /** @type {D} */ (m.data.subarray(p * size, (p + 1) * size)), heads: 1, rows: m.rows, cols: m.cols };
 }
 
-/** Encode a typed array as a synced array of the same precision, for sending an edited matrix back to Python. */
+/** Encode a typed array as a synced array of the same precision, for sending an edited matrix back to Python.
+ * @param {Numbers} data  @param {number[]} shape  @returns {ArrayValue} */
 export function encodeMatrix(data, shape) {
   const copy = data.slice();
   return { shape, dtype: copy instanceof Float64Array ? "float64" : "float32", view: new DataView(copy.buffer) };
 }
 
+/** @param {number} dk  @returns {number} */
 export function defaultScale(dk) {
   return 1 / Math.sqrt(dk);
 }
 
 /** scale · Q Kᵀ (soft-capped to softcap · tanh(s / softcap) when softcap is given, then + bias,
- * n×m, when given), n×m (n queries, m keys), before temperature and mask. */
+ * n×m, when given), n×m (n queries, m keys), before temperature and mask.
+ * @param {Matrix} q  @param {Matrix} k  @param {number} scale  @param {Matrix | null} [bias]  @param {number | null} [softcap]
+ * @returns {Float64Array} */
 export function scores(q, k, scale, bias = null, softcap = null) {
   return addBias(scoreRows(new Float64Array(q.rows * k.rows), q, k, scale, 0, q.rows, softcap), bias, 0, q.rows);
 }
 
-/** A score soft-capped: softcap · tanh(s / softcap), as numpy computes it (Gemma 2's cap). */
+/** A score soft-capped: softcap · tanh(s / softcap), as numpy computes it (Gemma 2's cap).
+ * @param {number} s  @param {number} softcap */
 export const capped = (s, softcap) => softcap * Math.tanh(s / softcap);
 
 /** Rows r0..r1 of `bias` (rows × cols, or null for none) added to `out` in place: scale·q·k + bias,
- * one addition per score, as numpy makes it. */
+ * one addition per score, as numpy makes it.
+ * @param {Float64Array} out  @param {Matrix | null} bias  @param {number} r0  @param {number} r1 */
 export function addBias(out, bias, r0, r1) {
   if (!bias) return out;
   for (let p = r0 * bias.cols, end = r1 * bias.cols; p < end; p++) out[p] += bias.data[p];
@@ -56,7 +77,9 @@ export function addBias(out, bias, r0, r1) {
 }
 
 /** Rows r0..r1 of scale · Q Kᵀ (soft-capped when softcap is given), written into `out` (so long
- * inputs can be done in pieces). */
+ * inputs can be done in pieces).
+ * @param {Float64Array} out  @param {Matrix} q  @param {Matrix} k  @param {number} scale  @param {number} r0  @param {number} r1
+ * @param {number | null} [softcap] */
 export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
   // Two queries against four keys at a time: each loaded number serves several sums, about four
   // times as fast as one dot product at a time. Every sum still runs over c in order, so each
@@ -65,6 +88,7 @@ export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
     m = k.rows,
     Q = q.data,
     K = k.data;
+  /** @param {number} i  @param {number} j */
   const dot = (i, j) => {
     let s = 0;
     for (let c = 0; c < d; c++) s += Q[i * d + c] * K[j * d + c];
@@ -133,6 +157,7 @@ export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
 /** A score at or below this closes its cell: weight exactly 0 at every temperature (core.CLOSED). */
 export const CLOSED = -1e30;
 
+/** @param {ArrayLike<number>} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {MaskCells} [mask] */
 export function weights(S, rows, temperature, causal, mask = null) {
   const m = S.length / rows,
     W = new Float64Array(S.length);
@@ -140,7 +165,9 @@ export function weights(S, rows, temperature, causal, mask = null) {
   return W;
 }
 
-/** Row i of `weights`, into `out` (n numbers: a row is n keys long; zeros where the row may not read). */
+/** Row i of `weights`, into `out` (n numbers: a row is n keys long; zeros where the row may not read).
+ * @param {ArrayLike<number>} S  @param {number} n  @param {number} i  @param {number} temperature  @param {boolean} causal
+ * @param {MaskCells} [mask]  @param {Float64Array} [out] */
 export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n)) {
   const last = causal ? Math.min(i, n - 1) : n - 1,
     row = i * n;
@@ -160,7 +187,7 @@ export function weightRow(S, n, i, temperature, causal, mask = null, out = new F
   return out;
 }
 
-/** W · V, n×d_v (W is n × m, V m × d_v). */
+/** W · V, n×d_v (W is n × m, V m × d_v). @param {ArrayLike<number>} W  @param {Matrix} v */
 export function output(W, v) {
   const m = v.rows,
     n = W.length / m,
@@ -178,7 +205,8 @@ export function output(W, v) {
 
 /** Weight × ‖value‖ of one head (Kobayashi et al., 2020) where the head adds its values as they
  * are (Python's core.attention_norms with no output projection): W[i, j]·‖v_j‖, rows × keys, float32
- * as Python sends a measure. W: rows × m; v: {rows: m, cols, data}. */
+ * as Python sends a measure. W: rows × m; v: {rows: m, cols, data}.
+ * @param {ArrayLike<number>} W  @param {Matrix} v */
 export function weightNorms(W, v) {
   const m = v.rows,
     d = v.cols,
@@ -193,7 +221,7 @@ export function weightNorms(W, v) {
   return out;
 }
 
-/** exp(entropy) of row i. */
+/** exp(entropy) of row i. @param {ArrayLike<number>} W  @param {number} n  @param {number} i */
 export function effectiveTokens(W, n, i) {
   let h = 0,
     total = 0;
@@ -207,11 +235,14 @@ export function effectiveTokens(W, n, i) {
 
 /** The head summaries of one weight matrix (rows × m), as core.head_summaries defines them: each
  * a mean over the rows where it exists (NaN where no row has it). `open(i, j)`: may row i read j.
- * In cross-attention no row reads itself or its previous token. */
+ * In cross-attention no row reads itself or its previous token.
+ * @param {ArrayLike<number>} W  @param {number} rows  @param {(i: number, j: number) => boolean} open  @param {boolean} [cross]
+ * @returns {Record<string, number>} */
 export function headSummary(W, rows, open, cross = false) {
   const m = W.length / rows;
   const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 },
     counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
+  /** @param {keyof typeof sums} name  @param {number} value */
   const add = (name, value) => {
     sums[name] += value;
     counts[name] += 1;
@@ -224,7 +255,7 @@ export function headSummary(W, rows, open, cross = false) {
     if (!cross && i > 0 && i <= m && open(i, i - 1)) add("previous", W[i * m + i - 1]);
     if (any) add("effective_tokens", effectiveTokens(W, m, i));
   }
-  return Object.fromEntries(Object.keys(sums).map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
+  return Object.fromEntries(/** @type {(keyof typeof sums)[]} */ (Object.keys(sums)).map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
 }
 
 const U = 2 ** -53; // float64's unit roundoff
@@ -234,8 +265,11 @@ const U = 2 ** -53; // float64's unit roundoff
  * within (d+2)·u·|scale|·|q|·|k| of its true value, in different orders, so they may differ by
  * twice that; a score off by δ moves a weight by up to 2δ/T. Returns the bound on a score's
  * difference and the largest score; `agreement` turns them into a verdict for a temperature.
+ * @param {Matrix} q  @param {Matrix} k  @param {number} scale  @param {ArrayLike<number>} S
+ * @returns {{ score: number, dot: number, top: number }}
  */
 export function roundingBound(q, k, scale, S) {
+  /** @param {Matrix} m */
   const norms = (m) => {
     // the largest row norm, of rows divided by their largest entry (no overflow)
     const big = magnitude(m.data);
@@ -261,6 +295,9 @@ export function roundingBound(q, k, scale, S) {
  * off by δ moves a weight by a factor of up to e^(2δ/T); at a tiny T that is large, but a row
  * where one score leads every other by more than 2δ + 40·T is still exact (the others are below
  * e^-40 in both), so only rows with a near-tie are unsure.
+ * @param {{ score: number, dot?: number, top: number }} bound  @param {ArrayLike<number>} S  @param {number} rows
+ * @param {number} temperature  @param {boolean} causal  @param {MaskCells} [mask]
+ * @returns {{ exact: boolean, scoreError: number, weightError: number, top: number }}
  */
 export function agreement({ score, dot = score, top }, S, rows, temperature, causal, mask = null) {
   const spread = (2 * score) / temperature;
@@ -268,6 +305,7 @@ export function agreement({ score, dot = score, top }, S, rows, temperature, cau
   if (spread <= 2.5e-7) return { exact: scoresOk, scoreError: score, weightError: spread, top };
   // each cell's own error: the dot product's, and the rounding of its own size (a bias as large as
   // float32's minimum, as models close cells with, errs hugely but is e^-huge = 0 in both)
+  /** @param {number} x */
   const err = (x) => dot + 4 * U * Math.abs(x);
   let unsure = 0;
   const n = S.length / rows; // keys per row
@@ -288,7 +326,7 @@ export function agreement({ score, dot = score, top }, S, rows, temperature, cau
   return { exact: scoresOk && !unsure, scoreError: score, weightError: unsure ? Math.min(1, Math.expm1(spread)) : 0, top };
 }
 
-/** Mean of the value rows. */
+/** Mean of the value rows. @param {Matrix} v */
 export function meanRow(v) {
   const m = new Float64Array(v.cols);
   // each term divided first: a sum of huge values would overflow
@@ -296,7 +334,9 @@ export function meanRow(v) {
   return m;
 }
 
-/** Rows (n × d, flat) minus a centre, times a d × 2 basis: a 2-D projection, as a matrix. */
+/** Rows (n × d, flat) minus a centre, times a d × 2 basis: a 2-D projection, as a matrix.
+ * @param {ArrayLike<number>} rows  @param {number} n  @param {ArrayLike<number>} centre  @param {Matrix} basis
+ * @returns {import("./types").Matrix<Float64Array>} */
 export function project(rows, n, centre, basis) {
   const d = basis.rows,
     out = new Float64Array(n * 2);
@@ -310,6 +350,7 @@ export function project(rows, n, centre, basis) {
   return { data: out, heads: 1, rows: n, cols: 2 };
 }
 
+/** @param {ArrayLike<number>} a  @param {number} ai  @param {ArrayLike<number>} b  @param {number} bi  @param {number} d */
 function dist(a, ai, b, bi, d) {
   let s = 0;
   for (let c = 0; c < d; c++) {
@@ -319,7 +360,8 @@ function dist(a, ai, b, bi, d) {
   return Math.sqrt(s);
 }
 
-/** [smallest, largest] of an array, by a loop: spreading a long array into Math.max overflows the stack. */
+/** [smallest, largest] of an array, by a loop: spreading a long array into Math.max overflows the stack.
+ * @param {ArrayLike<number>} values  @returns {[number, number]} */
 export function extent(values) {
   let lo = Infinity,
     hi = -Infinity;
@@ -331,16 +373,17 @@ export function extent(values) {
 }
 
 /** The largest magnitude in an array (1 when all are 0): metrics of huge values are computed on
- * values divided by it, near 1, so no square overflows. */
+ * values divided by it, near 1, so no square overflows. @param {ArrayLike<number>} data */
 export function magnitude(data) {
   let top = 0;
   for (let i = 0; i < data.length; i++) top = Math.max(top, Math.abs(data[i]));
   return top > 0 ? top : 1;
 }
 
+/** @param {ArrayLike<number>} data  @param {number} m */
 const divided = (data, m) => Float64Array.from(data, (x) => x / m);
 
-/** ‖O_i − mean(V)‖ / max_j ‖V_j − mean(V)‖, 0 when all values coincide. */
+/** ‖O_i − mean(V)‖ / max_j ‖V_j − mean(V)‖, 0 when all values coincide. @param {Numbers} O  @param {Matrix} v  @param {number} i */
 export function senseResolved(O, v, i) {
   const m = magnitude(v.data),
     vs = { ...v, data: divided(v.data, m) },
@@ -351,7 +394,7 @@ export function senseResolved(O, v, i) {
   return reach === 0 ? 0 : dist(Os, 0, mean, 0, v.cols) / reach;
 }
 
-/** The largest distance between any two tokens' outputs. */
+/** The largest distance between any two tokens' outputs. @param {ArrayLike<number>} O  @param {number} n  @param {number} d */
 export function outputSpread(O, n, d) {
   const m = magnitude(O),
     Os = divided(O, m);
@@ -360,11 +403,13 @@ export function outputSpread(O, n, d) {
   return best * m;
 }
 
-/** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights. */
+/** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights.
+ * @param {Matrix} q  @param {Matrix} k  @param {Matrix} v  @param {ArrayLike<number>} S  @param {ArrayLike<number>} Wi
+ * @param {{ i: number, j: number, scale: number, temperature: number, causal: boolean, mask?: MaskCells, bias?: Matrix | null, softcap?: number | null }} at */
 export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null, softcap = null }) {
   const n = k.rows,
     last = causal ? Math.min(i, n - 1) : n - 1,
-    open = (m) => (!mask || mask[i * n + m]) && S[i * n + m] > CLOSED;
+    open = /** @param {number} m */ (m) => (!mask || mask[i * n + m]) && S[i * n + m] > CLOSED;
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
   let max = -Infinity;
@@ -372,6 +417,7 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   if (max === -Infinity) max = 0;
   const shift = Math.abs(max / temperature) > 700 ? max / temperature : 0; // exp would overflow or vanish: shift the row
   // shifted, each term is exp((s - max) / T): the same as exp(s / T - shift), and never ∞ - ∞
+  /** @type {(s: number) => number} */
   const expOf = shift ? (s) => Math.exp((s - max) / temperature) : (s) => Math.exp(s / temperature);
   let rowSum = 0;
   for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
@@ -399,7 +445,9 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   };
 }
 
-/** Everything at once, for tests and small inputs: the JS twin of core.attention. */
+/** Everything at once, for tests and small inputs: the JS twin of core.attention.
+ * @param {Matrix} q  @param {Matrix} k  @param {Matrix} v
+ * @param {{ temperature?: number, causal?: boolean, scale?: number | null, mask?: MaskCells, softcap?: number | null }} [options] */
 export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null, softcap = null } = {}) {
   const n = q.rows,
     s = scale == null ? defaultScale(q.cols) : scale;
@@ -412,13 +460,15 @@ export function attention(q, k, v, { temperature = 1, causal = false, scale = nu
 }
 
 /** Whether row i may read column j of an n × m matrix: not ahead of it under the causal rule, and
- * open in the mask (1 where a row may read; null: every cell). The page's one statement of it. */
+ * open in the mask (1 where a row may read; null: every cell). The page's one statement of it.
+ * @param {boolean} causal  @param {MaskCells} mask  @param {number} m  @returns {(i: number, j: number) => boolean} */
 export const openCell = (causal, mask, m) => (i, j) => !(causal && j > i) && (!mask || !!mask[i * m + j]);
 
 // --- where position enters the lab's attention (position.py's twin): token i is at position i ---
 
 /** (heads ×) rows × cols vectors, each turned pair by pair by its position × θ_i, θ_i = base^(−2i/cols):
- * RoPE in transformers' layout, pair i being entries i and i + cols/2. */
+ * RoPE in transformers' layout, pair i being entries i and i + cols/2.
+ * @param {Matrix} m  @param {number} base  @returns {Matrix} */
 export function rope(m, base) {
   const { rows, cols } = m,
     half = cols / 2,
@@ -441,14 +491,15 @@ export function rope(m, base) {
 }
 
 /** The ALiBi paper's slopes, as BLOOM has them (position.py's slopes): 2^(−8h/P) for the power of two P ≤ H, then
- * every other slope of 2P heads for the heads left. */
+ * every other slope of 2P heads for the heads left. @param {number} heads  @returns {number[]} */
 export function alibiSlopes(heads) {
   const power = 2 ** Math.floor(Math.log2(heads));
   const extra = Array.from({ length: heads - power }, (_, i) => 2 ** ((-4 * (2 * (i + 1) - 1)) / power));
   return [...Array.from({ length: power }, (_, i) => 2 ** ((-8 * (i + 1)) / power)), ...extra];
 }
 
-/** The bias `b` (n × m for every head, heads × n × m, or null) plus ALiBi's −m_h·|i − j|, as heads × n × m. */
+/** The bias `b` (n × m for every head, heads × n × m, or null) plus ALiBi's −m_h·|i − j|, as heads × n × m.
+ * @param {Matrix | null} b  @param {number} heads  @param {number} n  @param {number} m  @param {number[]} slopes  @returns {Matrix} */
 export function withAlibi(b, heads, n, m, slopes) {
   const data = new Float64Array(heads * n * m),
     shared = !b || b.heads === 1;
@@ -462,5 +513,7 @@ export function withAlibi(b, heads, n, m, slopes) {
   return { data, heads, rows: n, cols: m };
 }
 
-/** A two-number vector turned by `angle` radians (RoPE's θ is 1 for two numbers: position p turns by p). */
+/** A two-number vector turned by `angle` radians (RoPE's θ is 1 for two numbers: position p turns by p).
+ * @param {number[]} vector  @param {number} angle  @returns {number[]} */
+
 export const turn = ([x, y], angle) => [x * Math.cos(angle) - y * Math.sin(angle), y * Math.cos(angle) + x * Math.sin(angle)];

@@ -52,7 +52,7 @@ export interface How {
 export type Propose = (change: Change, how?: How) => string | null;
 
 /** A listener of the model: a change (`change`, `change:name`), or a message from the kernel (`msg:custom`). */
-export type Listener = (...args: any[]) => void; // (a message's content is the kernel's, checked where it is read)
+export type Listener = (...args: never[]) => void;
 
 /** The model mount() draws from: a live widget's (layers.js wraps anywidget's) or an exported page's (standalone.js). */
 export interface Model {
