@@ -3,8 +3,7 @@
 import { el } from "./dom.js";
 import { createGrid } from "./grid.js";
 
-/** @typedef {ReturnType<typeof createGrid>} Grid */
-/** @typedef {Parameters<Grid["update"]>[0]} GridSpec */
+/** @typedef {import("./grid.js").GridSpec} GridSpec */
 /**
  * The detail views' window on a rows × cols matrix, shared by both and moved in place. size, r0
  * and c0 are set by follow() before it is drawn or moved; exact: the zoom as turned, not rounded;

@@ -17,10 +17,7 @@ let instances = 0; // marker ids must be unique in the document
 /** @typedef {import("../types").Matrix} Matrix */
 /** @typedef {import("d3-scale").ScaleLinear<number, number>} Linear */
 /** @typedef {ReturnType<typeof place>[number]} Placed */
-/**
- * Where position enters the lab's scores (store.position()): RoPE turns the queries (given: the head's before the turn), ALiBi's slope.
- * @typedef {{ scheme: "rope" | "alibi", base: number, slope: number | null, given: Matrix, biased: boolean }} Position
- */
+/** @typedef {import("../types").Position} Position */
 /**
  * @typedef {object} DialView
  * @property {string[]} tokens

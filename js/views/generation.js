@@ -4,8 +4,9 @@ import { signedColours } from "../colours.js"; // K and V in the colours the que
 import { el, fill, fmt2 } from "./dom.js";
 import { createGrid } from "./grid.js";
 
-/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./dom.js").Palette} Palette */
 /** @typedef {import("../types").Matrix} Matrix */
+/** @typedef {import("./grid.js").GridSpec} GridSpec */
 /**
  * @typedef {object} GenerationView
  * @property {number} written  how many tokens are written (store.written()); 0 when every one is
@@ -77,7 +78,7 @@ export function createGeneration(parent) {
         `Writing the text: ${s} of ${n} tokens so far. The keys and values of the tokens written are kept (the cache); each step adds one column, ` +
         "outlined and marked “new”; the columns marked “cached” keep their numbers and their colours, on one scale for the whole text.";
       // the cache: one column per token written (d rows), the newest marked "new", the others "cached"
-      /** @param {Matrix} m  @param {string} title  @param {number} top */
+      /** @param {Matrix} m  @param {string} title  @param {number} top  @returns {GridSpec} */
       const matrix = (m, title, top) => {
         return {
           rows: m.cols,

@@ -9,13 +9,9 @@ import { el, fill, fmt2, inkOn, legend } from "./dom.js";
 const SMALLEST = 30; // a thumbnail's side in CSS pixels, at least (a whole model's grid); at most SIZE
 const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels start on a multiple of 4
 
-/** A head's thumbnail (thumbs.js): its weights as block means, their largest, and its summaries.
- * @typedef {{ data: ArrayLike<number>, width: number, height: number, max: number, averaged?: boolean, summary: Record<string, number> }} Thumb */
-/**
- * Every head's thumbnails as the store gives them (store.thumbnails()): a job the page (or its
- * workers, thumbs.js) computes, one thumbnail at a time, or the kernel's overview (`kernel`), done.
- * @typedef {{ thumbs: (Thumb | null)[], kernel?: boolean, job: { q: { rows: number, heads: number }, k: { rows: number } } }} Work
- */
+/** @typedef {import("../types").Thumb} Thumb */
+/** Every head's thumbnails (store.thumbnails()): computed here, or the kernel's overview (`kernel`). @typedef {import("../types").ThumbWork} Work */
+/** Thumbnails the page (or its workers, thumbs.js) computes. @typedef {Extract<Work, { kernel?: undefined }>} OwnWork */
 /** A colour scale from [0, 1] (or [-1, 1], signed) to CSS colours. @typedef {(t: number) => string} Colour */
 /**
  * What colours the heads in place of the summary: the difference panel's, or an exported page's "effect".
@@ -134,8 +130,9 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
     });
   };
   // a whole model's heads go to workers; where none can run, the page does them itself
-  const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(current) });
-  /** @param {Work} work */
+  // (the kernel's overview is never the pool's: a failure comes for work computed here, unless the work changed meanwhile)
+  const pool = createThumbPool({ onThumb: onProgress, onFail: () => current && run(/** @type {OwnWork} */ (current)) });
+  /** @param {OwnWork} work */
   const run = (work) => {
     if (work !== current) return;
     const finished = work.thumbs.filter(Boolean).length,

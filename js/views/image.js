@@ -10,7 +10,7 @@ const TOP_ALPHA = 0.8; // the tint of the row's largest value: the image still s
 const TILE = { full: 30, condensed: 18 }; // a tile's height in the token strip
 const TINT = "#08519c"; // the tint of a row of weights (deep blue), the same in both themes
 
-/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./dom.js").Palette} Palette */
 /**
  * A vision model's image as the widget holds it (the `image` trait): a PNG data URL, its patch grid,
  * the index of its first patch token, a patch's side (or [height, width]) and [height, width] in pixels.

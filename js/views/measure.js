@@ -10,9 +10,9 @@ import { createTokenStrip } from "./tokens.js";
 
 /** @typedef {import("../state").State} State */
 /** @typedef {import("../state").ArrayValue} ArrayValue */
-/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./dom.js").Palette} Palette */
 /** @typedef {import("./image.js").Picture} Picture */
-/** The state as it stands, read by name. @typedef {<K extends keyof State>(name: K) => State[K]} Get */
+/** @typedef {import("../types").Get} Get */
 /**
  * One measure's matrix for the page (computed_views.entry, or the page's own weight × ‖value‖), at
  * the state in its key; or why it could not be computed.
@@ -318,7 +318,10 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         color,
         text: figuresTo(hi), // (small numbers, a long text's, with figures enough to tell apart)
         // closed as the head shown reads (weight × ‖value‖, difference); across layers only the causal rule closes cells
-        masked: ["rollout", "flow"].includes(drawn.key.measure) ? (i, j) => /** @type {Entry} */ (shown).key.causal && j > i : view.closed,
+        // (a key without causal: undefined, every cell open)
+        masked: ["rollout", "flow"].includes(drawn.key.measure)
+          ? /** @type {(i: number, j: number) => boolean} */ ((i, j) => /** @type {Entry} */ (shown).key.causal && j > i)
+          : view.closed,
         maxWidth: Math.min(view.maxWidth, 760),
         pal: view.pal,
         ariaLabel: title,

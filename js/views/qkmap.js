@@ -9,7 +9,7 @@ const HEIGHT = 340,
   NEAR = 7; // px: how close the pointer must come to a point to name it
 const CELL = 16; // px: the hover index's buckets
 
-/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./dom.js").Palette} Palette */
 /** A typed array as the kernel sends it (computed_views._buffer).
  * @typedef {{ shape: number[], dtype: "float32" | "int32" | "uint8", view: DataView }} Buffer */
 /**
@@ -38,7 +38,7 @@ const CELL = 16; // px: the hover index's buckets
 /** @typedef {{ answer: QkAnswer, pal: Palette, width: number, texts: string[], dpr: number }} Drawn */
 
 /** @param {Buffer} a */
-const numbers = (a) => decodeMatrix(a).data; // (its dtype's typed array, wherever the buffer sits)
+const numbers = (a) => /** @type {import("../types").Matrix} */ (decodeMatrix(/** @type {import("../state").ArrayValue} */ (a))).data; // (int32 and uint8 too: decodeMatrix reads them) // (its dtype's typed array, wherever the buffer sits)
 // a hue per token, spread by the golden angle so that neighbours in a vocabulary differ
 /** @param {string} token */
 const hueOf = (token) => {

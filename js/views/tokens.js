@@ -10,7 +10,7 @@ const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and t
 const CONDENSE = 150; // past this many tokens the strip drops the percentages under each token
 const LINK_H = 56;
 
-/** @typedef {ReturnType<typeof import("./dom.js").palette>} Palette */
+/** @typedef {import("./dom.js").Palette} Palette */
 /** @typedef {import("./image.js").Picture} Picture */
 /**
  * @typedef {object} StripView
