@@ -15,10 +15,42 @@ import { createDial } from "./dial.js";
 import { CLOSED, el, figuresTo, fmt2, fmt3, fmtG, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 
+/** @typedef {import("../state").State["stage"]} Stage */
+/** @typedef {import("../types").Position} Position */
+/** @typedef {import("./grid.js").GridSpec} GridSpec */
+/** @typedef {import("./detail.js").Detail} Detail */
+/**
+ * What the stages draw: the state shown, and the numbers of the head shown (store.numbers()).
+ * @typedef {import("../types").Shown & {
+ *   stage: Stage, tokens: string[], keys: string[], focus: number, cell: [number, number] | null, row: number[] | null,
+ *   pal: import("./dom.js").Palette, maxWidth: number, secret: string | null, hint: boolean, written: number }} StageView
+ */
+/** What start() needs: a worker's picture is asked for before the page computes its own numbers. */
+/** @typedef {import("../types").Shown & { stage: Stage, tokens: string[], keys: string[], pal: import("./dom.js").Palette }} StartView */
+/**
+ * @typedef {object} StagesOptions
+ * @property {(i: number) => void} onFocus
+ * @property {(i: number, j: number | null) => void} onPickCell
+ * @property {(vector: number[]) => void} onQuery
+ * @property {() => void} onQueryEnd
+ * @property {(on: boolean) => void} onResidual
+ * @property {() => void} onWindow
+ */
+/**
+ * @typedef {object} Stages
+ * @property {(view: StageView) => void} update
+ * @property {(view: StartView) => void} start
+ * @property {() => boolean} pending
+ * @property {() => boolean} starting
+ * @property {() => [number, number] | null} span
+ * @property {() => void} destroy
+ */
+
 /** The captions' offer of a cell's arithmetic (left out while the cells wait for an exercise's reveal). */
 const CELL_HINT = " Click a cell for its arithmetic.";
 
-/** What each stage shows, in a sentence under the controls. */
+/** What each stage shows, in a sentence under the controls.
+ * @type {Record<Stage, string>} */
 const CAPTIONS = {
   tokens:
     "The sentence as tokens. Every token reads every other: in the matrix the row is the token doing the reading (its query), the column the token read from (its key). Click a token to focus it.",
@@ -61,6 +93,7 @@ const BIAS_NOTE =
   "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
 
 /** Said under the caption when the model caps its scores (Gemma 2's soft-capping). */
+/** @param {number} c */
 const SOFTCAP_NOTE = (c) =>
   `This model caps its scores: each scale · q · k becomes ${fmt3(c)} · tanh(scale · q · k / ${fmt3(c)}), so no score goes past ±${fmt3(c)}; small scores are nearly unchanged, large ones flattened.`;
 
@@ -69,11 +102,13 @@ const GIVEN_NOTE =
   "These weights were given as they are: with no queries or keys there are no scores to show. A temperature re-tempers each row, softmax(log W / T), the very numbers the scores would give; a weight of 0 stays 0.";
 
 /** Said under the caption while the first token is left out. */
+/** @param {string} first */
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
 /** Said under the query/key, scores and weights stages when position enters the lab's scores: what it did to the
- * focused token (`reader`, at position `focus`). */
+ * focused token (`reader`, at position `focus`).
+ * @param {Stage} stage  @param {Position} position  @param {string} reader  @param {number} focus */
 function positionNote(stage, { scheme, slope, biased }, reader, focus) {
   const who = `${short(reader)}'s query`;
   if (scheme === "rope") {
@@ -83,7 +118,7 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
       return `RoPE: these are scores of turned queries and keys (${who} turned ${focus} × θ, each key by its own position), so a score depends on how far apart two tokens are, not on where they stand.`;
     return `RoPE: ${short(reader)} reads each token through a turn of (its position − ${focus}) × θ, so its weights change with distance: the same two words further apart score differently.`;
   }
-  const m = fmtG(slope);
+  const m = fmtG(/** @type {number} */ (slope)); // (ALiBi's: a slope)
   if (stage === "qk") return `ALiBi leaves queries and keys as they are: it adds −m·|i − j| to the scores (m = ${m} for this head), in the next stage.`;
   if (stage === "scores")
     return `ALiBi: each score gets −m·|i − j| added (m = ${m} for this head), a penalty that grows with the distance between the two tokens${biased ? ", on top of the bias given" : ""}: the ramp is drawn under the scores.`;
@@ -94,7 +129,10 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
  * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place),
- * image (the tokens are an image's patches)}. */
+ * image (the tokens are an image's patches)}.
+ * @param {{ stage: Stage, cross: boolean, causal: boolean, masked: boolean, secret: string | null, hint: boolean, bias: boolean,
+ *   softcap: number | null, residual: boolean, sink: boolean, first: string, given: boolean, position?: Position | null,
+ *   reader?: string, focus?: number, image?: boolean }} view */
 export function captionOf({
   stage,
   cross,
@@ -122,7 +160,7 @@ export function captionOf({
   const notes = [said];
   if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));
   const turned = position && ["qk", "scores", "weights"].includes(stage);
-  if (turned) notes.push(positionNote(stage, position, reader, focus));
+  if (turned) notes.push(positionNote(stage, /** @type {Position} */ (position), reader, focus));
   if (bias && !given && !(position?.scheme === "alibi" && !position.biased) && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
   if (given && stage !== "tokens") notes.push(GIVEN_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
@@ -139,16 +177,19 @@ const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a
  *  written (the tokens shown written while a text is written; 0: none), temperature, causal, cross, residual, axes,
  *  turnable (the query dial is offered), scaleSet (a scale was given), and the numbers of the head shown:
  *  q, k, v, x, basis, bias, mask (matrices or null), scale, and functions scores(), weights(), weightRow(i), topWeight(),
- *  scoreRange(), output(), spread(), closed(i, j), closedWhy(i, j), cellArithmetic(i, j)}. */
+ *  scoreRange(), output(), spread(), closed(i, j), closedWhy(i, j), cellArithmetic(i, j)}.
+ * @param {HTMLElement} body  @param {StagesOptions} options  @returns {Stages} */
 export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, onResidual, onWindow }) {
   const painter = createPainter(onWindow); // a new picture asks for a redraw, as a moved window does
-  const paintColours = memo((zero, seq, masked) => ({
+  const paintColours = memo((/** @type {string} */ zero, /** @type {string} */ seq, /** @type {string} */ masked) => ({
     lut: lookupTable(weightColours({ zero, seq }), 0, 1, rgb),
     closedPixel: pack(rgb(masked)),
     colours: `${zero}|${seq}|${masked}`,
   }));
   // Each panel is shown in the stages it names; the weights matrix stays for the blend.
+  /** @type {[HTMLDivElement, Stage[]][]} */
   const panels = [];
+  /** @param {...Stage} stages */
   const panel = (...stages) => {
     const p = el("div", { class: "aw-panel" });
     body.append(p);
@@ -160,34 +201,50 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     scoresPanel = panel("scores"),
     weightsPanel = panel("weights", "blend");
   const blendPanel = panel("blend");
-  let at = null; // the view drawn last: what the cells' descriptions read
-  const name = (i) => at.tokens[i],
-    keyName = (j) => at.keys[j]; // a row's token, a column's
+  /** @type {StageView | null} */
+  let at = null; // the view drawn last: what the cells' descriptions read (each cell once drawn)
+  const name = (/** @type {number} */ i) => /** @type {StageView} */ (at).tokens[i],
+    keyName = (/** @type {number} */ j) => /** @type {StageView} */ (at).keys[j]; // a row's token, a column's
+  /** @param {import("../types").Matrix} m  @param {number} i  @param {number} j */
   const entry = (m, i, j) => fmt3(m.data[i * m.cols + j]);
+  /** @param {number} i  @param {number} j */
   const describeCell = (i, j) => {
-    const m = at.keys.length,
-      why = at.closedWhy(i, j);
-    const weight = why ? `0 (masked: ${CLOSED[why].tip})` : fmt3(at.weightRow(i)[j]);
-    const bias = at.bias,
-      score = fmt3(at.scores()[i * m + j]);
-    const a = (bias || at.softcap != null) && at.cellArithmetic(i, j);
-    const capped = at.softcap != null ? `${fmt3(a.softcap)}·tanh(${fmt3(a.scale * a.dot)}/${fmt3(a.softcap)})` : "";
-    const term = at.position?.scheme === "alibi" ? (at.position.biased ? "bias − m·|i − j|" : "ALiBi's −m·|i − j|") : "bias";
+    const view = /** @type {StageView} */ (at); // (a cell is described once drawn)
+    const m = view.keys.length,
+      why = view.closedWhy(i, j);
+    const weight = why ? `0 (masked: ${CLOSED[why].tip})` : fmt3(view.weightRow(i)[j]);
+    const bias = view.bias,
+      score = fmt3(view.scores()[i * m + j]);
+    // (read only where there is a bias or a cap)
+    const a = /** @type {import("../types").CellArithmetic} */ ((bias || view.softcap != null) && view.cellArithmetic(i, j));
+    const cap = /** @type {number} */ (a.softcap); // (written only where there is a cap)
+    const capped = view.softcap != null ? `${fmt3(cap)}·tanh(${fmt3(a.scale * a.dot)}/${fmt3(cap)})` : "";
+    const term = view.position?.scheme === "alibi" ? (view.position.biased ? "bias − m·|i − j|" : "ALiBi's −m·|i − j|") : "bias";
     const terms = bias ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + ${term} ${fmt3(a.bias)}` : capped ? ` = ${capped}` : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
-  const qGrid = createGrid(qkPanel, { title: "queries Q", onPick: onFocus, describe: (i, j) => `q(${name(i)})[${j}] = ${entry(at.q, i, j)}` });
-  const kGrid = createGrid(qkPanel, { title: "keys K", onPick: () => {}, describe: (i, j) => `k(${keyName(i)})[${j}] = ${entry(at.k, i, j)}` });
+  const qGrid = createGrid(qkPanel, {
+    title: "queries Q",
+    onPick: onFocus,
+    describe: (i, j) => `q(${name(i)})[${j}] = ${entry(/** @type {StageView} */ (at).q, i, j)}`,
+  });
+  const kGrid = createGrid(qkPanel, {
+    title: "keys K",
+    onPick: () => {},
+    describe: (i, j) => `k(${keyName(i)})[${j}] = ${entry(/** @type {StageView} */ (at).k, i, j)}`,
+  });
   const dial = createDial(qkPanel, { onQuery, onQueryEnd });
   // a click on an overview brings the window to that cell, even the one already picked
+  /** @param {number} i  @param {number | null} j */
   const pickOnOverview = (i, j) => {
     win.seen = null;
     onPickCell(i, j);
     onWindow();
   };
   const scoresGrid = createGrid(scoresPanel, { title: "scores", onPick: pickOnOverview, describe: describeCell });
-  const win = { rows: 0, cols: 0 }; // the detail views' window, shared: it stays put across stages
+  // (its place and size set by follow() before a detail view is drawn)
+  const win = /** @type {import("./detail.js").DetailWindow} */ ({ rows: 0, cols: 0 }); // the detail views' window, shared: it stays put across stages
   const scoresDetail = createDetail(scoresPanel, { win, onPickCell, describe: describeCell, onMove: onWindow });
   const scoresLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(scoresLegend);
@@ -195,7 +252,10 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   const biasGrid = createGrid(scoresPanel, {
     title: "bias (added to scale · q · k)",
     onPick: pickOnOverview,
-    describe: (i, j) => `${name(i)} reads ${keyName(j)}: ${at.position?.scheme === "alibi" ? "added" : "bias"} ${fmt3(at.bias.data[i * at.keys.length + j])}`,
+    describe: (i, j) => {
+      const view = /** @type {StageView & { bias: import("../types").Matrix }} */ (at); // (drawn with a bias)
+      return `${name(i)} reads ${keyName(j)}: ${view.position?.scheme === "alibi" ? "added" : "bias"} ${fmt3(view.bias.data[i * view.keys.length + j])}`;
+    },
   });
   const biasLegend = el("div", { class: "aw-legend" });
   scoresPanel.append(biasLegend);
@@ -206,6 +266,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   const blend = createBlend(blendPanel, { onResidual });
 
   // the rows are the readers, the columns what they read; cells a row may not read are hatched
+  /** @param {StageView} view */
   const grid = (view) => ({
     rows: view.tokens.length,
     cols: view.keys.length,
@@ -216,6 +277,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     pal: view.pal,
   });
   // the detail of a long matrix: the window's rows and columns, with their labels and numbers
+  /** @param {StageView} view  @param {Detail} detail  @param {GridSpec} spec */
   const zoomed = (view, detail, spec) => {
     const n = view.tokens.length,
       m = view.keys.length,
@@ -225,7 +287,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     follow(win, n, m, view.focus, view.cell);
     const { r0, c0 } = win,
       [h, w] = extent(win),
-      inside = (i, j) => i >= 0 && i < h && j >= 0 && j < w;
+      inside = (/** @type {number} */ i, /** @type {number} */ j) => i >= 0 && i < h && j >= 0 && j < w;
+    /** @type {[number, number] | null} */
     const cell = view.cell && inside(view.cell[0] - r0, view.cell[1] - c0) ? [view.cell[0] - r0, view.cell[1] - c0] : null;
     detail.update({
       ...spec,
@@ -237,8 +300,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       focusRow: inside(view.focus - r0, 0) ? view.focus - r0 : null,
       cell,
       maxWidth: Math.min(view.maxWidth, 760),
-      value: (i, j) => spec.value(r0 + i, c0 + j),
-      masked: spec.masked && ((i, j) => view.closed(r0 + i, c0 + j)),
+      value: (/** @type {number} */ i, /** @type {number} */ j) => spec.value(r0 + i, c0 + j),
+      masked: spec.masked && ((/** @type {number} */ i, /** @type {number} */ j) => view.closed(r0 + i, c0 + j)),
       data: null,
       key: null,
       causal: false,
@@ -250,6 +313,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     return { r0, c0, rows: h, cols: w };
   };
   let written = 0;
+  /** @param {StageView} view */
   const masking = (view) => ({
     masked: view.causal || view.mask ? view.closed : null,
     causal: view.causal && !view.mask, // causal alone has a fast path
@@ -259,6 +323,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
   });
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
+  /** @param {StartView} view */
   const requestPicture = ({ tokens, keys, pal, q, k, scale, softcap, bias, scores, temperature, causal, mask }) =>
     painter.request({
       q,
@@ -274,8 +339,10 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       stretch: keys.length > 64,
       ...paintColours(pal.zero, pal.seq, pal.masked),
     });
+  /** @param {StartView} view */
   const painted = (view) => Math.max(view.tokens.length, view.keys.length) >= PAINT_FROM;
 
+  /** @type {Record<Stage, (view: StageView) => void>} */
   const draw = {
     tokens(view) {
       const blank = scaleSequential(() => view.pal.zero).domain([0, 1]); // a scale, so long inputs take the pixel path
@@ -301,8 +368,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       qGrid.update({ ...qk, value: (i, j) => q.data[i * q.cols + j], ariaLabel: "query vectors" });
       kGrid.update({ ...qk, rows: m, rowLabels: view.keys, value: (i, j) => k.data[i * k.cols + j], focusRow: null, ariaLabel: "key vectors" });
       // the dial turns your own 2-D queries; a model's are its own (and come from every layer's arrays)
-      dial.node.hidden = !view.turnable || view.secret === "row"; // its table holds the weights
-      if (!dial.node.hidden) {
+      /** @type {HTMLElement} */ (dial.node).hidden = !view.turnable || view.secret === "row"; // its table holds the weights
+      if (!(/** @type {HTMLElement} */ (dial.node).hidden)) {
         dial.update({
           tokens: view.tokens,
           keys: view.keys,
@@ -310,7 +377,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
           q,
           k,
           scoreRow: view.scores().subarray(focus * m, focus * m + m),
-          weightRow: view.row,
+          weightRow: /** @type {number[]} */ (view.row), // (the qk stage is given the row)
           masked: (j) => view.closed(focus, j),
           scale: view.scale,
           scaleSet: view.scaleSet,
@@ -325,6 +392,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       const [lo, hi] = view.scoreRange(),
         top = Math.max(1e-9, -lo, hi); // once per scores, not per draw
       const color = signedColours(view.pal, top);
+      /** @type {GridSpec} */
       const spec = {
         ...grid(view),
         ...masking(view),
@@ -349,8 +417,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         hi,
       );
       biasGrid.node.hidden = biasLegend.hidden = !bias;
-      const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${fmtG(alibi.slope)}`;
-      biasGrid.node.querySelector("figcaption").textContent = alibi
+      const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${fmtG(/** @type {number} */ (alibi.slope))}`;
+      /** @type {HTMLElement} */ (biasGrid.node.querySelector("figcaption")).textContent = alibi
         ? `${alibi.biased ? `the bias given + ${ramp}` : ramp} (added to scale · q · k)`
         : "bias (added to scale · q · k)";
       if (bias) {
@@ -376,7 +444,9 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       let top = 1,
+        /** @type {Float64Array | null} */
         W = null,
+        /** @type {import("../picture.js").Painted | null | undefined} */
         picture,
         pending = false;
       if (painted(view)) {
@@ -391,7 +461,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       }
       const color = weightColours(view.pal, top),
         figures = figuresTo(top),
-        row = W ? (i) => W.subarray(i * m, (i + 1) * m) : view.weightRow; // (the matrix's own rows, when it is at hand)
+        row = W ? (/** @type {number} */ i) => W.subarray(i * m, (i + 1) * m) : view.weightRow; // (the matrix's own rows, when it is at hand)
+      /** @type {GridSpec} */
       const spec = {
         ...grid(view),
         ...masking(view),
@@ -404,11 +475,13 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         picture,
         pending,
         maxWidth: view.stage === "blend" ? Math.min(view.maxWidth, 420) : view.maxWidth,
-        extra: [
-          { title: "Σ row", value: (i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
-          // the temperature exercise keeps the effective tokens secret until its reveal
-          view.secret === "eff" ? null : { title: "eff.", value: (i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
-        ].filter(Boolean), // only for the rows drawn
+        extra: /** @type {{ title: string, value: (i: number) => string }[]} */ (
+          [
+            { title: "Σ row", value: (/** @type {number} */ i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
+            // the temperature exercise keeps the effective tokens secret until its reveal
+            view.secret === "eff" ? null : { title: "eff.", value: (/** @type {number} */ i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
+          ].filter(Boolean)
+        ), // only for the rows drawn
         ariaLabel: `weights at temperature ${fmt2(T)}`,
       };
       if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
@@ -424,7 +497,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         keys: view.keys,
         cross: view.cross,
         focus: view.focus,
-        row: view.row,
+        row: /** @type {number[]} */ (view.row), // (the blend is drawn with the weights shown)
         v,
         O,
         sense: A.senseResolved(O, v, view.focus),
