@@ -11,17 +11,36 @@ const CHROME = ".aw-controls, .aw-tip, .aw-toggle, .aw-cell-close, .aw-ex-reveal
  * (Long inputs past 512 tokens are painted as an image on the page too.) */
 export const CELL_BUDGET = 40000;
 
+/**
+ * A picture being made: where it starts on the page, its <defs>, a counter for ids, the fonts'
+ * ascents and the markers made, and the root's font family.
+ * @typedef {{ x0: number, y0: number, defs: SVGElement, ids: number, fonts: Map<string, number>, markers: Map<string, boolean>, family: string }} Pic
+ */
+/** @typedef {string | number | false | null | undefined} AttrValue */
+/** @typedef {import("./views/grid.js").Recorder} Recorder */
+/**
+ * What a recorder offers of a canvas's context (what the grid uses).
+ * @typedef {Pick<CanvasRenderingContext2D, "font" | "lineWidth" | "textAlign" | "textBaseline" | "imageSmoothingEnabled" | "measureText" | "save"
+ *   | "restore" | "translate" | "rotate" | "setTransform" | "setLineDash" | "clearRect" | "beginPath" | "moveTo" | "lineTo" | "stroke"
+ *   | "fillRect" | "strokeRect" | "fillText"> & { fillStyle: string, strokeStyle: string, vectorCells: number,
+ *   drawImage(image: HTMLCanvasElement, x: number, y: number, width: number, height: number): void }} Pen
+ */
+
 // Characters XML cannot hold (C0 controls but tab, LF and CR; lone surrogates; U+FFFE/U+FFFF),
 // and DEL and C1 controls, which show as nothing. Text from Python arrives without them, but
 // the page can still make some: a name cut short in the middle of a surrogate pair. They get
 // the stand-ins Python's visible_text gives: control pictures for C0 and DEL, else U+FFFD.
 const NOT_XML = /[\0-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\uD800-\uDFFF\uFFFE\uFFFF]/gu;
+/** @param {string} c */
 const standIn = (c) => (c < " " ? String.fromCharCode(0x2400 + c.charCodeAt(0)) : c === "\x7F" ? "\u2421" : "\uFFFD");
 
+/** @param {number} v */
 const num = (v) => String(Math.round(v * 100) / 100);
+/** @type {CanvasRenderingContext2D | null} */
 let scratch = null; // a 2-D context: it normalises colours and measures text
-const context = () => (scratch ??= document.createElement("canvas").getContext("2d"));
+const context = () => /** @type {CanvasRenderingContext2D} */ ((scratch ??= document.createElement("canvas").getContext("2d")));
 
+/** @param {string} tag  @param {Record<string, AttrValue>} [attrs]  @param {string | null} [text] */
 function make(tag, attrs = {}, text = null) {
   const node = document.createElementNS(NS, tag);
   for (const [k, v] of Object.entries(attrs)) if (v != null && v !== false) node.setAttribute(k, typeof v === "number" ? num(v) : v);
@@ -29,19 +48,21 @@ function make(tag, attrs = {}, text = null) {
   return node;
 }
 
-/** A CSS colour as [#rrggbb, alpha]; alpha 0 for none or transparent. */
+/** A CSS colour as [#rrggbb, alpha]; alpha 0 for none or transparent.
+ * @param {string} css  @returns {[string, number]} */
 function colour(css) {
   if (!css || css === "none") return ["#000000", 0];
   const ctx = context();
   ctx.fillStyle = "#000";
   ctx.fillStyle = css;
-  const c = ctx.fillStyle; // "#rrggbb", or "rgba(r, g, b, a)" when not opaque
+  const c = /** @type {string} */ (ctx.fillStyle); // "#rrggbb", or "rgba(r, g, b, a)" when not opaque
   if (c.startsWith("#")) return [c, 1];
-  const [r, g, b, a] = c.match(/[\d.]+/g).map(Number);
+  const [r, g, b, a] = /** @type {RegExpMatchArray} */ (c.match(/[\d.]+/g)).map(Number);
   return [`#${[r, g, b].map((v) => v.toString(16).padStart(2, "0")).join("")}`, a];
 }
 
-/** fill or stroke attributes for a CSS colour (times an opacity); none when invisible. */
+/** fill or stroke attributes for a CSS colour (times an opacity); none when invisible.
+ * @param {string} prop  @param {string} css  @returns {Record<string, string | null>} */
 function paint(prop, css, times = 1) {
   const [hex, alpha] = colour(css),
     opacity = alpha * times;
@@ -49,6 +70,7 @@ function paint(prop, css, times = 1) {
   return { [prop]: hex, [`${prop}-opacity`]: opacity < 1 ? String(Math.round(opacity * 1000) / 1000) : null };
 }
 
+/** @param {HTMLElement} root */
 function picture(root) {
   const box = root.getBoundingClientRect(),
     css = getComputedStyle(root);
@@ -57,6 +79,7 @@ function picture(root) {
   const top = first ? Math.max(0, first.getBoundingClientRect().top - box.top - parseFloat(css.paddingTop)) : 0;
   const width = Math.ceil(box.width),
     height = Math.ceil(box.height - top);
+  /** @type {Pic} */
   const pic = { x0: box.left, y0: box.top + top, defs: make("defs"), ids: 0, fonts: new Map(), markers: new Map(), family: css.fontFamily };
   const bg = colour(css.backgroundColor)[1] > 0 ? css.backgroundColor : css.getPropertyValue("--aw-panel") || "#fff";
   const svg = make("svg", { width, height, viewBox: `0 0 ${width} ${height}`, "font-family": css.fontFamily });
@@ -66,10 +89,12 @@ function picture(root) {
   return { text: new XMLSerializer().serializeToString(svg).replace(NOT_XML, standIn), width, height };
 }
 
+/** @param {Node} parent  @param {Element} out  @param {Pic} pic */
 function walk(parent, out, pic) {
-  for (const node of parent.childNodes) {
+  // (text nodes too, told apart by nodeType)
+  for (const node of /** @type {NodeListOf<HTMLElement>} */ (parent.childNodes)) {
     if (node.nodeType === Node.TEXT_NODE) {
-      text(node, out, pic);
+      text(/** @type {Text} */ (/** @type {Node} */ (node)), out, pic);
       continue;
     }
     if (node.nodeType !== Node.ELEMENT_NODE || node.matches(CHROME)) continue;
@@ -78,19 +103,19 @@ function walk(parent, out, pic) {
       continue;
     }
     if (node.matches("input")) {
-      field(node, out, pic); // an exercise's typed share: its number is part of the picture, its box is not
+      field(/** @type {HTMLInputElement} */ (node), out, pic); // an exercise's typed share: its number is part of the picture, its box is not
       continue;
     }
     const css = getComputedStyle(node),
       seen = css.visibility === "visible";
     if (node.namespaceURI === NS) {
-      if (seen) out.append(vector(node, pic));
+      if (seen) out.append(vector(/** @type {SVGSVGElement} */ (/** @type {Element} */ (node)), pic));
       continue;
     }
     if (seen) boxOf(node, css, out, pic);
-    if (seen && css.display === "list-item" && css.listStyleType === "decimal") number(node, css, out, pic);
+    if (seen && css.display === "list-item" && css.listStyleType === "decimal") number(/** @type {HTMLLIElement} */ (node), css, out, pic);
     if (node.tagName === "CANVAS" || node.tagName === "IMG") {
-      if (seen) canvasOf(node.tagName === "IMG" ? asCanvas(node) : node, out, pic, node);
+      if (seen) canvasOf(node.tagName === "IMG" ? asCanvas(/** @type {HTMLImageElement} */ (node)) : /** @type {HTMLCanvasElement} */ (node), out, pic, node);
       continue;
     }
     walk(node, clip(node, css, out, pic), pic);
@@ -99,6 +124,7 @@ function walk(parent, out, pic) {
 
 // --- boxes: backgrounds, borders, outlines ---
 
+/** @param {HTMLElement} node  @param {CSSStyleDeclaration} css  @param {Element} out  @param {Pic} pic */
 function boxOf(node, css, out, pic) {
   const r = node.getBoundingClientRect(),
     x = r.left - pic.x0,
@@ -110,10 +136,13 @@ function boxOf(node, css, out, pic) {
   const gradient = css.backgroundImage.startsWith("linear-gradient(") && linear(css.backgroundImage, pic);
   if (gradient) out.append(make("rect", { ...at, fill: `url(#${gradient})` }));
   // borders: one stroke when the four sides match, else each side as a thin filled rect
-  const sides = ["Top", "Right", "Bottom", "Left"].map((s) => [
-    css[`border${s}Style`] === "none" ? 0 : parseFloat(css[`border${s}Width`]),
-    css[`border${s}Color`],
-  ]);
+  const sides = /** @type {const} */ (["Top", "Right", "Bottom", "Left"]).map(
+    (s) =>
+      /** @type {[number, string]} */ ([
+        css[/** @type {const} */ (`border${s}Style`)] === "none" ? 0 : parseFloat(css[/** @type {const} */ (`border${s}Width`)]),
+        css[/** @type {const} */ (`border${s}Color`)],
+      ]),
+  );
   const [w, c] = sides[0];
   if (sides.every(([w2, c2]) => w2 === w && c2 === c)) {
     if (w > 0)
@@ -144,6 +173,7 @@ function boxOf(node, css, out, pic) {
     });
   }
   // the focused token's outline, and the chosen head's ring (a box shadow of spread only)
+  /** @param {number} offset  @param {number} width  @param {string} c */
   const ring = (offset, width, c) => {
     const d = offset + width / 2;
     out.append(
@@ -164,7 +194,8 @@ function boxOf(node, css, out, pic) {
   if (shadow) ring(0, parseFloat(shadow[2]), shadow[1]);
 }
 
-/** A left-to-right or top-to-bottom linear-gradient as an SVG gradient; its id, or null. */
+/** A left-to-right or top-to-bottom linear-gradient as an SVG gradient; its id, or null.
+ * @param {string} image  @param {Pic} pic */
 function linear(image, pic) {
   const across = /^linear-gradient\((to right|90deg)/.test(image);
   if (!across && /^linear-gradient\((to |-?[\d.]+deg)/.test(image)) return null; // another direction: not drawn
@@ -180,7 +211,8 @@ function linear(image, pic) {
   return id;
 }
 
-/** Content cut by its box (a scrolled token strip, a long token) is cut in the picture too. */
+/** Content cut by its box (a scrolled token strip, a long token) is cut in the picture too.
+ * @param {HTMLElement} node  @param {CSSStyleDeclaration} css  @param {Element} out  @param {Pic} pic  @returns {Element} */
 function clip(node, css, out, pic) {
   if (css.overflowX === "visible" && css.overflowY === "visible") return out;
   if (node.scrollWidth <= node.clientWidth && node.scrollHeight <= node.clientHeight) return out;
@@ -196,7 +228,8 @@ function clip(node, css, out, pic) {
 
 // --- text ---
 
-/** The font's ascent, as the page lays out lines: a text box's top plus this is its baseline. */
+/** The font's ascent, as the page lays out lines: a text box's top plus this is its baseline.
+ * @param {CSSStyleDeclaration} css  @param {Pic} pic */
 function ascent(css, pic) {
   const font = `${css.fontStyle} ${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
   if (!pic.fonts.has(font)) {
@@ -205,12 +238,15 @@ function ascent(css, pic) {
     ctx.textBaseline = "alphabetic";
     pic.fonts.set(font, Math.round(ctx.measureText("x").fontBoundingBoxAscent));
   }
-  return pic.fonts.get(font);
+  return /** @type {number} */ (pic.fonts.get(font));
 }
 
-/** An ordered list's number ("1."), drawn by the page outside the item's box, before its first line. */
+/** An ordered list's number ("1."), drawn by the page outside the item's box, before its first line.
+ * @param {HTMLLIElement} li  @param {CSSStyleDeclaration} css  @param {Element} out  @param {Pic} pic */
 function number(li, css, out, pic) {
-  const first = document.createTreeWalker(li, NodeFilter.SHOW_TEXT, (t) => (t.data.trim() ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP)).nextNode();
+  const first = document
+    .createTreeWalker(li, NodeFilter.SHOW_TEXT, (t) => (/** @type {Text} */ (t).data.trim() ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP))
+    .nextNode();
   const line =
     first &&
     [
@@ -221,7 +257,8 @@ function number(li, css, out, pic) {
       })(),
     ][0];
   if (!line) return;
-  const n = [...li.parentElement.children].filter((c) => c.tagName === "LI").indexOf(li) + (li.parentElement.start || 1);
+  const list = /** @type {HTMLOListElement} */ (li.parentElement); // (a decimal list item's)
+  const n = [...list.children].filter((c) => c.tagName === "LI").indexOf(li) + (list.start || 1);
   context().font = `${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
   const x = li.getBoundingClientRect().left - context().measureText(" ").width - pic.x0; // the page's marker ends with a space
   out.append(
@@ -229,7 +266,7 @@ function number(li, css, out, pic) {
       "text",
       {
         x,
-        y: line.top - pic.y0 + ascent(getComputedStyle(first.parentElement), pic),
+        y: line.top - pic.y0 + ascent(getComputedStyle(/** @type {Element} */ (first.parentElement)), pic),
         "text-anchor": "end",
         "font-size": parseFloat(css.fontSize),
         ...paint("fill", css.color),
@@ -239,16 +276,19 @@ function number(li, css, out, pic) {
   );
 }
 
+/** @type {Record<string, (t: string) => string>} */
 const CASE = { uppercase: (t) => t.toUpperCase(), lowercase: (t) => t.toLowerCase() };
 
-/** A text node as one <text> per line it takes, where the page put it, in its font and colour. */
+/** A text node as one <text> per line it takes, where the page put it, in its font and colour.
+ * @param {Text} node  @param {Element} out  @param {Pic} pic */
 function text(node, out, pic) {
-  const el = node.parentElement,
+  const el = /** @type {HTMLElement} */ (node.parentElement),
     css = getComputedStyle(el);
   if (css.visibility !== "visible" || !node.data.trim()) return;
   // kept spaces: one piece a line; else words, joined again on each line
   const pre = /^(pre|break-spaces)/.test(css.whiteSpace),
     range = document.createRange(),
+    /** @type {{ text: string, start: number, left: number, right: number, top: number }[]} */
     lines = [];
   for (const m of node.data.matchAll(pre ? /[^\n]+/g : /\S+/g)) {
     range.setStart(node, m.index);
@@ -259,7 +299,7 @@ function text(node, out, pic) {
     if (line && !pre && Math.abs(line.top - r.top) < 1) Object.assign(line, { text: `${line.text} ${m[0]}`, right: r.right });
     else lines.push({ text: m[0], start: m.index, left: r.left, right: r.right, top: r.top });
   }
-  const align = { right: "end", end: "end", center: "middle" }[css.textAlign] || "start";
+  const align = /** @type {Record<string, string>} */ ({ right: "end", end: "end", center: "middle" })[css.textAlign] || "start";
   const font = {
     "font-size": parseFloat(css.fontSize),
     "font-weight": css.fontWeight === "400" ? null : css.fontWeight,
@@ -273,7 +313,7 @@ function text(node, out, pic) {
     if (!line.text.trim()) continue;
     let words = line.text,
       anchor = align,
-      x = { start: line.left, middle: (line.left + line.right) / 2, end: line.right }[align];
+      x = /** @type {Record<string, number>} */ ({ start: line.left, middle: (line.left + line.right) / 2, end: line.right })[align];
     // cut short with an ellipsis on the page: the characters shown, then "…"
     if (css.textOverflow === "ellipsis" && el.scrollWidth > el.clientWidth) {
       context().font = `${css.fontWeight} ${css.fontSize} ${css.fontFamily}`;
@@ -293,7 +333,8 @@ function text(node, out, pic) {
   }
 }
 
-/** A number box's value as text, where the box shows it (right-aligned, as typed). */
+/** A number box's value as text, where the box shows it (right-aligned, as typed).
+ * @param {HTMLInputElement} node  @param {Element} out  @param {Pic} pic */
 function field(node, out, pic) {
   const css = getComputedStyle(node),
     r = node.getBoundingClientRect();
@@ -309,6 +350,7 @@ function field(node, out, pic) {
 
 const SHAPE = ["stroke-width", "stroke-dasharray", "stroke-linecap", "stroke-linejoin", "opacity"];
 const FONT = ["font-family", "font-size", "font-weight", "font-style", "text-anchor", "letter-spacing"];
+/** @type {Record<string, string>} */
 const DEFAULT = {
   "stroke-width": "1px",
   "stroke-dasharray": "none",
@@ -322,10 +364,11 @@ const DEFAULT = {
 };
 const OWN = /^(class|style|id|role|tabindex|aria-.*|marker-.*|fill|stroke.*|opacity|font-.*|text-anchor)$/; // replaced by the resolved styles
 
-/** An inline <svg> as a group at its place, every element's used style written out. */
+/** An inline <svg> as a group at its place, every element's used style written out.
+ * @param {SVGSVGElement} src  @param {Pic} pic */
 function vector(src, pic) {
   const r = src.getBoundingClientRect(),
-    vb = src.hasAttribute("viewBox") && src.viewBox.baseVal;
+    vb = /** @type {DOMRect | undefined} */ (src.hasAttribute("viewBox") && src.viewBox.baseVal); // (false: no viewBox)
   let transform = `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`;
   if (vb?.width && vb.height) transform += ` scale(${num(r.width / vb.width)} ${num(r.height / vb.height)}) translate(${num(-vb.x)} ${num(-vb.y)})`;
   const g = make("g", { transform });
@@ -333,11 +376,13 @@ function vector(src, pic) {
   return g;
 }
 
-/** Copies src's children into dst; `context`: the computed style that context-fill and context-stroke name (a marker's). */
+/** Copies src's children into dst; `context`: the computed style that context-fill and context-stroke name (a marker's).
+ * @param {Element} src  @param {Element} dst  @param {Pic} pic  @param {CSSStyleDeclaration | null} context */
 function copy(src, dst, pic, context) {
-  for (const child of src.childNodes) {
+  // (text nodes too, told apart by nodeType)
+  for (const child of /** @type {NodeListOf<Element>} */ (src.childNodes)) {
     if (child.nodeType === Node.TEXT_NODE) {
-      if (dst.tagName === "text" || dst.tagName === "tspan") dst.append(child.data);
+      if (dst.tagName === "text" || dst.tagName === "tspan") dst.append(/** @type {Text} */ (/** @type {Node} */ (child)).data);
       continue;
     }
     if (child.nodeType !== Node.ELEMENT_NODE || child.tagName === "defs" || child.tagName === "title") continue;
@@ -364,7 +409,8 @@ function copy(src, dst, pic, context) {
   }
 }
 
-/** One marker per colour: librsvg does not draw context-stroke. */
+/** One marker per colour: librsvg does not draw context-stroke.
+ * @param {Element} el  @param {CSSStyleDeclaration} css  @param {Pic} pic */
 function markerFor(el, css, pic) {
   const id = css.markerEnd.match(/#([^")]+)/)?.[1],
     src = id && el.ownerDocument.getElementById(id);
@@ -383,28 +429,31 @@ function markerFor(el, css, pic) {
 // --- canvases: the matrices replayed as shapes, the head thumbnails as images ---
 
 /** A PNG of a canvas shown `width` × `height`; one shown with sharp pixels is scaled up by whole
- * pixels first, since librsvg and cairo smooth every image whatever image-rendering says. */
+ * pixels first, since librsvg and cairo smooth every image whatever image-rendering says.
+ * @param {HTMLCanvasElement} source  @param {number} width  @param {number} height  @param {boolean} sharp */
 function png(source, width, height, sharp) {
   const k = sharp ? Math.min(Math.ceil(Math.max(width / source.width, height / source.height)), Math.floor(4096 / Math.max(source.width, source.height))) : 1;
   if (k <= 1) return source.toDataURL("image/png");
   const big = Object.assign(document.createElement("canvas"), { width: source.width * k, height: source.height * k });
-  const ctx = big.getContext("2d");
+  const ctx = /** @type {CanvasRenderingContext2D} */ (big.getContext("2d"));
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(source, 0, 0, big.width, big.height);
   return big.toDataURL("image/png");
 }
 
-/** An image's pixels on a canvas of its own size (a head's thumbnail; nothing drawn before it has loaded). */
+/** An image's pixels on a canvas of its own size (a head's thumbnail; nothing drawn before it has loaded).
+ * @param {HTMLImageElement} image */
 function asCanvas(image) {
   const canvas = Object.assign(document.createElement("canvas"), {
     width: image.complete ? image.naturalWidth : 0,
     height: image.complete ? image.naturalHeight : 0,
   });
-  if (canvas.width) canvas.getContext("2d").drawImage(image, 0, 0);
+  if (canvas.width) /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d")).drawImage(image, 0, 0);
   return canvas;
 }
 
-/** A canvas as SVG, where `shown` (the canvas, or the image it was made from) is laid out. */
+/** A canvas as SVG, where `shown` (the canvas, or the image it was made from) is laid out.
+ * @param {import("./views/grid.js").GridCanvas} canvas  @param {Element} out  @param {Pic} pic  @param {Element} [shown] */
 function canvasOf(canvas, out, pic, shown = canvas) {
   const r = shown.getBoundingClientRect();
   const g = make("g", { transform: `translate(${num(r.left - pic.x0)} ${num(r.top - pic.y0)})`, role: "img", "aria-label": shown.getAttribute("aria-label") });
@@ -428,16 +477,22 @@ function canvasOf(canvas, out, pic, shown = canvas) {
   out.append(g);
 }
 
+/** @type {Record<string, string>} */
 const ANCHOR = { center: "middle", right: "end", end: "end" };
 
 /** A stand-in for a canvas's 2-D context that turns what is drawn on it into SVG elements, in
- * the canvas's CSS pixels. It offers what the grid uses, and asks for the cells one by one. */
+ * the canvas's CSS pixels. It offers what the grid uses, and asks for the cells one by one.
+ * @returns {{ ctx: Recorder, nodes: SVGElement[] }} */
 function recorder() {
+  /** @type {SVGElement[]} */
   const nodes = [],
     real = context(),
+    /** @type {[DOMMatrix, number[], Partial<Pen>][]} */
     stack = [];
   let m = new DOMMatrix(),
+    /** @type {number[]} */
     dash = [],
+    /** @type {string[]} */
     path = [];
   const at = (t = m) => (t.isIdentity ? null : `matrix(${[t.a, t.b, t.c, t.d, t.e, t.f].map(num).join(" ")})`);
   const lines = () => ({
@@ -446,10 +501,12 @@ function recorder() {
     "stroke-width": ctx.lineWidth,
     "stroke-dasharray": dash.length ? dash.join(" ") : null,
   });
+  /** @param {number} x  @param {number} y */
   const point = (x, y) => {
     const p = m.transformPoint({ x, y });
     return `${num(p.x)} ${num(p.y)}`;
   };
+  /** @type {Pen} */
   const ctx = {
     font: "10px sans-serif",
     fillStyle: "#000",
@@ -482,6 +539,7 @@ function recorder() {
     setTransform() {
       m = new DOMMatrix();
     }, // the screen's device pixels: a picture is in CSS pixels
+    /** @param {number[]} d */
     setLineDash(d) {
       dash = d;
     },
@@ -514,7 +572,7 @@ function recorder() {
       if (maxWidth != null && alpha.width > maxWidth) place = place.scale(maxWidth / alpha.width, 1); // the canvas squeezes a long label
       const moved = place.a === 1 && place.b === 0 && place.c === 0 && place.d === 1;
       const font = real.font,
-        size = parseFloat(font.match(/([\d.]+)px/)[1]),
+        size = parseFloat(/** @type {RegExpMatchArray} */ (font.match(/([\d.]+)px/))[1]),
         weight = font.match(/\b(bold|[1-9]00)\b(?=.*px)/);
       nodes.push(
         make(
@@ -533,6 +591,7 @@ function recorder() {
         ),
       );
     },
+    /** @param {HTMLCanvasElement} image  @param {number} x  @param {number} y  @param {number} width  @param {number} height */
     drawImage(image, x, y, width, height) {
       nodes.push(
         make("image", {
@@ -548,15 +607,18 @@ function recorder() {
       );
     },
   };
-  return { ctx, nodes };
+  // (a stand-in: it offers what the grid draws with, not the whole of a context)
+  return { ctx: /** @type {Recorder} */ (/** @type {unknown} */ (ctx)), nodes };
 }
 
-/** SVG markup of the view as it is now drawn: well-formed XML whatever its text. */
+/** SVG markup of the view as it is now drawn: well-formed XML whatever its text.
+ * @param {HTMLElement} root */
 export function snapshotSVG(root) {
   return picture(root).text;
 }
 
-/** A PNG (data URL) of the view, at `scale` times its CSS size: the SVG picture, rasterised. */
+/** A PNG (data URL) of the view, at `scale` times its CSS size: the SVG picture, rasterised.
+ * @param {HTMLElement} root */
 export async function snapshotPNG(root, scale = 2) {
   const { text, width, height } = picture(root);
   const img = new Image();
@@ -565,7 +627,7 @@ export async function snapshotPNG(root, scale = 2) {
   const canvas = document.createElement("canvas");
   canvas.width = Math.round(width * scale);
   canvas.height = Math.round(height * scale);
-  const ctx = canvas.getContext("2d");
+  const ctx = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
   ctx.scale(scale, scale);
   ctx.drawImage(img, 0, 0, width, height);
   const png = canvas.toDataURL("image/png");
@@ -574,13 +636,15 @@ export async function snapshotPNG(root, scale = 2) {
   return png;
 }
 
-/** Offer the view as an "svg" or "png" file download named `name`; rejects when it cannot be made. */
+/** Offer the view as an "svg" or "png" file download named `name`; rejects when it cannot be made.
+ * @param {HTMLElement} root  @param {"svg" | "png"} kind  @param {string} name */
 export async function savePicture(root, kind, name) {
   if (kind === "svg") download(`${name}.svg`, snapshotSVG(root), "image/svg+xml");
   else download(`${name}.png`, await snapshotPNG(root), "image/png");
 }
 
-/** Offer a data URL or text as a file download. */
+/** Offer a data URL or text as a file download.
+ * @param {string} name  @param {string} data  @param {string} type */
 function download(name, data, type) {
   const a = document.createElement("a");
   a.href = data.startsWith("data:") ? data : URL.createObjectURL(new Blob([data], { type }));
