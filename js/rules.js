@@ -6,11 +6,27 @@
 // (state._constants). tests/test_rules_contract.py runs both twins on generated cases and
 // compares every field: a rule changed on one side only fails it.
 
+/** @typedef {import("./state").State} State */
+/** @typedef {import("./state").Constants} Constants */
+/** @typedef {import("./state").ArrayValue} ArrayValue */
+/** @typedef {import("./state").MaskValue} MaskValue */
+/** A state being settled: every field, and any set by name (as Python's setattr does). @typedef {State & Record<string, unknown>} Settling */
+/** What a source brings in: a text's, block's or layer's tokens and arrays, and what goes with them.
+ * @typedef {Partial<State> & { tokens: string[] } & Record<string, unknown>} Brought */
+/**
+ * What the rules bring in on a switch (a live page has none: the kernel brings them; an exported page's payload.js).
+ * @typedef {object} Sources
+ * @property {(i: number) => Brought} sentence  a text's tokens and arrays (a model's text: its every layer)
+ * @property {(name: string) => Brought} block  a block's every layer, and its rules
+ * @property {(block: string, layer: number, text?: number) => Brought} layer  a layer's own q, k, v, value axes (and mask, bias)
+ * @property {(v: ArrayValue) => ArrayValue | null} basis  the value axes of new values
+ */
+
 export class Refused extends Error {}
 
 // --- how values are said in messages: as Python says them ---
 
-/** A number as Python's repr writes a float. */
+/** A number as Python's repr writes a float. @param {number} x  @returns {string} */
 export function num(x) {
   if (Number.isNaN(x)) return "nan";
   if (!Number.isFinite(x)) return x > 0 ? "inf" : "-inf";
@@ -22,12 +38,12 @@ export function num(x) {
   return plain.includes(".") ? plain : `${plain}.0`;
 }
 
-/** A string as Python's repr writes it (printable ASCII and other text as it is). */
+/** A string as Python's repr writes it (printable ASCII and other text as it is). @param {string} s */
 export function pyStr(s) {
   const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
   let out = "";
   for (const c of s) {
-    const code = c.codePointAt(0);
+    const code = /** @type {number} */ (c.codePointAt(0));
     if (c === "\\" || c === quote) out += `\\${c}`;
     else if (c === "\n") out += "\\n";
     else if (c === "\r") out += "\\r";
@@ -45,9 +61,12 @@ export function pyStr(s) {
   return quote + out + quote;
 }
 
+/** @param {unknown} v  @returns {v is number} */
 const isInt = (v) => typeof v === "number" && Number.isInteger(v);
+/** @param {unknown} v  @returns {v is number} */
 const isNumber = (v) => typeof v === "number";
 
+/** A value's kind, as Python names its type. @param {unknown} value */
 export function kind(value) {
   if (value === null || value === undefined) return "None";
   if (typeof value === "boolean") return "bool";
@@ -57,6 +76,7 @@ export function kind(value) {
   return "dict";
 }
 
+/** A value as Python's repr writes it. @param {unknown} value  @returns {string} */
 export function show(value) {
   if (value === null || value === undefined) return "None";
   if (typeof value === "boolean") return value ? "True" : "False";
@@ -66,28 +86,35 @@ export function show(value) {
   return kind(value);
 }
 
+/** @param {string[]} values */
 const oneOf = (values) => values.map(pyStr).join(", ");
+/** @param {{ shape: number[] } | null | undefined} a */
 const fmtShape = (a) => (a == null ? "None" : a.shape.length === 1 ? `(${a.shape[0]},)` : `(${a.shape.join(", ")})`);
+/** @param {number[]} a  @param {number[]} b */
 const sameShape = (a, b) => a.length === b.length && a.every((n, i) => n === b[i]);
 
 // --- one value at a time: its kind and its own range ---
 
+/** @param {string} name  @param {unknown} value */
 function index(name, value) {
   if (!isInt(value)) throw new Refused(`'${name}' must be an integer${name === "step" ? "" : " index"}, got ${show(value)}.`);
   return value;
 }
 
+/** @param {string} name  @param {unknown} value */
 function flag(name, value) {
   if (value === 0 || value === 1) return value === 1; // as traitlets' Bool takes them
   if (typeof value !== "boolean") throw new Refused(`'${name}' must be True or False, got ${show(value)}.`);
   return value;
 }
 
+/** @param {string} name  @param {unknown} value  @param {string} what */
 function number(name, value, what) {
   if (!isNumber(value)) throw new Refused(`'${name}' must be ${what}, got ${kind(value)} ${show(value)}.`);
   return value;
 }
 
+/** @param {string} name  @param {unknown} value  @param {boolean} allowNone  @returns {string[] | null} */
 function textList(name, value, allowNone) {
   if (value == null && allowNone) return null;
   if (!Array.isArray(value)) throw new Refused(`'${name}' must be a list with one string per token, got ${kind(value)}.`);
@@ -97,14 +124,18 @@ function textList(name, value, allowNone) {
   return value.slice();
 }
 
+/** @param {unknown} v  @returns {v is ArrayValue | MaskValue} */
 function isArray(v) {
-  return v !== null && typeof v === "object" && Array.isArray(v.shape) && v.view instanceof DataView;
+  const a = /** @type {{ shape?: unknown, view?: unknown }} */ (v);
+  return v !== null && typeof v === "object" && Array.isArray(a.shape) && a.view instanceof DataView;
 }
 
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 /** A float array's `size` numbers: a typed view of its bytes where they are aligned and in this
- * machine's order (little-endian, as sent), else a copy read number by number. */
+ * machine's order (little-endian, as sent), else a copy read number by number.
+ * @param {DataView} view  @param {number} width  @param {number} size */
 function numbers(view, width, size) {
+  /** @type {{ new (buffer: ArrayBufferLike, offset: number, size: number): Float32Array | Float64Array, new (size: number): Float32Array | Float64Array }} */
   const Typed = width === 8 ? Float64Array : Float32Array;
   if (littleEndian && view.byteOffset % width === 0) return new Typed(view.buffer, view.byteOffset, size);
   const out = new Typed(size);
@@ -116,7 +147,8 @@ const scans = new WeakMap(); // an array ({shape, dtype, view}) -> what scan fou
 /** A float array's numbers, {dtype: "float32" | "float64", view}: {bad: the index of its first
  * number that is not finite, or -1; at: that number; top: its largest magnitude (Infinity when one
  * is not finite)}. Kept per array object: a page's new array is a new object, and one set again
- * (even over bytes written in place) is no change to check. */
+ * (even over bytes written in place) is no change to check.
+ * @param {{ dtype: string, view: DataView }} array  @returns {{ bad: number, at: number | null, top: number }} */
 export function scan(array) {
   let found = scans.get(array);
   if (!found) {
@@ -138,7 +170,8 @@ export function scan(array) {
   return found;
 }
 
-/** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest). */
+/** An array a script gave the page: {shape, dtype, view}, finite (Python's trait types check the rest).
+ * @param {string} name  @param {unknown} value  @param {Constants} C */
 function array(name, value, C) {
   if (value == null) {
     if (["q", "k", "v", "tokens"].includes(name)) throw new Refused(`'${name}' must be an array of numbers, got None.`);
@@ -158,13 +191,14 @@ function array(name, value, C) {
     for (let i = 0; i < size; i++) if (value.view.getUint8(i) > 1) throw new Refused("'mask' must be booleans, or exactly 0 and 1 (True where a row may read)");
   if (!dtype) {
     const { bad, at, top } = scan(value);
-    if (bad >= 0) throw new Refused(`'${name}' must be finite; found ${num(at)}`);
+    if (bad >= 0) throw new Refused(`'${name}' must be finite; found ${num(/** @type {number} */ (at))}`);
     if (top > C.entry_limit) throw new Refused(`'${name}' entries must be at most 1e+300 in size: divide the array by a constant.`);
   }
   return value;
 }
 
 // each array's dimensions, as Python's trait types say them
+/** @type {Record<string, [number[], string]>} */
 const DIMS = {
   q: [[2, 3], "tokens × width or heads × tokens × width"],
   k: [[2, 3], "tokens × width or heads × tokens × width"],
@@ -174,15 +208,19 @@ const DIMS = {
   mask: [[2], "queries × keys booleans (True where a row may read)"],
 };
 
+/** @param {string} name  @param {number[]} shape */
 function dims(name, shape) {
   const [allowed, said] = DIMS[name];
   if (!allowed.includes(shape.length))
     throw new Refused(`'${name}' must be ${allowed.join("-D or ")}-D (${said}), got ${shape.length}-D with shape ${fmtShape({ shape })}`);
 }
 
-/** Why scores of these arrays could not be computed in float64, or null (core.overflow_message's twin). */
+/** Why scores of these arrays could not be computed in float64, or null (core.overflow_message's twin).
+ * @param {Pick<State, "q" | "k" | "scale" | "bias">} arrays  @returns {string | null} */
 export function overflow({ q, k, scale, bias }) {
+  /** @param {number} x */
   const e = (x) => (Number.isFinite(x) ? x.toExponential(1) : "inf");
+  /** @param {ArrayValue | null} a */
   const top = (a) => (a == null ? 0 : scan(a).top);
   const d = q.shape[q.shape.length - 1],
     s = scale == null ? 1 / Math.sqrt(d) : Math.abs(scale),
@@ -195,14 +233,15 @@ export function overflow({ q, k, scale, bias }) {
 }
 
 /** `value` as the state holds it, or Refused: its kind and its own range. */
-/** The arrays a widget's state holds of its own (a page or a script may set them). */
+/** The arrays a widget's state holds of its own (a page or a script may set them). @type {(keyof State)[]} */
 export const ARRAYS = ["q", "k", "v", "x", "mask", "bias"];
-/** The changes that bring in another sentence's, layer's or block's arrays (from the kernel, or a page's sources). */
+/** The changes that bring in another sentence's, layer's or block's arrays (from the kernel, or a page's sources). @type {(keyof State)[]} */
 export const BRINGS_IN = ["sentence_index", "layer", "block"];
 
+/** A field's value as the state holds it, or Refused. @param {string} name  @param {unknown} value  @param {Constants} C  @returns {unknown} */
 export function check(name, value, C) {
-  if (C.indices.includes(name)) return index(name, value);
-  if (C.flags.includes(name)) return flag(name, value);
+  if (/** @type {string[]} */ (C.indices).includes(name)) return index(name, value);
+  if (/** @type {string[]} */ (C.flags).includes(name)) return flag(name, value);
   if (name === "temperature") {
     const t = number(name, value, "a finite number > 0");
     if (!(Number.isFinite(t) && t > 0)) {
@@ -260,11 +299,11 @@ export function check(name, value, C) {
     if (typeof value !== "string" || !C.stages.includes(value)) throw new Refused(`'stage' must be one of ${C.stages.join(", ")}; got ${show(value)}.`);
     return value;
   }
-  for (const [field, allowed] of [
+  for (const [field, allowed] of /** @type {[string, string[]][]} */ ([
     ["exercise", C.exercises.filter((e) => e)],
     ["summary", C.summaries],
     ["measure", C.measures],
-  ])
+  ]))
     if (name === field) {
       if (typeof value !== "string" || !(value === "" || allowed.includes(value)))
         throw new Refused(`'${name}' must be one of ${oneOf(allowed)}, or '' for none; got ${show(value)}.`);
@@ -287,24 +326,28 @@ export function check(name, value, C) {
     return value.slice();
   }
   if (name === "tokens" || name === "key_tokens" || name === "value_axes") return textList(name, value, name === "key_tokens");
-  if (ARRAYS.includes(name)) return array(name, value, C);
+  if (/** @type {string[]} */ (ARRAYS).includes(name)) return array(name, value, C);
   return value;
 }
 
 // --- the state's own measures ---
 
+/** @param {Pick<State, "q">} s */
 export const nHeads = (s) => (s.q == null || s.q.shape.length === 2 ? 1 : s.q.shape[0]);
 /** What a live page gets of a model's layer one head at a time (the head shown): its layered
- * arrays (C.layered), and of attention weights alone the bias too (rules/values.py's by_head). */
-export const byHead = (s, C) => [...Object.keys(C.layered), ...(s.weights_only ? ["bias"] : [])];
-/** Still writing: only the first `step` tokens exist. */
+ * arrays (C.layered), and of attention weights alone the bias too (rules/values.py's by_head).
+ * @param {Pick<State, "weights_only">} s  @param {Constants} C  @returns {(keyof State)[]} */
+export const byHead = (s, C) => [.../** @type {(keyof State)[]} */ (Object.keys(C.layered)), ...(s.weights_only ? /** @type {const} */ (["bias"]) : [])];
+/** Still writing: only the first `step` tokens exist. @param {Pick<State, "step" | "tokens">} s */
 export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
 /** A text may be written one token at a time: the numbers of its first `step` tokens are the prefix's own
- * (your own arrays and the lab's; a model's widget only where the model, or the block shown, reads causally). */
+ * (your own arrays and the lab's; a model's widget only where the model, or the block shown, reads causally).
+ * @param {Pick<State, "n_layers" | "layer_shown" | "model_causal">} s */
 export const mayWrite = (s) => !s.n_layers || !s.layer_shown || !!s.model_causal;
 
 /** The text the difference compares text `shown` with: the next of as many tokens (`lengths`: each
- * text's), or a thrown Refused saying why there is none. */
+ * text's), or a thrown Refused saying why there is none.
+ * @param {number[]} lengths  @param {number} shown  @param {Constants} C  @returns {number} */
 export function otherText(lengths, shown, C) {
   if (lengths.length < 2) throw new Refused(C.two_texts);
   for (let i = 1; i < lengths.length; i++) {
@@ -316,28 +359,33 @@ export function otherText(lengths, shown, C) {
   );
 }
 
-/** How many tokens read: all of them, or while writing the first `step`. */
+/** How many tokens read: all of them, or while writing the first `step`. @param {Pick<State, "step" | "tokens">} s */
 export const rows = (s) => (writing(s) ? s.step : s.tokens.length);
-/** How many tokens a row reads: the tokens written, or cross-attention's own. */
-export const keysRead = (s) => (s.cross ? s.key_tokens.length : rows(s));
+/** How many tokens a row reads: the tokens written, or cross-attention's own.
+ * @param {Pick<State, "step" | "tokens" | "cross" | "key_tokens">} s */
+export const keysRead = (s) => (s.cross ? /** @type {string[]} */ (s.key_tokens).length : rows(s)); // (cross-attention's are given)
 
-/** The tokens `row` may not read (the causal rule, the mask, the sink), of those it reads. */
+/** The tokens `row` may not read (the causal rule, the mask, the sink), of those it reads.
+ * @param {State} s  @param {number} row */
 export function closedKeys(s, row) {
   const m = keysRead(s),
     mask = s.mask,
     cols = mask ? mask.shape[1] : 0,
+    /** @type {number[]} */
     out = [];
   for (let j = 0; j < m; j++) if ((s.causal && j > row) || (s.sink && j === 0) || (mask && !mask.view.getUint8(row * cols + j))) out.push(j);
   return out;
 }
 
+/** @param {Pick<State, "step" | "tokens">} s */
 const soFar = (s) => (writing(s) ? ` written so far (step ${s.step} of ${s.tokens.length}: advance step to reach later tokens)` : "");
 
+/** @param {string} name  @param {number} value  @param {number} count  @param {string} what */
 function inRange(name, value, count, what) {
   if (!(0 <= value && value < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${value}.`);
 }
 
-/** Unchanged: the same array object (each assignment stores a new one), or an equal value. */
+/** Unchanged: the same array object (each assignment stores a new one), or an equal value. @param {unknown} a  @param {unknown} b */
 export function same(a, b) {
   if (a === b) return true;
   if (a == null || b == null || typeof a !== "object" || typeof b !== "object") return false;
@@ -347,7 +395,9 @@ export function same(a, b) {
 
 // --- the whole change ---
 
-/** The message that refuses `change`, or null when it is accepted. */
+/** The message that refuses `change`, or null when it is accepted.
+ * @param {State} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
+ * @returns {string | null} */
 export function validate(state, change, sources = null, page = false) {
   try {
     settle(state, change, sources, page);
@@ -359,15 +409,17 @@ export function validate(state, change, sources = null, page = false) {
 }
 
 /** The complete state after `change` and every follow-up, or a thrown Refused. `page`: the change
- * came from a page, which may set only the writable traits. */
+ * came from a page, which may set only the writable traits.
+ * @param {State} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
+ * @returns {State} */
 export function settle(state, change, sources = null, page = false) {
   const C = state._constants;
   if (page) {
-    const refused = Object.keys(change).filter((k) => !C.writable.includes(k));
+    const refused = Object.keys(change).filter((k) => !(/** @type {string[]} */ (C.writable).includes(k)));
     if (refused.length) throw new Refused(`the page may not set ${refused.map(pyStr).join(", ")} (read-only, private or unknown)`);
   }
-  const s = { ...state },
-    before = state;
+  const s = /** @type {Settling} */ ({ ...state }),
+    before = /** @type {Settling} */ (state);
   for (const [name, value] of Object.entries(change)) s[name] = check(name, value, C);
   const asked = new Set(Object.keys(change).filter((n) => !same(s[n], before[n]))); // a value as it was is no change (traitlets' rule too)
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
@@ -386,9 +438,11 @@ export function settle(state, change, sources = null, page = false) {
   return s;
 }
 
+/** @param {Constants} C */
 const fields = (C) => [...C.writable, ...C.read_only];
 
-/** The lab chooses where position enters; a model's q and k carry its own (set as it loads). */
+/** The lab chooses where position enters; a model's q and k carry its own (set as it loads).
+ * @param {Settling} s  @param {Settling} before  @param {Set<string>} asked  @param {Constants} C */
 function position(s, before, asked, C) {
   const turned = ["position", "rope_base", "alibi_slopes"].filter((n) => asked.has(n));
   if (turned.length && (s.n_layers || s.weights_only) && !asked.has("model_q"))
@@ -399,17 +453,20 @@ function position(s, before, asked, C) {
     throw new Refused(`'position' must be one of ${oneOf(C.positions)}; got ${show(s.position)}.`);
 }
 
-/** settle(), then the numbers' own check (overflow): what both pages run for a proposed change. */
+/** settle(), then the numbers' own check (overflow): what both pages run for a proposed change.
+ * @param {State} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
+ * @returns {State} */
 export function settleChecked(state, change, sources = null, page = false) {
   const s = settle(state, change, sources, page);
-  if (["q", "k", "scale", "bias"].some((n) => !same(s[n], state[n]))) {
+  if (/** @type {const} */ (["q", "k", "scale", "bias"]).some((n) => !same(s[n], state[n]))) {
     const problem = overflow(s);
     if (problem) throw new Refused(problem);
   }
   return s;
 }
 
-/** A sentence's, block's or layer's arrays, with what goes with them. */
+/** A sentence's, block's or layer's arrays, with what goes with them.
+ * @param {Settling} s  @param {Settling} before  @param {Set<string>} asked  @param {Sources | null} sources */
 function bringIn(s, before, asked, sources) {
   if (asked.has("sentence_index") && sources && 0 <= s.sentence_index && s.sentence_index < (s.sentences || []).length) {
     const ex = sources.sentence(s.sentence_index);
@@ -420,7 +477,7 @@ function bringIn(s, before, asked, sources) {
     if ("model_q" in ex) {
       // a model's text: its every layer, brought in as a block's are
       s.tokens = ex.tokens;
-      for (const name of s._constants.stack) s[name] = ex[name] ?? (name === "mask_of_layer" ? [] : null);
+      for (const name of /** @type {string[]} */ (s._constants.stack)) s[name] = ex[name] ?? (name === "mask_of_layer" ? [] : null);
       for (const name of ["bias", "step"]) if (!asked.has(name)) s[name] = ex[name]; // its own position bias, and the step it opens at, unless this change sets them
       if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1);
       asked = new Set([...asked, "layer"]);
@@ -431,7 +488,7 @@ function bringIn(s, before, asked, sources) {
   // (a block set while the widget is made is loaded already, with the rules it was given)
   if (asked.has("block") && sources && (s.blocks || []).includes(s.block) && before.block) {
     const found = sources.block(s.block);
-    for (const name of s._constants.stack) s[name] = found[name] ?? (name === "mask_of_layer" ? [] : null);
+    for (const name of /** @type {string[]} */ (s._constants.stack)) s[name] = found[name] ?? (name === "mask_of_layer" ? [] : null);
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
     for (const name of ["causal", "scale", "softcap", "bias"]) if (!asked.has(name)) s[name] = found[name]; // the block's own rules, unless this change sets them
     s.model_causal = !!found.causal; // (what the block itself reads, whatever the widget's causal)
@@ -454,18 +511,19 @@ function bringIn(s, before, asked, sources) {
     const found = sources.layer(s.block || "", s.layer, text);
     s.tokens = found.tokens;
     s.cross = found.key_tokens != null;
-    if (s.cross) s.key_tokens = found.key_tokens;
+    if (s.cross) s.key_tokens = /** @type {string[]} */ (found.key_tokens);
     for (const name of ["q", "k", "v", ...(asked.has("value_basis") ? [] : ["value_basis"])]) s[name] = found[name];
-    if ("mask" in found && !asked.has("mask")) s.mask = found.mask; // the layer's own mask (a sliding window, local attention)
-    if ("bias" in found && !asked.has("bias")) s.bias = found.bias; // the layer's own bias (attention weights alone: their logarithms)
+    if ("mask" in found && !asked.has("mask")) s.mask = /** @type {MaskValue | null} */ (found.mask); // the layer's own mask (a sliding window, local attention)
+    if ("bias" in found && !asked.has("bias")) s.bias = /** @type {ArrayValue | null} */ (found.bias); // the layer's own bias (attention weights alone: their logarithms)
     s.layer_shown = true;
   } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
 }
 
-/** Everything else made to fit the new tokens, heads and values. */
+/** Everything else made to fit the new tokens, heads and values.
+ * @param {Settling} s  @param {Settling} before  @param {Set<string>} asked  @param {Set<string>} changed  @param {Sources | null} sources */
 function fit(s, before, asked, changed, sources) {
   const n = s.tokens.length,
-    m0 = s.key_tokens.length;
+    m0 = /** @type {string[]} */ (s.key_tokens).length; // (the tokens themselves, unless cross-attention's own)
   const { x, v, q } = s;
   if (x != null && !changed.has("x") && v != null && !sameShape(x.shape, [n, v.shape[v.shape.length - 1]])) s.x = null; // embeddings for other tokens or values
   if (s.mask != null && !changed.has("mask") && !sameShape(s.mask.shape, [n, m0])) s.mask = null; // a mask for other tokens
@@ -512,16 +570,19 @@ function fit(s, before, asked, changed, sources) {
   } else if (changed.has("guess") && !asked.has("revealed")) s.revealed = false;
 }
 
-/** The settled state holds together, or the change is refused with what did not fit. */
+/** The settled state holds together, or the change is refused with what did not fit. @param {State} s */
 export function checkState(s) {
   const { tokens, key_tokens, cross, q, k, v, x, mask, bias } = s;
-  for (const name of ["tokens", "key_tokens"])
-    if (s[name].length === 0) throw new Refused(`'${name}' must not be empty: give one string per row of ${name === "tokens" ? "q" : "k and v"}.`);
+  for (const name of /** @type {const} */ (["tokens", "key_tokens"]))
+    if (/** @type {string[]} */ (s[name]).length === 0)
+      throw new Refused(`'${name}' must not be empty: give one string per row of ${name === "tokens" ? "q" : "k and v"}.`);
+  /** @param {{ shape: number[] }} a  @param {number} i */
   const last = (a, i) => a.shape[a.shape.length + i];
   if (bias != null && ((!cross && last(bias, -1) !== last(bias, -2)) || (bias.shape.length === 3 && (q.shape.length !== 3 || bias.shape[0] !== q.shape[0]))))
     throw new Refused(`'bias' must be tokens × tokens, or heads × tokens × tokens with q's heads; got ${fmtShape(bias)} beside q ${fmtShape(q)}.`);
   if (mask != null && !cross && mask.shape[0] !== mask.shape[1])
     throw new Refused(`'mask' must be n×n booleans (True where a row may read), tokens × tokens; got shape ${fmtShape(mask)}.`);
+  /** @type {[string, ArrayValue][]} */
   const arrays = [
     ["q", q],
     ["k", k],
@@ -531,7 +592,9 @@ export function checkState(s) {
     throw new Refused(`q, k and v must all be 2-D, or all 3-D with the same number of heads; got ${arrays.map(([n, a]) => `${n} ${fmtShape(a)}`).join(", ")}.`);
   if (last(q, -1) !== last(k, -1))
     throw new Refused(`'q' and 'k' must have the same width (they are compared by dot product), got q ${fmtShape(q)} and k ${fmtShape(k)}.`);
+  /** @param {{ shape: number[] } | null} a  @param {number} i */
   const dim = (a, i) => (a == null ? null : i < 0 ? last(a, i) : a.shape[i]);
+  /** @param {[string, number | null][]} pairs */
   const present = (pairs) => pairs.filter(([, c]) => c != null);
   const rowCounts = present([
     ["tokens", tokens.length],
@@ -541,12 +604,13 @@ export function checkState(s) {
     ["bias", dim(bias, -2)],
   ]);
   const colCounts = present([
-    ...(cross ? [["key_tokens", key_tokens.length]] : []),
+    ...(cross ? /** @type {[string, number][]} */ ([["key_tokens", /** @type {string[]} */ (key_tokens).length]]) : []),
     ["k", last(k, -2)],
     ["v", last(v, -2)],
     ["mask", dim(mask, 1)],
     ["bias", dim(bias, -1)],
   ]);
+  /** @param {[string, number | null][]} pairs */
   const said = (pairs) => pairs.map(([n, c]) => `${n}: ${c}`).join(", ");
   if (!cross && new Set([...rowCounts, ...colCounts].map(([, c]) => c)).size > 1) {
     const rowNames = new Set(rowCounts.map(([n]) => n));
@@ -556,10 +620,10 @@ export function checkState(s) {
         .filter(([n]) => !rowNames.has(n))
         .map(([n, c]) => `, ${n}: ${c}`)
         .join("");
-    for (const [n, a] of [
+    for (const [n, a] of /** @type {[string, MaskValue | ArrayValue | null][]} */ ([
       ["mask", mask],
       ["bias", bias],
-    ])
+    ]))
       if (a != null) told += `, ${n} columns: ${last(a, -1)}`;
     throw new Refused(
       `tokens, q, k, v (and x, mask, bias) must agree on the number of tokens, got ${told}. ` +
@@ -567,10 +631,10 @@ export function checkState(s) {
         "for keys from another text (cross-attention), pass key_tokens= too.",
     );
   }
-  for (const [group, told, what] of [
+  for (const [group, told, what] of /** @type {[[string, number | null][], string, string][]} */ ([
     [rowCounts, "tokens, q (and x, mask and bias rows)", "rows (queries)"],
     [colCounts, "key_tokens, k, v (and mask and bias columns)", "columns (keys)"],
-  ])
+  ]))
     if (cross && new Set(group.map(([, c]) => c)).size > 1)
       throw new Refused(
         `In cross-attention ${told} must agree on the number of ${what}, got ${said(group)}. Replace them together with set_vectors(tokens=, key_tokens=, q=, k=, v=).`,
@@ -617,6 +681,7 @@ export function checkState(s) {
   checkExercise(s, m);
 }
 
+/** @param {State} s  @param {number} m */
 function checkExercise(s, m) {
   const guess = s.guess;
   if (guess != null) {
@@ -639,9 +704,11 @@ function checkExercise(s, m) {
     throw new Refused("Make a guess before revealing: set guess (one weight per token, summing to 1), or spread the bars in the page.");
 }
 
-/** An exactly rounded sum, as Python's math.fsum (Shewchuk's partials). */
+/** An exactly rounded sum, as Python's math.fsum (Shewchuk's partials). @param {number[]} values */
 export function fsum(values) {
+  /** @type {number[]} */
   const partials = [];
+
   for (let x of values) {
     let i = 0;
     for (let y of partials) {
