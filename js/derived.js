@@ -5,29 +5,51 @@ import * as A from "./attention.js";
 import { current as isCurrent } from "./requests.js";
 import { writing } from "./rules.js";
 
-/** fn, remembered for the last arguments it was called with (compared by identity). */
+/** @typedef {import("./state").State} State */
+/** @typedef {import("./state").ArrayValue} ArrayValue */
+/** @typedef {import("./types").Matrix} Matrix */
+/** @typedef {import("./types").Numbers} Numbers */
+/** @typedef {import("./types").Mask} Mask */
+/** @typedef {import("./types").ArrayName} ArrayName */
+/** @template {ArrayName} K @typedef {import("./types").Decoded<K>} Decoded */
+/** @typedef {import("./types").PageState} PageState */
+/** @typedef {import("./types").Get} Get */
+/** @typedef {import("./types").Store} Store */
+/** @typedef {import("./types").HeadJob} HeadJob */
+/** @typedef {import("./types").ThumbWork} ThumbWork */
+/** A model's every layer's arrays, stacked (rules/values.py's LAYERED maps q, k, v and the value axes to them). @typedef {"model_q" | "model_k" | "model_v" | "model_basis"} Stacked */
+
+/** fn, remembered for the last arguments it was called with (compared by identity).
+ * @template {(...args: never[]) => unknown} F  @param {F} fn  @returns {F} */
 export function memo(fn) {
-  let last = null,
-    value;
-  return (...args) => {
-    if (!last || args.length !== last.length || args.some((a, i) => a !== last[i])) {
-      value = fn(...args);
-      last = args;
+  /** @type {unknown[] | null} */
+  let last = null;
+  /** @type {unknown} */
+  let value;
+  return /** @type {F} */ (
+    (/** @type {Parameters<F>} */ ...args) => {
+      if (!last || args.length !== last.length || args.some((a, i) => a !== /** @type {unknown[]} */ (last)[i])) {
+        value = fn(...args);
+        last = args;
+      }
+      return value;
     }
-    return value;
-  };
+  );
 }
 
 // While a text is being written (`step` below the number of tokens) only its first `step` tokens
 // exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
+/** @type {Partial<Record<keyof State, 1 | 2>>} */
 const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2, model_bias: 2 };
 
-/** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0. */
+/** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0.
+ * @template {Numbers | Uint8Array} D  @template {import("./types").Matrix<D> | null} M
+ * @param {M} m  @param {number} r  @param {boolean} [both]  @returns {M} */
 export function firstRows(m, r, both) {
   if (!m || !r || r >= m.rows) return m;
   const c = both ? Math.min(r, m.cols) : m.cols,
     held = m.only == null ? m.heads : 1, // (a live model's layer: one head's data)
-    data = new m.data.constructor(held * r * c);
+    data = new /** @type {new (size: number) => D} */ (m.data.constructor)(held * r * c);
   for (let h = 0; h < held; h++)
     for (let i = 0; i < r; i++) data.set(m.data.subarray((h * m.rows + i) * m.cols, (h * m.rows + i) * m.cols + c), (h * r + i) * c);
   return { ...m, data, rows: r, cols: c };
@@ -40,7 +62,8 @@ export function firstRows(m, r, both) {
 // key in the cache. Which inputs grew by one row is checked on the numbers themselves, so the
 // result is always the very number a full recompute gives (the same sums in the same order).
 
-/** True when b is a with one more row appended (same width, the same numbers first). */
+/** True when b is a with one more row appended (same width, the same numbers first).
+ * @param {Matrix | null | undefined} a  @param {Matrix} b */
 function oneMore(a, b) {
   if (!a || !b || a.rows + 1 !== b.rows || a.cols !== b.cols) return false;
   const x = a.data,
@@ -48,13 +71,15 @@ function oneMore(a, b) {
   for (let p = 0; p < x.length; p++) if (!Object.is(x[p], y[p])) return false;
   return true;
 }
-/** True when the r×r top-left corner of b (row-major, `c` columns) equals a (r×r), or both are absent. */
+/** True when the r×r top-left corner of b (row-major, `c` columns) equals a (r×r), or both are absent.
+ * @param {ArrayLike<number> | null | undefined} a  @param {ArrayLike<number> | null | undefined} b  @param {number} r  @param {number} c */
 function sameCorner(a, b, r, c) {
   if (!a || !b) return !a && !b;
   for (let i = 0; i < r; i++) for (let j = 0; j < r; j++) if (!Object.is(a[i * r + j], b[i * c + j])) return false;
   return true;
 }
-/** Copies an r×r row-major matrix into the top-left corner of a larger one with c columns. */
+/** Copies an r×r row-major matrix into the top-left corner of a larger one with c columns.
+ * @param {Float64Array} to  @param {Float64Array} from  @param {number} r  @param {number} c */
 function intoCorner(to, from, r, c) {
   for (let i = 0; i < r; i++) to.set(from.subarray(i * r, i * r + r), i * c);
   return to;
@@ -65,12 +90,17 @@ function intoCorner(to, from, r, c) {
  * more token (a step of generation); `work` says how many rows the last call of each computed. */
 export function createGrowing() {
   const work = { scores: 0, weights: 0, output: 0 };
+  /** @type {WeakMap<Float64Array, Float64Array>} */
   const grownFrom = new WeakMap(); // a result -> the last one it was grown from
-  let S0 = null,
-    W0 = null,
-    O0 = null;
+  /** @type {{ q: Matrix, k: Matrix, scale: number, softcap: number | null, bias: Matrix | null, S: Float64Array } | null} */
+  let S0 = null;
+  /** @type {{ S: Float64Array, rows: number, temperature: number, causal: boolean, mask: Mask, W: Float64Array } | null} */
+  let W0 = null;
+  /** @type {{ W: Float64Array, v: Matrix, O: Float64Array } | null} */
+  let O0 = null;
   return {
     work,
+    /** @param {Matrix} q  @param {Matrix} k  @param {number} scale  @param {Matrix | null} [bias]  @param {number | null} [softcap] */
     scores(q, k, scale, bias = null, softcap = null) {
       const n = q.rows,
         m = k.rows;
@@ -101,6 +131,7 @@ export function createGrowing() {
       S0 = { q, k, scale, softcap, bias, S };
       return S;
     },
+    /** @param {Float64Array} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {Mask} [mask] */
     weights(S, rows, temperature, causal, mask = null) {
       const m = S.length / rows,
         p = W0;
@@ -126,6 +157,7 @@ export function createGrowing() {
       W0 = { S, rows, temperature, causal, mask, W };
       return W;
     },
+    /** @param {Float64Array} W  @param {Matrix} v */
     output(W, v) {
       const p = O0,
         m = v.rows,
@@ -153,24 +185,44 @@ export function createGrowing() {
 }
 
 /** createStore(get) -> getters for the model's current state; `get(name)` reads a synced trait
- * as sent, `store.get(name)` as it stands (while generating: the tokens written so far). */
+ * as sent, `store.get(name)` as it stands (while generating: the tokens written so far).
+ * @param {Get} get  @returns {Store} */
 export function createStore(get) {
   // how many tokens are written while generating; 0 when every one is (cross-attention is written whole)
   // (asked at every array read: remembered for the step, tokens and cross-attention it was asked at)
-  const writtenAt = memo((step, tokens, cross) => (writing({ step, tokens }) && !cross ? step : 0));
+  const writtenAt = memo((/** @type {number} */ step, /** @type {string[]} */ tokens, /** @type {boolean} */ cross) =>
+    writing({ step, tokens }) && !cross ? step : 0,
+  );
   const written = () => writtenAt(get("step"), get("tokens"), get("cross"));
+  /** @type {Record<string, (list: string[] | null, r: number) => string[] | null>} */
   const cutTokens = {};
+  /** @template {keyof PageState} K  @param {K} name  @returns {PageState[K]} */
   const current = (name) =>
     name === "tokens" || name === "key_tokens"
-      ? (cutTokens[name] ??= memo((list, r) => (r && list ? list.slice(0, r) : list)))(get(name), written())
+      ? /** @type {PageState[K]} */ (
+          (cutTokens[name] ??= memo((/** @type {string[] | null} */ list, /** @type {number} */ r) => (r && list ? list.slice(0, r) : list)))(
+            /** @type {string[] | null} */ (get(name)),
+            written(),
+          )
+        )
       : get(name);
   // the codec: each synced array decoded once, when its value (a new object) arrives
+  /** @type {Record<string, (value: State[ArrayName], r: number) => import("./types").Matrix<Numbers | Uint8Array> | null>} */
   const codecs = {};
-  const decoded = (name) => (codecs[name] ??= memo((value, r) => firstRows(A.decodeMatrix(value), r, CUT[name] === 2)))(get(name), CUT[name] ? written() : 0);
+  /** @template {ArrayName} K  @param {K} name  @returns {Decoded<K>} */
+  const decoded = (name) =>
+    /** @type {Decoded<K>} */ (
+      (codecs[name] ??= memo((/** @type {State[ArrayName]} */ value, /** @type {number} */ r) => firstRows(A.decodeMatrix(value), r, CUT[name] === 2)))(
+        get(name),
+        CUT[name] ? written() : 0,
+      )
+    );
   // A model's q, k, v and value axes: the current layer's, cut from every layer's arrays (sent
   // once), while Python says its own are that layer's; else the arrays sent.
-  const LAYERED = get("_constants").layered; // q -> model_q and the like (rules/values.py's LAYERED)
+  const LAYERED = /** @type {Record<string, Stacked>} */ (get("_constants").layered); // q -> model_q and the like (rules/values.py's LAYERED)
+  /** @type {Record<string, (all: Matrix, layer: number, count: number) => Matrix>} */
   const layers = {};
+  /** @param {Matrix} all  @param {number} layer  @param {number} count  @returns {Matrix} */
   const layerOf = (all, layer, count) => {
     const heads = all.heads / count,
       size = heads * all.rows * all.cols,
@@ -178,33 +230,51 @@ export function createStore(get) {
     return { data: all.data.subarray(l * size, (l + 1) * size), heads, rows: all.rows, cols: all.cols };
   };
   // every token's, written or not: while a text is written its cache keeps one colour scale
+  /** @type {Record<string, (value: State[ArrayName]) => import("./types").Matrix<Numbers | Uint8Array> | null>} */
   const uncut = {};
-  const whole = (name) => (uncut[name] ??= memo(A.decodeMatrix))(get(name));
+  /** @template {ArrayName} K  @param {K} name  @returns {Decoded<K>} */
+  const whole = (name) => /** @type {Decoded<K>} */ ((uncut[name] ??= memo(A.decodeMatrix))(get(name)));
+  /** @type {Record<string, (m: Matrix, layer: number, count: number, h: number) => number>} */
   const tops = {}; // one memo for k's, one for v's
+  /** @param {Matrix} m  @param {number} layer  @param {number} count  @param {number} h */
   const topOf = (m, layer, count, h) => {
     const all = count ? layerOf(m, layer, count) : m;
     return A.magnitude(A.headOf(all, Math.min(h, all.heads - 1)).data);
   };
   // each array as Python holds it
+  /** @template {ArrayName} K  @param {K} name  @returns {Decoded<K>} */
   const given = (name) => {
     const all = LAYERED[name] && get("layer_shown") ? decoded(LAYERED[name]) : null;
-    return all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name);
+    return /** @type {Decoded<K>} */ (all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name));
   };
   // and as the scores take it: the lab's q and k turned by RoPE, its bias with ALiBi's ramp (position.py)
+  /** @type {Record<string, (m: Matrix, base: number) => Matrix>} */
   const turned = { q: memo(A.rope), k: memo(A.rope) };
-  const ramped = memo((b, heads, n, m, slopes) => A.withAlibi(b, heads, n, m, slopes ?? A.alibiSlopes(heads)));
+  const ramped = memo(
+    (/** @type {Matrix | null} */ b, /** @type {number} */ heads, /** @type {number} */ n, /** @type {number} */ m, /** @type {number[] | null} */ slopes) =>
+      A.withAlibi(b, heads, n, m, slopes ?? A.alibiSlopes(heads)),
+  );
   const scheme = () => (get("n_layers") ? "none" : get("position") || "none"); // a model's q and k carry its own
+  /** @template {ArrayName} K  @param {K} name  @returns {Decoded<K>} */
   const array = (name) => {
     const at = scheme();
-    if (at === "rope" && turned[name]) return turned[name](given(name), get("rope_base"));
+    if (at === "rope" && turned[name]) return /** @type {Decoded<K>} */ (turned[name](/** @type {Matrix} */ (given(name)), get("rope_base"))); // (q and k: never null)
     if (at !== "alibi" || name !== "bias") return given(name);
     const q = given("q");
-    return ramped(given("bias"), q.heads, q.rows, given("k").rows, get("alibi_slopes"));
+    return /** @type {Decoded<K>} */ (ramped(given("bias"), q.heads, q.rows, given("k").rows, get("alibi_slopes")));
   };
+  /** @type {Record<string, (m: Matrix, h: number) => Matrix | null>} */
   const heads = {};
-  const ofHead = (name) => (heads[name] ??= memo((m, h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"));
-  const basisOf = memo((b, v, h) => (b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null));
+  /** q, k or v of the head shown (never null: the state always has them). @param {"q" | "k" | "v"} name */
+  const ofHead = (name) =>
+    /** @type {Matrix} */ (
+      (heads[name] ??= memo((/** @type {Matrix} */ m, /** @type {number} */ h) => (m ? A.headOf(m, Math.min(h, m.heads - 1)) : null)))(array(name), get("head"))
+    );
+  const basisOf = memo((/** @type {Matrix | null} */ b, /** @type {Matrix} */ v, /** @type {number} */ h) =>
+    b && b.heads === v.heads && b.rows === v.cols && b.cols === 2 ? A.headOf(b, Math.min(h, b.heads - 1)) : null,
+  );
   // the cells rows may read besides the causal rule (n × m): the mask, and with `sink` the first token's column closed
+  /** @param {import("./types").Matrix<Uint8Array> | null} mask  @param {number} n  @param {number} m  @param {boolean} sink  @returns {Mask} */
   const openCells = (mask, n, m, sink) => {
     const given = mask && mask.rows === n && mask.cols === m ? mask.data : null;
     if (!sink) return given;
@@ -213,17 +283,25 @@ export function createStore(get) {
     return open;
   };
   const maskOf = memo(openCells);
-  const closedOf = memo((causal, mask, m) => {
+  const closedOf = memo((/** @type {boolean} */ causal, /** @type {Mask} */ mask, /** @type {number} */ m) => {
     const open = A.openCell(causal, mask, m);
-    return (i, j) => !open(i, j);
+    return (/** @type {number} */ i, /** @type {number} */ j) => !open(i, j);
   });
   // every layer's own mask (with `sink`), for the thumbnails of a model whose layers have masks; null when it has none
-  const layerMasksOf = memo((all, which, n, m, sink) =>
-    all && which?.length ? which.map((w) => openCells(w < 0 ? null : A.headOf(all, w), n, m, sink)) : null,
+  const layerMasksOf = memo(
+    (
+      /** @type {import("./types").Matrix<Uint8Array> | null} */ all,
+      /** @type {number[]} */ which,
+      /** @type {number} */ n,
+      /** @type {number} */ m,
+      /** @type {boolean} */ sink,
+    ) => (all && which?.length ? which.map((w) => openCells(w < 0 ? null : A.headOf(all, w), n, m, sink)) : null),
   );
-  const scaleOf = memo((s, d) => s ?? A.defaultScale(d));
+  const scaleOf = memo((/** @type {number | null} */ s, /** @type {number} */ d) => s ?? A.defaultScale(d));
   // the additive bias of a head: its own (heads × n × m), or the one for every head (n × m)
-  const biasOf = memo((b, h, n, m) => (b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null));
+  const biasOf = memo((/** @type {Matrix | null} */ b, /** @type {number} */ h, /** @type {number} */ n, /** @type {number} */ m) =>
+    b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null,
+  );
   const growing = createGrowing(); // a step of generation computes only the new token's row
   const scores = memo(growing.scores),
     weights = memo(growing.weights),
@@ -233,12 +311,13 @@ export function createStore(get) {
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
   // oldest asked for going first, so hovering a long input never builds up its whole matrix.
   const ROWS = 128;
-  const rowsAt = memo(() => new Map());
+  const rowsAt = memo(/** @type {(S: Float64Array, T: number, causal: boolean, mask: Mask) => Map<number, Float64Array>} */ (() => new Map()));
   const scoreRange = memo(A.extent),
     weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound),
     agreement = memo(A.agreement);
   // every head's scores are kept apart from the temperature: the heads view fills them in pieces
+  /** @type {(q: Matrix, k: Matrix, scale: number, softcap: number | null, bias: Matrix | null) => HeadJob} */
   const headJob = memo((q, k, scale, softcap, bias) => ({
     q,
     k,
@@ -249,8 +328,9 @@ export function createStore(get) {
     rows: new Array(q.heads).fill(0),
   }));
   // the kernel's overview as the thumbnails' work, done; while a new one is computed the last stays shown
+  /** @type {ThumbWork | null} */
   let lastKernel = null;
-  const kernelWork = memo((o) => {
+  const kernelWork = memo((/** @type {import("./state").Answer | null} */ o) => {
     if (!o || o.error) return null; // (an overview the kernel could not compute: said in the caption)
     const count = o.layers * o.heads,
       size = o.width * o.height,
@@ -267,7 +347,9 @@ export function createStore(get) {
     lastKernel = { job: { q: { rows: 0, heads: count }, k: { rows: 0 } }, thumbs, kernel: true, count };
     return lastKernel;
   });
+  /** @param {number} count  @returns {ThumbWork} */
   const waiting = (count) => ({ job: { q: { rows: 0, heads: count }, k: { rows: 0 } }, thumbs: new Array(count).fill(null), kernel: true, count });
+  /** @type {(job: HeadJob, temperature: number, causal: boolean, mask: Mask, cross: boolean, masks: Mask[] | null) => ThumbWork} */
   const thumbJob = memo((job, temperature, causal, mask, cross, masks) => ({
     job,
     temperature,
@@ -278,8 +360,10 @@ export function createStore(get) {
     thumbs: new Array(job.q.heads).fill(null),
   }));
 
+  /** @type {Store} */
   const s = {
     all: (name) => array(name), // every head, decoded
+
     /** Every layer's heads of q, k or v, stacked (null for a widget without a model's layers). */
     model: (name) => (get("layer_shown") ? decoded(LAYERED[name]) : null),
     q: () => ofHead("q"),
@@ -338,7 +422,8 @@ export function createStore(get) {
         rows.delete(i); // asked again: to the back of the queue
       else row = A.weightRow(S, s.m(), i, T, causal, mask);
       rows.set(i, row);
-      if (rows.size > ROWS) rows.delete(rows.keys().next().value);
+      if (rows.size > ROWS) rows.delete(/** @type {number} */ (rows.keys().next().value)); // (the oldest: there are ROWS + 1)
+
       return row;
     },
     output: () => output(s.weights(), s.v()),

@@ -152,7 +152,8 @@ export interface HeadJob {
 
 /** The overview's thumbnails: computed here from every head's scores, or the kernel's (derived.js thumbnails()). */
 export type ThumbWork =
-  | { job: HeadJob; temperature: number; causal: boolean; mask: Mask; masks: Mask[] | null; cross: boolean; thumbs: (Thumb | null)[]; kernel?: undefined }
+  | { job: HeadJob; temperature: number; causal: boolean; mask: Mask; masks: Mask[] | null; cross: boolean; thumbs: (Thumb | null)[]; kernel?: undefined; count?: undefined }
+
   | { job: { q: { rows: number; heads: number }; k: { rows: number } }; thumbs: (Thumb | null)[]; kernel: true; count: number };
 
 /** The names of the synced arrays the store decodes. */
