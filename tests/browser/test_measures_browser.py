@@ -117,7 +117,7 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
 
 def test_in_jupyterlab_a_click_asks_the_kernel_and_the_panel_follows_layer_and_temperature(open_notebook):
     setup = f"""
-{kernel_model(5)}from attnwidget.formulas import attention_flow
+{kernel_model(5)}from attnwidget.mixing import attention_flow
 import numpy as np
 m = AttentionWidget._from_model(found, 0, 0, {{"stage": "weights", "focus": 6}})
 m
