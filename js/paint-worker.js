@@ -6,6 +6,7 @@ import { weightPicture } from "./picture.js";
 import { thumbOf } from "./thumbs.js";
 
 /** @typedef {import("./painter.js").PictureMessage} PictureMessage */
+/** @typedef {import("./types").Matrix} Matrix */
 /** @typedef {import("./thumbs.js").ThumbMessage} ThumbMessage */
 /** Said once, when the worker has started. */
 /** @typedef {{ ready: true }} WorkerReady */
@@ -27,11 +28,13 @@ let S = null,
 scope.onmessage = (/** @type {MessageEvent<PictureMessage | ThumbMessage>} */ { data: job }) => {
   if (job.kind === "thumb") {
     // a head's thumbnail and summaries (thumbs.js), and its scores when the page keeps them: nothing kept here
-    const S = scores(job.q, job.k, job.scale, job.bias, job.softcap),
+    // (a head's numbers come without `heads`, which scores() does not read)
+    const S = scores(/** @type {Matrix} */ (job.q), /** @type {Matrix} */ (job.k), job.scale, /** @type {Matrix | null} */ (job.bias), job.softcap),
       thumb = thumbOf(S, job.q.rows, job);
     return scope.postMessage({ thumb, scores: job.keep ? S : null }, job.keep ? [thumb.data.buffer, S.buffer] : [thumb.data.buffer]);
   }
-  if (job.q) S = scores(job.q, job.k, job.scale, job.bias, job.softcap); // the page's own arithmetic: the same numbers it shows
+  // the page's own arithmetic: the same numbers it shows (q and k come together; no `heads`, which scores() does not read)
+  if (job.q) S = scores(/** @type {Matrix} */ (job.q), /** @type {Matrix} */ (job.k), job.scale, /** @type {Matrix | null} */ (job.bias), job.softcap);
   if (job.newMask) mask = job.mask;
   // (the first message of a worker brings q and k: there are scores from then on)
   const { pixels, width, height, top } = weightPicture({ ...job, scores: /** @type {Float64Array} */ (S), mask });
