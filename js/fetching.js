@@ -2,10 +2,14 @@
 // page says "loading head N…" while it travels, until the kernel's arrays name it (layer_arrays:
 // block, layer, head), or the kernel puts the page back on another head.
 
-/** createFetching(model, store, {propose, said, schedule}) -> {toHead(change), label(), destroy()} */
+/** createFetching(model, store, {propose, said, schedule}) -> {toHead(change), label(), destroy()}
+ * @param {import("./types").Model} model  @param {import("./types").Store} store
+ * @param {{ propose: import("./types").Propose, said: (refused: string | null) => void, schedule: () => void }} options */
 export function createFetching(model, store, { propose, said, schedule }) {
   const get = store.get;
-  let fetching = null; // {block, layer, head, label}
+  /** @type {{ block: string, layer: number, head: number, label: string } | null} */
+  let fetching = null;
+  /** @param {import("./state").State["layer_arrays"]} a */
   const named = (a) => a && fetching && (a[0] || "") === fetching.block && a[1] === fetching.layer && a[2] === fetching.head;
   const arrived = () => {
     if (named(get("layer_arrays"))) fetching = null;
@@ -17,7 +21,7 @@ export function createFetching(model, store, { propose, said, schedule }) {
   model.on("change:layer", refused);
   model.on("change:head", refused);
   return {
-    /** Propose a change of layer, head or block; a head the page does not keep is fetched. */
+    /** Propose a change of layer, head or block; a head the page does not keep is fetched. @param {import("./types").Change} change */
     toHead(change) {
       const no = propose(change);
       said(no);

@@ -5,21 +5,32 @@
 const SETTLE_MS = 150; // a drag's steps come closer than this: ask once it stops
 const AGAIN_MS = 300; // a large model's overview is computed on a thread and handed over when asked
 
-/** The answer held for view `name` (its trait's value, or its entry in measure_data), or null. */
+/** @typedef {import("./types").Get} Get */
+/** @typedef {import("./state").Answer} Answer */
+
+/** The answer held for view `name` (its trait's value, or its entry in measure_data), or null.
+ * @param {Get} get  @param {string} name  @param {import("./state").ViewSpec} spec  @returns {Answer | null} */
 export function held(get, name, spec) {
   const value = get(spec.held_in);
   return (spec.held_in === "overview" ? value : value?.[name]) ?? null;
 }
 
-/** An answer is current when every part of its key is the state shown (a measure's name is the measure chosen). */
-export const current = (answer, get) => !!answer?.key && Object.entries(answer.key).every(([k, v]) => v === (get(k) ?? (typeof v === "string" ? "" : null)));
+/** An answer is current when every part of its key is the state shown (a measure's name is the measure chosen).
+ * @param {Answer | null | undefined} answer  @param {Get} get  @returns {boolean} */
+export const current = (answer, get) =>
+  !!answer?.key &&
+  Object.entries(answer.key).every(([k, v]) => v === (get(/** @type {keyof import("./types").PageState} */ (k)) ?? (typeof v === "string" ? "" : null))); // (a key names fields of the state)
 
 /** createRequests(model, get, still) -> {want(name), destroy()}: `want` says the page needs view
  * `name` now; it is asked for (one timer for every view) until what the page holds is current, or
- * `still(name)` says the page no longer shows it (another measure, another summary). */
+ * `still(name)` says the page no longer shows it (another measure, another summary).
+ * @param {import("./types").Model} model  @param {Get} get  @param {(name: string) => boolean} still
+ * @returns {{ want(name: string): void, destroy(): void }} */
 export function createRequests(model, get, still) {
   const views = get("_constants").views;
+  /** @type {Set<string>} */
   const wanted = new Set();
+
   let timer = 0,
     first = true; // the first ask goes at once: no drag to wait for
   function ask() {

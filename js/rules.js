@@ -233,7 +233,9 @@ export function overflow({ q, k, scale, bias }) {
 }
 
 /** `value` as the state holds it, or Refused: its kind and its own range. */
-/** The arrays a widget's state holds of its own (a page or a script may set them). @type {(keyof State)[]} */
+/** The arrays a widget's state holds of its own (a page or a script may set them). @typedef {"q" | "k" | "v" | "x" | "mask" | "bias"} OwnArray */
+/** @type {OwnArray[]} */
+
 export const ARRAYS = ["q", "k", "v", "x", "mask", "bias"];
 /** The changes that bring in another sentence's, layer's or block's arrays (from the kernel, or a page's sources). @type {(keyof State)[]} */
 export const BRINGS_IN = ["sentence_index", "layer", "block"];
@@ -409,9 +411,9 @@ export function validate(state, change, sources = null, page = false) {
 }
 
 /** The complete state after `change` and every follow-up, or a thrown Refused. `page`: the change
- * came from a page, which may set only the writable traits.
- * @param {State} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
- * @returns {State} */
+ * came from a page, which may set only the writable traits. (Fields besides the state's, an exported page's, are kept.)
+ * @template {State} S  @param {S} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
+ * @returns {S} */
 export function settle(state, change, sources = null, page = false) {
   const C = state._constants;
   if (page) {
@@ -435,7 +437,7 @@ export function settle(state, change, sources = null, page = false) {
   fit(s, before, asked, changed, sources);
   checkState(s);
   if (asked.has("measure") && s.measure === "difference") otherText(s.text_lengths || [], s.sentence_index, C); // two texts of as many tokens (the panel's reason)
-  return s;
+  return /** @type {S} */ (s);
 }
 
 /** @param {Constants} C */
@@ -454,8 +456,8 @@ function position(s, before, asked, C) {
 }
 
 /** settle(), then the numbers' own check (overflow): what both pages run for a proposed change.
- * @param {State} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
- * @returns {State} */
+ * @template {State} S  @param {S} state  @param {Record<string, unknown>} change  @param {Sources | null} [sources]  @param {boolean} [page]
+ * @returns {S} */
 export function settleChecked(state, change, sources = null, page = false) {
   const s = settle(state, change, sources, page);
   if (/** @type {const} */ (["q", "k", "scale", "bias"]).some((n) => !same(s[n], state[n]))) {

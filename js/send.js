@@ -3,7 +3,10 @@
 // values; the release sends the last.
 const SEND_MS = 150;
 
-/** createSender(model) -> {send(change, {soon, later}), flush(), destroy()} */
+/** @typedef {import("./state").State} State */
+
+/** createSender(model) -> {send(change, {soon, later}), flush(), destroy()}
+ * @param {import("./types").Model} model */
 export function createSender(model) {
   let timer = 0,
     last = 0;
@@ -14,9 +17,11 @@ export function createSender(model) {
     model.save_changes();
   };
   return {
-    /** Set every key of `change` (one message); `soon`: within SEND_MS; `later`: at the next flush. */
+    /** Set every key of `change` (one message); `soon`: within SEND_MS; `later`: at the next flush.
+     * @param {import("./types").Change} change  @param {import("./types").How} [how] */
     send(change, { soon = false, later = false } = {}) {
-      for (const [name, value] of Object.entries(change)) model.set(name, value);
+      for (const [name, value] of /** @type {[keyof State, State[keyof State]][]} */ (Object.entries(change))) model.set(name, value);
+
       if (later) return;
       if (!soon || performance.now() - last > SEND_MS) flush();
       else if (!timer) timer = setTimeout(flush, SEND_MS);

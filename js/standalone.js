@@ -5,8 +5,17 @@
 import { decodePayload } from "./payload.js";
 import { ARRAYS, Refused, same, settleChecked } from "./rules.js";
 
+/** @typedef {import("./state").State} State */
+/** @typedef {import("./types").Change} Change */
+/** @typedef {import("./types").Listener} Listener */
+/** @typedef {import("./rules.js").OwnArray} OwnArray */
+/** An exported page's data (payload.py's schema, checked by payload.js), or its JSON text; `theme`: "light", "dark" or "auto".
+ * @typedef {string | { theme?: string, [key: string]: unknown }} Payload */
+
+/** @type {WeakMap<object, string>} */
 const prints = new WeakMap();
-/** An array's contents in one string (its dtype, shape and an FNV-1a hash of its bytes), once per array object. */
+/** An array's contents in one string (its dtype, shape and an FNV-1a hash of its bytes), once per array object.
+ * @param {State[OwnArray] | undefined} a */
 function fingerprint(a) {
   if (!a?.view) return a ?? null;
   if (!prints.has(a)) {
@@ -18,22 +27,30 @@ function fingerprint(a) {
   return prints.get(a);
 }
 
-/** localModel(payload) -> an anywidget-style model whose changes the rules settle. */
+/** localModel(payload) -> an anywidget-style model whose changes the rules settle.
+ * @param {unknown} payload  @returns {import("./types").LocalModel} */
 export function localModel(payload) {
-  const { state: initial, sources } = decodePayload(payload);
+  const { state: initial, sources } = decodePayload(/** @type {import("./payload.js").RawPayload} */ (payload)); // (checked there)
+
   let state = initial;
+  /** @type {Partial<Record<OwnArray, State[OwnArray]>>} */
   const before = {}; // each array changed here, as brought in: what the page's exported measures are of
+  /** @type {Map<string, Listener[]>} */
   const listeners = new Map();
+  /** @param {string} name */
   const emit = (name) => (listeners.get(name) || []).slice().forEach((f) => f());
 
-  /** Apply `change` whole, with every follow-up, as a page message to Python would be: null, or the refusal's message. */
+  /** Apply `change` whole, with every follow-up, as a page message to Python would be: null, or the refusal's message.
+   * @param {Change} change */
   function propose(change) {
     let next;
     // the arrays a switch brings in are those the sources give (a text's, a block's, a layer's own)
+    /** @type {Set<OwnArray>} */
     const brought = new Set();
+    /** @template {unknown[]} A  @param {(...args: A) => import("./rules.js").Brought} f */
     const watch =
       (f) =>
-      (...args) => {
+      (/** @type {A} */ ...args) => {
         const found = f(...args);
         for (const k of ARRAYS) if (found && k in found) brought.add(k);
         return found;
@@ -46,11 +63,12 @@ export function localModel(payload) {
       console.warn(`attnwidget refused a change: ${err.message}`);
       return err.message;
     }
-    const changed = Object.keys(next).filter((k) => !same(next[k], state[k]));
+    const changed = /** @type {(keyof State)[]} */ (Object.keys(next)).filter((k) => !same(next[k], state[k]));
     // what a switch brings in is as exported; every other array a change alters (one set here, or a mask
     // dropped as it no longer fits the text switched to) is a change since the export
     for (const k of brought) delete before[k];
     for (const k of ARRAYS) if (changed.includes(k) && !brought.has(k) && !(k in before)) before[k] = state[k];
+
     state = next;
     for (const k of changed) emit(`change:${k}`);
     if (changed.length) emit("change"); // once for the whole change, as a live model does
@@ -60,10 +78,10 @@ export function localModel(payload) {
   return {
     get: (name) => state[name],
     /** The arrays changed here (not brought in by a switch) whose numbers differ from those brought in. */
-    edited: () => Object.keys(before).filter((k) => fingerprint(state[k]) !== fingerprint(before[k])),
+    edited: () => /** @type {OwnArray[]} */ (Object.keys(before)).filter((k) => fingerprint(state[k]) !== fingerprint(before[k])),
     /** One trait, settled; a refused value throws, with Python's message, and changes nothing. */
     set(name, value) {
-      const refused = propose({ [name]: value });
+      const refused = propose(/** @type {Change} */ ({ [name]: value }));
       if (refused) throw new Refused(refused);
     },
     propose,
@@ -71,7 +89,7 @@ export function localModel(payload) {
     send() {},
     on(event, f) {
       if (!listeners.has(event)) listeners.set(event, []);
-      listeners.get(event).push(f);
+      /** @type {Listener[]} */ (listeners.get(event)).push(f);
     },
     off(event, f) {
       const list = listeners.get(event) || [];
@@ -86,7 +104,8 @@ export function localModel(payload) {
 }
 
 /** An exported page's JSON text, parsed; text JSON cannot read is refused with what is wrong and where: a bare
- * NaN or infinity (which JSON has not, but a hand-made or altered page may hold) named in its place. */
+ * NaN or infinity (which JSON has not, but a hand-made or altered page may hold) named in its place.
+ * @param {string} text  @returns {unknown} */
 function parsed(text) {
   try {
     return JSON.parse(text);
@@ -94,14 +113,14 @@ function parsed(text) {
     if (!(err instanceof SyntaxError)) throw err;
     const at = bareNumber(text);
     if (at < 0) throw new Refused(`its data is not valid JSON (${err.message})`);
-    const word = /^-?(NaN|Infinity)/.exec(text.slice(at, at + 9))[0];
+    const word = /** @type {RegExpExecArray} */ (/^-?(NaN|Infinity)/.exec(text.slice(at, at + 9)))[0]; // (bareNumber found one there)
     throw new Refused(
       `its data is not valid JSON: it holds ${word} at character ${at} (…${text.slice(Math.max(0, at - 24), at + word.length + 8)}…), and JSON has no NaN or infinity: every number must be finite`,
     );
   }
 }
 
-/** Where the first NaN, Infinity or -Infinity stands outside a string in `text`, or -1. */
+/** Where the first NaN, Infinity or -Infinity stands outside a string in `text`, or -1. @param {string} text */
 function bareNumber(text) {
   let quoted = false;
   for (let i = 0; i < text.length; i++) {
@@ -116,17 +135,21 @@ function bareNumber(text) {
 }
 
 /** A widget's mount(el, model, propose) on embedded state (exported pages: the payload, or its JSON
- * text); payload.theme is "light", "dark" or "auto" (the reader's setting). Returns the cleanup. */
+ * text); payload.theme is "light", "dark" or "auto" (the reader's setting). Returns the cleanup.
+ * @param {typeof import("./app.js").mount} mount  @param {HTMLElement} el  @param {Payload} payload  @returns {() => void} */
 export function standalone(mount, el, payload) {
   const started = performance.now();
-  let model, app;
+  /** @type {import("./types").LocalModel} */
+  let model;
+  /** @type {() => void} */
+  let app;
   try {
-    if (typeof payload === "string") payload = parsed(payload); // (an exported page's: parsed here, to say what is wrong)
+    if (typeof payload === "string") payload = /** @type {Payload} */ (parsed(payload)); // (an exported page's: parsed here, to say what is wrong)
     model = localModel(payload);
     app = mount(el, model, { propose: (change) => model.propose(change), flush() {} });
   } catch (err) {
     // said in the page (not only in the console), and nothing drawn from numbers it could not trust
-    const why = err instanceof Refused ? err.message.replace(/\.$/, "") : `its data is not in the form this page reads (${err.name})`;
+    const why = err instanceof Refused ? err.message.replace(/\.$/, "") : `its data is not in the form this page reads (${/** @type {Error} */ (err).name})`;
     const box = document.createElement("p");
     box.className = "aw-page-error";
     box.setAttribute("role", "alert");
@@ -135,10 +158,11 @@ export function standalone(mount, el, payload) {
     console.error(err);
     return () => box.remove();
   }
-  const root = el.querySelector(".aw-root"),
+  const root = /** @type {import("./types").AppRoot} */ (el.querySelector(".aw-root")), // (mount made it)
     dark = window.matchMedia("(prefers-color-scheme: dark)");
   const setTheme = () => {
-    const isDark = payload.theme === "dark" || (payload.theme !== "light" && dark.matches);
+    const { theme } = /** @type {{ theme?: string }} */ (payload); // (parsed by now)
+    const isDark = theme === "dark" || (theme !== "light" && dark.matches);
     root.classList.toggle("aw-dark", isDark);
     document.body.classList.toggle("aw-page-dark", isDark);
   };

@@ -52,7 +52,9 @@ export interface How {
 export type Propose = (change: Change, how?: How) => string | null;
 
 /** A listener of the model: a change (`change`, `change:name`), or a message from the kernel (`msg:custom`). */
-export type Listener = (...args: never[]) => void;
+// (anywidget's EventHandler: a message's content is the kernel's, checked where it is read)
+// biome-ignore lint/suspicious/noExplicitAny: as anywidget types its listeners
+export type Listener = (...args: any[]) => void;
 
 /** The model mount() draws from: a live widget's (layers.js wraps anywidget's) or an exported page's (standalone.js). */
 export interface Model {
@@ -68,7 +70,27 @@ export interface Model {
   edited?: () => (keyof State)[];
 }
 
+/** For scripts and tests: the page's own numbers, pictures of it, and whether it is drawn (app.js). */
+export interface PageApi {
+  numbers(): { scores: number[]; weights: number[]; output: number[]; scale: number; temperature: number; exact: boolean; notice: string | null };
+  work(): Work;
+  measure(): ReturnType<import("./views/measure.js").Measure["numbers"]>;
+  image(): import("./views/image.js").ImageNumbers;
+  snapshot(kind: string, scale?: number): ReturnType<typeof import("./snapshot.js").snapshotSVG> | ReturnType<typeof import("./snapshot.js").snapshotPNG>;
+  model: Model;
+  redraw(): void;
+  /** When the page was first drawn whole (performance.now()); 0 until then. */
+  firstPaint: number;
+  ready(): boolean;
+  /** An exported page: when its script began. */
+  renderStart?: number;
+}
+
+/** The app's root element, with its API for scripts and tests. */
+export type AppRoot = HTMLDivElement & { attnwidget: PageApi };
+
 /** The live adapter's model (layers.js): it keeps the heads it was sent, and forgets them at destroy(). */
+
 export interface LiveModel extends Model {
   holds: (block: string, layer: number, head: number) => boolean;
   destroy(): void;
@@ -152,8 +174,17 @@ export interface HeadJob {
 
 /** The overview's thumbnails: computed here from every head's scores, or the kernel's (derived.js thumbnails()). */
 export type ThumbWork =
-  | { job: HeadJob; temperature: number; causal: boolean; mask: Mask; masks: Mask[] | null; cross: boolean; thumbs: (Thumb | null)[]; kernel?: undefined; count?: undefined }
-
+  | {
+      job: HeadJob;
+      temperature: number;
+      causal: boolean;
+      mask: Mask;
+      masks: Mask[] | null;
+      cross: boolean;
+      thumbs: (Thumb | null)[];
+      kernel?: undefined;
+      count?: undefined;
+    }
   | { job: { q: { rows: number; heads: number }; k: { rows: number } }; thumbs: (Thumb | null)[]; kernel: true; count: number };
 
 /** The names of the synced arrays the store decodes. */
@@ -224,4 +255,11 @@ export interface Store {
   closedWhy(i: number, j: number): ClosedWhy | null;
   closed(i: number, j: number): boolean;
   closedCells(): (i: number, j: number) => boolean;
+}
+
+declare global {
+  interface Uint8ArrayConstructor {
+    /** Bytes from base64 (a newer browser's own; payload.js reads them by hand where it is missing). */
+    fromBase64?: (text: string) => Uint8Array;
+  }
 }
