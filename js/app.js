@@ -22,40 +22,85 @@ import { describeRow, roundingWarning } from "./views/readout.js";
 import { captionOf, createStages } from "./views/stages.js";
 import { createTokenStrip } from "./views/tokens.js";
 
+/** @typedef {import("./state").State} State */
+/** @typedef {import("./state").Constants} Constants */
+/** @typedef {import("./types").Get} Get */
+/** @typedef {import("./types").Store} Store */
+/** @typedef {import("./types").Model} Model */
+/** @typedef {import("./types").Change} Change */
+/** @typedef {import("./views/dom.js").Palette} Palette */
+/** @typedef {import("./views/exercise.js").Secret} Secret */
+/** @typedef {import("./views/image.js").Picture} Picture */
+
+/**
+ * What mount() made, as the drawing below reads it.
+ * @typedef {object} Parts
+ * @property {import("./types").AppRoot} root
+ * @property {Model} model
+ * @property {Store} store
+ * @property {Get} get  the state as it stands
+ * @property {Constants} constants
+ * @property {boolean} live  a kernel computes what the page asks for
+ * @property {ReturnType<typeof createRequests> | null} requests
+ * @property {(name: string) => boolean} shows  whether the page shows a computed view
+ * @property {ReturnType<typeof createFetching>} fetching
+ * @property {HTMLParagraphElement} notice
+ * @property {ReturnType<typeof createControls>} controls
+ * @property {ReturnType<typeof createHeads>} heads
+ * @property {ReturnType<typeof createQkMap>} qk
+ * @property {ReturnType<typeof createTokenStrip>} strip
+ * @property {ReturnType<typeof createGeneration>} generation
+ * @property {HTMLParagraphElement} caption
+ * @property {HTMLDivElement} body
+ * @property {HTMLParagraphElement} readout
+ * @property {ReturnType<typeof createCell>} cellView
+ * @property {ReturnType<typeof createMeasure>} measure
+ * @property {ReturnType<typeof createExercise>} exercise
+ * @property {ReturnType<typeof createStages>} stages
+ * @property {ReturnType<typeof createImage>} imageView
+ * @property {ReturnType<typeof createPicture>} picture
+ */
+
 /** mount(host, model, {propose, flush}) -> cleanup. `propose(change, {soon, later})` asks for a
  * whole change (the rules settle its follow-ups); `soon`: part of a drag, sent at most every so
- * often; `later`: shown now, sent by the next flush(). */
+ * often; `later`: shown now, sent by the next flush().
+ * @param {HTMLElement} host  @param {Model} model  @param {{ propose: import("./types").Propose, flush: () => void }} adapter
+ * @returns {() => void} */
 export function mount(host, model, { propose, flush }) {
-  const root = el("div", { class: "aw-root" });
+  const root = /** @type {import("./types").AppRoot} */ (el("div", { class: "aw-root" })); // (its attnwidget is set below)
   host.append(root);
   const store = createStore((name) => model.get(name)); // every derived number, memoised on its inputs
   const get = store.get; // the state as it stands: while generating, the tokens written so far
   // a refused change (a layer an exported page does not hold) says why where the reader looks
+  /** @param {string | null} refused */
   const said = (refused) => {
     if (refused) [notice.hidden, notice.textContent] = [false, refused];
   };
-  const save = (name, value) => said(propose({ [name]: value }));
+  /** @template {keyof State} K  @param {K} name  @param {State[K]} value */
+  const save = (name, value) => said(propose(/** @type {Change} */ ({ [name]: value })));
   const fetching = createFetching(model, store, { propose, said, schedule: () => schedule() });
   const toHead = fetching.toHead;
   const live = !!model.holds; // a kernel computes what the page asks for
   // a view is still wanted while the page shows it (the overview of a model's layers, the measure
   // chosen, the summary chosen among a computed view's): a request for one no longer shown stops
+  /** @param {string} name */
   const shows = (name) => {
     const spec = get("_constants").views[name];
     if (spec.held_in === "overview") return store.kernelOverview();
     if (spec.held_in === "measure_data") return get("measure") === name && !get("measures")?.[name];
-    return Object.entries(spec.asked_when || {}).some(([t, values]) => values.includes(get(t)));
+    return Object.entries(spec.asked_when || {}).some(([t, values]) => /** @type {unknown[]} */ (values).includes(get(/** @type {keyof State} */ (t))));
   };
   const requests = live ? createRequests(model, get, shows) : null;
 
   // --- views ---
+  /** @param {number} i */
   const onFocus = (i) => save("focus", i);
   const constants = get("_constants"); // AttentionWidget's stages, temperature range and computed views
   const controls = createControls(root, {
     stages: constants.stages,
     blockNames: constants.blocks,
     range: constants.temperature_range,
-    onStage: (s) => save("stage", s),
+    onStage: (s) => save("stage", /** @type {State["stage"]} */ (s)), // (one of the stages offered: the rules check it)
     onTemperature: (t, final) => propose({ temperature: t }, { soon: !final }),
     onCausal: (b) => save("causal", b),
     onSink: (b) => save("sink", b),
@@ -78,6 +123,7 @@ export function mount(host, model, { propose, flush }) {
   const heads = createHeads(overviewRow, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
     onPick: (l, h) => {
+      /** @type {Change} */
       const change = get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h };
       // coloured by a score over every text: the head is shown on the text where its score is highest
       const best = computedAnswer({ get, constants, shows })?.answer?.best?.[get("summary")];
@@ -86,7 +132,7 @@ export function mount(host, model, { propose, flush }) {
       toHead(change);
     },
     onProgress: () => schedule(),
-    onSummary: (name) => save("summary", name),
+    onSummary: (name) => save("summary", /** @type {State["summary"]} */ (name)), // (one offered: the rules check it)
     onMap: (on) => save("qk_map", on),
     signed: Object.keys(constants.views).filter((n) => constants.views[n].signed),
   });
@@ -103,7 +149,7 @@ export function mount(host, model, { propose, flush }) {
   root.append(caption, body);
   const cellView = createCell(root, { onClose: () => save("cell", null) });
   root.append(readout);
-  const measure = createMeasure(root, { onMeasure: (m) => save("measure", m), onFocus, views: constants.views });
+  const measure = createMeasure(root, { onMeasure: (m) => save("measure", /** @type {State["measure"]} */ (m)), onFocus, views: constants.views }); // (one offered)
   // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
   const exercise = createExercise(body, {
     onGuess: (g) => save("guess", g), // after a reveal, a new try: the rules hide the row again
@@ -119,7 +165,7 @@ export function mount(host, model, { propose, flush }) {
     onResidual: (b) => save("residual", b),
     onWindow: () => schedule(),
   });
-  const parts = { root, model, store, get, constants, live, requests, shows, fetching, notice };
+  const parts = /** @type {Parts} */ ({ root, model, store, get, constants, live, requests, shows, fetching, notice }); // (the views: next)
   Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, cellView, measure, exercise, stages, imageView, picture });
 
   // --- drawing, batched to one frame ---
@@ -171,7 +217,8 @@ export function mount(host, model, { propose, flush }) {
       !stages.pending() &&
       picture.settled() &&
       (heads.node.hidden ||
-        (heads.node.dataset.complete === "true" && [...heads.node.querySelectorAll("img.aw-thumb")].every((i) => i.complete && i.naturalWidth > 0))),
+        (heads.node.dataset.complete === "true" &&
+          [.../** @type {NodeListOf<HTMLImageElement>} */ (heads.node.querySelectorAll("img.aw-thumb"))].every((i) => i.complete && i.naturalWidth > 0))),
   };
 
   // --- wiring ---
@@ -194,7 +241,8 @@ export function mount(host, model, { propose, flush }) {
   };
 }
 
-/** Draws every part from the state as it stands; false when the token strip could not be laid out yet. */
+/** Draws every part from the state as it stands; false when the token strip could not be laid out yet.
+ * @param {Parts} p  @returns {boolean} */
 function drawAll(p) {
   const { root, model, store, get, constants } = p;
   const pal = palette(root);
@@ -221,7 +269,7 @@ function drawAll(p) {
     pal,
     maxWidth,
   });
-  root.dataset.written = written; // for scripts and tests
+  root.dataset.written = String(written); // for scripts and tests
   p.controls.update(controlsView(model, store, constants, stage));
   const shown = store.numbers();
   p.stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
@@ -229,7 +277,9 @@ function drawAll(p) {
   const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
     row = Array.from(rowKey);
   // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
-  const [ex, guess, revealed, goal] = ["exercise", "guess", "revealed", "goal"].map(get);
+  const [ex, guess, revealed, goal] = /** @type {[State["exercise"], State["guess"], State["revealed"], State["goal"]]} */ (
+    /** @type {const} */ (["exercise", "guess", "revealed", "goal"]).map(get)
+  );
   const secret = p.exercise.update({
     stage,
     tokens,
@@ -286,7 +336,7 @@ function drawAll(p) {
   p.stages.update(view);
   const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
   const closedCell = store.closedCells(),
-    closed = (j) => closedCell(focus, j);
+    closed = (/** @type {number} */ j) => closedCell(focus, j);
   const stripRow = showWeights && secret !== "row" ? row : null;
   const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span(), image });
   // over the image: the strip's row, or the row of the measure drawn (neither while an exercise keeps the row)
@@ -298,7 +348,8 @@ function drawAll(p) {
   return laidOut;
 }
 
-/** The controls' view of the state. */
+/** The controls' view of the state.
+ * @param {Model} model  @param {Store} store  @param {Constants} constants  @param {State["stage"]} stage */
 function controlsView(model, store, constants, stage) {
   const get = store.get,
     all = model.get("tokens");
@@ -326,7 +377,8 @@ function controlsView(model, store, constants, stage) {
   };
 }
 
-/** Every head at a glance: a model's overview comes from the kernel (asked for until current). */
+/** Every head at a glance: a model's overview comes from the kernel (asked for until current).
+ * @param {Parts} p  @param {Palette} pal  @param {number} maxWidth  @param {Secret} secret */
 function drawHeads(p, pal, maxWidth, secret) {
   const { store, get, heads } = p;
   const layers = get("layer_shown") ? get("n_layers") : 1,
@@ -350,7 +402,7 @@ function drawHeads(p, pal, maxWidth, secret) {
             : !store.overviewDue()
               ? ""
               : held // an exported page has no kernel to compute another overview: it says which one it shows
-                ? `as exported, at T = ${fmt2(overview.key.temperature)}`
+                ? `as exported, at T = ${fmt2(/** @type {import("./state").Answer} */ (overview).key.temperature)}` // (a page that holds some layers carries its overview)
                 : "updating…";
     heads.update({
       work: store.thumbnails(),
@@ -368,7 +420,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
       map: !!get("qk_map"),
       mappable: !get("weights_only"), // attention weights alone: no queries and keys to map (the rules refuse qk_map)
-      estimated: overview?.effect_exact?.map((exact) => !exact) ?? null, // (the kernel's: estimated, then the largest exact)
+      estimated: overview?.effect_exact?.map((/** @type {boolean} */ exact) => !exact) ?? null, // (the kernel's: estimated, then the largest exact)
     });
   }
   drawMap(p, pal, maxWidth);
@@ -377,7 +429,8 @@ function drawHeads(p, pal, maxWidth, secret) {
   for (const [name, spec] of Object.entries(p.constants.views)) if (p.requests && spec.held_in === "computed" && p.shows(name)) p.requests.want(name);
 }
 
-/** One head's queries and keys of every text, beside the overview while qk_map is on (the kernel's, or as exported). */
+/** One head's queries and keys of every text, beside the overview while qk_map is on (the kernel's, or as exported).
+ * @param {Parts} p  @param {Palette} pal  @param {number} maxWidth */
 function drawMap(p, pal, maxWidth) {
   const { get, constants, live } = p,
     spec = constants.views.query_key_map;
@@ -398,18 +451,29 @@ function drawMap(p, pal, maxWidth) {
           : "as exported";
   const layer = answer?.key?.layer ?? get("layer") ?? 0,
     head = answer?.key?.head ?? get("head");
-  p.qk.update({ on, answer: fresh || !live ? answer : null, pending, texts: get("sentences") || [], layer, head, pal, width: maxWidth });
+  p.qk.update({
+    on,
+    answer: /** @type {import("./views/qkmap.js").QkAnswer | null} */ (fresh || !live ? answer : null),
+    pending,
+    texts: get("sentences") || [],
+    layer,
+    head,
+    pal,
+    width: maxWidth,
+  });
 }
 
 /** The computed view the page shows (head scores over every text, while its summary is chosen):
- * {name, spec, answer (as held: the kernel's, or as exported)}, or null when none is shown. */
+ * {name, spec, answer (as held: the kernel's, or as exported)}, or null when none is shown.
+ * @param {Pick<Parts, "get" | "constants" | "shows">} p */
 function computedAnswer({ get, constants, shows }) {
   for (const [name, spec] of Object.entries(constants.views))
     if (spec.held_in === "computed" && spec.asked_when?.summary && shows(name)) return { name, spec, answer: held(get, name, spec) };
   return null;
 }
 
-/** The overview's colours from the summary chosen among a computed view's, while it is for the state shown. */
+/** The overview's colours from the summary chosen among a computed view's, while it is for the state shown.
+ * @param {Parts} p  @returns {import("./views/heads.js").ColourBy | null} */
 const computedSummary = (p) => {
   const { get, live } = p,
     found = computedAnswer(p);
@@ -425,6 +489,7 @@ const computedSummary = (p) => {
 
 // The difference panel colours the overview by each head's largest difference from the other
 // text, while that is the state shown (a new one is on its way, or not in an exported page).
+/** @param {Get} get  @returns {import("./views/heads.js").ColourBy | null} */
 const differenceSummary = (get) => {
   const d = get("measure") === "difference" ? get("measure_data")?.difference : null;
   const label = "the largest difference from the other text"; // (a largest |difference|: not signed)
@@ -433,6 +498,7 @@ const differenceSummary = (get) => {
 
 // An exported page colours the heads by the effects computed before it was exported: of the text and step
 // exported only (the page cannot run the model), said at another.
+/** @param {Get} get  @returns {import("./views/heads.js").ColourBy | null} */
 const effectSummary = (get) => {
   const effects = get("summary") === "effect" ? get("head_effects") : null;
   if (!effects) return null;
@@ -444,8 +510,10 @@ const effectSummary = (get) => {
   return { name: "effect", label: "effect on the next token", values, note, signed: get("_constants").views.effect.signed };
 };
 
+/** @type {WeakMap<Float32Array, import("./views/measure.js").Entry>} */
 const ownEntries = new WeakMap(); // the page's weight × ‖value‖ -> its entry: the same numbers, the same entry
-/** Weight × ‖value‖ of the head shown as an entry of the measure panel, for the state shown. */
+/** Weight × ‖value‖ of the head shown as an entry of the measure panel, for the state shown.
+ * @param {Store} store  @param {Get} get */
 function ownNorms(store, get) {
   const values = store.norms(),
     m = store.v().rows;
@@ -454,16 +522,20 @@ function ownNorms(store, get) {
     const hi = values.reduce((a, x) => (x > a || Number.isNaN(x) ? x : a), 0); // (a NaN stays: with Infinity, past float32's range)
     ownEntries.set(
       values,
-      hi < Infinity
-        ? { matrix: { shape: [values.length / m, m], dtype: "float32", view: new DataView(values.buffer) }, lo: 0, hi, key, every: [] }
-        : { error: "norms has numbers too large to draw (past float32's range): scale the values down to see it", key },
+      /** @type {import("./views/measure.js").Entry} */ (
+        hi < Infinity
+          ? { matrix: { shape: [values.length / m, m], dtype: "float32", view: new DataView(values.buffer) }, lo: 0, hi, key, every: [] }
+          : { error: "norms has numbers too large to draw (past float32's range): scale the values down to see it", key }
+      ), // (the panel reads an error first)
     );
   }
   return ownEntries.get(values);
 }
 
 /** The panel beyond one head: a live page offers what the kernel can compute (and says why not);
- * an exported page, what it carries. */
+ * an exported page, what it carries.
+ * @param {Parts} p  @param {string[]} tokens  @param {string[]} keys  @param {number} focus  @param {Palette} pal  @param {number} maxWidth
+ * @param {Secret} secret  @param {Picture | null} image */
 function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
   const { store, get, constants, live } = p;
   const edited = live ? [] : p.model.edited?.() || []; // (an exported page's measures: of its arrays as brought in)
@@ -473,7 +545,7 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
   // what Python offers (views.offered); a page exported before offered_measures existed: what it carries
   const offered = get("offered_measures") ?? names.filter((n) => n in data || n === shown);
   // why one cannot be shown: Python's reason; in an exported page also a measure it does not carry
-  const missing = (n) => `this page was exported without ${n}: choose it in the notebook and export the page again`;
+  const missing = (/** @type {string} */ n) => `this page was exported without ${n}: choose it in the notebook and export the page again`;
   const reasons = get("measures") || {};
   const why = live ? reasons : Object.fromEntries(offered.map((n) => [n, reasons[n] || (n in data ? "" : missing(n))]));
   const own = !live && data[shown]?.in_page; // weight × ‖value‖ this page computes, of its arrays as they are now
@@ -497,5 +569,6 @@ function drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image) {
     pal,
     maxWidth,
   });
-  if (live && shown && !why[shown] && !current(held(get, shown, constants.views[shown]), get)) p.requests.want(shown);
+  if (live && shown && !why[shown] && !current(held(get, shown, constants.views[shown]), get))
+    /** @type {NonNullable<Parts["requests"]>} */ (p.requests).want(shown); // (live: there are requests)
 }
