@@ -232,15 +232,16 @@ export function overflow({ q, k, scale, bias }) {
   return `q and k are so large that their dot products or scores (up to about ${e(bound)}) would overflow float64; divide q or k by a constant so that d·max|q|·max|k| and the score stay below 1e+300.`;
 }
 
-/** `value` as the state holds it, or Refused: its kind and its own range. */
 /** The arrays a widget's state holds of its own (a page or a script may set them). @typedef {"q" | "k" | "v" | "x" | "mask" | "bias"} OwnArray */
 /** @type {OwnArray[]} */
-
 export const ARRAYS = ["q", "k", "v", "x", "mask", "bias"];
 /** The changes that bring in another sentence's, layer's or block's arrays (from the kernel, or a page's sources). @type {(keyof State)[]} */
 export const BRINGS_IN = ["sentence_index", "layer", "block"];
 
-/** A field's value as the state holds it, or Refused. @param {string} name  @param {unknown} value  @param {Constants} C  @returns {unknown} */
+/** Whether `value` is one of a field's choices (a list of its literal type, asked of any string). @param {readonly string[]} choices  @param {string} value */
+const among = (choices, value) => choices.includes(value);
+
+/** A field's value as the state holds it, or Refused: its kind and its own range. @param {string} name  @param {unknown} value  @param {Constants} C  @returns {unknown} */
 export function check(name, value, C) {
   if (/** @type {string[]} */ (C.indices).includes(name)) return index(name, value);
   if (/** @type {string[]} */ (C.flags).includes(name)) return flag(name, value);
@@ -269,7 +270,7 @@ export function check(name, value, C) {
     return c;
   }
   if (name === "position") {
-    if (typeof value !== "string" || !(C.positions.includes(value) || C.model_positions.includes(value)))
+    if (typeof value !== "string" || !(among(C.positions, value) || among(C.model_positions, value)))
       throw new Refused(`'position' must be one of ${oneOf(C.positions)}; got ${show(value)}.`);
     return value;
   }
@@ -298,7 +299,7 @@ export function check(name, value, C) {
     return g;
   }
   if (name === "stage") {
-    if (typeof value !== "string" || !C.stages.includes(value)) throw new Refused(`'stage' must be one of ${C.stages.join(", ")}; got ${show(value)}.`);
+    if (typeof value !== "string" || !among(C.stages, value)) throw new Refused(`'stage' must be one of ${C.stages.join(", ")}; got ${show(value)}.`);
     return value;
   }
   for (const [field, allowed] of /** @type {[string, string[]][]} */ ([

@@ -5,19 +5,20 @@ export type ArrayValue = { shape: number[]; dtype: "float32" | "float64"; view: 
 /** Booleans as bytes, 1 where a row may read. */
 export type MaskValue = { shape: number[]; dtype: "uint8"; view: DataView };
 /** A kernel's answer for the page: plain data, with the state it is for in its key. */
+// biome-ignore lint/suspicious/noExplicitAny: each view checks the answer it draws (overview, measures, ...)
 export type Answer = Record<string, any>;
 /** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */
 export type ViewSpec = { signed: boolean; held_in: "computed" | "measure_data" | "overview"; asked_when: { [K in keyof State]?: State[K][] } | null };
 
 /** The names and limits the page's rules need (rules.CONSTANTS), and the computed views. */
 export interface Constants {
-  stages: string[];
+  stages: State["stage"][];
   blocks: string[];
-  exercises: string[];
-  summaries: string[];
-  measures: string[];
-  positions: string[];
-  model_positions: string[];
+  exercises: State["exercise"][];
+  summaries: State["summary"][];
+  measures: State["measure"][];
+  positions: State["position"][];
+  model_positions: State["position"][];
   temperature_range: number[];
   row_traits: (keyof State)[];
   writable: (keyof State)[];
@@ -73,7 +74,7 @@ export interface State {
   /** Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no cap. */
   softcap: number | null;
   /** Where position enters the attention (position.py). Your own arrays: "none" (as given), "rope" (each query and key turned pair by pair by its position × θ_i, θ_i = rope_base^(−2i/width); the pairs are the first and second halves of each vector) or "alibi" (``−m·|i − j|`` added to the scores, one slope m per head). A model's widget names its own scheme, which its q and k carry already, and cannot change it: "rope", "alibi", "relative" (T5's bias), "learned", "sinusoidal", or "" where its config does not say. */
-  position: "none" | "rope" | "alibi" | "rope" | "alibi" | "relative" | "learned" | "sinusoidal" | "";
+  position: "none" | "rope" | "alibi" | "relative" | "learned" | "sinusoidal" | "";
   /** RoPE's base: pair i of a width-d vector turns by position × base^(−2i/d) (position="rope"). */
   rope_base: number;
   /** ALiBi's slopes, one m per head (position="alibi"); None for the ALiBi paper's 2^(−8h/H), h = 1 … H. */

@@ -81,7 +81,7 @@ def python_types() -> str:
 def _page_type(f: state.Field) -> str:
     if f.ts:
         return f.ts
-    t = " | ".join(json.dumps(c) for c in f.choices) if f.kind == "choice" else TYPES[f.kind][2]
+    t = " | ".join(json.dumps(c) for c in dict.fromkeys(f.choices)) if f.kind == "choice" else TYPES[f.kind][2]
     return _or_none(t, f, "null")
 
 
@@ -97,6 +97,9 @@ def _constant_type(value) -> str:
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, str) and v in fields for v in value):
             return "(keyof State)[]"
+        chosen = [f.name for f in state.FIELDS if f.kind == "choice" and value and set(value) <= set(f.choices)]
+        if chosen:  # a field's choices (the stages, the measures, ...): typed as that field is
+            return f'State["{chosen[0]}"][]'
         inner = {_constant_type(v) for v in value}
         return f"{inner.pop()}[]" if len(inner) == 1 else "unknown[]"
     if isinstance(value, dict):
@@ -118,6 +121,7 @@ def page_types() -> str:
         "/** Booleans as bytes, 1 where a row may read. */",
         'export type MaskValue = { shape: number[]; dtype: "uint8"; view: DataView };',
         "/** A kernel's answer for the page: plain data, with the state it is for in its key. */",
+        "// biome-ignore lint/suspicious/noExplicitAny: each view checks the answer it draws (overview, measures, ...)",
         "export type Answer = Record<string, any>;",
         "/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */",
         f"export type ViewSpec = {{ signed: boolean; held_in: {held}; "
