@@ -1,4 +1,4 @@
-// The same formulas as src/attnwidget/core.py, for drawing without a kernel round trip.
+// The same formulas as src/attnwidget/formulas.py (and position.py), for drawing without a kernel round trip.
 // Matrices are {data, rows, cols} (data row-major: Float32Array or Float64Array inputs, exactly
 // the numbers Python holds; Float64Array results: every sum and product is in float64).
 

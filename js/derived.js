@@ -1,5 +1,5 @@
 // Every number the page draws, derived from the synced state. Each is a getter memoised on the
-// identity of its inputs (the rule widget.py uses for `attention`): a changed input makes a new
+// identity of its inputs (the rule shown.py uses for `attention`): a changed input makes a new
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
 import { current as isCurrent } from "./requests.js";

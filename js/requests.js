@@ -1,4 +1,4 @@
-// One path from the page to the kernel for every view the kernel computes (Python's views.py
+// One path from the page to the kernel for every view the kernel computes (Python's computed_views.py
 // declares them, and the page learns each one's key, sign and trait from _constants.views): the
 // page asks {kind: "compute", view} once the state it is for has settled (not at each step of a
 // drag), and again every so often until the answer it holds is current; one function decides that.

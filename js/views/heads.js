@@ -60,7 +60,7 @@ const SUMMARIES = [
   ["previous", "weight on the previous token"],
   ["effective_tokens", "effective tokens"],
   ["effect", "effect on the next token"], // a causal language model's (head_effects): offered when its overview has it
-  // head scores over every text (Python's head_scores, views.py): computed in the kernel when chosen
+  // head scores over every text (Python's head_scores, computed_views.py): computed in the kernel when chosen
   ["sink", "sink score (weight on the first token), every text"],
   ["duplicate", "weight on earlier copies of its token, every text"],
   ["induction", "induction score (random tokens repeated)"], // a model's: offered when it can read it again
@@ -77,7 +77,7 @@ const whole = (/** @type {number} */ v) => String(v); // a bounded scale's ends:
 const signedFormat = (/** @type {number} */ top) => format(`+.${top > 0 && top < 0.01 ? Math.min(12, 1 - Math.floor(Math.log10(top))) : 3}f`);
 
 /** signed: the summaries measured either way from a neutral 0 (the effect on the next token's
- * log-probability), ranked and tinted by size (Python's views.py says which).
+ * log-probability), ranked and tinted by size (Python's computed_views.py says which).
  * @param {HTMLElement} parent
  * @param {HeadsOptions} options
  * @returns {Heads} */

@@ -135,7 +135,7 @@ function contrasted(view, focus, cols, value) {
 }
 
 /** createMeasure(parent, {onMeasure(name | ""), onFocus(i), views}) -> {node, update(view), destroy()};
- * views: Python's declaration of each view (views.py): whether it is signed.
+ * views: Python's declaration of each view (computed_views.py): whether it is signed.
  * @param {HTMLElement} parent
  * @param {{ onMeasure: (name: string) => void, onFocus: (i: number) => void, views: Record<string, import("../state").ViewSpec> }} options
  * @returns {Measure} */
