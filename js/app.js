@@ -97,6 +97,7 @@ export function mount(host, model, { propose, flush }) {
   const onFocus = (i) => save("focus", i);
   const constants = get("_constants"); // AttentionWidget's stages, temperature range and computed views
   const controls = createControls(root, {
+    get,
     stages: constants.stages,
     blockNames: constants.blocks,
     range: constants.temperature_range,

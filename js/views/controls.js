@@ -4,6 +4,7 @@ import { el, fill, fmtT, short } from "./dom.js";
 /** @typedef {import("../state").State} State */
 /**
  * @typedef {object} ControlsOptions
+ * @property {import("../types").Get} get  the state as it stands: a field these controls draw is read here
  * @property {string[]} stages  Python's, in order
  * @property {string[]} blockNames  an encoder–decoder model's blocks (rules.BLOCKS)
  * @property {number[]} range  the slider's [lo, hi] temperatures
@@ -61,7 +62,7 @@ const ROUND = /** @type {number[] & { findLastIndex(predicate: (r: number) => bo
  * @returns {Controls} */
 export function createControls(
   parent,
-  { stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
+  { get, stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
 ) {
   const [lo, hi] = range.map(Math.log);
   /** @param {number} p */
@@ -241,6 +242,7 @@ export function createControls(
       generation = null,
       absent = [],
     }) {
+      node.style.display = get("controls") === false ? "none" : ""; // a figure: the stages alone (an older page's state has no such field)
       // generation = {step, n, tokens (every token, as text), cross, still (still writing: rules.js writing)}
       const g = generation;
       genBox.hidden = !g || g.cross || g.n < 2;

@@ -36,6 +36,7 @@ class StateFields(Protocol):
     stage: str
     head: int
     cell: tuple[int, int] | None
+    controls: bool
     sentences: list[str]
     text_lengths: list[int]
     sentence_index: int
@@ -102,6 +103,7 @@ class Options(TypedDict, total=False):
     stage: str | None
     head: int
     cell: Sequence[int] | None
+    controls: bool
     sentence_index: int
     value_axes: Sequence[str] | None
     summary: str
