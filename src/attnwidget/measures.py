@@ -1,7 +1,7 @@
 """Views beyond one head's weights, drawn by the page's panel "Beyond one head": what a head's
 pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and the difference between
 two texts. Each is computed from an :class:`~attnwidget.inputs.Inputs`, a queries × keys matrix
-for the state in its key (computed_computed_views.py declares each one and makes its entry for the page).
+for the state in its key (computed_views.py declares each one and makes its entry for the page).
 """
 
 from __future__ import annotations

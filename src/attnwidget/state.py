@@ -84,8 +84,6 @@ class Field:
 F = Field
 # A table, a field to an entry, in the order the docs list them.
 # fmt: off
-# A table, a field to an entry, in the order the docs list them.
-# fmt: off
 FIELDS: tuple[Field, ...] = (
     # --- what is computed on ---
     F("tokens", "texts", (), writable=True, doc="The rows' tokens, one string per row of q."),
