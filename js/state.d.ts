@@ -7,8 +7,14 @@ export type MaskValue = { shape: number[]; dtype: "uint8"; view: DataView };
 /** A kernel's answer for the page: plain data, with the state it is for in its key. */
 // biome-ignore lint/suspicious/noExplicitAny: each view checks the answer it draws (overview, measures, ...)
 export type Answer = Record<string, any>;
-/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */
-export type ViewSpec = { signed: boolean; held_in: "computed" | "measure_data" | "overview"; asked_when: { [K in keyof State]?: State[K][] } | null };
+/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked;
+ * a measure's also the choices an exported page's answer follows and its words. */
+export type ViewSpec = {
+  signed: boolean;
+  held_in: "computed" | "measure_data" | "overview";
+  asked_when: { [K in keyof State]?: State[K][] } | null;
+} & Partial<MeasureWords>;
+export type MeasureWords = { follows: ("layer" | "head")[]; label: string; about: string; title: string; reads: string; across_layers: boolean };
 
 /** The names and limits the page's rules need (rules.CONSTANTS), and the computed views. */
 export interface Constants {
@@ -135,8 +141,8 @@ export interface State {
   summary: "" | "first" | "self" | "previous" | "effective_tokens" | "effect" | "sink" | "duplicate" | "induction" | "entropy";
   /** Beside the overview, the head shown's every query and key of every text in one 2-D map (query_key_map()), computed when the page shows it. */
   qk_map: boolean;
-  /** The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none. */
-  measure: "" | "norms" | "rollout" | "flow" | "difference";
+  /** The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "mean" (the layer's heads' mean weights), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none. */
+  measure: "" | "norms" | "mean" | "rollout" | "flow" | "difference";
   /** Each measure's name -> "" where this widget can show it, else why not. */
   measures: Record<string, string>;
   /** The measures the page offers a button for (computed_views.offered): none for one head of one text, difference only with several texts. */

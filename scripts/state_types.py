@@ -123,9 +123,15 @@ def page_types() -> str:
         "/** A kernel's answer for the page: plain data, with the state it is for in its key. */",
         "// biome-ignore lint/suspicious/noExplicitAny: each view checks the answer it draws (overview, measures, ...)",
         "export type Answer = Record<string, any>;",
-        "/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked. */",
-        f"export type ViewSpec = {{ signed: boolean; held_in: {held}; "
-        "asked_when: { [K in keyof State]?: State[K][] } | null };",
+        "/** A view the kernel computes (computed_views.py): its sign, where its answer is held, when it is asked;",
+        " * a measure's also the choices an exported page's answer follows and its words. */",
+        "export type ViewSpec = {",
+        "  signed: boolean;",
+        f"  held_in: {held};",
+        "  asked_when: { [K in keyof State]?: State[K][] } | null;",
+        "} & Partial<MeasureWords>;",
+        'export type MeasureWords = { follows: ("layer" | "head")[]; label: string; about: string; title: string; '
+        "reads: string; across_layers: boolean };",
         "",
         "/** The names and limits the page's rules need (rules.CONSTANTS), and the computed views. */",
         "export interface Constants {",

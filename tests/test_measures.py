@@ -120,12 +120,12 @@ def test_the_page_offers_a_measure_only_where_there_is_something_beyond_one_head
     head of one text; difference only with several texts; a measure chosen keeps its button."""
     assert AttentionWidget().offered_measures == []
     one = AttentionWidget(measure="rollout")
-    assert one.offered_measures == ["norms", "rollout", "flow"]
-    assert AttentionWidget(["a b c", "d e f"]).offered_measures == ["norms", "rollout", "flow", "difference"]
+    assert one.offered_measures == ["norms", "mean", "rollout", "flow"]
+    assert AttentionWidget(["a b c", "d e f"]).offered_measures == ["norms", "mean", "rollout", "flow", "difference"]
     w = model_widget(n=5, layers=3)
-    assert w.offered_measures == ["norms", "rollout", "flow"]
+    assert w.offered_measures == ["norms", "mean", "rollout", "flow"]
     w.measure = "flow"
-    assert w.offered_measures == ["norms", "rollout", "flow"] and w.measures["flow"] == ""
+    assert w.offered_measures == ["norms", "mean", "rollout", "flow"] and w.measures["flow"] == ""
 
 
 def test_an_unknown_measure_is_refused_and_the_state_kept():
@@ -140,7 +140,7 @@ def test_an_exported_page_carries_pythons_measures_at_the_state_exported():
     w = model_widget(n=5, layers=3)
     w.set_state({"layer": 1, "temperature": 0.7, "measure": "flow"})
     shown = w.page_state()["state"]["measure_data"]
-    assert set(shown) == {"norms", "rollout", "flow"} - {n for n, why in w.measures.items() if why}
+    assert set(shown) == {"norms", "mean", "rollout", "flow"} - {n for n, why in w.measures.items() if why}
     every = shown["rollout"]  # every layer: the page's layer slider goes on working
     assert "layer" not in every["key"] and every["matrix"]["shape"] == [3, 5, 5]
     got = np.frombuffer(base64.b64decode(every["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
@@ -295,3 +295,38 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
     p = shares[0]
     computed = next((r for r in range(n + 1) if np.array_equal(alone[:, r:], every_row[:, r:])), n)
     assert not alone[:, :computed].any() and p - 2 * rows < computed <= p
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    layer=st.integers(0, 2),
+    temperature=st.sampled_from([0.4, 1.0, 3.0]),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_the_heads_mean_sent_to_the_page_is_the_mean_of_the_layer_shown_heads(layer, temperature, causal, seed):
+    w = model_widget(seed=seed, n=5, layers=3, heads=3)
+    w.set_state({"layer": layer, "temperature": temperature, "causal": causal, "measure": "mean"})
+    heads = [w.copy() for w, _ in w._inputs().weights()][layer]
+    got = ask(w)
+    np.testing.assert_allclose(matrix(got), heads.mean(axis=0), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(matrix(got).sum(axis=1), 1, rtol=1e-5)  # a mean of rows that sum to 1
+    assert got["key"]["layer"] == layer and "head" not in got["key"]  # the same whichever head is shown
+    w.head = 1
+    assert ask(w) is got
+    # an exported page carries it at every layer, so its layer control goes on working
+    page = w.page_state()["state"]["measure_data"]["mean"]
+    stack = np.frombuffer(base64.b64decode(page["matrix"]["base64"]), dtype=np.float32).reshape(3, 5, 5)
+    for at, weights in enumerate(w.copy() for w, _ in w._inputs().weights()):
+        np.testing.assert_allclose(stack[at], weights.mean(axis=0), rtol=1e-6, atol=1e-7)
+
+
+def test_each_measure_brings_its_own_words_to_the_page():
+    """The panel's button, its sentence, its figure's title and an image's caption come with the
+    measure's declaration (computed_views.py), so a new measure needs no words written in the page."""
+    from attnwidget import computed_views
+
+    for name in computed_views.MEASURES:
+        spec = computed_views.VIEWS_FOR_PAGE[name]
+        assert spec["label"] and spec["title"] and len(spec["about"]) > 40 and "{t}" in spec["reads"], name
+        assert set(spec["follows"]) <= {"layer", "head"}

@@ -39,7 +39,7 @@ const TINT = "#08519c"; // the tint of a row of weights (deep blue), the same in
  * @typedef {{ shown: string, focus: number | null, values: number[], specials: [string, number][], lo: number, hi: number, outlined: number | null }} ImageNumbers
  */
 /** @typedef {{ node: HTMLElement, update(view: ImageView): void, numbers(): ImageNumbers, destroy(): void }} ImageMap */
-/** The row drawn over the image: the weights, or the measure's. @typedef {{ name: string, row: number[], label?: string, title?: string, signed?: boolean, state?: string }} Shown */
+/** The row drawn over the image: the weights, or the measure's. @typedef {{ name: string, row: number[], label?: string, title?: string, signed?: boolean, reads?: string, state?: string }} Shown */
 /**
  * What is drawn: the picture, the map's values (one a patch) and its colour scale.
  * @typedef {{ image: Picture, tokens: string[], focus: number, shown: string, values: Float64Array | null, lo: number, hi: number,
@@ -123,15 +123,8 @@ function shownAt(source, width, height) {
   return out;
 }
 
-/** The words for what the map shows, by what it is: its caption reads "<title>: <what>".
- * @type {Record<string, (t: string) => string>} */
-const READS = {
-  weights: (t) => `how much ${t} reads each patch`,
-  norms: (t) => `what each patch moves ${t} by`,
-  rollout: (t) => `how much of each patch reaches ${t}`,
-  flow: (t) => `the flow from each patch to ${t}`,
-  difference: (t) => `how much more ${t} reads each patch here than in the other text`,
-};
+/** What the head's own weights over the image say (a measure's words come with it: its `reads`). @param {string} t */
+const readsWeights = (t) => `how much ${t} reads each patch`;
 
 /** createImage(parent, {onFocus(i), onChange()}) -> {node, update(view), numbers(), destroy()};
  * onChange: the reader switched what is drawn over the image (the view's own choice).
@@ -350,8 +343,8 @@ export function createImage(parent, { onFocus, onChange }) {
       const what = !map
         ? `The image as the model saw it, ${h0} × ${w0} px in ${grid}. ${view.secret === "row" ? "The weights wait for the reveal." : "From the weights stage on, the focused token's weights are drawn over it."}`
         : map.name === "weights"
-          ? `${reader}'s weights (layer ${view.layer}, head ${view.head}): ${READS.weights(reader)}.`
-          : `${map.title}: ${(READS[map.name] || READS.weights)(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : map.state === "updating" ? " Updating: this is the last state's, until the kernel's answer comes." : ""}`;
+          ? `${reader}'s weights (layer ${view.layer}, head ${view.head}): ${readsWeights(reader)}.`
+          : `${map.title}: ${map.reads ? map.reads.replaceAll("{t}", reader) : readsWeights(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : map.state === "updating" ? " Updating: this is the last state's, until the kernel's answer comes." : ""}`;
       caption.textContent = `${what} Click a patch to focus it.`;
       specials.hidden = !special.length;
       specials.textContent = special.length ? `beside the patches: ${special.map(([t, v]) => `${t} ${fmtEnd(v)}`).join(" · ")}` : "";

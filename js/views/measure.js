@@ -1,5 +1,6 @@
-// The panel beyond one head's weights: what each pair moves (weight × ‖value‖), rollout and flow
-// up to the layer shown, and the difference between two texts. Python computes each matrix
+// The panel beyond one head's weights: what each pair moves (weight × ‖value‖), the layer's heads'
+// mean, rollout and flow up to the layer shown, and the difference between two texts. Each comes
+// with its words from its declaration (computed_views.py). Python computes each matrix
 // (measures.py) for the state in its key: a live page asks again when that is not the state shown,
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
 import { differenceColours, weightColours } from "../colours.js";
@@ -47,7 +48,7 @@ import { createTokenStrip } from "./tokens.js";
  * @property {Palette} pal
  * @property {number} maxWidth
  */
-/** What a measure drawn is. @typedef {{ name: string, label: string, title: string, signed: boolean }} About */
+/** What a measure drawn is; reads: an image's caption of its focused row ({t}: the token). @typedef {{ name: string, label: string, title: string, signed: boolean, reads: string }} About */
 /** The focused row of the matrix drawn, as drawn. @typedef {About & { row: number[], state: string | undefined }} FocusedRow */
 /**
  * For scripts and tests: the matrix drawn (row-major), the state it is for, its scale's top and the arcs' row.
@@ -67,20 +68,13 @@ import { createTokenStrip } from "./tokens.js";
  *   hi: number, focus: number, cols: number, about?: About }} Drawn
  */
 
-/** @type {Record<string, string>} */
-export const LABELS = { norms: "weight × ‖value‖", rollout: "rollout", flow: "flow", difference: "difference" };
+/** A measure's words, from its declaration (computed_views.py): its button, its sentence, its figure's title.
+ * @param {Record<string, import("../state").ViewSpec>} views  @param {string} name */
+const wordsOf = (views, name) => ({ label: views[name]?.label || name, about: views[name]?.about || "", title: views[name]?.title || name });
 
-/** What each measure is, in a sentence or two under its buttons.
- * @type {Record<string, string>} */
-const ABOUT = {
-  norms:
-    "Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the row's token for that key (f(x) = (x W_V + b_V) W_O, a model's value through its output projection; your own arrays' value itself). It differs from the weight where a value is short: a large weight on a token whose value is near zero moves nothing.",
-  rollout:
-    "Rollout up to this layer: at each layer Â = ½ · the heads' mean weights + ½ · I (the residual path), rows renormalised, and Â_l · … · Â_0 says how much of each input token (the columns) reaches each token (the rows) this far up. Each row sums to 1. Move the layer to go further up.",
-  flow: "Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows) through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so only for short texts. A row's flows do not sum to 1 (each pair's is its own maximum): the percentages under the tokens are each flow's share of the focused row's total. Move the layer to go further up.",
-  difference:
-    "The difference of two texts, head by head: this text's weights minus the other's, cell by cell. Purple: this text's row reads that token more; orange: less.",
-};
+/** A title's {layer}, {head} and {other} filled in.
+ * @param {string} template  @param {Record<string, string | number>} values */
+export const filled = (template, values) => template.replace(/\{(\w+)\}/g, (all, name) => String(values[name] ?? all));
 
 /** Which state an entry is for, in words: the parts of its key that are not the state shown.
  * @param {Entry["key"]} key  @param {Get} get  @param {string[]} [edited] */
@@ -189,10 +183,10 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
             "aria-pressed": String(n === measure),
             "aria-disabled": why[n] ? "true" : null, // still clickable: the panel then says why not
             class: why[n] ? "aw-measure-choice aw-measure-unavailable" : "aw-measure-choice",
-            title: why[n] || (n === measure ? "click again to close" : ABOUT[n].split(":")[0]),
+            title: why[n] || (n === measure ? "click again to close" : wordsOf(views, n).about.split(":")[0]),
             onclick: () => onMeasure(n === measure ? "" : n),
           },
-          LABELS[n],
+          wordsOf(views, n).label,
         ),
       ),
     );
@@ -234,7 +228,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
       buttons(offered, measure, why);
       node.dataset.measure = measure;
       about.hidden = !measure;
-      about.textContent = measure ? ABOUT[measure] : "";
+      about.textContent = measure ? wordsOf(views, measure).about : "";
       if (entry && !entry.error && (fresh || !live)) shown = entry;
       if (!measure || (shown && shown.key.measure !== measure)) shown = null;
       const error = entry?.error || (measure && why[measure]) || "";
@@ -299,13 +293,10 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
       at = { tokens: view.tokens, keys: view.keys, value, values: () => Array.from(slice), row: null, hi, focus, cols };
       const layerOf = "layer" in drawn.key ? drawn.key.layer : get("layer"),
         headOf = "head" in drawn.key ? drawn.key.head : get("head");
-      const title = /** @type {Record<string, string>} */ ({
-        norms: `weight × ‖value‖, head ${headOf}`,
-        rollout: `rollout up to layer ${layerOf}`,
-        flow: `flow up to layer ${layerOf}`,
-        difference: `this text − “${short(view.sentences[/** @type {number} */ (drawn.other)] ?? "the other", 40)}”, head ${headOf}`,
-      })[drawn.key.measure];
-      at.about = { name: drawn.key.measure, label: LABELS[drawn.key.measure], title, signed };
+      const words = wordsOf(views, drawn.key.measure);
+      const other = short(view.sentences[/** @type {number} */ (drawn.other)] ?? "the other", 40);
+      const title = filled(words.title, { layer: layerOf ?? 0, head: headOf ?? 0, other });
+      at.about = { name: drawn.key.measure, label: words.label, title, signed, reads: views[drawn.key.measure]?.reads || "" };
       grid.node.querySelector("figcaption")?.remove();
       grid.node.prepend(el("figcaption", {}, title));
       grid.update({
@@ -319,7 +310,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         text: figuresTo(hi), // (small numbers, a long text's, with figures enough to tell apart)
         // closed as the head shown reads (weight × ‖value‖, difference); across layers only the causal rule closes cells
         // (a key without causal: undefined, every cell open)
-        masked: ["rollout", "flow"].includes(drawn.key.measure)
+        masked: views[drawn.key.measure]?.across_layers
           ? /** @type {(i: number, j: number) => boolean} */ ((i, j) => /** @type {Entry} */ (shown).key.causal && j > i)
           : view.closed,
         maxWidth: Math.min(view.maxWidth, 760),
@@ -327,7 +318,7 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
         ariaLabel: title,
         key: slice, // the cell image's cache: the same numbers exactly while this is the same object
       });
-      legend(legendNode, LABELS[drawn.key.measure], color, lo, hi, figuresTo(hi));
+      legend(legendNode, words.label, color, lo, hi, figuresTo(hi));
       contrast.hidden = drawn.key.measure !== "norms" || !fresh || !view.weights;
       if (!contrast.hidden) contrast.textContent = contrasted(view, focus, cols, value);
       // arcs from the focused token, as thick as its row's share (a signed difference has none)

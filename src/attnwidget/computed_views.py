@@ -32,6 +32,17 @@ class View:
     matrix: Callable | None = None  # a measure's queries × keys (and extra numbers for the page)
     compute: Callable | None = None  # a view held in "computed": its answer's numbers, from Inputs
     asked_when: dict | None = None  # {trait: values}: the page asks for it while a trait has one of them
+    # a measure's: the choices an exported page's answer follows ("layer" where the widget has layers, "head"), its
+    # matrix at every value of them (leading axes in that order), and its words in the page: its button (label), a
+    # sentence under the buttons (about), its figure's title ({layer}, {head}, {other}: the other text) and an
+    # image's caption of its focused row ({t}: the token); across_layers: only the causal rule closes its cells
+    follows: tuple = ()
+    every_matrix: Callable | None = None
+    label: str = ""
+    about: str = ""
+    title: str = ""
+    reads: str = ""
+    across_layers: bool = False
 
     def key(self, inputs: Inputs, every: tuple = ()) -> dict:
         """What the page compares with its own state to know whether this view's answer is current;
@@ -69,6 +80,11 @@ def _difference(inputs, every: bool = False):
     matrix, largest = measures.difference(inputs, every)
     other = measures.pair(inputs.sources, inputs.state["sentence_index"])[1]
     return matrix, {"other": other, "largest": [float(v) for v in largest.reshape(-1)]}
+
+
+def _every_difference(inputs, axes):
+    stack, extra = _difference(inputs, every=True)
+    return (stack if "layer" in axes else stack[0]), extra
 
 
 def _head_scores(inputs: Inputs) -> dict:
@@ -120,9 +136,70 @@ VIEWS = {
         # a causal language model's head effects: a summary within the overview (its answer), computed by running the
         # model when the summary asks (research._overview_now); kept per step and text, at any temperature
         View("effect", ("step", "sentence_index"), "overview", signed=True),
-        View("norms", (*_MEASURE, "head"), "measure_data", why_not=_why("norms"), matrix=_norms),
-        View("rollout", _MEASURE, "measure_data", why_not=_why("rollout"), matrix=_rollout),
-        View("flow", _MEASURE, "measure_data", why_not=_why("flow"), matrix=_flow),
+        View(
+            "norms",
+            (*_MEASURE, "head"),
+            "measure_data",
+            why_not=_why("norms"),
+            matrix=_norms,
+            follows=("head",),
+            every_matrix=lambda inputs, axes: (measures.norms(inputs), {}),
+            label="weight × ‖value‖",
+            about="Weight × ‖value‖: each cell is ‖α · f(x_j)‖, the length of the vector this head actually adds to the"
+            " row's token for that key (f(x) = (x W_V + b_V) W_O, a model's value through its output projection; "
+            "your own arrays' value itself). It differs from the weight where a value is short: a large weight on"
+            " a token whose value is near zero moves nothing.",
+            title="weight × ‖value‖, head {head}",
+            reads="what each patch moves {t} by",
+        ),
+        View(
+            "mean",
+            _MEASURE,
+            "measure_data",
+            matrix=lambda inputs: (measures.heads_mean(inputs), {}),
+            follows=("layer",),
+            every_matrix=lambda inputs, axes: (measures.heads_mean(inputs, every=True), {}),
+            label="heads' mean",
+            about="The heads' mean: each cell is the mean of this layer's heads' weights for that pair, so each row "
+            "still sums to 1. It is what the layer reads as a whole, before each head's values weigh in: a head "
+            "that reads sharply is blurred by the others, so compare it with the head's own weights above.",
+            title="the mean of layer {layer}'s heads",
+            reads="how much {t} reads each patch, on average over the layer's heads",
+        ),
+        View(
+            "rollout",
+            _MEASURE,
+            "measure_data",
+            why_not=_why("rollout"),
+            matrix=_rollout,
+            follows=("layer",),
+            every_matrix=lambda inputs, axes: (measures.across_every(inputs, "rollout"), {}),
+            label="rollout",
+            about="Rollout up to this layer: at each layer Â = ½ · the heads' mean weights + ½ · I (the residual path),"
+            " rows renormalised, and Â_l · … · Â_0 says how much of each input token (the columns) reaches each "
+            "token (the rows) this far up. Each row sums to 1. Move the layer to go further up.",
+            title="rollout up to layer {layer}",
+            reads="how much of each patch reaches {t}",
+            across_layers=True,
+        ),
+        View(
+            "flow",
+            _MEASURE,
+            "measure_data",
+            why_not=_why("flow"),
+            matrix=_flow,
+            follows=("layer",),
+            every_matrix=lambda inputs, axes: (measures.across_every(inputs, "flow"), {}),
+            label="flow",
+            about="Flow up to this layer: the maximum flow from each input token (the columns) to each token (the rows)"
+            " through every layer so far, the Â of rollout as capacities. Exact, a maximum flow for each pair, so"
+            " only for short texts. A row's flows do not sum to 1 (each pair's is its own maximum): the "
+            "percentages under the tokens are each flow's share of the focused row's total. Move the layer to go "
+            "further up.",
+            title="flow up to layer {layer}",
+            reads="the flow from each patch to {t}",
+            across_layers=True,
+        ),
         View(
             "difference",
             (*_MEASURE, "head"),
@@ -130,6 +207,13 @@ VIEWS = {
             signed=True,
             why_not=_why("difference"),
             matrix=_difference,
+            follows=("layer", "head"),
+            every_matrix=_every_difference,
+            label="difference",
+            about="The difference of two texts, head by head: this text's weights minus the other's, cell by cell. "
+            "Purple: this text's row reads that token more; orange: less.",
+            title="this text − “{other}”, head {head}",
+            reads="how much more {t} reads each patch here than in the other text",
         ),
         # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate" and "entropy"
         View(
@@ -166,6 +250,11 @@ VIEWS_FOR_PAGE = {
         "signed": v.signed,
         "held_in": v.held_in,
         "asked_when": v.asked_when,
+        **(
+            {n: getattr(v, n) for n in ("follows", "label", "about", "title", "reads", "across_layers")}
+            if v.held_in == "measure_data"
+            else {}
+        ),
     }
     for n, v in VIEWS.items()
 }
@@ -185,21 +274,9 @@ def offered(state: dict) -> list[str]:
 
 
 def every(name: str, inputs: Inputs) -> tuple:
-    """The choices an exported page switches among for measure ``name`` with every value held:
-    rollout and flow follow the layer, weight × ‖value‖ the head, the difference both (a widget of
-    one layer: the head alone)."""
-    layers = ("layer",) if inputs.state["layer_shown"] else ()
-    return {"rollout": layers, "flow": layers, "norms": ("head",), "difference": (*layers, "head")}[name]
-
-
-def _every_matrix(name: str, inputs: Inputs, axes: tuple):
-    """Measure ``name`` at every value of ``axes`` (leading axes in that order, then rows × cols)."""
-    if name == "norms":
-        return measures.norms(inputs), {}
-    if name == "difference":
-        stack, extra = _difference(inputs, every=True)
-        return (stack if "layer" in axes else stack[0]), extra
-    return measures.across_every(inputs, name), {}
+    """The choices an exported page switches among for measure ``name`` with every value held (its
+    ``follows``; a widget of one layer has no layer to follow)."""
+    return tuple(a for a in VIEWS[name].follows if a != "layer" or inputs.state["layer_shown"])
 
 
 def entry(name: str, inputs: Inputs, every: tuple = ()) -> dict:
@@ -213,7 +290,7 @@ def entry(name: str, inputs: Inputs, every: tuple = ()) -> dict:
     try:
         with np.errstate(all="ignore"):  # numbers past float32 are said below, not warned of
             assert view.matrix is not None  # (a measure's)
-            m, extra = _every_matrix(name, inputs, every) if every else view.matrix(inputs)
+            m, extra = view.every_matrix(inputs, every) if every and view.every_matrix else view.matrix(inputs)
             m = np.ascontiguousarray(m, dtype=np.float32)
     except (
         ValueError

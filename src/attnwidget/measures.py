@@ -1,7 +1,7 @@
 """Views beyond one head's weights, drawn by the page's panel "Beyond one head": what a head's
-pairs move (weight × ‖value‖), rollout and flow up to the layer shown, and the difference between
-two texts. Each is computed from an :class:`~attnwidget.inputs.Inputs`, a queries × keys matrix
-for the state in its key (computed_views.py declares each one and makes its entry for the page).
+pairs move (weight × ‖value‖), the mean of a layer's heads, rollout and flow up to the layer shown,
+and the difference between two texts. Each is computed from an :class:`~attnwidget.inputs.Inputs`,
+a queries × keys matrix for the state in its key (computed_views.py declares each one and makes its entry for the page).
 """
 
 from __future__ import annotations
@@ -40,6 +40,15 @@ def shown(inputs: Inputs) -> tuple[int, int]:
 def layer_weights(inputs: Inputs) -> np.ndarray:
     """The layer shown's heads' weights, heads × n × m, as head_summary computes them."""
     return next(itertools.islice(inputs.weights(), shown(inputs)[0], None))[0]
+
+
+def heads_mean(inputs: Inputs, every: bool = False) -> np.ndarray:
+    """The mean of the layer shown's heads' weights, rows × cols (``every``: of each layer, layers ×
+    rows × cols): what the layer reads as a whole, before its heads' values weigh in."""
+    layer = shown(inputs)[0]
+    weights = enumerate(inputs.weights(None if every else layer))
+    means = (w.mean(axis=0) for at, (w, _) in weights if every or at == layer)
+    return np.stack(list(means)) if every else next(means)
 
 
 def norms(inputs: Inputs, combined: bool = False) -> np.ndarray:
@@ -223,6 +232,7 @@ def available(state: dict, difference: str = rules.TWO_TEXTS) -> dict[str, str]:
     )
     return {
         "norms": NO_VALUES if state["weights_only"] == "weights" else "",
+        "mean": "",
         "rollout": ACROSS_CROSS.format(what="rollout") if state["cross"] else "",
         "flow": flow,
         "difference": difference,

@@ -23,7 +23,7 @@ EXERCISES = ("", "predict", "temperature")
 # the overview's colours: head_summary()'s (the text shown), a causal language model's head_effects() ("effect"),
 # and head_scores()'s over every text ("sink", "duplicate", "entropy", and a model's "induction")
 SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "induction", "entropy")
-MEASURES = ("norms", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
+MEASURES = ("norms", "mean", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 # where position enters: the lab's choices, and the schemes a model's widget names (hf.position_of; "": unknown)
 POSITIONS = ("none", "rope", "alibi")
 MODEL_POSITIONS = ("rope", "alibi", "relative", "learned", "sinusoidal", "")
@@ -198,8 +198,9 @@ FIELDS: tuple[Field, ...] = (
       doc="""Beside the overview, the head shown's every query and key of every text in one 2-D map
       (query_key_map()), computed when the page shows it."""),
     F("measure", "choice", "", writable=True, choices=("", *MEASURES),
-      doc="""The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "rollout"
-      or "flow" (up to the layer shown), "difference" (two texts), or "" for none."""),
+      doc="""The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "mean"
+      (the layer's heads' mean weights), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or ""
+      for none."""),
     F("measures", "answer", {}, ts="Record<string, string>", py="dict", rules=False,
       doc="""Each measure's name -> "" where this widget can show it, else why not."""),
     F("offered_measures", "texts", (), rules=False,

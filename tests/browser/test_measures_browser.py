@@ -115,6 +115,31 @@ def test_an_exported_page_draws_pythons_rollout_at_every_layer_and_its_flow(brow
         page.context.close()
 
 
+def test_an_exported_page_draws_the_heads_mean_at_every_layer_in_its_own_words(browser, tmp_path):
+    n = 6
+    w = model_widget(seed=5, n=n, layers=3, heads=3)
+    w.set_state({"layer": 2, "measure": "mean", "focus": 4})
+    means = [weights.mean(axis=0) for weights in (a.copy() for a, _ in w._inputs().weights())]
+    page, errors = exported(browser, w, tmp_path / "mean.html")
+    try:
+        page.wait_for_selector(".aw-measure[data-state='current']")
+        button = page.locator(".aw-measure-choice[data-measure='mean']")
+        assert button.inner_text() == "heads' mean" and button.get_attribute("aria-pressed") == "true"
+        assert page.locator(".aw-measure-about").inner_text().startswith("The heads' mean: each cell is the mean")
+        for layer in (2, 0, 1):
+            page.locator("select.aw-layer").select_option(str(layer))
+            page.wait_for_function(f"{ROOT}.model.get('layer') === {layer}")
+            page.evaluate(FRAMES)
+            values, got = drawn(page, n)
+            np.testing.assert_allclose(values, means[layer], rtol=1e-6, atol=1e-7)
+            assert got["state"] == "current"
+            assert page.locator(".aw-measure figcaption").text_content() == f"the mean of layer {layer}'s heads"
+            np.testing.assert_allclose(got["row"], means[layer][4] / means[layer][4].sum(), rtol=1e-6)
+        assert errors == []
+    finally:
+        page.context.close()
+
+
 def test_in_jupyterlab_a_click_asks_the_kernel_and_the_panel_follows_layer_and_temperature(open_notebook):
     setup = f"""
 {kernel_model(5)}from attnwidget.mixing import attention_flow
