@@ -116,6 +116,7 @@ def test_tsc_finds_a_misspelt_state_field_and_a_type_error_in_a_view(tmp_path):
     wrong = {  # file -> (what is there, what it becomes), and what tsc says of it
         "app.js": ('get("temperature")', 'get("temprature")', '"temprature"'),
         "views/controls.js": ("export function", 'el("p").textContent = 1;\nexport function', "error TS2322"),
+        "rules.js": ('s.summary === "effect"', 's.summry === "effect"', "'summry'"),  # the rules' state is typed too
     }
     for name, (old, new, _) in wrong.items():
         path = tmp_path / "js" / name
@@ -152,3 +153,16 @@ def test_the_widget_has_every_member_its_parts_are_typed_against():
     assert sorted(n for n in members if not hasattr(model, n)) == []
     assert sorted(n for n in members if not hasattr(lab, n)) == ["_device", "_prompt_lengths"]  # (a model's alone)
     assert set(state_types.StateFields.__annotations__) == {f.name for f in state.FIELDS}
+
+
+def test_the_formulas_old_home_still_imports_and_says_where_they_are_now():
+    import importlib
+    import sys
+
+    sys.modules.pop("attnwidget.core", None)
+    with pytest.warns(DeprecationWarning, match="attnwidget.formulas"):
+        core = importlib.import_module("attnwidget.core")
+    from attnwidget import formulas, mixing
+
+    assert core.rollout is mixing.rollout and core.attention_flow is mixing.attention_flow
+    assert core.head_summaries is formulas.head_summaries and core.attention is formulas.attention
