@@ -291,7 +291,7 @@ export function createStore(get) {
   const layerMasksOf = memo(
     (
       /** @type {import("./types").Matrix<Uint8Array> | null} */ all,
-      /** @type {number[]} */ which,
+      /** @type {number[] | undefined} */ which,
       /** @type {number} */ n,
       /** @type {number} */ m,
       /** @type {boolean} */ sink,

@@ -110,19 +110,19 @@ export interface State {
   /** How many layers the model has (0 for your own arrays). */
   n_layers: number;
   /** Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in as q. */
-  model_q: ArrayValue | null;
+  model_q?: ArrayValue | null;
   /** Every layer's keys, as model_q. */
-  model_k: ArrayValue | null;
+  model_k?: ArrayValue | null;
   /** Every layer's values, as model_q. */
-  model_v: ArrayValue | null;
+  model_v?: ArrayValue | null;
   /** Every layer's value axes, (layers · heads) × d_v × 2; None when the values are 2-D. */
-  model_basis: ArrayValue | null;
+  model_basis?: ArrayValue | null;
   /** A model's masks, each once, masks × queries × keys: the cells a layer's rows may read besides the causal rule (a sliding window, local attention); None when no layer has one. */
-  model_masks: MaskValue | null;
+  model_masks?: MaskValue | null;
   /** Each layer's mask, an index into model_masks (-1: none); empty when no layer has one. A layer switch brings its mask in as `mask`. */
-  mask_of_layer: number[];
+  mask_of_layer?: number[];
   /** A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias the same in every layer, or none. A layer switch brings its own in as `bias`. */
-  model_bias: ArrayValue | null;
+  model_bias?: ArrayValue | null;
   /** A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next token). */
   next_token: boolean;
   /** A model's widget whose model (or block shown) reads causally, each token only itself and the tokens before it (a decoder, a causal language model, attention weights of that pattern): its numbers for a text's first tokens are its own on those tokens, so `step` can write the text. False for a model that reads both ways (an encoder, a vision transformer), whose `step` is the number of tokens, and for your own arrays (`causal` is the widget's rule, which you may change; this is the model's). */

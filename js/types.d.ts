@@ -187,13 +187,13 @@ export type ThumbWork =
     }
   | { job: { q: { rows: number; heads: number }; k: { rows: number } }; thumbs: (Thumb | null)[]; kernel: true; count: number };
 
-/** The names of the synced arrays the store decodes. */
+/** The names of the arrays the store decodes (a model's every layer's: where an exported page carries them). */
 export type ArrayName = {
-  [K in keyof State]: State[K] extends ArrayValue | MaskValue | null ? K : never;
+  [K in keyof State]-?: Exclude<State[K], undefined> extends ArrayValue | MaskValue | null ? K : never;
 }[keyof State];
 
-/** Each synced array as the store decodes it: a mask's as bytes; null where the state may have none. */
-export type Decoded<K extends ArrayName> = State[K] extends MaskValue | null
+/** Each array as the store decodes it: a mask's as bytes; null where the state may have none. */
+export type Decoded<K extends ArrayName> = Exclude<State[K], undefined> extends MaskValue | null
   ? Matrix<Uint8Array> | (null extends State[K] ? null : never)
   : Matrix | (null extends State[K] ? null : never);
 

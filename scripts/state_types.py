@@ -5,6 +5,7 @@ either is stale (tests/test_state.py runs the same comparison)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import pathlib
 import sys
@@ -100,6 +101,13 @@ def _constant_type(value) -> str:
         chosen = [f.name for f in state.FIELDS if f.kind == "choice" and value and set(value) <= set(f.choices)]
         if chosen:  # a field's choices (the stages, the measures, ...): typed as that field is
             return f'State["{chosen[0]}"][]'
+        # a list of fields with one misspelt would be typed string[] (unchecked in the page): refused instead
+        near = {
+            v: difflib.get_close_matches(v, fields, 1, 0.8) for v in value if isinstance(v, str) and v not in fields
+        }
+        misspelt = {v: found[0] for v, found in near.items() if found and any(x in fields for x in value)}
+        if misspelt:
+            raise TypeError(f"rules.CONSTANTS lists fields and {misspelt} (name: the field it is near): misspelt?")
         inner = {_constant_type(v) for v in value}
         return f"{inner.pop()}[]" if len(inner) == 1 else "unknown[]"
     if isinstance(value, dict):
@@ -143,7 +151,8 @@ def page_types() -> str:
         "export interface State {",
     ]
     for f in state.FIELDS:
-        lines += [doc(f), f"  {f.name}: {_page_type(f)};"]
+        # kept in the kernel (an exported page carries it): a live page's model has no such field
+        lines += [doc(f), f"  {f.name}{'' if f.travel == 'synced' else '?'}: {_page_type(f)};"]
     lines += ["  _constants: Constants;", "}", ""]
     return "\n".join(lines)
 

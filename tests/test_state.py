@@ -166,3 +166,11 @@ def test_the_formulas_old_home_still_imports_and_says_where_they_are_now():
 
     assert core.rollout is mixing.rollout and core.attention_flow is mixing.attention_flow
     assert core.head_summaries is formulas.head_summaries and core.attention is formulas.attention
+
+
+def test_the_generator_refuses_a_list_of_fields_with_one_misspelt(monkeypatch):
+    """A list of field names the page receives is typed (keyof State)[]: with one misspelt it would
+    be string[], and the page's use of it unchecked."""
+    monkeypatch.setitem(rules.CONSTANTS, "stack", [*rules.CONSTANTS["stack"], "model_qq"])
+    with pytest.raises(TypeError, match="model_qq"):
+        _generator().page_types()
