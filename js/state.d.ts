@@ -93,7 +93,7 @@ export interface State {
   head: number;
   /** The cell whose arithmetic is shown, (row, column) in the focused row; or None. */
   cell: [number, number] | null;
-  /** The page's controls are shown (the stages' buttons, the temperature, the texts', layers' and blocks' switches); False for a figure, the stages alone (a slide, a course page's illustration). */
+  /** The page's controls are shown: the stages' buttons, the temperature, the causal, sink and position switches, the texts', blocks' and layers' selects (with the model's name), the generation stepper and the PNG and SVG buttons. False for a figure, the stages alone (a slide, a course page's illustration). */
   controls: boolean;
   /** The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for one sentence, your own arrays or a model of one text. */
   sentences: string[];

@@ -131,8 +131,9 @@ FIELDS: tuple[Field, ...] = (
     F("cell", "cell", None, writable=True, nullable=True,
       doc="The cell whose arithmetic is shown, (row, column) in the focused row; or None."),
     F("controls", "flag", True, writable=True,
-      doc="""The page's controls are shown (the stages' buttons, the temperature, the texts', layers' and blocks'
-      switches); False for a figure, the stages alone (a slide, a course page's illustration)."""),
+      doc="""The page's controls are shown: the stages' buttons, the temperature, the causal, sink and position
+      switches, the texts', blocks' and layers' selects (with the model's name), the generation stepper and the PNG
+      and SVG buttons. False for a figure, the stages alone (a slide, a course page's illustration)."""),
     F("sentences", "texts", (),
       doc="""The sentences the page can switch between, or a model's texts (from_transformers with a list); empty for
       one sentence, your own arrays or a model of one text."""),
