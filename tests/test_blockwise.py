@@ -22,6 +22,8 @@ BIASES = {
     None: None,
     "alibi": lambda h, rows, cols: -(2.0 ** -(h + 1)) * abs(rows[:, None] - cols[None, :]),
     "pattern": lambda h, rows, cols: 0.25 * ((rows[:, None] * 3 + cols[None, :] * (5 + h)) % 7),
+    # a bias at or below formulas.CLOSED closes its cell, as a model's additive mask does
+    "closing": lambda h, rows, cols: -(2.0**100) * ((rows[:, None] + cols[None, :] * (h + 1)) % 3 == 0),
 }
 
 
@@ -178,6 +180,20 @@ def test_torch_tensors_give_numpys_numbers(case, data):
         close(ours.summaries[name], yours.summaries[name])
     close(theirs.output(h), mine.output(h))
     close(theirs.lse(h), mine.lse(h))
+
+
+def test_a_tile_at_a_tiny_temperature_is_exact_whatever_computed_its_rows_before():
+    """At T = 1e-9 a rounding apart between two products of the same scores is a weight apart: a tile
+    must not be cut with row maxima another product found (here each row's own, one row at a time)."""
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(1, 50, 16)), rng.normal(size=(1, 50, 16)), rng.normal(size=(1, 50, 2))
+    options = {"causal": False, "sink": False, "window": None, "temperature": 1e-9, "scale": None, "softcap": None}
+    heads = Heads(q, k, v, **options)
+    for i in range(50):
+        heads.rows([i])
+    a, _ = dense(q, k, v, {**options, "bias": None}, 0)
+    for r0, c0 in ((0, 0), (7, 3), (20, 11)):
+        np.testing.assert_allclose(heads.tile(0, r0, 50, c0, 50).weights, a.weights[r0:, c0:], atol=1e-6, rtol=0)
 
 
 def test_the_band_of_rows_stays_within_the_budget():
