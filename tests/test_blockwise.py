@@ -169,17 +169,20 @@ def test_torch_tensors_give_numpys_numbers(case, data):
     n, m = q.shape[1], k.shape[1]
     h = data.draw(st.integers(0, len(q) - 1))
     positions = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=4))
-    close = lambda x, y: np.testing.assert_allclose(x, y, atol=1e-9, rtol=1e-9, equal_nan=True)
-    for got, want in zip(theirs.rows(positions), mine.rows(positions)):
-        assert isinstance(got, np.ndarray)
-        close(got, want)
+    # the weights within the 1e-6 of exactness (at T = 1e-9 torch's and numpy's roundings of a capped score apart
+    # are a weight apart), the scores, and so each row's maximum, within rounding
+    close = lambda x, y: np.testing.assert_allclose(x, y, atol=1e-6, rtol=1e-6, equal_nan=True)
+    got, want = theirs.rows(positions), mine.rows(positions)
+    assert isinstance(got.weights, np.ndarray) and isinstance(got.scores, np.ndarray)
+    close(got.weights, want.weights)
+    np.testing.assert_allclose(got.scores, want.scores, atol=1e-12, rtol=1e-12)
     close(theirs.tile(h, 0, n, 0, m).weights, mine.tile(h, 0, n, 0, m).weights)
     ours, yours = theirs.scan(h, 7, 9), mine.scan(h, 7, 9)
     close(ours.max, yours.max), close(ours.mean, yours.mean)
     for name in yours.summaries:
         close(ours.summaries[name], yours.summaries[name])
     close(theirs.output(h), mine.output(h))
-    close(theirs.lse(h), mine.lse(h))
+    np.testing.assert_allclose(theirs.lse(h), mine.lse(h), rtol=1e-12)
 
 
 def test_a_tile_at_a_tiny_temperature_is_exact_whatever_computed_its_rows_before():

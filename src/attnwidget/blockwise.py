@@ -31,7 +31,9 @@ FASTEST = 64  # rows a band holds at most: past it the band leaves the cache and
 # below this temperature a tile is cut from its rows computed whole, not from their kept top and total: a score
 # computed in another product may differ by a rounding, which 1/T would magnify into the weight
 TINY = 1e-3
-FLOOR = -1e30  # closed cells' scaled scores, for the entropy: finite, so that 0 weight times them is 0, not NaN
+# a closed cell's score: finite, so that its 0 weight times it is 0, not NaN, in the entropy's Σ w·s (any score at
+# or below CLOSED reads as closed, so a row of closed cells reads nothing)
+FLOOR = -1e30
 
 
 class Cells(NamedTuple):
@@ -69,8 +71,8 @@ class _Numpy:
     floor_ = lambda self, x, lo: np.maximum(x, lo, out=x)
     rowdot_ = lambda self, x, y: np.einsum("...j,...j->...", x, y)  # Σ_j x_ij·y_ij (torch's overwrites x)
     colmax = lambda self, x: x.max(axis=0)
-    # each run of x from one start to the next, reduced
-    segments = lambda self, x, starts, how: (np.maximum if how == "max" else np.add).reduceat(x, starts)
+    # x reduced over runs: from each start to the next (numpy's way), or by each element's run number (torch's)
+    segments = lambda self, x, starts, index, how: (np.maximum if how == "max" else np.add).reduceat(x, starts)
     largest = lambda self, x: float(np.abs(x).max()) if x.size else 0.0
     finite = lambda self, x: bool(np.isfinite(x).all())
 
@@ -98,8 +100,7 @@ class _Torch(_Numpy):
             return self.xp.full((*x.shape[:-1], 1), -np.inf, dtype=self.dtype, device=self.device)
         return x.amax(dim=-1, keepdim=True)
 
-    def segments(self, x, starts, how: str):
-        index = self.xp.repeat_interleave(self.ints(np.arange(len(starts))), self.ints(np.diff(np.r_[starts, len(x)])))
+    def segments(self, x, starts, index, how: str):
         out = self.xp.zeros(len(starts), dtype=x.dtype, device=x.device)  # weights are ≥ 0: 0 is max's identity
         return out.scatter_reduce_(0, index, x, "amax") if how == "max" else out.index_add_(0, index, x)
 
@@ -212,9 +213,8 @@ class Heads:
         self.softcap = None if softcap is None else float(softcap)
         self.window, self.bias, self.group = window, bias, self.heads // self.kv_heads
         self.budget, self.out_dtype = int(budget), (np.float64 if self.be.itemsize == 8 else np.float32)
-        self.block = (
-            int(block) if block else max(1, min(FASTEST, self.n, self.budget // (2 * self.m * self.be.itemsize)))
-        )
+        fits = self.budget // (2 * self.m * self.be.itemsize)  # rows whose scores and exponentials fit the budget
+        self.block = int(block) if block else max(1, min(FASTEST, self.n, fits))
         # each row's largest open score (-inf: it reads nothing; NaN: not yet computed) and its Σ exp((s − top) / T)
         self._top = np.full((self.heads, self.n), np.nan)
         self._total = np.ones((self.heads, self.n))
@@ -232,8 +232,12 @@ class Heads:
         """formulas.scores_of for heads of one group, rows (positions) × columns c0..c1, into ``out``."""
         be, g = self.be, heads[0] // self.group
         q = be.xp.stack([be.asarray(self.q[h][rows]) for h in heads])
+        fold = self.softcap is None and be.itemsize == 4  # float32: scale q's rows, not every score (a pass fewer)
+        if fold:
+            q *= self.scale
         s = be.xp.matmul(q, be.asarray(self.k[g, c0:c1]).T, out=out)
-        s *= self.scale
+        if not fold:
+            s *= self.scale
         if self.softcap is not None:
             s /= self.softcap
             be.xp.tanh(s, out=s)
@@ -253,30 +257,30 @@ class Heads:
         return s
 
     def _close(self, s, rows, lo: int, hi: int, c0: int, c1: int) -> None:
-        """-inf in the cells of s (… × rows × columns c0..c1) the rows may not read; lo..hi − 1 spans rows."""
+        """FLOOR in the cells of s (… × rows × columns c0..c1) the rows may not read; lo..hi − 1 spans rows."""
         be = self.be
         if self.causal and max(c0, lo + 1) < c1:  # the band's own corner past the diagonal
             a = max(c0, lo + 1)
-            s[..., a - c0 :][..., be.arange(a, c1)[None, :] > rows[:, None]] = -be.inf
+            s[..., a - c0 :][..., be.arange(a, c1)[None, :] > rows[:, None]] = FLOOR
         if self.window and c0 < min(c1, hi - self.window):  # the corner left of the window
             b = min(c1, hi - self.window)
-            s[..., : b - c0][..., be.arange(c0, b)[None, :] <= rows[:, None] - self.window] = -be.inf
+            s[..., : b - c0][..., be.arange(c0, b)[None, :] <= rows[:, None] - self.window] = FLOOR
         if self.sink and c0 == 0 and c1 > 0:
-            s[..., 0] = -be.inf
+            s[..., 0] = FLOOR
         if self.bias is not None:
-            s[s <= CLOSED] = -be.inf  # closed by its score, as formulas' softmax closes it
+            s[s <= CLOSED] = FLOOR  # closed by its score, as formulas' softmax closes it
 
     def _softmax(self, s, e, entropy: bool = False):
         """Weights of masked scores s into e (formulas._softmax_rows), s left as (s − top) / T; each
-        row's top and total; with ``entropy`` closed cells of s floored, for Σ w·s."""
+        row's top and total; with ``entropy`` s kept finite, for Σ w·s."""
         top = self.be.rowmax(s)
-        empty = top == -self.be.inf
+        empty = top <= CLOSED
         top[empty] = 0.0
         s -= top
         if self.temperature != 1:
             with np.errstate(over="ignore"):  # at a tiny T a gap becomes -inf, whose exp is the 0 it should be
                 s /= self.temperature
-        if entropy:
+        if entropy and self.temperature < 1:  # (FLOOR − top) / T may have overflowed to -inf
             self.be.floor_(s, FLOOR)
         self.be.xp.exp(s, out=e)
         total = e.sum(axis=-1, keepdims=True)
@@ -420,6 +424,7 @@ class Heads:
             P, Q = min(int(rows_px), self.n), min(int(cols_px), self.m)
             redges, cedges = -(-np.arange(P + 1) * self.n // P), -(-np.arange(Q + 1) * self.m // Q)
             largest, sums = np.zeros((P, Q)), np.zeros((P, Q))
+            columns = self.be.ints(np.arange(self.m) * Q // self.m)  # each column's pixel
         be, n = self.be, self.n
         first, diagonal, previous, effective = (np.zeros(n) for _ in range(4))
         for r0, r1, c0, c1, w, s, row_total in self._bands(h, entropy=True, progress=progress):
@@ -433,12 +438,12 @@ class Heads:
             if not pooling or c1 <= c0:
                 continue
             q0, q1 = c0 * Q // self.m, (c1 - 1) * Q // self.m + 1
-            starts = np.maximum(cedges[q0:q1], c0) - c0
+            starts, index = np.maximum(cedges[q0:q1], c0) - c0, columns[c0:c1] - q0
             for p in range(r0 * P // n, (r1 - 1) * P // n + 1):
                 band = w[max(redges[p], r0) - r0 : min(redges[p + 1], r1) - r0]
                 pixels = largest[p, q0:q1]
-                np.maximum(pixels, be.numpy(be.segments(be.colmax(band), starts, "max")), out=pixels)
-                sums[p, q0:q1] += be.numpy(be.segments(band.sum(axis=0), starts, "sum"))
+                np.maximum(pixels, be.numpy(be.segments(be.colmax(band), starts, index, "max")), out=pixels)
+                sums[p, q0:q1] += be.numpy(be.segments(band.sum(axis=0), starts, index, "sum"))
         summaries = self._summaries(first, diagonal, previous, effective)
         if not pooling:
             return Scan(None, None, summaries)
@@ -448,10 +453,7 @@ class Heads:
         """Head ``head``'s whole weight map pooled onto pixels (see scan): ``how`` "max" or "mean"."""
         if how not in ("max", "mean"):
             raise ValueError(f'how must be "max" or "mean" (scan() gives both at once), got {how!r}')
-        scan = self.scan(head, rows_px, cols_px, progress)
-        pooled = scan.max if how == "max" else scan.mean
-        assert pooled is not None
-        return pooled
+        return np.asarray(self.scan(head, rows_px, cols_px, progress)[0 if how == "max" else 1])
 
     def summaries(self, heads=None, progress=None) -> dict:
         """formulas.head_summaries of each of ``heads`` (default: all): {name: one number per head}."""

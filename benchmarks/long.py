@@ -1,0 +1,248 @@
+"""Long contexts (issue 47): one attention layer of the Llama-3-8B shape (32 heads of 128, 8 key-value
+heads, causal, random float32 q, k and v given as arrays) read block by block by
+attnwidget.blockwise.Heads at 8,192, 16,384 and 32,768 tokens (and 131,072 with --longest).
+
+    python benchmarks/long.py             # writes benchmarks/results/long.{json,md} (several minutes)
+    python benchmarks/long.py --quick     # 2,048 and 4,096 tokens, fewer samples
+    python benchmarks/long.py --longest   # 131,072 tokens too (about 3 GB of q, k, v; long)
+
+Each length runs in a fresh process (so its memory peak is its own), for numpy arrays and for torch
+tensors (the same memory, torch.from_numpy), each timing the median of repeated samples after a
+warm-up:
+
+- a focused row of every head (``rows([i])``: 32 rows of n weights and scores);
+- a 256 × 256 tile, cold (its rows' maxima and sums not yet known: each row computed whole) and warm
+  (after the head's pooled map);
+- one head's pooled map, 512 × 512 pixels, max and mean in one pass (``scan``, summaries included);
+- the overview: every head's 84 × 84 thumbnail and summaries (``scan(h, 84, 84)`` for each head).
+
+Baseline, in the same process: torch's scaled_dot_product_attention forward of the same layer
+(causal, grouped heads; at 131,072 tokens one key-value group of four heads, times eight). The
+memory: tracemalloc's peak over the numpy path's pooled map, rows and cold tile (what numpy
+allocates beyond the q, k and v given), and the process's largest resident size beyond what it held
+with q, k and v made, after the kernel's measures and before the baseline (numpy and torch both).
+Exactness: head 0's weights × values (``output``) against the baseline's own output for head 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import pathlib
+import resource
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from run import machine, stats  # noqa: E402
+from views import source  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+HEADS, KV_HEADS, WIDTH = 32, 8, 128
+GOALS = {  # issue 47's, in seconds: at these lengths and beyond
+    "row_s": (32_768, 0.050),
+    "tile_warm_s": (0, 0.100),
+    "tile_cold_s": (0, 0.100),
+}
+POOLED_GOALS = {16_384: 1.0, 32_768: 4.0}
+
+
+def timed(fn, repeat: int, setup=None, warm: bool = True) -> dict:
+    """Median (and p95) seconds of ``fn`` over ``repeat`` samples, after a warm-up unless ``warm`` is
+    False; ``setup`` runs untimed before each and its result is ``fn``'s argument."""
+    out = []
+    for i in range(repeat + warm):
+        arg = setup() if setup else None
+        t0 = time.perf_counter()
+        fn(arg) if setup else fn()
+        if i or not warm:
+            out.append(time.perf_counter() - t0)
+    return stats(out)
+
+
+def resident() -> float:
+    """This process's resident memory now, bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def layer(n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((HEADS, n, WIDTH), dtype=np.float32)
+    k = rng.standard_normal((KV_HEADS, n, WIDTH), dtype=np.float32)
+    v = rng.standard_normal((KV_HEADS, n, WIDTH), dtype=np.float32)
+    return q, k, v
+
+
+def kernel(make, n: int, repeat: int, overview_repeat: int) -> dict:
+    """The kernel's measures on one backend: ``make()`` gives a fresh Heads over the layer."""
+    row = n // 2 + 17
+    t0 = time.perf_counter()
+    heads = make()
+    out = {"made_s": time.perf_counter() - t0}
+    out["row_s"] = timed(lambda: heads.rows([row]), repeat)
+    out["tile_cold_s"] = timed(lambda h: h.tile(0, row - 256, row, row - 512, row - 256), repeat, setup=make)
+    out["pooled_s"] = timed(lambda: heads.scan(0, 512, 512), repeat)
+    out["tile_warm_s"] = timed(lambda: heads.tile(0, row - 256, row, row - 512, row - 256), repeat)
+    # (no warm-up: the pooled map's samples warmed every path it takes)
+    out["overview_s"] = timed(lambda: [heads.scan(h, 84, 84) for h in range(HEADS)], overview_repeat, warm=False)
+    return out
+
+
+def one_length(n: int, repeat: int, overview_repeat: int, baseline_repeat: int) -> dict:
+    """Every measure at n tokens (run in a fresh process)."""
+    import torch
+
+    from attnwidget.blockwise import Heads
+
+    torch.set_num_threads(2)
+    q, k, v = layer(n)
+    held = resident()
+    load = [os.getloadavg()]
+    report = {"tokens": n, "qkv_mb": (q.nbytes + k.nbytes + v.nbytes) / 1e6}
+    report["numpy"] = kernel(lambda: Heads(q, k, v, causal=True), n, repeat, overview_repeat)
+    tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))  # the same memory
+    report["torch"] = kernel(lambda: Heads(tq, tk, tv, causal=True), n, repeat, overview_repeat)
+    load.append(os.getloadavg())
+    # memory: numpy's allocations, traced (not timed); then the process's peak so far beyond q, k, v
+    heads = Heads(q, k, v, causal=True)
+    tracemalloc.start()
+    heads.tile(0, n - 256, n, 0, 256)
+    heads.scan(0, 512, 512)
+    heads.rows([n // 2])
+    report["numpy_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 1e6
+    tracemalloc.stop()
+    report["kernel_peak_beyond_qkv_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - held) / 1e6
+    # the baseline: the layer's own forward pass (one key-value group's four heads × 8 past 32,768 tokens)
+    groups = 1 if n > 32_768 else KV_HEADS
+    Q, K, V = tq[: groups * 4][None], tk[:groups][None], tv[:groups][None]
+    kept = {}
+    sdpa = lambda: kept.update(
+        o=torch.nn.functional.scaled_dot_product_attention(Q, K, V, is_causal=True, enable_gqa=True)
+    )
+    with torch.no_grad():
+        forward = timed(sdpa, baseline_repeat, warm=n <= 16_384)
+    model_out = kept.pop("o")[0, 0].numpy()
+    forward = {key: x * (KV_HEADS // groups) if key != "n" else x for key, x in forward.items()}
+    report["forward_s"], report["forward_heads_measured"] = forward, groups * 4
+    report["output_max_abs_diff"] = float(np.abs(heads.output(0) - model_out).max())
+    report["output_max_abs"] = float(np.abs(model_out).max())
+    load.append(os.getloadavg())
+    report["load_average"] = load
+    for backend in ("numpy", "torch"):
+        r = report[backend]
+        r["overview_ratio"] = r["overview_s"]["median"] / forward["median"]
+        r["pooled_ratio_per_head"] = r["pooled_s"]["median"] / (forward["median"] / HEADS)
+        r["row_ratio"] = r["row_s"]["median"] / forward["median"]
+    return report
+
+
+def _child(args, queue):
+    queue.put(one_length(*args))
+
+
+def in_fresh_process(*args) -> dict:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    p = ctx.Process(target=_child, args=(args, queue))
+    p.start()
+    out = queue.get()
+    p.join()
+    return out
+
+
+def verdicts(r: dict, backend: str) -> list[str]:
+    """Issue 47's goals at this length, met or not."""
+    b, n, out = r[backend], r["tokens"], []
+    for key, (from_n, goal) in GOALS.items():
+        if n >= from_n:
+            out.append(f"{key[:-2]} ≤ {goal * 1e3:.0f} ms: {'met' if b[key]['median'] <= goal else 'not met'}")
+    if n in POOLED_GOALS:
+        goal = POOLED_GOALS[n]
+        out.append(f"pooled ≤ {goal:g} s: {'met' if b['pooled_s']['median'] <= goal else 'not met'}")
+    out.append(f"overview ≤ forward: {'met' if b['overview_ratio'] <= 1 else 'not met'}")
+    return out
+
+
+def markdown(report: dict) -> str:
+    m = report["machine"]
+    lines = [
+        "# Long contexts: one Llama-3-8B attention layer, block by block",
+        "",
+        f"Machine: {m['cpus']} CPUs, {m['cpu']}; commit {report['source']['commit']}"
+        f"{' (src changed)' if report['source']['src_changed'] else ''}; torch {report['torch']}, 2 threads.",
+        f"{HEADS} heads of {WIDTH}, {KV_HEADS} key-value heads, causal, random float32 q, k, v "
+        "(attnwidget.blockwise.Heads). Medians of repeated samples (p95 in brackets), seconds unless said.",
+        "Baseline: torch's scaled_dot_product_attention forward of the same layer, in the same process.",
+        "",
+        "| tokens | inputs | focused row, every head, ms | 256² tile cold, ms | tile warm, ms | one head's pooled map "
+        "(512², max + mean + summaries) | ×(forward / 32) | overview: every head's thumbnail + summaries | "
+        "×forward | forward (SDPA) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in report["lengths"]:
+        f = r["forward_s"]
+        for backend in ("numpy", "torch"):
+            b = r[backend]
+            ms = lambda x: f"{x['median'] * 1e3:.1f} ({x['p95'] * 1e3:.1f})"
+            lines.append(
+                f"| {r['tokens']:,} | {backend} | {ms(b['row_s'])} | {ms(b['tile_cold_s'])} | {ms(b['tile_warm_s'])} | "
+                f"{b['pooled_s']['median']:.2f} ({b['pooled_s']['p95']:.2f}) | ×{b['pooled_ratio_per_head']:.2f} | "
+                f"{b['overview_s']['median']:.1f} (n={b['overview_s']['n']}) | ×{b['overview_ratio']:.2f} | "
+                f"{f['median']:.1f} (n={f['n']}"
+                f"{', 4 heads × 8' if r['forward_heads_measured'] < HEADS else ''}) |"
+            )
+    lines += [
+        "",
+        "| tokens | q, k, v MB | numpy's traced peak, MB | process peak beyond q, k, v, MB | "
+        "head 0's output vs SDPA's, max abs diff (max abs) | load average (start, after kernel, end) | goals |",
+        "| ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in report["lengths"]:
+        load = "; ".join(f"{a[0]:.2f}" for a in r["load_average"])
+        goals = "; ".join(f"{b}: " + ", ".join(verdicts(r, b)) for b in ("numpy", "torch"))
+        lines.append(
+            f"| {r['tokens']:,} | {r['qkv_mb']:.0f} | {r['numpy_traced_peak_mb']:.0f} | "
+            f"{r['kernel_peak_beyond_qkv_mb']:.0f} | {r['output_max_abs_diff']:.1e} ({r['output_max_abs']:.1f}) | "
+            f"{load} | {goals} |"
+        )
+    lines += [
+        "",
+        "The tile's cold time includes computing its 256 rows whole (their maxima and sums, then kept); warm,",
+        "after the head's pooled map, it computes only its own cells. A focused row and a tile are each",
+        "computed from q and k alone; the pooled map and the overview read every row once.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2,048 and 4,096 tokens, fewer samples")
+    parser.add_argument("--longest", action="store_true", help="131,072 tokens too")
+    args = parser.parse_args(argv)
+    import torch
+
+    lengths = [2_048, 4_096] if args.quick else [8_192, 16_384, 32_768] + ([131_072] if args.longest else [])
+    report = {"machine": machine(), "source": source(), "torch": torch.__version__, "lengths": []}
+    for n in lengths:
+        repeat = 2 if args.quick else 5
+        overview_repeat = baseline_repeat = 1 if args.quick or n > 16_384 else 3
+        report["lengths"].append(in_fresh_process(n, repeat, overview_repeat, baseline_repeat))
+        print(json.dumps(report["lengths"][-1]), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "long.json").write_text(json.dumps(report, indent=1))
+    (RESULTS / "long.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
