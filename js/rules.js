@@ -13,11 +13,11 @@
 /** A state being settled: every field, each typed (a misspelt name fails the type check). @typedef {State} Settling */
 /** A field named at run time (a change's, or a list's), as Python's setattr and getattr reach one: the
  * one place the rules index the state by a string.
- * @param {State} s  @param {string} name  @param {unknown} value */
+ * @param {State} s  @param {keyof State} name  @param {unknown} value */
 const setField = (s, name, value) => {
   /** @type {Record<string, unknown>} */ (/** @type {unknown} */ (s))[name] = value;
 };
-/** @param {State} s  @param {string} name  @returns {unknown} */
+/** @param {State} s  @param {keyof State} name  @returns {unknown} */
 const field = (s, name) => /** @type {Record<string, unknown>} */ (/** @type {unknown} */ (s))[name];
 /** What a source brings in: a text's, block's or layer's tokens and arrays, and what goes with them.
  * @typedef {Partial<State> & { tokens: string[] } & Record<string, unknown>} Brought */
@@ -431,8 +431,9 @@ export function settle(state, change, sources = null, page = false) {
   }
   const s = /** @type {Settling} */ ({ ...state }),
     before = /** @type {Settling} */ (state);
-  for (const [name, value] of Object.entries(change)) setField(s, name, check(name, value, C));
-  const asked = new Set(Object.keys(change).filter((n) => !same(field(s, n), field(before, n)))); // a value as it was is no change (traitlets' rule too)
+  const names = /** @type {(keyof State)[]} */ (Object.keys(change)); // (each checked by name below: an unknown one is refused)
+  for (const name of names) setField(s, name, check(name, change[name], C));
+  const asked = new Set(names.filter((n) => !same(field(s, n), field(before, n)))); // a value as it was is no change (traitlets' rule too)
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
   if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
@@ -488,20 +489,20 @@ function bringIn(s, before, asked, sources) {
     if ("model_q" in ex) {
       // a model's text: its every layer, brought in as a block's are
       s.tokens = ex.tokens;
-      for (const name of /** @type {string[]} */ (s._constants.stack)) setField(s, name, ex[name] ?? (name === "mask_of_layer" ? [] : null));
-      for (const name of ["bias", "step"]) if (!asked.has(name)) setField(s, name, ex[name]); // its own position bias, and the step it opens at, unless this change sets them
+      for (const name of s._constants.stack) setField(s, name, ex[name] ?? (name === "mask_of_layer" ? [] : null));
+      for (const name of /** @type {const} */ (["bias", "step"])) if (!asked.has(name)) setField(s, name, ex[name]); // its own position bias, and the step it opens at, unless this change sets them
       if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1);
       asked = new Set([...asked, "layer"]);
-    } else for (const name of ["tokens", "q", "k", "v", "x", "value_basis"]) setField(s, name, ex[name]);
+    } else for (const name of /** @type {const} */ (["tokens", "q", "k", "v", "x", "value_basis"])) setField(s, name, ex[name]);
     if (word !== null && lowered.includes(word) && !asked.has("focus")) s.focus = lowered.indexOf(word); // the same word in the new sentence
     s.cell = null;
   }
   // (a block set while the widget is made is loaded already, with the rules it was given)
   if (asked.has("block") && sources && (s.blocks || []).includes(s.block) && before.block) {
     const found = sources.block(s.block);
-    for (const name of /** @type {string[]} */ (s._constants.stack)) setField(s, name, found[name] ?? (name === "mask_of_layer" ? [] : null));
+    for (const name of s._constants.stack) setField(s, name, found[name] ?? (name === "mask_of_layer" ? [] : null));
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
-    for (const name of ["causal", "scale", "softcap", "bias"]) if (!asked.has(name)) setField(s, name, found[name]); // the block's own rules, unless this change sets them
+    for (const name of /** @type {const} */ (["causal", "scale", "softcap", "bias"])) if (!asked.has(name)) setField(s, name, found[name]); // the block's own rules, unless this change sets them
     s.model_causal = !!found.causal; // (what the block itself reads, whatever the widget's causal)
     if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
     asked = new Set([...asked, "layer"]);
@@ -523,7 +524,7 @@ function bringIn(s, before, asked, sources) {
     s.tokens = found.tokens;
     s.cross = found.key_tokens != null;
     if (s.cross) s.key_tokens = /** @type {string[]} */ (found.key_tokens);
-    for (const name of ["q", "k", "v", ...(asked.has("value_basis") ? [] : ["value_basis"])]) setField(s, name, found[name]);
+    for (const name of /** @type {const} */ (["q", "k", "v", "value_basis"])) if (name !== "value_basis" || !asked.has(name)) setField(s, name, found[name]);
     if ("mask" in found && !asked.has("mask")) s.mask = /** @type {MaskValue | null} */ (found.mask); // the layer's own mask (a sliding window, local attention)
     if ("bias" in found && !asked.has("bias")) s.bias = /** @type {ArrayValue | null} */ (found.bias); // the layer's own bias (attention weights alone: their logarithms)
     s.layer_shown = true;

@@ -330,3 +330,41 @@ def test_each_measure_brings_its_own_words_to_the_page():
         spec = computed_views.VIEWS_FOR_PAGE[name]
         assert spec["label"] and spec["title"] and len(spec["about"]) > 40 and "{t}" in spec["reads"], name
         assert set(spec["follows"]) <= {"layer", "head"}
+
+
+def test_a_page_saved_before_the_measures_words_travelled_gets_them_when_exported():
+    """A payload saved by an earlier version (its views without their words) is drawn whole."""
+    import copy
+    import json
+    import re
+
+    from attnwidget import computed_views, export
+
+    w = model_widget(n=5, layers=2)
+    old = copy.deepcopy(w.page_state())
+    for spec in old["state"]["_constants"]["views"].values():
+        for name in ("label", "about", "title", "reads", "follows", "across_layers"):
+            spec.pop(name, None)
+    html = export._page(old, "light")
+    state = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))
+    views = state["state"]["_constants"]["views"]
+    assert views["rollout"]["label"] == "rollout" and views["norms"] == {
+        **computed_views.VIEWS_FOR_PAGE["norms"],
+        **views["norms"],
+    }
+    assert views["mean"]["title"] == "the mean of layer {layer}'s heads"
+
+
+def test_the_heads_mean_not_chosen_is_carried_at_the_layer_shown_alone():
+    w = model_widget(n=5, layers=3, heads=2)
+    w.set_state({"layer": 1, "measure": "rollout"})
+    carried = w.page_state()["state"]["measure_data"]
+    assert carried["mean"]["every"] == [] and carried["mean"]["key"]["layer"] == 1
+    assert carried["mean"]["matrix"]["shape"] == [5, 5] and carried["rollout"]["matrix"]["shape"] == [3, 5, 5]
+
+
+def test_a_measure_that_follows_a_choice_gives_its_matrix_at_each_value():
+    from attnwidget import computed_views
+
+    with pytest.raises(ValueError, match="every_matrix"):
+        computed_views.View("spread", (), "measure_data", follows=("layer",))

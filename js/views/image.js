@@ -344,7 +344,7 @@ export function createImage(parent, { onFocus, onChange }) {
         ? `The image as the model saw it, ${h0} × ${w0} px in ${grid}. ${view.secret === "row" ? "The weights wait for the reveal." : "From the weights stage on, the focused token's weights are drawn over it."}`
         : map.name === "weights"
           ? `${reader}'s weights (layer ${view.layer}, head ${view.head}): ${readsWeights(reader)}.`
-          : `${map.title}: ${map.reads ? map.reads.replaceAll("{t}", reader) : readsWeights(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : map.state === "updating" ? " Updating: this is the last state's, until the kernel's answer comes." : ""}`;
+          : `${map.title}: ${map.reads ? map.reads.replaceAll("{t}", () => reader) : readsWeights(reader)}.${map.state === "exported" ? " As exported: the panel below says at which state." : map.state === "updating" ? " Updating: this is the last state's, until the kernel's answer comes." : ""}`;
       caption.textContent = `${what} Click a patch to focus it.`;
       specials.hidden = !special.length;
       specials.textContent = special.length ? `beside the patches: ${special.map(([t, v]) => `${t} ${fmtEnd(v)}`).join(" · ")}` : "";

@@ -43,6 +43,11 @@ class View:
     title: str = ""
     reads: str = ""
     across_layers: bool = False
+    unasked_every: bool = True  # an exported page carries it at every value it follows when not the one shown too
+
+    def __post_init__(self):
+        if self.follows and self.every_matrix is None:
+            raise ValueError(f"{self.name} follows {self.follows}: give its every_matrix (its matrix at each of them)")
 
     def key(self, inputs: Inputs, every: tuple = ()) -> dict:
         """What the page compares with its own state to know whether this view's answer is current;
@@ -160,9 +165,11 @@ VIEWS = {
             follows=("layer",),
             every_matrix=lambda inputs, axes: (measures.heads_mean(inputs, every=True), {}),
             label="heads' mean",
-            about="The heads' mean: each cell is the mean of this layer's heads' weights for that pair, so each row "
-            "still sums to 1. It is what the layer reads as a whole, before each head's values weigh in: a head "
-            "that reads sharply is blurred by the others, so compare it with the head's own weights above.",
+            unasked_every=False,  # (at every layer only when chosen: as much again as rollout's in a page)
+            about="The heads' mean: each cell is the mean of this layer's heads' weights for that pair, so a row "
+            "sums to what each head's row does (1). It is what the layer reads as a whole, before each head's values "
+            "weigh in: a head that reads sharply is blurred by the others, so compare it with the head's own weights "
+            "above.",
             title="the mean of layer {layer}'s heads",
             reads="how much {t} reads each patch, on average over the layer's heads",
         ),
@@ -364,7 +371,7 @@ def for_page(inputs: Inputs, in_base64) -> dict:
         slow = name == "flow" and inputs.rows**2 * layers > measures.flow_cells(inputs.causal) / 4
         if name != s["measure"] and (slow or why[name] or cells > OTHERS_CELLS):
             continue
-        axes = every(name, inputs)
+        axes = every(name, inputs) if name == s["measure"] or VIEWS[name].unasked_every else ()
         size = cells * 4 * (layers if "layer" in axes else 1) * (heads if "head" in axes else 1)
         fits = size <= PAGE_BYTES and (
             name != "flow"

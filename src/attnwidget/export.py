@@ -112,7 +112,10 @@ def to_html(payload: dict, path=None, *, theme: str = "auto", title: str = "Atte
 
 
 def _page(payload: dict, theme: str, title: str = "Attention") -> str:
+    from .payload import with_views_now  # (the views' declarations: loaded once a page is made)
+
     _check_theme(theme)
+    payload = with_views_now(payload)
     bundle, css = (
         (_STATIC / "widget.js").read_text(encoding="utf-8"),
         (_STATIC / "widget.css").read_text(encoding="utf-8"),
@@ -332,7 +335,10 @@ def embed_html(payload: dict) -> str:
     """A widget's state as an HTML fragment for a static site: a ``div.attnwidget-static``
     holding the state as JSON, which the site's script draws with the widget's bundle (see
     docs/_static/attnwidget-docs.js). The widget's text stays JSON: it is never markup."""
-    return f'<div class="attnwidget-static"><script type="application/json">{_json_safe(payload)}</script></div>'
+    from .payload import with_views_now
+
+    state = _json_safe(with_views_now(payload))
+    return f'<div class="attnwidget-static"><script type="application/json">{state}</script></div>'
 
 
 PLAIN_LINE = (

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .computed_views import VIEWS_FOR_PAGE
 from .rules import LAYERED, _is_int, by_head, show
 
 VERSION = 1
@@ -253,3 +254,15 @@ def _text(found: dict, shown: bool) -> dict:
     from .rules import STACK
 
     return {n: a for n, a in found.items() if not (shown and n in STACK and n != "n_layers")}
+
+
+def with_views_now(payload: dict) -> dict:
+    """``payload`` with what this version's page reads of each view it names and does not hold (a
+    payload saved by an earlier version: its measures' words came with the page then), so the page
+    draws it whole. Nothing it holds is changed."""
+    constants = (payload.get("state") or {}).get("_constants") or {}
+    views = constants.get("views")
+    if not isinstance(views, dict):
+        return payload
+    now = {n: {**VIEWS_FOR_PAGE.get(n, {}), **v} if isinstance(v, dict) else v for n, v in views.items()}
+    return {**payload, "state": {**payload["state"], "_constants": {**constants, "views": now}}}
