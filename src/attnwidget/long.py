@@ -1,0 +1,147 @@
+"""A model's attention over a long text, held as each layer's q, k and v and computed block by block
+(blockwise.Heads): exact rows, tiles, pooled maps, summaries and outputs, nothing of size n × n.
+
+    long = LongAttention.from_transformers(model, tokenizer, text)   # 32,768 tokens: the model's own pass
+    long.rows(layer=5, positions=[-1])          # every head's weights of the last token, exact
+    long.map(layer=5, head=3, size=512)         # the whole head pooled onto 512 × 512 pixels
+    long.tile(layer=5, head=3, rows=(1000, 1256), cols=(0, 256))   # any region, cell by cell
+    long.overview(size=32)                      # every head's thumbnail and summaries
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .blockwise import Cells, Heads
+from .integrations.long import LongLayer, capture_long
+
+__all__ = ["LongAttention", "LongLayer"]
+
+
+class LongAttention:
+    """Every layer of a model's attention over one long text. ``layers``: the model's own layer
+    numbers -> LongLayer (a hybrid model's attention layers keep their numbers). ``temperature``
+    divides every score, as the widget's does; set it and each layer is computed again when asked."""
+
+    def __init__(self, tokens, layers: dict[int, LongLayer], *, temperature: float = 1.0, name: str = ""):
+        if not layers:
+            raise ValueError("layers must hold at least one layer: {layer number: LongLayer(q, k, v, ...)}")
+        self.tokens = [str(t) for t in tokens]
+        self.name = name
+        self._layers = dict(layers)
+        n = {int(np.shape(x.q)[1]) for x in self._layers.values()}
+        if n != {len(self.tokens)}:
+            raise ValueError(f"each layer's q must have one row per token ({len(self.tokens)}); got {sorted(n)}")
+        self._heads: dict[int, Heads] = {}
+        self.temperature = temperature
+
+    @property
+    def temperature(self) -> float:
+        return self._temperature
+
+    @temperature.setter
+    def temperature(self, t: float) -> None:
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"temperature must be finite and > 0, got {t}")
+        self._temperature, self._heads = float(t), {}  # (each layer's rows' sums are for one temperature)
+
+    @property
+    def layers(self) -> list[int]:
+        """The model's own numbers of the layers held."""
+        return list(self._layers)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def heads(self, layer: int) -> Heads:
+        """Layer ``layer``'s heads (blockwise.Heads), made when first asked at this temperature."""
+        if layer not in self._layers:
+            raise ValueError(f"layer {layer!r} is not one of the layers held: {self.layers}")
+        if layer not in self._heads:
+            x = self._layers[layer]
+            self._heads[layer] = Heads(
+                x.q,
+                x.k,
+                x.v,
+                scale=x.scale,
+                temperature=self._temperature,
+                causal=x.causal,
+                window=x.window,
+                softcap=x.softcap,
+            )
+        return self._heads[layer]
+
+    def rows(self, layer: int, positions, heads=None) -> Cells:
+        """The weights and scores of the rows at ``positions`` (negative counts from the end) of each of
+        ``heads`` (default: all), heads × len(positions) × n each, exact."""
+        at = np.asarray(positions, dtype=np.int64).reshape(-1)
+        return self.heads(layer).rows(np.where(at < 0, at + len(self), at), heads)
+
+    def tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Cells:
+        """The weights and scores of rows[0]..rows[1] − 1 × cols[0]..cols[1] − 1 of one head, exact."""
+        return self.heads(layer).tile(head, rows[0], rows[1], cols[0], cols[1])
+
+    def map(self, layer: int, head: int, size=512, how: str = "max", progress=None) -> np.ndarray:
+        """One head's whole weight map pooled onto size × size pixels (or (rows, cols)): each pixel's
+        largest weight ("max", where a sharp head's single cells stay visible) or its mean ("mean")."""
+        rows, cols = (size, size) if np.isscalar(size) else size
+        return self.heads(layer).pooled(head, rows, cols, how, progress)
+
+    def summaries(self, layer: int, heads=None) -> dict[str, np.ndarray]:
+        """The overview's summaries of the layer's heads (formulas.head_summaries), one number a head."""
+        return self.heads(layer).summaries(heads)
+
+    def output(self, layer: int, head: int) -> np.ndarray:
+        """One head's output, its weights × values (n × d_v), a band of rows at a time."""
+        return self.heads(layer).output(head)
+
+    def overview(self, size: int = 32, progress=None) -> dict:
+        """Every head at a glance, in one pass over each: {"thumbnails": layers × heads × size × size
+        (each pixel's largest weight), "summaries": {name: layers × heads}, "layers": the layer numbers}."""
+        thumbs, sums = [], []
+        count = sum(self.heads(x).heads for x in self.layers)
+        done = 0
+        for x in self.layers:
+            heads = self.heads(x)
+            row, summary = [], []
+            for h in range(heads.heads):
+                tell = None if progress is None else (lambda f, d=done: progress((d + f) / count))
+                scan = heads.scan(h, size, size, tell)
+                row.append(scan[0])
+                summary.append(scan.summaries)
+                done += 1
+            thumbs.append(np.stack(row))
+            sums.append(summary)
+        names = list(sums[0][0])
+        return {
+            "thumbnails": np.stack(thumbs) if len({t.shape for t in thumbs}) == 1 else thumbs,
+            "summaries": {s: np.array([[h[s] for h in layer] for layer in sums]) for s in names},
+            "layers": self.layers,
+        }
+
+    @classmethod
+    def from_transformers(cls, model, tokenizer, text: str, *, temperature: float = 1.0, progress=None):
+        """Read ``model`` (a transformers model on its attention interface) on ``text`` with its own
+        attention kernel, keeping each layer's q, k and v as it made them; every layer is held to the
+        model's own result on a sample of its rows (integrations/long.py), or refused."""
+        import torch
+
+        from .integrations.common import _evaluating, _tokens_of
+        from .integrations.hf import _base_model, _display_name
+
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string; got {type(text).__name__}")
+        base = _base_model(model)
+        enc = tokenizer(text, return_tensors="pt")
+        device = next(base.parameters()).device
+        ids = enc["input_ids"].to(device)
+        if ids.shape[1] == 0:
+            raise ValueError(f"{text[:40]!r} gives no tokens")
+        with _evaluating(base), torch.no_grad():
+            layers = capture_long(base, on_call=progress, input_ids=ids)
+        return cls(
+            _tokens_of(tokenizer, ids[0].tolist()),
+            layers,
+            temperature=temperature,
+            name=_display_name(base.config, model),
+        )

@@ -1,0 +1,132 @@
+"""A model read on a long text (attnwidget.long): its own attention kernel runs, each layer's q, k and
+v are kept as it made them, and every row, tile, pooled map, summary and output computed from them
+block by block equals the model's own eager attention (output_attentions) and its own output."""
+
+import numpy as np
+import pytest
+from test_interface import BASE, FAMILIES
+
+from attnwidget.formulas import head_summaries
+from attnwidget.integrations.long import capture_long, open_rows
+from attnwidget.long import LongAttention, LongLayer
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+N = 40  # tokens: several times every sliding window below
+CAUSAL = ["llama", "mistral", "gemma2", "gemma3_text", "qwen2", "qwen3", "gpt2", "gpt_neox", "phi3", "starcoder2"]
+
+
+def tiny(family, implementation):
+    torch.manual_seed(0)
+    config = transformers.AutoConfig.for_model(family, **{**BASE, "max_position_embeddings": 128, **FAMILIES[family]})
+    if family == "gpt2":
+        config.n_positions = 128
+    return transformers.AutoModel.from_config(config, attn_implementation=implementation).eval()
+
+
+def ids(n=N, seed=1):
+    return torch.randint(1, 60, (1, n), generator=torch.Generator().manual_seed(seed))
+
+
+def read(model, tokens, samples=256):
+    layers = capture_long(model, samples=samples, input_ids=tokens)
+    return LongAttention([str(t) for t in tokens[0].tolist()], layers)
+
+
+@pytest.mark.parametrize("family", CAUSAL)
+def test_every_row_of_every_layer_and_head_is_the_models_own(family):
+    """Read through SDPA (eager where the family needs it: Gemma 2's soft cap), against the eager model's weights."""
+    implementation = "eager" if family == "gemma2" else "sdpa"
+    model, tokens = tiny(family, implementation), ids()
+    with torch.no_grad():
+        want = tiny(family, "eager")(input_ids=tokens, output_attentions=True).attentions
+        before = model(input_ids=tokens).last_hidden_state
+    long = read(model, tokens, samples=12)
+    assert long.layers == list(range(len(want)))
+    for layer, weights in zip(long.layers, want):
+        got = long.rows(layer, range(N)).weights
+        np.testing.assert_allclose(got, weights[0].numpy(), atol=1e-5)
+        h = weights.shape[1] - 1
+        np.testing.assert_allclose(long.tile(layer, h, (5, 31), (2, 17)).weights, weights[0, h, 5:31, 2:17], atol=1e-5)
+        dense = weights[0, h].double().numpy()
+        np.testing.assert_allclose(long.map(layer, h, size=(7, 5), how="max"), _pooled(dense, 7, 5, np.max), atol=1e-5)
+        summaries, x = long.summaries(layer), long._layers[layer]
+        allowed = open_rows(range(N), N, x.causal, x.window)  # ("first": over the rows that may read it)
+        for name, values in head_summaries(weights[0].double().numpy(), allowed).items():
+            np.testing.assert_allclose(summaries[name], values, atol=1e-4, err_msg=name)
+    with torch.no_grad():  # the pass was the model's own
+        np.testing.assert_array_equal(model(input_ids=tokens).last_hidden_state.numpy(), before.numpy())
+    assert model.config._attn_implementation == implementation
+    if family in ("mistral", "starcoder2"):
+        assert all(long._layers[x].window == 5 for x in long.layers)
+
+
+def _pooled(dense, rows, cols, f):
+    r = -(-np.arange(rows + 1) * dense.shape[0] // rows)
+    c = -(-np.arange(cols + 1) * dense.shape[1] // cols)
+    return np.array([[f(dense[r[p] : r[p + 1], c[q] : c[q + 1]]) for q in range(cols)] for p in range(rows)])
+
+
+def test_weights_times_values_are_the_models_attention_output():
+    """Each head's output, a band at a time, is what the model's own attention returned for it."""
+    model, tokens = tiny("llama", "sdpa"), ids(seed=4)
+    seen = {}  # each layer's attention output as its output projection receives it
+    hooks = [
+        m.o_proj.register_forward_pre_hook(lambda mod, a, i=i: seen.__setitem__(i, a[0]))
+        for i, m in enumerate(model.layers[x].self_attn for x in range(len(model.layers)))
+    ]
+    try:
+        long = read(model, tokens)
+    finally:
+        for h in hooks:
+            h.remove()
+    for layer in long.layers:
+        heads = long.heads(layer)
+        merged = seen[layer][0].reshape(N, heads.heads, -1)
+        for h in range(heads.heads):
+            np.testing.assert_allclose(long.output(layer, h), merged[:, h].numpy(), atol=1e-5)
+
+
+def test_a_layer_read_wrong_is_refused_by_name():
+    """A model whose module says it reads a window it does not read: the sampled rows disagree with the
+    model's own output, and nothing is returned."""
+    model = tiny("llama", "sdpa")
+    model.layers[1].self_attn.sliding_window = 3
+    with pytest.raises(NotImplementedError, match="at layer 1 .*differ beyond rounding"):
+        read(model, ids())
+    assert transformers.AttentionInterface._global_mapping.get("sdpa") is not None  # put back as it was
+
+
+def test_the_temperature_divides_every_score_and_the_rows_follow():
+    model, tokens = tiny("qwen2", "sdpa"), ids(seed=5)
+    long = read(model, tokens)
+    scores = long.rows(0, [N - 1]).scores[:, 0]
+    long.temperature = 0.5
+    hot = long.rows(0, [N - 1]).weights[:, 0]
+    z = np.exp((scores - scores.max(-1, keepdims=True)) / 0.5)
+    np.testing.assert_allclose(hot, z / z.sum(-1, keepdims=True), atol=1e-6)
+    with pytest.raises(ValueError, match="temperature must be finite and > 0"):
+        long.temperature = 0
+    assert long.temperature == 0.5
+
+
+def test_layers_given_as_arrays_and_a_whole_overview():
+    rng = np.random.default_rng(0)
+    n = 50
+    layers = {
+        3: LongLayer(rng.normal(size=(4, n, 8)), rng.normal(size=(2, n, 8)), rng.normal(size=(2, n, 8))),
+        7: LongLayer(rng.normal(size=(4, n, 8)), rng.normal(size=(2, n, 8)), rng.normal(size=(2, n, 8)), window=6),
+    }
+    long = LongAttention([f"t{i}" for i in range(n)], layers)
+    seen = []
+    overview = long.overview(size=8, progress=seen.append)
+    assert overview["layers"] == [3, 7] and overview["thumbnails"].shape == (2, 4, 8, 8)
+    assert seen and seen[-1] == pytest.approx(1.0)
+    np.testing.assert_allclose(overview["summaries"]["self"][1], long.summaries(7)["self"])
+    np.testing.assert_allclose(overview["thumbnails"][0, 2], long.map(3, 2, size=8))
+    with pytest.raises(ValueError, match="layer 5 is not one of the layers held: \\[3, 7\\]"):
+        long.rows(5, [0])
+    with pytest.raises(ValueError, match="one row per token \\(49\\)"):
+        LongAttention([f"t{i}" for i in range(n - 1)], layers)
+    np.testing.assert_allclose(long.rows(3, [-1]).weights, long.rows(3, [n - 1]).weights)
