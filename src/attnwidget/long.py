@@ -81,10 +81,12 @@ class LongAttention:
         """The weights and scores of rows[0]..rows[1] − 1 × cols[0]..cols[1] − 1 of one head, exact."""
         return self.heads(layer).tile(head, rows[0], rows[1], cols[0], cols[1])
 
-    def map(self, layer: int, head: int, size=512, how: str = "max", progress=None) -> np.ndarray:
+    def map(
+        self, layer: int, head: int, size: int | tuple[int, int] = 512, how: str = "max", progress=None
+    ) -> np.ndarray:
         """One head's whole weight map pooled onto size × size pixels (or (rows, cols)): each pixel's
         largest weight ("max", where a sharp head's single cells stay visible) or its mean ("mean")."""
-        rows, cols = (size, size) if np.isscalar(size) else size
+        rows, cols = size if isinstance(size, tuple) else (size, size)
         return self.heads(layer).pooled(head, rows, cols, how, progress)
 
     def summaries(self, layer: int, heads=None) -> dict[str, np.ndarray]:
@@ -107,7 +109,7 @@ class LongAttention:
             for h in range(heads.heads):
                 tell = None if progress is None else (lambda f, d=done: progress((d + f) / count))
                 scan = heads.scan(h, size, size, tell)
-                row.append(scan[0])
+                row.append(np.asarray(scan[0]))  # (asked with pixels: a map)
                 summary.append(scan.summaries)
                 done += 1
             thumbs.append(np.stack(row))

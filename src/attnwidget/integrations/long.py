@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,9 @@ class LongLayer:
     """One layer's q (heads × n × d), k and v (kv_heads × m × d) as the model made them (torch tensors
     on its device, or numpy arrays of one's own), and the shape of what each row reads."""
 
-    q: object
-    k: object
-    v: object
+    q: Any
+    k: Any
+    v: Any
     scale: float | None = None  # None: 1/sqrt(d)
     causal: bool = True
     window: int | None = None  # a causal sliding window: row i reads j in (i − window, i]
@@ -160,7 +161,7 @@ def _held_to_the_model(layer: int, call: LongLayer, result, rows, expected, dtyp
         np.empty(0),
         np.empty(0),
         np.empty(0),
-        float(call.scale),  # (always set by capture_long)
+        call.scale or 0.0,  # (always set by capture_long)
         None if expected.all() else expected,
         call.softcap,
         name=call.name,
