@@ -4,11 +4,10 @@ rows (block × m) at a time.
 
 The math is formulas.py's (scale, soft cap, bias, causal rule, temperature; the row maximum is
 subtracted before dividing by T, closed cells are exactly 0, a row that reads nothing is all
-zeros), with two closures models use on long texts: a causal sliding window (row i reads j in
-(i − window, i], as Mistral's and Gemma's sliding layers do) and the sink (the first token's column
-closed, as inputs.reading_mask does). A band of rows reads every key its rows may read at once, so
-each row's maximum and sum (its log-sum-exp) come exact from one pass; they are kept per head (two
-floats a row), and a tile or a row asked for later costs only its own cells.
+zeros), with a causal sliding window (row i reads j in (i − window, i], as Mistral's and Gemma's
+sliding layers do) and the sink (the first token's column closed, as inputs.reading_mask does). A
+band reads every key its rows may read at once, so each row's maximum and sum (its log-sum-exp) are
+exact from one pass, and kept (two floats a row): a tile asked for later costs only its own cells.
 
 q, k and v stay as given: numpy arrays are computed with numpy, torch tensors with torch on their
 own device, in float32 (float64 when an input is float64); the answers are numpy.
@@ -18,10 +17,12 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from . import threads
 from .formulas import CLOSED, SUMMARIES
 
 __all__ = ["BUDGET", "Cells", "Heads", "Scan"]
@@ -57,6 +58,7 @@ class _Numpy:
     arithmetic, exp and tanh with out=) is written once, the same for both."""
 
     xp, inf = np, np.inf
+    parallel = True  # bands shared among the cores, numpy's BLAS in one thread under each (threads.each)
 
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)
@@ -73,12 +75,14 @@ class _Numpy:
     colmax = lambda self, x: x.max(axis=0)
     # x reduced over runs: from each start to the next (numpy's way), or by each element's run number (torch's)
     segments = lambda self, x, starts, index, how: (np.maximum if how == "max" else np.add).reduceat(x, starts)
-    largest = lambda self, x: float(np.abs(x).max()) if x.size else 0.0
-    finite = lambda self, x: bool(np.isfinite(x).all())
+    # the largest magnitude, NaN or inf when x holds one: from x's maximum and minimum (np.abs(x) would copy x)
+    largest = lambda self, x: float(np.abs(np.array([x.max(), x.min()], dtype=float)).max()) if x.size else 0.0
 
 
 class _Torch(_Numpy):
-    """torch's spelling of the same, on the tensors' device."""
+    """torch's spelling of the same, on the tensors' device (torch shares the cores itself)."""
+
+    parallel = False
 
     def __init__(self, torch, dtype, device):
         self.xp, self.dtype, self.device = torch, dtype, device
@@ -92,13 +96,10 @@ class _Torch(_Numpy):
     floor_ = lambda self, x, lo: x.clamp_(min=lo)
     rowdot_ = lambda self, x, y: x.mul_(y).sum(dim=-1)
     colmax = lambda self, x: x.amax(dim=0)
-    largest = lambda self, x: float(x.abs().max()) if x.numel() else 0.0
-    finite = lambda self, x: bool(self.xp.isfinite(x).all())
+    largest = lambda self, x: float(self.xp.stack([x.max(), x.min()]).double().abs().max()) if x.numel() else 0.0
 
-    def rowmax(self, x):
-        if x.shape[-1] == 0:  # (torch has no maximum of nothing)
-            return self.xp.full((*x.shape[:-1], 1), -np.inf, dtype=self.dtype, device=self.device)
-        return x.amax(dim=-1, keepdim=True)
+    # (torch has no maximum of nothing)
+    rowmax = lambda self, x: x.amax(dim=-1, keepdim=True) if x.shape[-1] else x.new_full((*x.shape[:-1], 1), -np.inf)
 
     def segments(self, x, starts, index, how: str):
         out = self.xp.zeros(len(starts), dtype=x.dtype, device=x.device)  # weights are ≥ 0: 0 is max's identity
@@ -168,58 +169,49 @@ class Heads:
             raise ValueError(f"q and k must have the same width, got {self.d} and {self.k.shape[2]}")
         if self.v.shape[1] != self.m:
             raise ValueError(
-                f"k and v must have the same number of tokens (one key and one value per token read), got {self.m} "
-                f"and {self.v.shape[1]}"
+                f"k and v must have one key and one value per token read, got {self.m} keys, {self.v.shape[1]} values"
             )
         if self.v.shape[0] != self.kv_heads:
             raise ValueError(f"k and v must have the same number of heads, got {self.kv_heads} and {self.v.shape[0]}")
         if self.heads % self.kv_heads:
             raise ValueError(
-                f"{self.kv_heads} key-value heads cannot be shared by {self.heads} query heads: the query heads must "
-                "be a whole multiple of the key-value heads (each group of heads reads one)"
+                f"{self.kv_heads} key-value heads cannot be shared by {self.heads} query heads: give a multiple of them"
             )
         if not (math.isfinite(temperature) and temperature > 0):
             raise ValueError(f"temperature must be finite and > 0, got {temperature}")
         if scale is not None and not math.isfinite(scale):
             raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
         if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
+            raise ValueError(f"softcap must be a finite number > 0 (c in c · tanh(s / c)), or None, got {softcap}")
+        if window is not None and not (causal and isinstance(window, (int, np.integer)) and window >= 1):
             raise ValueError(
-                f"softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), got {softcap}"
-            )
-        if window is not None and not causal:
-            raise ValueError("window is a causal sliding window (row i reads j in (i − window, i]): pass causal=True")
-        if window is not None and not (isinstance(window, (int, np.integer)) and window >= 1):
-            raise ValueError(
-                f"window must be a whole number ≥ 1 (the tokens a row reads, itself included), got {window}"
+                f"window must be a whole number ≥ 1, with causal=True (row i reads j in (i − window, i]); got "
+                f"window={window}, causal={causal}"
             )
         if bias is not None and not callable(bias):
             raise ValueError(
-                "bias must be a function (head, rows, cols) -> its block of the bias (len(rows) × len(cols)): a whole "
-                f"n × m bias is what this module never holds; got {type(bias).__name__}"
+                f"bias must be a function (head, rows, cols) -> that block of it, not n × m; got {type(bias).__name__}"
             )
         if block is not None and not (isinstance(block, (int, np.integer)) and block >= 1):
             raise ValueError(f"block must be a whole number of rows ≥ 1, or None for the budget's, got {block}")
-        for name, a in zip("qkv", (self.q, self.k, self.v)):
-            if not self.be.finite(a):
+        size = {name: self.be.largest(a) for name, a in zip("qkv", (self.q, self.k, self.v))}
+        for name in "qkv":
+            if not math.isfinite(size[name]):
                 raise ValueError(f"{name} holds NaN or infinite values; attention of them is not a number")
         self.scale = 1.0 / math.sqrt(self.d) if scale is None else float(scale)
-        bound = self.d * self.be.largest(self.q) * self.be.largest(self.k) * max(1.0, abs(self.scale))
+        bound = self.d * size["q"] * size["k"] * max(1.0, abs(self.scale))
         if bound > (1e300 if self.be.itemsize == 8 else float(np.finfo(np.float32).max) / 16):  # formulas' limit
-            raise ValueError(
-                f"q and k are so large that their scores (up to about {bound:.1e}) would overflow {self.be.dtype}; "
-                "divide q or k by a constant"
-            )
+            raise ValueError(f"q and k are so large that scores (~{bound:.1e}) overflow: divide q or k by a constant")
         self.temperature, self.causal, self.sink, self.cross = float(temperature), bool(causal), bool(sink), bool(cross)
         self.softcap = None if softcap is None else float(softcap)
         self.window, self.bias, self.group = window, bias, self.heads // self.kv_heads
         self.budget, self.out_dtype = int(budget), (np.float64 if self.be.itemsize == 8 else np.float32)
-        fits = self.budget // (2 * self.m * self.be.itemsize)  # rows whose scores and exponentials fit the budget
+        self.parts = threads.count() if self.be.parallel else 1  # bands computed at once
+        fits = self.budget // (2 * self.parts * self.m * self.be.itemsize)  # rows whose bands fit the budget
         self.block = int(block) if block else max(1, min(FASTEST, self.n, fits))
         # each row's largest open score (-inf: it reads nothing; NaN: not yet computed) and its Σ exp((s − top) / T)
         self._top = np.full((self.heads, self.n), np.nan)
         self._total = np.ones((self.heads, self.n))
-
-    # --- the cells ---------------------------------------------------------------------------------
 
     def _span(self, lo: int, hi: int) -> tuple[int, int]:
         """The columns c0..c1 rows lo..hi − 1 may read (closed cells inside are closed one by one)."""
@@ -235,7 +227,10 @@ class Heads:
         fold = self.softcap is None and be.itemsize == 4  # float32: scale q's rows, not every score (a pass fewer)
         if fold:
             q *= self.scale
-        s = be.xp.matmul(q, be.asarray(self.k[g, c0:c1]).T, out=out)
+        (G, B, _), W = q.shape, c1 - c0  # one product per group (its key block read once): heads' rows stacked
+        flat = None if out is None else out.reshape(G * B, W)
+        s = be.xp.matmul(q.reshape(G * B, -1), be.asarray(self.k[g, c0:c1]).T, out=flat)
+        s = s.reshape(G, B, W)
         if not fold:
             s *= self.scale
         if self.softcap is not None:
@@ -251,7 +246,7 @@ class Heads:
                         f"bias gave an array of shape {tuple(b.shape)} for a block of {len(rows)} × {c1 - c0} "
                         "(rows × columns): it must return the block of the rows and columns it is given"
                     )
-                if not be.finite(b):
+                if not math.isfinite(be.largest(b)):
                     raise ValueError("bias must be finite (a value at or below formulas.CLOSED closes a cell)")
                 s[i] += b
         return s
@@ -289,18 +284,32 @@ class Heads:
         top[empty] = -self.be.inf
         return top, total
 
-    def _keep(self, heads: list, rows, top, total) -> None:
-        """Remember the rows' top and total (heads × rows × 1)."""
+    def _keep(self, heads: list, rows, top, total) -> None:  # the rows' top and total (heads × rows × 1) kept
         rows = self.be.numpy(rows)
         for i, h in enumerate(heads):
             self._top[h, rows], self._total[h, rows] = self.be.numpy(top[i, :, 0]), self.be.numpy(total[i, :, 0])
 
-    def _bands(self, h: int, entropy: bool = False, progress=None):
-        """Each band of head h's rows, once: (r0, r1, c0, c1, weights, (s − top) / T, total), its
-        weights, scaled scores and totals (1 × rows × columns) in two buffers made once."""
+    def _each_band(self, h: int, fn, entropy: bool = False, progress=None) -> None:
+        """fn(part, band) for each band of head h's rows (see _bands), the bands shared among ``parts``
+        threads, each taking every parts-th band; ``progress(fraction)`` after each, in order."""
+        lock, done, parts = threading.Lock(), [0], min(self.parts, -(-self.n // self.block))
+
+        def run(part):
+            for band in self._bands(h, entropy, part, parts):
+                fn(part, band)
+                if progress is not None:
+                    with lock:
+                        done[0] += band[1] - band[0]
+                        progress(done[0] / self.n)
+
+        threads.each(run, range(parts))
+
+    def _bands(self, h: int, entropy: bool = False, part: int = 0, parts: int = 1):
+        """Each parts-th band of head h's rows from the part-th: (r0, r1, c0, c1, weights, (s − top) / T,
+        total), its weights, scaled scores and totals (rows × columns) in two buffers made once."""
         be, step = self.be, self.block
         room = [be.empty(step * self.m) for _ in range(2)]
-        for r0 in range(0, self.n, step):
+        for r0 in range(part * step, self.n, parts * step):
             r1 = min(self.n, r0 + step)
             c0, c1 = self._span(r0, r1)
             rows = be.arange(r0, r1)
@@ -310,10 +319,6 @@ class Heads:
             top, total = self._softmax(s, e, entropy)
             self._keep([h], rows, top, total)
             yield r0, r1, c0, c1, e[0], s[0], total[0, :, 0]
-            if progress is not None:
-                progress(r1 / self.n)
-
-    # --- what is asked -----------------------------------------------------------------------------
 
     def _positions(self, positions, count: int, what: str, among: str) -> np.ndarray:
         at = np.atleast_1d(np.asarray(positions))
@@ -332,8 +337,7 @@ class Heads:
         reads nothing): top / T + log(total), computed once per head."""
         h = self._head(head)
         if np.isnan(self._top[h]).any():
-            for _ in self._bands(h):  # (each band keeps its rows' top and total)
-                pass
+            self._each_band(h, lambda part, band: None)  # (each band keeps its rows' top and total)
         top, total = self._top[h], self._total[h]
         with np.errstate(over="ignore", divide="ignore"):
             return np.where(np.isfinite(top), top / self.temperature + np.log(total), -np.inf)
@@ -377,37 +381,28 @@ class Heads:
                 f"a tile of {r1 - r0} × {c1 - c0} cells exceeds the budget ({self.budget} bytes): ask a smaller one, "
                 "or pooled() for the whole map"
             )
-        if self.temperature < TINY or np.isnan(self._top[h, r0:r1]).any():
-            return self._whole_rows(h, r0, r1, c0, c1)
-        top, total = self._top[h, r0:r1], self._total[h, r0:r1]
-        rows = self.be.arange(r0, r1)
-        s = self._scores([h], rows, c0, c1, out=None)
-        scores = self.be.numpy(s)[0].copy()
-        self._close(s, rows, r0, r1, c0, c1)
-        s -= self.be.asarray(np.where(np.isfinite(top), top, 0.0)[None, :, None])
-        if self.temperature != 1:
-            s /= self.temperature
-        self.be.xp.exp(s, out=s)
-        s /= self.be.asarray(total[None, :, None])
-        return Cells(self.be.numpy(s)[0], scores)
-
-    def _whole_rows(self, h: int, r0: int, r1: int, c0: int, c1: int) -> Cells:
-        """A tile cut from its rows computed whole (a budget's worth at a time): its cells and their rows'
-        top and total from one product, so that even at a tiny T no rounding apart can move a weight."""
-        be = self.be
+        # the rows' top and total known: only the tile's own cells; else (or at a tiny T, where a rounding apart
+        # between two products is a weight apart) its rows computed whole, a budget's worth at a time
+        be, known = self.be, self.temperature >= TINY and not np.isnan(self._top[h, r0:r1]).any()
         weights = np.empty((r1 - r0, c1 - c0), dtype=self.out_dtype)
         scores = np.empty_like(weights)
-        step = max(1, self.budget // (2 * self.m * be.itemsize))
+        step = r1 - r0 if known else max(1, self.budget // (2 * self.m * be.itemsize))
         for lo in range(r0, r1, step):
             hi = min(r1, lo + step)
-            s0, s1 = self._span(lo, hi)
-            a, b = min(c0, s0), max(c1, s1)
+            a, b = (c0, c1) if known else (min(c0, self._span(lo, hi)[0]), max(c1, self._span(lo, hi)[1]))
             rows = be.arange(lo, hi)
             s = self._scores([h], rows, a, b, out=None)
             scores[lo - r0 : hi - r0] = be.numpy(s[0, :, c0 - a : c1 - a])
             self._close(s, rows, lo, hi, a, b)
-            e = be.xp.empty_like(s)
-            self._keep([h], rows, *self._softmax(s, e))
+            if known:
+                e, top = s, self._top[h, lo:hi]
+                s -= be.asarray(np.where(np.isfinite(top), top, 0.0)[None, :, None])
+                s /= self.temperature
+                be.xp.exp(s, out=s)
+                s /= be.asarray(self._total[h, lo:hi][None, :, None])
+            else:
+                e = be.xp.empty_like(s)
+                self._keep([h], rows, *self._softmax(s, e))
             weights[lo - r0 : hi - r0] = be.numpy(e[0, :, c0 - a : c1 - a])
         return Cells(weights, scores)
 
@@ -415,7 +410,8 @@ class Heads:
         """Head ``head``'s weights pooled onto rows_px × cols_px pixels (each clamped to the rows and
         columns there are), both the largest weight in each pixel and the mean, and its summaries, in one
         pass over its bands. Pixel p holds the rows i with ⌊i·P/n⌋ = p (rows ⌈p·n/P⌉ to ⌈(p+1)·n/P⌉ − 1),
-        columns likewise: overview.thumbnail's blocks. ``progress(fraction)`` is called after each band."""
+        columns likewise: overview.thumbnail's blocks. ``progress(fraction)`` is called after each band
+        (from the threads computing them)."""
         h = self._head(head)
         pooling = rows_px is not None or cols_px is not None
         if pooling:
@@ -423,11 +419,13 @@ class Heads:
                 raise ValueError(f"pixels must be whole numbers ≥ 1, got {rows_px} × {cols_px}")
             P, Q = min(int(rows_px), self.n), min(int(cols_px), self.m)
             redges, cedges = -(-np.arange(P + 1) * self.n // P), -(-np.arange(Q + 1) * self.m // Q)
-            largest, sums = np.zeros((P, Q)), np.zeros((P, Q))
+            largest, sums = np.zeros((self.parts, P, Q)), np.zeros((self.parts, P, Q))  # each thread's own
             columns = self.be.ints(np.arange(self.m) * Q // self.m)  # each column's pixel
         be, n = self.be, self.n
-        first, diagonal, previous, effective = (np.zeros(n) for _ in range(4))
-        for r0, r1, c0, c1, w, s, row_total in self._bands(h, entropy=True, progress=progress):
+        first, diagonal, previous, effective = (np.zeros(n) for _ in range(4))  # (threads write their own rows)
+
+        def one(part, band):
+            r0, r1, c0, c1, w, s, row_total = band
             if c1 > c0 and c0 == 0:
                 first[r0:r1] = be.numpy(w[:, 0])
             i = np.arange(max(r0, c0), min(r1, c1))
@@ -436,18 +434,20 @@ class Heads:
             previous[i] = be.numpy(w[be.ints(i - r0), be.ints(i - 1 - c0)])
             effective[r0:r1] = be.numpy(be.xp.exp(be.xp.log(row_total) - be.rowdot_(s, w)))  # log Z − Σ w·s
             if not pooling or c1 <= c0:
-                continue
+                return
             q0, q1 = c0 * Q // self.m, (c1 - 1) * Q // self.m + 1
             starts, index = np.maximum(cedges[q0:q1], c0) - c0, columns[c0:c1] - q0
             for p in range(r0 * P // n, (r1 - 1) * P // n + 1):
                 band = w[max(redges[p], r0) - r0 : min(redges[p + 1], r1) - r0]
-                pixels = largest[p, q0:q1]
+                pixels = largest[part, p, q0:q1]
                 np.maximum(pixels, be.numpy(be.segments(be.colmax(band), starts, index, "max")), out=pixels)
-                sums[p, q0:q1] += be.numpy(be.segments(band.sum(axis=0), starts, index, "sum"))
+                sums[part, p, q0:q1] += be.numpy(be.segments(band.sum(axis=0), starts, index, "sum"))
+
+        self._each_band(h, one, entropy=True, progress=progress)
         summaries = self._summaries(first, diagonal, previous, effective)
         if not pooling:
             return Scan(None, None, summaries)
-        return Scan(largest, sums / np.outer(np.diff(redges), np.diff(cedges)), summaries)  # the mean: sum / cells
+        return Scan(largest.max(axis=0), sums.sum(axis=0) / np.outer(np.diff(redges), np.diff(cedges)), summaries)
 
     def pooled(self, head: int, rows_px: int, cols_px: int, how: str = "max", progress=None) -> np.ndarray:
         """Head ``head``'s whole weight map pooled onto pixels (see scan): ``how`` "max" or "mean"."""
@@ -478,7 +478,6 @@ class Heads:
         lo, hi = np.maximum(lo, 1 if self.sink else 0), np.minimum(i + 1, m) if self.causal else np.full(n, m)
         has_self = np.zeros(n, dtype=bool) if self.cross else may(i) & (i < min(n, m))
         has_previous = np.zeros(n, dtype=bool) if self.cross else may(i - 1) & (i >= 1)
-
         mean = lambda values, rows: float((values * rows).sum() / rows.sum()) if rows.any() else float("nan")
         return {
             "first": mean(first, may(np.zeros(n, dtype=np.int64))),
@@ -492,6 +491,10 @@ class Heads:
         h = self._head(head)
         out = np.zeros((self.n, self.dv), dtype=self.out_dtype)
         v = self.v[h // self.group]
-        for r0, r1, c0, c1, w, _, _ in self._bands(h, progress=progress):
+
+        def one(part, band):
+            r0, r1, c0, c1, w, _, _ = band
             out[r0:r1] = self.be.numpy(w @ self.be.asarray(v[c0:c1]))
+
+        self._each_band(h, one, progress=progress)
         return out
