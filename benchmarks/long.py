@@ -218,7 +218,10 @@ def markdown(report: dict) -> str:
         "",
         "The tile's cold time includes computing its 256 rows whole (their maxima and sums, then kept); warm,",
         "after the head's pooled map, it computes only its own cells. A focused row and a tile are each",
-        "computed from q and k alone; the pooled map and the overview read every row once.",
+        "computed from q and k alone; the pooled map and the overview read every row once. The baseline is the",
+        "layer's attention alone (SDPA, every core), a stricter one than issue 47's (a whole model's forward",
+        "pass, its projections and MLPs included). numpy's bands are shared among the cores (BLAS in one",
+        "thread under each); torch shares its own. Timings on a shared machine: see the load averages.",
         "",
     ]
     return "\n".join(lines)
