@@ -193,9 +193,10 @@ export type ArrayName = {
 }[keyof State];
 
 /** Each array as the store decodes it: a mask's as bytes; null where the state may have none. */
-export type Decoded<K extends ArrayName> = Exclude<State[K], undefined> extends MaskValue | null
-  ? Matrix<Uint8Array> | (null extends State[K] ? null : never)
-  : Matrix | (null extends State[K] ? null : never);
+export type Decoded<K extends ArrayName> =
+  Exclude<State[K], undefined> extends MaskValue | null
+    ? Matrix<Uint8Array> | (null extends State[K] ? null : never)
+    : Matrix | (null extends State[K] ? null : never);
 
 /** How many rows the last computation of the scores, weights and output computed (derived.js createGrowing). */
 export interface Work {
