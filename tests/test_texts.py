@@ -373,6 +373,7 @@ def test_an_exported_page_holds_each_measure_at_every_layer_and_head_it_follows(
     held = w.page_state()["state"]["measure_data"]
     assert {n: e["every"] for n, e in held.items()} == {
         "norms": ["head"],
+        "mean": [],  # (not the measure shown: at the layer exported alone)
         "rollout": ["layer"],
         "flow": ["layer"],
         "difference": ["layer", "head"],

@@ -258,7 +258,10 @@ VIEWS_FOR_PAGE = {
         "held_in": v.held_in,
         "asked_when": v.asked_when,
         **(
-            {n: getattr(v, n) for n in ("follows", "label", "about", "title", "reads", "across_layers")}
+            {
+                "follows": list(v.follows),
+                **{n: getattr(v, n) for n in ("label", "about", "title", "reads", "across_layers")},
+            }
             if v.held_in == "measure_data"
             else {}
         ),
