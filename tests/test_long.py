@@ -130,3 +130,40 @@ def test_layers_given_as_arrays_and_a_whole_overview():
     with pytest.raises(ValueError, match="one row per token \\(49\\)"):
         LongAttention([f"t{i}" for i in range(n - 1)], layers)
     np.testing.assert_allclose(long.rows(3, [-1]).weights, long.rows(3, [n - 1]).weights)
+
+
+MEMORY = """
+import resource, sys, torch, transformers
+from attnwidget.long import LongAttention
+from attnwidget.integrations.long import capture_long
+n = int(sys.argv[1])
+torch.manual_seed(0)
+config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=n)
+model = transformers.AutoModel.from_config(config, attn_implementation="sdpa").eval()
+ids = torch.randint(1, 60, (1, n), generator=torch.Generator().manual_seed(0))
+with torch.no_grad():
+    model(input_ids=ids)  # the model's own peak first
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+long = LongAttention([str(i) for i in range(n)], capture_long(model, input_ids=ids))
+long.map(1, 1, size=256)
+long.summaries(0)
+row = long.rows(1, [n - 1]).weights
+assert abs(float(row.sum()) - 2) < 1e-4, row.sum()
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_a_text_whose_n_by_n_weights_would_not_fit_the_limit_is_read_within_it():
+    """16,384 tokens: one n × n float32 matrix is 1 GiB. The read, a pooled map, the summaries and a
+    row (in a process of their own, so its peak is theirs) stay within 300 MB beyond the model's own
+    forward pass, the q, k and v kept (a few MB here) included."""
+    import subprocess
+    import sys
+
+    n = 16384
+    done = subprocess.run([sys.executable, "-c", MEMORY, str(n)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    beyond = int(done.stdout.split()[-1])
+    limit = 300 * 2**20
+    assert n * n * 4 > 3 * limit and beyond < limit, f"{beyond / 2**20:.0f} MB beyond the forward pass"
