@@ -330,7 +330,7 @@ class Heads:
         return at.astype(np.int64)
 
     def _head(self, head) -> int:
-        return int(self._positions(head, self.heads, "head", "heads")[0])
+        return int(self._positions(head if np.ndim(head) == 0 else [head], self.heads, "head", "heads")[0])
 
     def lse(self, head: int) -> np.ndarray:
         """Each row's log Σ_j exp(score_ij / T) over the cells it reads (n floats; -inf for a row that

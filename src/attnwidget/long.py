@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from .blockwise import Cells, Heads
@@ -17,11 +19,16 @@ from .integrations.long import LongLayer, capture_long
 
 __all__ = ["LongAttention", "LongLayer"]
 
+MAX_CELLS = 2**25  # rows() at once: 256 MB of weights and scores in float32
+MAX_PIXELS = 4096  # a map's side: a map is held whole (float64, its largest and its mean)
+
 
 class LongAttention:
     """Every layer of a model's attention over one long text. ``layers``: the model's own layer
     numbers -> LongLayer (a hybrid model's attention layers keep their numbers). ``temperature``
     divides every score, as the widget's does; set it and each layer is computed again when asked."""
+
+    _temperature: float
 
     def __init__(self, tokens, layers: dict[int, LongLayer], *, temperature: float = 1.0, name: str = ""):
         if not layers:
@@ -34,6 +41,8 @@ class LongAttention:
             raise ValueError(f"each layer's q must have one row per token ({len(self.tokens)}); got {sorted(n)}")
         self._heads: dict[int, Heads] = {}
         self.temperature = temperature
+        for x in self.layers:  # each layer's options checked now, not at its first question
+            self.heads(x)
 
     @property
     def temperature(self) -> float:
@@ -41,7 +50,7 @@ class LongAttention:
 
     @temperature.setter
     def temperature(self, t: float) -> None:
-        if not (np.isfinite(t) and t > 0):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not (np.isfinite(t) and t > 0):
             raise ValueError(f"temperature must be finite and > 0, got {t}")
         self._temperature, self._heads = float(t), {}  # (each layer's rows' sums are for one temperature)
 
@@ -72,10 +81,19 @@ class LongAttention:
         return self._heads[layer]
 
     def rows(self, layer: int, positions, heads=None) -> Cells:
-        """The weights and scores of the rows at ``positions`` (negative counts from the end) of each of
-        ``heads`` (default: all), heads × len(positions) × n each, exact."""
-        at = np.asarray(positions, dtype=np.int64).reshape(-1)
-        return self.heads(layer).rows(np.where(at < 0, at + len(self), at), heads)
+        """The weights and scores of the rows at ``positions`` (whole numbers; negative ones count from
+        the end) of each of ``heads`` (default: all), heads × len(positions) × n each, exact. Up to
+        MAX_CELLS cells at once: for more, ``tile`` a region or ``map`` the whole head."""
+        at, n = np.asarray(positions).reshape(-1), len(self)
+        if at.size and not (np.issubdtype(at.dtype, np.integer) and (at >= -n).all() and (at < n).all()):
+            raise ValueError(f"positions must be whole numbers from {-n} to {n - 1}, got {positions!r}")
+        count = self.heads(layer).heads if heads is None else np.atleast_1d(heads).size
+        if count * at.size * n > MAX_CELLS:
+            raise ValueError(
+                f"{count} heads × {at.size} rows × {n} tokens is {count * at.size * n:,} cells, more than rows() "
+                f"gives at once ({MAX_CELLS:,}): ask fewer rows, tile() a region, or map() the whole head"
+            )
+        return self.heads(layer).rows(np.where(at < 0, at + n, at).astype(np.int64), heads)
 
     def tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Cells:
         """The weights and scores of rows[0]..rows[1] − 1 × cols[0]..cols[1] − 1 of one head, exact."""
@@ -86,7 +104,9 @@ class LongAttention:
     ) -> np.ndarray:
         """One head's whole weight map pooled onto size × size pixels (or (rows, cols)): each pixel's
         largest weight ("max", where a sharp head's single cells stay visible) or its mean ("mean")."""
-        rows, cols = size if isinstance(size, tuple) else (size, size)
+        rows, cols = tuple(size) if isinstance(size, (tuple, list)) else (size, size)
+        if not all(isinstance(x, numbers.Integral) and 1 <= x <= MAX_PIXELS for x in (rows, cols)):
+            raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS}, or two, got {size!r}")
         return self.heads(layer).pooled(head, rows, cols, how, progress)
 
     def summaries(self, layer: int, heads=None) -> dict[str, np.ndarray]:
@@ -125,7 +145,8 @@ class LongAttention:
     def from_transformers(cls, model, tokenizer, text: str, *, temperature: float = 1.0, progress=None):
         """Read ``model`` (a transformers model on its attention interface) on ``text`` with its own
         attention kernel, keeping each layer's q, k and v as it made them; every layer is held to the
-        model's own result on a sample of its rows (integrations/long.py), or refused."""
+        model's own result on a sample of its rows (integrations/long.py), or refused. ``progress(count)``
+        is told how many layers are read so far."""
         import torch
 
         from .integrations.common import _evaluating, _tokens_of

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -60,9 +60,26 @@ def open_rows(rows, m: int, causal: bool, window: int | None):
     return ok
 
 
+def shape_of(open_: np.ndarray, rows: np.ndarray) -> tuple[bool, int | None] | None:
+    """(causal, window) of a mask's ``rows`` (booleans, True where a row reads), where they are the causal
+    rule and a sliding window exactly; None where they are not (padding, a two-sided window, ...)."""
+    m = open_.shape[1]
+    causal = not (open_ & (np.arange(m)[None, :] > rows[:, None])).any()
+    first = np.where(open_.any(1), open_.argmax(1), m)  # each row's first column read
+    spans = (rows - first + 1)[first > 0]  # the rows that do not read column 0: their windows
+    window = int(spans[0]) if causal and len(spans) and (spans == spans[0]).all() else None
+    if not (causal or open_.all()) or (causal and len(spans) and window is None):
+        return None
+    return (causal, window) if np.array_equal(open_, open_rows(rows, m, causal, window)) else None
+
+
 def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[int, LongLayer]:
     """Run ``model(**inputs)`` (batch 1) with its own attention: {each call's layer number (the model's
-    own): what it read}, in order; ``on_call(count)`` is told of each."""
+    own): what it read}, in order; ``on_call(count)`` is told of each call read (a count of layers).
+
+    What each row reads is read from the mask the model passes (on the sampled rows), or, with none,
+    from what the kernel does without one: SDPA's causal flag (no window: SDPA has none), a
+    FlashAttention kernel's causal flag and ``sliding_window``."""
     import torch
     from transformers import AttentionInterface
 
@@ -72,7 +89,16 @@ def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[
     names = {id(m): name for name, m in model.named_modules()}
     mapping = AttentionInterface._global_mapping
     had = mapping.get(impl)
+    if (had is None and impl != "eager") or impl.startswith("flex"):
+        raise NotImplementedError(
+            f"{family} runs attention with {impl!r}, which a long text's reading does not follow: load it with "
+            'attn_implementation="sdpa" (or "eager" for a short text)'
+        )
     calls: dict[int, LongLayer] = {}
+    seen: set[int] = set()
+
+    def refuse(what: str) -> NoReturn:
+        raise NotImplementedError(f"{family} {what}, which a long text's reading does not hold")
 
     def recording(module, query, key, value, attention_mask, *args, **kwargs):
         own = had if had is not None else sys.modules[type(module).__module__].eager_attention_forward
@@ -81,40 +107,35 @@ def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[
             raise ValueError(f"one text at a time: the batch has {query.shape[0]}")
         for what, names_ in (("learnt attention sinks", ("s_aux", "sinks")), ("a position bias", ("position_bias",))):
             if any(kwargs.get(n) is not None for n in names_):
-                raise NotImplementedError(
-                    f"{family} adds {what} to its scores, which a long text's reading does not hold: read a shorter "
-                    "text with AttentionWidget.from_transformers"
-                )
+                refuse(f"adds {what} to its scores")
         n, m = query.shape[2], key.shape[2]
+        if n != m:
+            refuse(f"reads another text's keys ({type(module).__name__}: cross-attention, {n} queries, {m} keys)")
+        if id(module) in seen:
+            refuse(f"computes attention twice in {names.get(id(module)) or type(module).__name__} (one layer)")
+        seen.add(id(module))
         scaling = kwargs.get("scaling", args[1] if len(args) > 1 else None)
         scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-        window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None) or None
-        if attention_mask is None:  # the kernel's own causal rule, as transformers' sdpa decides it
+        rows = sampled_rows(n, samples)
+        if attention_mask is not None:  # its shape, read from the mask itself
+            mask = attention_mask[0, 0][torch.as_tensor(rows, device=attention_mask.device), :m]
+            given = mask > torch.finfo(mask.dtype).min / 2 if mask.dtype.is_floating_point else mask.bool()
+            found = shape_of(given.cpu().numpy(), rows)
+            if found is None or (mask.dtype.is_floating_point and bool((torch.where(given, mask, 0) != 0).any())):
+                refuse(
+                    f"passes a mask at layer {len(calls)} that is not the causal rule and a sliding window alone "
+                    "(padding, a two-sided window or a bias in it): read one text with no padding, or a shorter "
+                    "text with AttentionWidget.from_transformers"
+                )
+            causal, window = found
+        else:  # the kernel's own rule, as transformers decides it (sdpa_attention_forward, the flash kernels)
             flag = kwargs.get("is_causal")
             causal = impl != "eager" and n > 1 and bool(getattr(module, "is_causal", True) if flag is None else flag)
-        else:
-            causal = bool(getattr(module, "is_causal", True))
-        rows = sampled_rows(n, samples)
-        expected = open_rows(rows, m, causal, window)
-        if attention_mask is not None:
-            mask = attention_mask[0, 0][torch.as_tensor(rows, device=attention_mask.device), :m]
-            given = (mask > torch.finfo(mask.dtype).min / 2 if mask.dtype.is_floating_point else mask.bool()).cpu()
-            if not np.array_equal(given.numpy(), expected) or (
-                mask.dtype.is_floating_point and bool((torch.where(given.to(mask.device), mask, 0) != 0).any())
-            ):
-                shape = "the causal rule and sliding window" if window else "the causal rule"
-                raise NotImplementedError(
-                    f"{family}'s mask at layer {len(calls)} is not {shape} "
-                    "alone (padding, or a bias in it), which is all a long text's reading holds: read one text with no "
-                    "padding, or a shorter text with AttentionWidget.from_transformers"
-                )
+            window = None if impl in ("eager", "sdpa") else kwargs.get("sliding_window")
         layer = getattr(module, "layer_idx", None)
         layer = len(calls) if layer is None else int(layer)
         if layer in calls:
-            raise NotImplementedError(
-                f"{family} computes attention twice in layer {layer}: a form of attention a long text's reading "
-                "does not hold (differential attention?)"
-            )
+            refuse(f"makes two attention calls numbered layer {layer} (an encoder's and a decoder's?)")
         call = LongLayer(
             query[0].detach().contiguous(),
             key[0].detach().contiguous(),
@@ -125,7 +146,7 @@ def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[
             kwargs.get("softcap") or None,
             names.get(id(module), ""),
         )
-        _held_to_the_model(layer, call, result, rows, expected, query.dtype, family)
+        _held_to_the_model(layer, call, result, rows, open_rows(rows, m, causal, call.window), query.dtype, family)
         calls[layer] = call
         if on_call is not None:
             on_call(len(calls))
@@ -149,13 +170,14 @@ def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[
 
 
 def _held_to_the_model(layer: int, call: LongLayer, result, rows, expected, dtype, family: str) -> None:
-    """The sampled rows' weights (their output, where the kernel returns no weights) against the model's own."""
+    """The sampled rows' weights (their output, where the kernel returns no weights) against the model's own,
+    a group of heads at a time: each reads its key-value head as a view, never copied out to every head."""
     import torch
 
     output, weights = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
     at = torch.as_tensor(rows, device=call.q.device)
-    groups = call.q.shape[0] // call.k.shape[0]
-    k, v = (t.repeat_interleave(groups, dim=0) for t in (call.k, call.v))  # (one layer's, for the check alone)
+    heads, (kv, m, _) = call.q.shape[0], call.k.shape
+    group = heads // kv
     sampled = Caught(
         layer,
         np.empty(0),
@@ -166,11 +188,14 @@ def _held_to_the_model(layer: int, call: LongLayer, result, rows, expected, dtyp
         call.softcap,
         name=call.name,
     )
-    check(
-        sampled,
-        output[:, at],
-        None if weights is None else weights[:, :, at],
-        dtype,
-        family,
-        (call.q[:, at], k, v),
-    )
+    for g in range(kv):
+        hs = slice(g * group, (g + 1) * group)
+        k, v = (t[g : g + 1].expand(group, m, t.shape[-1]) for t in (call.k, call.v))
+        check(
+            sampled,
+            output[:, at][:, :, hs],
+            None if weights is None else weights[:, hs][:, :, at],
+            dtype,
+            family,
+            (call.q[hs][:, at], k, v),
+        )
