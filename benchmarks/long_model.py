@@ -127,8 +127,8 @@ def table(results: dict, load: tuple) -> str:
         f"{os.cpu_count()} CPUs. Medians of the samples; load average {load[0]:.2f} before, {load[1]:.2f} after.",
         "",
         "| tokens | forward s | read s | read / forward | row ms | tile ms | map (512²) s | overview s "
-        "| overview / forward | memory beyond forward MB | q, k, v kept MB | within kept + 256 MB |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: |",
+        "| overview / forward | memory beyond forward MB | q, k, v kept MB | within kept + 256 MB | commit |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | :---: | --- |",
     ]
     for n, r in results.items():
         f, d = r["forward"], r["read"]
@@ -138,7 +138,7 @@ def table(results: dict, load: tuple) -> str:
             f"| {int(n):,} | {fw:.1f} | {rd:.1f} | ×{rd / fw:.2f} | {1000 * median(d['row']):.1f} | "
             f"{1000 * median(d['tile']):.1f} | {median(d['map']):.2f} | {d['overview'][0]:.1f} | "
             f"×{d['overview'][0] / fw:.2f} | {beyond:.0f} | {d['kept_mb']:.0f} | "
-            f"{'yes' if beyond <= d['kept_mb'] + 256 else 'no'} |"
+            f"{'yes' if beyond <= d['kept_mb'] + 256 else 'no'} | {r.get('commit', '0bab775')} |"
         )
     lines += [
         "",
@@ -163,9 +163,13 @@ def main() -> None:
         return
     lengths, samples = ([2048], 1) if args.quick else (args.lengths, args.samples)
     load0 = os.getloadavg()[0]
-    results = {str(n): run(n, samples) for n in lengths}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    fresh = {str(n): {**run(n, samples), "commit": commit.strip()} for n in lengths}
     load = (load0, os.getloadavg()[0])
     out = ROOT / "benchmarks" / "results"
+    # the lengths not run now keep their last results (each row says at which commit it was measured)
+    before = json.loads((out / "long_model.json").read_text()) if (out / "long_model.json").exists() else {}
+    results = dict(sorted({**before.get("results", {}), **fresh}.items(), key=lambda kv: int(kv[0])))
     (out / "long_model.json").write_text(json.dumps({"load": load, "results": results}, indent=1) + "\n")
     (out / "long_model.md").write_text(table(results, load))
     print(table(results, load))
