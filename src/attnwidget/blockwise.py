@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from . import threads
-from .formulas import CLOSED, SUMMARIES
+from .formulas import CLOSED, SUMMARIES, check_options
 
 __all__ = ["BUDGET", "Cells", "Heads", "Scan"]
 
@@ -177,12 +177,7 @@ class Heads:
             raise ValueError(
                 f"{self.kv_heads} key-value heads cannot be shared by {self.heads} query heads: give a multiple of them"
             )
-        if not (math.isfinite(temperature) and temperature > 0):
-            raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-        if scale is not None and not math.isfinite(scale):
-            raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
-        if softcap is not None and not (math.isfinite(softcap) and softcap > 0):
-            raise ValueError(f"softcap must be a finite number > 0 (c in c · tanh(s / c)), or None, got {softcap}")
+        check_options(temperature, scale, softcap)
         if window is not None and not (causal and isinstance(window, (int, np.integer)) and window >= 1):
             raise ValueError(
                 f"window must be a whole number ≥ 1, with causal=True (row i reads j in (i − window, i]); got "

@@ -315,15 +315,7 @@ def attention(
             f"k and v must have the same number of tokens (one key and one value per token read), got {k.shape[0]} "
             f"and {v.shape[0]}"
         )
-    if not (np.isfinite(temperature) and temperature > 0):
-        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
-    if scale is not None and not np.isfinite(scale):
-        raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
-    if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
-        raise ValueError(
-            "softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), or None for no cap; "
-            f"got {softcap}"
-        )
+    check_options(temperature, scale, softcap)
     if mask is not None:
         mask = _as_mask(mask, q.shape[0], k.shape[0])
     if bias is not None:
@@ -342,6 +334,20 @@ def attention(
     return Attention(
         q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap
     )
+
+
+def check_options(temperature: float, scale, softcap) -> None:
+    """Refuse a temperature, scale or soft cap the formulas cannot take, saying what they take
+    (attention's, and blockwise.Heads' for long inputs)."""
+    if not (np.isfinite(temperature) and temperature > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {temperature}")
+    if scale is not None and not np.isfinite(scale):
+        raise ValueError(f"scale must be a finite number, or None for 1/sqrt(d_k), got {scale}")
+    if softcap is not None and not (np.isfinite(softcap) and softcap > 0):
+        raise ValueError(
+            "softcap must be a finite number > 0 (scores become softcap · tanh(s / softcap)), or None for no cap; "
+            f"got {softcap}"
+        )
 
 
 def _as_mask(mask, n: int, n_keys: int | None = None) -> np.ndarray:
