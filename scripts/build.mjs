@@ -1,4 +1,5 @@
-// Builds the page's bundle (src/attnwidget/static/widget.js and .css). The painting worker is
+// Builds the page's bundles (src/attnwidget/static/widget.js and .css; long.js and .css, the page
+// for long texts). The painting worker is
 // bundled first and carried inside the widget's script as text, so the widget stays one file:
 // the page starts the worker from it (anywidget loads a single ES module, with no folder to fetch
 // a second script from). `node scripts/build.mjs --dev` keeps rebuilding, with source maps;
@@ -22,10 +23,11 @@ const widget = async () => ({
   define: { "define.amd": "false", PAINT_WORKER_SOURCE: JSON.stringify(await workerSource()) },
 });
 
+const long = { ...common, entryPoints: ["js/long.js"], format: /** @type {const} */ ("esm"), outdir: "src/attnwidget/static" };
+
 if (dev) {
   // the worker's source changes rarely: restart the watch to pick a change of it up
-  const ctx = await esbuild.context(await widget());
-  await ctx.watch();
+  for (const options of [await widget(), long]) await (await esbuild.context(options)).watch();
 } else {
-  await esbuild.build(await widget());
+  await Promise.all([esbuild.build(await widget()), esbuild.build(long)]);
 }

@@ -281,8 +281,9 @@ class Heads:
 
     def _keep(self, heads: list, rows, top, total) -> None:  # the rows' top and total (heads × rows × 1) kept
         rows = self.be.numpy(rows)
-        for i, h in enumerate(heads):
-            self._top[h, rows], self._total[h, rows] = self.be.numpy(top[i, :, 0]), self.be.numpy(total[i, :, 0])
+        for i, h in enumerate(heads):  # total first: a row whose top is known (not NaN) has its total, for a reader
+            self._total[h, rows] = self.be.numpy(total[i, :, 0])  # in another thread (a page's tile during a map)
+            self._top[h, rows] = self.be.numpy(top[i, :, 0])
 
     def _each_band(self, h: int, fn, entropy: bool = False, progress=None) -> None:
         """fn(part, band) for each band of head h's rows (see _bands), the bands shared among ``parts``

@@ -129,6 +129,22 @@ def _page(payload: dict, theme: str, title: str = "Attention") -> str:
     )
 
 
+def long_page(payload: dict, path=None, *, theme: str = "auto", title: str = "Attention") -> str | None:
+    """One self-contained HTML page of a long text's payload (LongWidget.page_state()), as to_html."""
+    _check_theme(theme)
+    page = _PAGE.format(
+        title=html.escape(title),
+        css=(_STATIC / "long.css").read_text(encoding="utf-8"),
+        theme=theme,
+        state=_json_safe({**payload, "theme": theme}),
+        bundle=_script_safe(_boot((_STATIC / "long.js").read_text(encoding="utf-8"))),
+    )
+    if path is None:
+        return page
+    _write_whole(path, page.encode("utf-8"))
+    return None
+
+
 def _write_whole(path, data: bytes) -> None:
     """Write ``data`` to ``path`` complete or not at all: into a new file beside it, moved into
     place (atomically) only once written. On any failure, even an interrupt, nothing new is

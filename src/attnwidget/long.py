@@ -109,6 +109,41 @@ class LongAttention:
             raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS}, or two, got {size!r}")
         return self.heads(layer).pooled(head, rows, cols, how, progress)
 
+    def region(
+        self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int], size=(256, 256), how: str = "max"
+    ) -> np.ndarray:
+        """Rows rows[0]..rows[1] − 1 × columns cols[0]..cols[1] − 1 of one head pooled onto at most
+        ``size`` pixels, as map() pools the whole (a region no larger than its pixels is its exact
+        cells): what a zoomed view shows. Computed a band of rows at a time, exact."""
+        if how not in ("max", "mean"):
+            raise ValueError(f'how must be "max" or "mean", got {how!r}')
+        heads, (r0, r1), (c0, c1) = self.heads(layer), map(int, rows), map(int, cols)
+        if not all(isinstance(x, numbers.Integral) and 1 <= int(x) <= MAX_PIXELS for x in size):
+            raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS} on each side, got {size!r}")
+        for (a, b), count, what in (((r0, r1), heads.n, "rows"), ((c0, c1), heads.m, "columns")):
+            if not 0 <= a < b <= count:
+                raise ValueError(
+                    f"{what} {a} to {b} are not a region of the {count} {what}: ask 0 ≤ start < end ≤ {count}"
+                )
+        P, Q = min(size[0], r1 - r0), min(size[1], c1 - c0)
+        if (P, Q) == (r1 - r0, c1 - c0):
+            return heads.tile(head, r0, r1, c0, c1).weights
+        redges = r0 - (-np.arange(P + 1) * (r1 - r0) // P)  # pixel p: rows redges[p] to redges[p + 1] − 1
+        cstarts = -(-np.arange(Q) * (c1 - c0) // Q)
+        reduce = np.maximum if how == "max" else np.add
+        out = np.zeros((P, Q))
+        band = max(1, heads.budget // (2 * (c1 - c0) * heads.be.itemsize))  # rows whose tile fits the budget
+        for a in range(r0, r1, band):
+            b = min(r1, a + band)
+            w = reduce.reduceat(heads.tile(head, a, b, c0, c1).weights, cstarts, axis=1)
+            pixel = np.searchsorted(redges, np.arange(a, b), side="right") - 1
+            starts = np.flatnonzero(np.r_[True, pixel[1:] != pixel[:-1]])
+            at = pixel[starts]
+            out[at] = reduce(out[at], reduce.reduceat(w, starts, axis=0))
+        if how == "mean":
+            out /= np.outer(np.diff(redges), np.diff(np.r_[cstarts, c1 - c0]))
+        return out
+
     def summaries(self, layer: int, heads=None) -> dict[str, np.ndarray]:
         """The overview's summaries of the layer's heads (formulas.head_summaries), one number a head."""
         return self.heads(layer).summaries(heads)

@@ -1,0 +1,408 @@
+"""LongWidget: the page for a long text (attnwidget.LongAttention), at any length.
+
+What reaches the page is bounded whatever n: the tokens, and what the page asks for as it is used:
+one head's pooled map, the focused row (the head shown's whole, every head's strongest keys), and the
+regions it zooms into (exact cells once they fit its pixels). Nothing of size n × n is made.
+
+The page asks ({"ask": "map" | "row" | "region", "id": its number, ...}) and is answered
+({"kind": the same, "id", ...} with the numbers as float32 buffers, or {"kind": "error", "id",
+"message"}); a map, the slow one, is computed in a thread of its own, telling its progress
+({"kind": "progress", "id", "fraction"}), so rows and regions are answered meanwhile.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import numbers
+import os
+import pathlib
+import threading
+import time
+
+import anywidget
+import numpy as np
+import traitlets
+
+from .long import LongAttention, LongLayer
+
+__all__ = ["LongWidget"]
+
+_STATIC = pathlib.Path(__file__).parent / "static"
+MAX_SIDE = 1024  # pixels on a side of a map or a pooled region the page may ask for (4 MB of float32)
+MAX_EXACT = 512 * 512  # exact cells in one answer (their weights and scores: 2 MB)
+MAX_REGION = 2**26  # cells a region the page asks for may span (about a second): past it, the map serves
+TOP_KEYS = 8  # each head's strongest keys of the focused row, named in the page
+MAPS_KEPT = 8  # pooled maps kept for a switch back (each MAX_SIDE² × 2 floats at most)
+
+
+class LongWidget(anywidget.AnyWidget):
+    """A long text's attention in a notebook, at any length: the head's whole map, pooled onto the
+    page's pixels, zoomed and panned down to single cells computed exactly when asked; a token strip
+    that holds only what is on screen, searchable by text or position; the focused row drawn exactly,
+    its strongest keys named. ``LongWidget(long)`` shows a ``LongAttention``;
+    ``LongWidget(tokens=..., q=..., k=..., v=...)`` one layer of your own arrays (heads × n × d; k and v
+    may have fewer heads, shared in groups), with ``causal``, ``window``, ``scale`` and ``softcap``."""
+
+    _esm, _css = (
+        (_STATIC / "long.js", _STATIC / "long.css")
+        if os.environ.get("ANYWIDGET_HMR")
+        else ((_STATIC / "long.js").read_text(encoding="utf-8"), (_STATIC / "long.css").read_text(encoding="utf-8"))
+    )
+
+    tokens = traitlets.List(traitlets.Unicode(), read_only=True).tag(sync=True)
+    """The text's tokens (read-only)."""
+    layers = traitlets.Dict(read_only=True).tag(sync=True)
+    """Each layer held, by the model's own number: {"heads", "causal", "window"} (read-only)."""
+    name = traitlets.Unicode(read_only=True).tag(sync=True)
+    """The model's name, or ''."""
+    layer = traitlets.Int().tag(sync=True)
+    """The layer shown (the model's own number)."""
+    head = traitlets.Int(0).tag(sync=True)
+    """The head shown."""
+    focus = traitlets.Int(0).tag(sync=True)
+    """The focused row (the query token's position): the one drawn exactly, its strongest keys named."""
+    how = traitlets.Enum(("max", "mean"), "max").tag(sync=True)
+    """How a pixel of the map holds its cells: their largest weight ("max": a sharp head's single cells
+    stay visible) or their mean."""
+    temperature = traitlets.Float(1.0).tag(sync=True)
+    """Divides every score before the softmax, as AttentionWidget's dial does."""
+
+    def __init__(
+        self,
+        long: LongAttention | None = None,
+        *,
+        tokens=None,
+        q=None,
+        k=None,
+        v=None,
+        causal=True,
+        window=None,
+        scale=None,
+        softcap=None,
+        layer=None,
+        head=0,
+        focus=-1,
+        temperature=None,
+        how="max",
+    ):
+        if long is None:
+            if tokens is None or q is None or k is None or v is None:
+                raise TypeError("LongWidget() needs a LongAttention, or tokens=, q=, k= and v= (one layer's arrays)")
+            long = LongAttention(tokens, {0: LongLayer(q, k, v, scale, causal, window, softcap)})
+        elif not isinstance(long, LongAttention):
+            raise TypeError(f"LongWidget(long) takes an attnwidget.LongAttention, got {type(long).__name__}")
+        elif any(x is not None for x in (tokens, q, k, v)):
+            raise TypeError("give a LongAttention or tokens=, q=, k=, v=, not both")
+        self.long = long
+        n = len(long)
+        shapes = {
+            str(x): {"heads": long.heads(x).heads, "causal": long.heads(x).causal, "window": long.heads(x).window}
+            for x in long.layers
+        }
+        super().__init__()
+        self.set_trait("tokens", long.tokens)
+        self.set_trait("layers", shapes)
+        self.set_trait("name", long.name)
+        self._maps: dict = {}
+        self._jobs: concurrent.futures.ThreadPoolExecutor | None = None
+        self._latest_map: object = -1  # the id of the map last asked for
+        self._lock = threading.Lock()
+        with self.hold_trait_notifications():
+            self.layer = long.layers[0] if layer is None else layer
+            self.head, self.how = head, how
+            self.focus = int(focus) + n if isinstance(focus, numbers.Integral) and -n <= int(focus) < 0 else focus
+            self.temperature = long.temperature if temperature is None else temperature
+        self.on_msg(lambda _, content, buffers: self._answer(content))
+
+    # --- the state: each value checked, a bad one refused with what to give ---
+
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal):
+        if str(proposal.value) not in self.layers:
+            raise traitlets.TraitError(f"layer {proposal.value} is not held; the layers are {self.long.layers}")
+        return proposal.value
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal):
+        heads = self.layers[str(self.layer)]["heads"]
+        if not 0 <= proposal.value < heads:
+            raise traitlets.TraitError(f"head {proposal.value} is not one of layer {self.layer}'s 0 to {heads - 1}")
+        return proposal.value
+
+    @traitlets.validate("focus")
+    def _valid_focus(self, proposal):
+        if not 0 <= proposal.value < len(self.tokens):
+            raise traitlets.TraitError(
+                f"focus must be a position from 0 to {len(self.tokens) - 1}, got {proposal.value}"
+            )
+        return proposal.value
+
+    @traitlets.validate("temperature")
+    def _valid_temperature(self, proposal):
+        self.long.temperature = proposal.value  # (refuses what is not finite and > 0, saying so)
+        return float(proposal.value)
+
+    @traitlets.observe("layer")
+    def _layer_changed(self, change):
+        self.head = min(self.head, self.layers[str(change.new)]["heads"] - 1)
+
+    # --- the numbers of what is shown, for Python ---
+
+    def row(self) -> np.ndarray:
+        """Every head's weights of the focused row in the layer shown (heads × n), exact."""
+        return self.long.rows(self.layer, [self.focus]).weights[:, 0]
+
+    def map(self, size: int = 512) -> np.ndarray:
+        """The head shown's whole map pooled onto size × size pixels (``how``)."""
+        return self.long.map(self.layer, self.head, size, self.how)
+
+    def tile(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+        """The head shown's weights of a region, exact."""
+        return self.long.tile(self.layer, self.head, rows, cols).weights
+
+    # --- the page's questions ---
+
+    def _answer(self, ask) -> None:
+        if not isinstance(ask, dict) or ask.get("ask") not in ("map", "row", "region"):
+            return
+        kind, asked = ask["ask"], ask.get("id")
+        try:
+            layer, head = self._whose(ask)
+            if kind == "map":
+                rows, cols = self._pixels(ask)
+                self._latest_map = asked
+                self._pool().submit(self._send_map, asked, layer, head, ask.get("how", "max"), rows, cols)
+            elif kind == "row":
+                self._send_row(asked, layer, head, self._position(ask.get("position")))
+            else:
+                self._send_region(asked, layer, head, ask)
+        except (ValueError, TypeError, KeyError) as err:
+            self.send({"kind": "error", "id": asked, "ask": kind, "message": str(err)})
+
+    def _whose(self, ask) -> tuple[int, int]:
+        layer, head = ask.get("layer"), ask.get("head", 0)
+        if not isinstance(layer, int) or str(layer) not in self.layers:
+            raise ValueError(f"layer {layer!r} is not held; the layers are {self.long.layers}")
+        if not isinstance(head, int) or not 0 <= head < self.layers[str(layer)]["heads"]:
+            raise ValueError(f"head {head!r} is not one of layer {layer}'s")
+        return layer, head
+
+    def _pixels(self, ask) -> tuple[int, int]:
+        size = ask.get("size")
+        if not (
+            isinstance(size, list) and len(size) == 2 and all(isinstance(x, int) and 1 <= x <= MAX_SIDE for x in size)
+        ):
+            raise ValueError(f"size must be [rows, columns] of pixels, each 1 to {MAX_SIDE}; got {size!r}")
+        return size[0], size[1]
+
+    def _position(self, at) -> int:
+        if not isinstance(at, int) or not 0 <= at < len(self.tokens):
+            raise ValueError(f"position must be a token's position, 0 to {len(self.tokens) - 1}; got {at!r}")
+        return at
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._jobs is None:
+            self._jobs = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attnwidget-map")
+        return self._jobs
+
+    def _send_map(self, asked, layer: int, head: int, how: str, rows: int, cols: int) -> None:
+        if asked != self._latest_map:  # a newer map was asked for before this one began: this one is not shown
+            return
+        try:
+            if how not in ("max", "mean"):
+                raise ValueError(f'how must be "max" or "mean", got {how!r}')
+            t = self.long.temperature
+            key = (layer, head, rows, cols, t)
+            if key not in self._maps:
+                last = [0.0]
+
+                def progress(fraction):  # (from the threads computing the bands) at most ten times a second
+                    now = time.monotonic()
+                    with self._lock:
+                        if now - last[0] > 0.1 and fraction < 1:
+                            last[0] = now
+                            self.send({"kind": "progress", "id": asked, "fraction": fraction})
+
+                scan = self.long.heads(layer).scan(head, rows, cols, progress)
+                self._maps[key] = (np.asarray(scan[0], np.float32), np.asarray(scan[1], np.float32))
+                while len(self._maps) > MAPS_KEPT:
+                    self._maps.pop(next(iter(self._maps)))
+            pixels = self._maps[key][0 if how == "max" else 1]
+            self.send(
+                {
+                    "kind": "map",
+                    "id": asked,
+                    "layer": layer,
+                    "head": head,
+                    "how": how,
+                    "temperature": t,
+                    "rows": pixels.shape[0],
+                    "cols": pixels.shape[1],
+                    "top": float(pixels.max()),
+                },
+                buffers=[pixels.tobytes()],
+            )
+        except Exception as err:  # (in the map's thread: said to the page, which would otherwise wait)
+            self.send({"kind": "error", "id": asked, "ask": "map", "message": str(err)})
+
+    def _row(self, layer: int, at: int):
+        """Row ``at`` of every head of ``layer``: its weights and scores (heads × n), and each head's
+        strongest keys, effective tokens and first token's weight, as the page names them."""
+        cells = self.long.rows(layer, [at])
+        each = []
+        for w in cells.weights[:, 0]:
+            top = np.argsort(-w, kind="stable")[:TOP_KEYS]
+            inside = w[w > 0]
+            each.append(
+                {
+                    "keys": [[int(j), float(w[j])] for j in top if w[j] > 0],
+                    "effective": float(np.exp(-(inside * np.log(inside)).sum())) if inside.size else 0.0,
+                    "first": float(w[0]),
+                }
+            )
+        return cells.weights[:, 0], cells.scores[:, 0], each
+
+    def _send_row(self, asked, layer: int, head: int, at: int) -> None:
+        weights, scores, each = self._row(layer, at)
+        self.send(
+            {
+                "kind": "row",
+                "id": asked,
+                "layer": layer,
+                "head": head,
+                "position": at,
+                "temperature": self.long.temperature,
+                "heads": each,
+            },
+            buffers=[weights[head].astype(np.float32).tobytes(), scores[head].astype(np.float32).tobytes()],
+        )
+
+    def _send_region(self, asked, layer: int, head: int, ask) -> None:
+        r0, r1, c0, c1 = (ask.get(x) for x in ("r0", "r1", "c0", "c1"))
+        if not all(isinstance(x, int) for x in (r0, r1, c0, c1)):
+            raise ValueError(f"a region is four whole numbers r0, r1, c0, c1; got {[r0, r1, c0, c1]!r}")
+        rows, cols = self._pixels(ask)
+        how = ask.get("how", "max")
+        if (r1 - r0) * (c1 - c0) > MAX_REGION:
+            raise ValueError(
+                f"a region of {r1 - r0:,} × {c1 - c0:,} cells is more than one question computes ({MAX_REGION:,}): "
+                "zoom in further (the whole map serves until then), or call map() in Python"
+            )
+        exact = (r1 - r0) <= rows and (c1 - c0) <= cols and (r1 - r0) * (c1 - c0) <= MAX_EXACT
+        if exact:
+            cells = self.long.tile(layer, head, (r0, r1), (c0, c1))
+            buffers = [cells.weights.astype(np.float32).tobytes(), cells.scores.astype(np.float32).tobytes()]
+            shape = cells.weights.shape
+        else:
+            pixels = self.long.region(layer, head, (r0, r1), (c0, c1), (rows, cols), how).astype(np.float32)
+            buffers, shape = [pixels.tobytes()], pixels.shape
+        self.send(
+            {
+                "kind": "region",
+                "id": asked,
+                "layer": layer,
+                "head": head,
+                "how": how,
+                "temperature": self.long.temperature,
+                "r0": r0,
+                "r1": r1,
+                "c0": c0,
+                "c1": c1,
+                "rows": shape[0],
+                "cols": shape[1],
+                "exact": exact,
+            },
+            buffers=buffers,
+        )
+
+    # --- an exported page: what the author chose to keep ---
+
+    def page_state(self, *, layers=None, heads=None, positions=None, map_size: int = 256, max_mb: float = 8) -> dict:
+        """What an exported page holds, as plain data: the whole maps (each pixel's largest weight, and
+        its mean) of ``heads`` (default: the head shown; "all": every head) of ``layers`` (default: the
+        layer shown), pooled onto ``map_size``² pixels, and their exact rows at ``positions`` (default:
+        the first and the last) and the focused one; refused past ``max_mb`` megabytes, saying what to drop."""
+        import base64
+
+        b64 = lambda a: base64.b64encode(np.asarray(a, np.float32).tobytes()).decode("ascii")
+        n = len(self.tokens)
+        layers = [self.layer] if layers is None else [int(x) for x in layers]
+        for x in layers:
+            self._whose({"layer": x})
+        chosen = {
+            x: list(range(self.layers[str(x)]["heads"]))
+            if heads == "all"
+            else [self.head]
+            if heads is None
+            else [int(h) for h in heads]
+            for x in layers
+        }
+        for x, hs in chosen.items():
+            for h in hs:
+                self._whose({"layer": x, "head": h})
+        at = sorted(
+            {
+                (int(p) + n) % n if -n <= int(p) < n else self._position(int(p))
+                for p in ([0, -1] if positions is None else positions)
+            }
+            | {self.focus}
+        )
+        size = min(int(map_size), n)
+        count = sum(map(len, chosen.values()))
+        bytes_ = 4 / 3 * 4 * (2 * count * size * size + count * len(at) * n) + 40 * n  # (base64; the tokens)
+        if bytes_ > max_mb * 1e6:
+            raise ValueError(
+                f"this page would hold about {bytes_ / 1e6:.1f} MB ({count} maps of {size}² pixels and "
+                f"{len(at)} rows of {n:,} weights per head), over the {max_mb:g} MB asked (max_mb): ask fewer heads, "
+                "positions or layers, or a smaller map_size, or raise max_mb"
+            )
+        maps, rows = [], []
+        for x, hs in chosen.items():
+            for h in hs:
+                scan = self.long.heads(x).scan(h, size, size)
+                for how, pixels in (("max", np.asarray(scan[0])), ("mean", np.asarray(scan[1]))):
+                    maps.append(
+                        {
+                            "layer": x,
+                            "head": h,
+                            "how": how,
+                            "temperature": self.long.temperature,
+                            "rows": pixels.shape[0],
+                            "cols": pixels.shape[1],
+                            "top": float(pixels.max()),
+                            "data": b64(pixels),
+                        }
+                    )
+            for p in at:
+                weights, _, each = self._row(x, p)
+                rows += [{"layer": x, "head": h, "position": p, "heads": each, "weights": b64(weights[h])} for h in hs]
+
+        def listed(items):
+            items = [f"{i:,}" for i in items]
+            return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+        whose = "; ".join(f"layer {x}'s head{'s' if len(hs) > 1 else ''} {listed(hs)}" for x, hs in chosen.items())
+        holds = (
+            f"This page holds {whose}: each head's whole map pooled onto {size} × {size} pixels (each pixel's largest "
+            f"weight, and its mean), and the exact rows of position{'s' if len(at) > 1 else ''} {listed(at)}. Zoomed "
+            "in, it shows the pooled map: each cell's own weight is computed by a live notebook."
+        )
+        state = {
+            name: getattr(self, name)
+            for name in ("tokens", "layers", "name", "layer", "head", "focus", "how", "temperature")
+        }
+        return {"state": state, "maps": maps, "rows": rows, "holds": holds}
+
+    def to_html(self, path=None, *, theme: str = "auto", title: str | None = None, **kept) -> str | None:
+        """One self-contained HTML page (no kernel, no network) holding what ``page_state(**kept)``
+        keeps (layers, heads, positions, map_size, max_mb): written to ``path``, or returned."""
+        from .export import long_page
+
+        name = title or f"Attention over {len(self.tokens):,} tokens" + (f": {self.name}" if self.name else "")
+        return long_page(self.page_state(**kept), path, theme=theme, title=name)
+
+    def close(self) -> None:
+        jobs = getattr(self, "_jobs", None)  # (None before __init__ ends, as when it refused)
+        if jobs is not None:
+            jobs.shutdown(wait=False, cancel_futures=True)
+        super().close()
