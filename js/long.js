@@ -195,7 +195,7 @@ export function mount(root, model, source, dark = false) {
     dialText.textContent = `T = ${format(".3~g")(t)}`;
     for (const b of howButtons) b.setAttribute("aria-pressed", String(b.dataset.how === model.get("how")));
     const name = model.get("name");
-    title.textContent = `${name ? `${name}: ` : ""}attention over ${commas(n)} tokens, layer ${layer}, head ${head}${s.causal ? (s.window ? `, each token reading the ${commas(s.window)} before it (itself included)` : ", causal") : ""}`;
+    title.textContent = `${name ? `${name}: attention` : "Attention"} over ${commas(n)} tokens, layer ${layer}, head ${head}${s.causal ? (s.window ? `, each token reading the ${commas(s.window)} before it (itself included)` : ", causal") : ""}`;
   }
 
   const shownNow = () => ({

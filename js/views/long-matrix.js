@@ -10,7 +10,8 @@ import { scaleLinear } from "d3-scale";
 import { pack } from "../picture.js";
 import { el, fmtE, inkOn, short } from "./dom.js";
 
-const LEFT = 112, // room for a row's position and token
+const WIDE = 112, // room for a row's position and token
+  NARROW = 52, // room for a position alone (a narrow page)
   TOP = 22,
   MIN_SPAN = 6, // cells on a side at the deepest zoom
   MAP = 512, // the whole map's pixels on a side
@@ -86,6 +87,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     span = n,
     log = true,
     side = 300,
+    LEFT = WIDE,
     mapAsked = 0,
     regionAsked = 0,
     timer = 0,
@@ -113,6 +115,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     const { rows, cols, top } = reply.answer;
     base = { canvas: document.createElement("canvas"), rows, cols, top, key: wanted, values: reply.buffers[0] };
     base.canvas = paint(base.values, rows, cols); // (on its own top: base first)
+    saying = "";
     if (region) region.canvas = paint(region.values, region.rows, region.cols); // (on the map's scale)
     draw();
     askRegion();
@@ -162,8 +165,9 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
   function draw() {
     const p = pal(),
       dpr = window.devicePixelRatio || 1;
-    side = Math.max(120, Math.min(box.clientWidth - LEFT - 12, 720));
-    const width = LEFT + side + 8,
+    LEFT = box.clientWidth < 520 ? NARROW : WIDE;
+    side = Math.max(120, Math.min(box.clientWidth - LEFT - 28, 720));
+    const width = LEFT + side + 24, // (room for the last column number, centred on its column)
       height = TOP + side + 4;
     if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(height * dpr)) {
       canvas.width = Math.round(width * dpr);
@@ -272,25 +276,25 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     g.fillStyle = p.muted;
     g.textBaseline = "middle";
     g.textAlign = "right";
+    const ticks = (/** @type {number} */ from, /** @type {number} */ count) =>
+      scaleLinear()
+        .domain([from, from + span])
+        .ticks(count)
+        .filter(Number.isInteger);
     if (s >= 13) {
       for (let i = Math.max(0, Math.floor(r0)); i < Math.min(n, r0 + span); i++) {
         g.fillStyle = i === shown?.focus ? p.accent : p.fg;
-        g.fillText(`${commas(i)} ${short(tokens[i].replace(/\n/g, "↵"), 10)}`, LEFT - 5, TOP + (i - r0 + 0.5) * s, LEFT - 8);
+        const label = LEFT === WIDE ? `${commas(i)} ${short(tokens[i].replace(/\n/g, "↵"), 10)}` : commas(i);
+        g.fillText(label, LEFT - 5, TOP + (i - r0 + 0.5) * s, LEFT - 8);
       }
-    } else
-      for (const t of scaleLinear()
-        .domain([r0, r0 + span])
-        .ticks(8)
-        .filter(Number.isInteger))
-        g.fillText(commas(t), LEFT - 5, TOP + (t - r0 + 0.5) * s, LEFT - 8);
+    } else for (const t of ticks(r0, Math.max(2, Math.floor(side / 45)))) g.fillText(commas(t), LEFT - 5, TOP + (t - r0 + 0.5) * s, LEFT - 8);
     g.fillStyle = p.muted;
     g.textAlign = "center";
     g.textBaseline = "bottom";
-    const cols = scaleLinear()
-      .domain([c0, c0 + span])
-      .ticks(s >= 40 ? span : 6)
-      .filter(Number.isInteger);
-    for (const t of cols) g.fillText(commas(t), LEFT + (t - c0 + 0.5) * s, TOP - 4, s >= 40 ? s - 2 : 80);
+    // a column's number over it once there is room for it; else ticks a number's width apart
+    const room = commas(Math.ceil(c0 + span)).length * 7 + 10;
+    for (const t of ticks(c0, s >= room ? span : Math.max(2, Math.floor(side / (room + 20)))))
+      g.fillText(commas(t), LEFT + (t - c0 + 0.5) * s, TOP - 4, Math.max(s, room) - 2);
   }
 
   /** The cell under a pointer event, in rows and columns (fractions). @param {MouseEvent} e */

@@ -21,9 +21,10 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
     canvas = el("canvas", { class: "aw-long-rowbar", role: "img" }),
     keys = el("p", { class: "aw-long-keys" }),
     budget = el("p", { class: "aw-long-budget" }),
-    table = el("table", { class: "aw-long-heads" });
+    table = el("table", { class: "aw-long-heads" }),
+    caption = el("p", { class: "aw-long-caption" });
   box.append(
-    el("section", { class: "aw-long-row", "aria-label": "the focused row" }, title, canvas, keys, budget, el("div", { class: "aw-long-heads-wrap" }, table)),
+    el("section", { class: "aw-long-row", "aria-label": "the focused row" }, title, canvas, keys, budget, caption, el("div", { class: "aw-long-heads-wrap" }, table)),
   );
   /** @type {{ reply: Reply, layer: number, head: number, position: number, shape: LayerShape } | null} */
   let last = null;
@@ -58,6 +59,7 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
       title.textContent = `${where}: ${reply.answer.message}`;
       fill(keys);
       fill(table);
+      caption.textContent = "";
       budget.textContent = "";
       canvas.hidden = true;
       return;
@@ -80,9 +82,9 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
     );
     const readable = shape.causal ? Math.min(at + 1, shape.window ?? Infinity) : n;
     budget.textContent = `Its budget of 1 is spread over the ${commas(readable)} token${readable === 1 ? "" : "s"} it may read: ${one(mine.effective)} effective tokens (the exponential of the row's entropy); the first token takes ${percent(mine.first)}.`;
+    caption.textContent = `Every head of layer ${layer} on the same row (click one to show it):`;
     fill(
       table,
-      el("caption", {}, `Every head of layer ${layer} on the same row (click one to show it)`),
       el("tr", {}, el("th", {}, "head"), el("th", {}, "reads most"), el("th", {}, "weight"), el("th", {}, "effective tokens"), el("th", {}, "first token")),
       ...heads.map((h, k) =>
         el(

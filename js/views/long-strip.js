@@ -25,7 +25,8 @@ export function createStrip(box, { tokens, pal, onFocus }) {
   box.append(el("div", { class: "aw-long-find" }, search, found), scroller);
   /** @type {HTMLElement[]} */
   const chips = [];
-  let focused = 0,
+  let shownOnce = false,
+    focused = 0,
     mark = -1,
     top = 0,
     frame = 0;
@@ -40,6 +41,11 @@ export function createStrip(box, { tokens, pal, onFocus }) {
       scroller.append(chip);
     }
     while (chips.length > want) /** @type {HTMLElement} */ (chips.pop()).remove();
+    if (scroller.clientWidth && !shownOnce) {
+      shownOnce = true; // (before its first layout the strip has no width to scroll the focus into)
+      mark = -1;
+      scroller.scrollLeft = Math.max(0, focused * CHIP - scroller.clientWidth / 2 + CHIP / 2);
+    }
     draw();
   }
 

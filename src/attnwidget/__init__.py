@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .formulas import Attention, attention
 from .long import LongAttention
+from .long_widget import LongWidget
 from .widget import AttentionWidget
 
 try:
@@ -11,4 +12,4 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0"
 
-__all__ = ["Attention", "AttentionWidget", "LongAttention", "__version__", "attention"]
+__all__ = ["Attention", "AttentionWidget", "LongAttention", "LongWidget", "__version__", "attention"]

@@ -1,0 +1,124 @@
+"""The page for a long text (LongWidget) in a real JupyterLab and as an exported page: the head's
+map arrives pooled, zooms down to exact cells asked of the kernel, a click focuses a row in Python,
+the token strip keeps the same few chips at any length and finds tokens, and an exported page says
+what it holds."""
+
+import re
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+N = 32_768
+SETUP = f"""
+import numpy as np
+from attnwidget import LongWidget
+rng = np.random.default_rng(0)
+words = ["<b>bold</b>", "river", "bank", "the"] + [f"w{{i}}" for i in range(60)]
+tokens = [words[i % len(words)] for i in range({N})]
+q = rng.normal(size=(2, {N}, 16)).astype(np.float32)
+k = rng.normal(size=(1, {N}, 16)).astype(np.float32)
+w = LongWidget(tokens=tokens, q=q, k=k, v=k, window=4096, focus=20_000)
+short = LongWidget(tokens=tokens[:1024], q=q[:, :1024], k=k[:, :1024], v=k[:, :1024])
+w
+"""
+
+
+@pytest.fixture(scope="module")
+def live(open_notebook):
+    page, kernel, errors = open_notebook("long.ipynb", [SETUP, "short"], viewport=(1200, 1800))
+    roots = page.locator(".aw-long")
+    roots.nth(1).wait_for()
+    canvas = roots.first.locator("canvas.aw-long-canvas")
+    page.wait_for_function("(c) => c.dataset.shows === 'map'", arg=canvas.element_handle(), timeout=60_000)
+    yield page, kernel, errors, roots.first
+    kernel.close()
+    page.context.close()
+
+
+def shows(canvas):
+    return canvas.evaluate("(c) => c.dataset.shows")
+
+
+def test_zoomed_in_the_cells_are_asked_of_the_kernel_and_are_its_own(live, artifacts):
+    page, kernel, errors, root = live
+    canvas = root.locator("canvas.aw-long-canvas")
+    canvas.focus()
+    for _ in range(24):  # from 32,768 rows on a side to the fewest, by the keys
+        page.keyboard.press("+")
+    page.wait_for_function("(c) => c.dataset.shows === 'cells'", arg=canvas.element_handle(), timeout=30_000)
+    r0, r1, c0, c1 = map(int, canvas.evaluate("(c) => c.dataset.view").split(","))
+    assert r1 - r0 <= 8 and c1 - c0 <= 8
+    assert "each cell's weight, exact, written in it" in root.locator(".aw-long-status").inner_text()
+    page.keyboard.press("ArrowDown")  # a pan step, then its cells again
+    page.wait_for_function(
+        "([c, r]) => c.dataset.shows === 'cells' && +c.dataset.view.split(',')[0] > r",
+        arg=[canvas.element_handle(), r0],
+        timeout=30_000,
+    )
+    r0, r1, c0, c1 = map(int, canvas.evaluate("(c) => c.dataset.view").split(","))
+    root.screenshot(path=str(artifacts / "long-cells.png"))
+    box = canvas.bounding_box()
+    d = canvas.evaluate("(c) => ({w: c.clientWidth, h: c.clientHeight})")
+    side = d["h"] - 22 - 4  # TOP and the bottom margin (long-matrix.js)
+    left = d["w"] - 24 - side
+    i, j = r0 + 1, c0  # (a cell inside the window, read through its tooltip)
+    span = (r1 - r0) if (r1 - r0) else 1
+    canvas.hover(position={"x": left + (j - c0 + 0.5) * side / span, "y": 22 + (i - r0 + 0.5) * side / span})
+    tip = root.locator(".aw-tip")
+    tip.wait_for()
+    text = tip.inner_text()
+    want = kernel.eval(f"w.long.tile(0, 0, ({i}, {i + 1}), ({j}, {j + 1})).weights[0, 0]")
+    if "closed" in text:  # (outside the window or ahead: then the kernel's cell is exactly 0)
+        assert want == 0
+    else:
+        got = float(re.search(r"weight ([\d.e+-]+)", text).group(1))
+        assert got == pytest.approx(want, rel=1e-3)
+        assert f"row {i:,}" in text and f"column {j:,}" in text
+    assert box and not errors
+
+
+def test_a_click_on_the_map_focuses_its_row_in_python_and_the_strip_and_row_follow(live):
+    page, kernel, errors, root = live
+    canvas = root.locator("canvas.aw-long-canvas")
+    root.get_by_role("button", name="whole map").click()
+    page.wait_for_function("(c) => c.dataset.view === '0,32768,0,32768'", arg=canvas.element_handle())
+    d = canvas.evaluate("(c) => ({w: c.clientWidth, h: c.clientHeight})")
+    side = d["h"] - 26
+    left = d["w"] - 24 - side
+    canvas.click(position={"x": left + side / 2, "y": 22 + side * 0.75})
+    row = kernel.wait_for("w.focus", lambda f: abs(f - 0.75 * N) < N / side + 2)
+    assert abs(row - 0.75 * N) < N / side + 2
+    page.wait_for_function(
+        "([r, f]) => r.querySelector('.aw-long-row-title').textContent.startsWith(`Row ${f.toLocaleString('en-US')} `)",
+        arg=[root.element_handle(), row],
+        timeout=20_000,
+    )
+    chip = root.locator('.aw-long-chip[aria-selected="true"]')
+    assert chip.locator(".aw-long-pos").inner_text() == f"{row:,}"
+    weights = kernel.eval("w.row()[0]")  # the strongest keys the page names are the kernel's own
+    top = int(np.argsort(-np.asarray(weights), kind="stable")[0])
+    assert f"#{top:,}" in root.locator(".aw-long-key").first.inner_text()
+    assert not errors
+
+
+def test_the_strip_holds_the_same_chips_at_1024_and_32768_tokens_and_finds_tokens(live):
+    page, kernel, errors, root = live
+    long_chips = root.locator(".aw-long-chip").count()
+    short_chips = page.locator(".aw-long").nth(1).locator(".aw-long-chip").count()
+    assert long_chips == short_chips and 5 <= long_chips <= 30
+    search = root.get_by_role("searchbox")
+    search.fill("#12,345")
+    search.press("Enter")
+    assert kernel.wait_for("w.focus", lambda f: f == 12_345) == 12_345
+    search.fill("<b>bold</b>")  # a token that looks like HTML is found, and shown as text
+    search.press("Enter")
+    found = kernel.wait_for("w.focus", lambda f: f > 12_345 and f % 64 == 0)
+    assert found == 12_352  # the next one after 12,345 (every 64th token)
+    chip = root.locator('.aw-long-chip[aria-selected="true"]')
+    chip.wait_for()
+    assert chip.locator(".aw-long-tok").inner_text() == "<b>bold</b>" and root.locator("b:text('bold')").count() == 0
+    assert re.match(r"“<b>bold</b>”: \d+ of 512, at position 12,352", root.locator(".aw-long-found").inner_text())
+    assert root.locator(".aw-long-chip").count() == long_chips  # (scrolled far: still the same chips)
+    assert not errors
