@@ -24,7 +24,16 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
     table = el("table", { class: "aw-long-heads" }),
     caption = el("p", { class: "aw-long-caption" });
   box.append(
-    el("section", { class: "aw-long-row", "aria-label": "the focused row" }, title, canvas, keys, budget, caption, el("div", { class: "aw-long-heads-wrap" }, table)),
+    el(
+      "section",
+      { class: "aw-long-row", "aria-label": "the focused row" },
+      title,
+      canvas,
+      keys,
+      budget,
+      caption,
+      el("div", { class: "aw-long-heads-wrap" }, table),
+    ),
   );
   /** @type {{ reply: Reply, layer: number, head: number, position: number, shape: LayerShape } | null} */
   let last = null;
