@@ -146,8 +146,8 @@ def report(r: dict) -> str:
             f"press to two frames after it, less the same two frames with nothing pressed; medians of {STEPS} samples "
             "(p95 in brackets), ms, and × the 16 ms frame.",
             "",
-            "| tokens | focus change (→ on the strip), ms | pan step (↓ on the map) | zoom step (+ on the map) | strip chips "
-            "in the document | elements in the page |",
+            "| tokens | focus change (→ on the strip), ms | pan step (↓ on the map) | zoom step (+ on the map) "
+            "| strip chips in the document | elements in the page |",
             "| ---: | ---: | ---: | ---: | ---: | ---: |",
             *rows,
             "",
