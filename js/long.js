@@ -222,8 +222,8 @@ export function mount(root, model, source, dark = false) {
   };
   layerSelect.addEventListener("change", () => set("layer", Number(layerSelect.value)));
   headSelect.addEventListener("change", () => set("head", Number(headSelect.value)));
-  dial.addEventListener("input", () => (dialText.textContent = `T = ${format(".3~g")(10 ** Number(dial.value))}`));
-  dial.addEventListener("change", () => set("temperature", Number((10 ** Number(dial.value)).toPrecision(3))));
+  dial.addEventListener("input", () => (dialText.textContent = `T = ${format(".2~g")(10 ** Number(dial.value))}`));
+  dial.addEventListener("change", () => set("temperature", Number((10 ** Number(dial.value)).toPrecision(2))));
   const events = /** @type {const} */ ([
     ["change:layer", onLayer],
     ["change:head", onLayer],

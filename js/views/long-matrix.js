@@ -124,6 +124,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
   function askRegion() {
     clearTimeout(timer);
     if (span >= n || span * span > MAX_REGION || !shown) {
+      if (saying.startsWith("Zoomed in")) saying = ""; // (said of a region: none is asked now)
       region = null;
       return draw();
     }
@@ -141,6 +142,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
       if (!reply) return say("Zoomed in, this page shows the pooled map: each cell's own weight is computed by a live notebook.");
       if (reply.answer.kind === "error") return say(reply.answer.message);
       const a = reply.answer;
+      saying = "";
       region = {
         canvas: paint(reply.buffers[0], a.rows, a.cols),
         rows: a.rows,
@@ -204,18 +206,20 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     const exact = !!cells && cells.r0 <= r0 && cells.c0 <= c0 && cells.r1 >= Math.min(n, r0 + span) - 0.01;
     Object.assign(canvas.dataset, {
       view: [r0, r0 + span, c0, c0 + span].map((x) => Math.round(x)).join(","),
-      shows: exact ? "cells" : region && region.key === key() ? "pooled region" : base ? "map" : "nothing",
+      shows: exact ? "cells" : region && region.key === key() ? "pooled region" : base && base.key === key() ? "map" : "nothing",
     });
-    const perPixel = span / side;
     canvas.setAttribute(
       "aria-label",
       `attention of layer ${shown?.layer}, head ${shown?.head}: rows ${commas(Math.floor(r0))} to ${commas(Math.ceil(r0 + span) - 1)}, columns ${commas(Math.floor(c0))} to ${commas(Math.ceil(c0 + span) - 1)}`,
     );
-    if (!saying.startsWith("Computing") && base) {
-      status.textContent = exact
-        ? `Rows ${commas(cells.r0)}–${commas(cells.r1 - 1)} × columns ${commas(cells.c0)}–${commas(cells.c1 - 1)}: each cell's weight, exact${s >= 34 ? ", written in it" : " (zoom in to read the numbers)"}.`
-        : `Each pixel holds ${perPixel >= 1.05 ? `about ${commas(Math.round(perPixel))} × ${commas(Math.round(perPixel))} cells` : "a cell"}: ${shown?.how === "mean" ? "their mean weight" : "their largest weight"}. Wheel or +/− to zoom, drag or arrow keys to pan, click a row to focus it.`;
-    }
+    const zoomed = region && region.key === key() && !region.exact ? region : null,
+      pooled = zoomed || (base && base.key === key() ? base : null),
+      perPixel = zoomed ? (zoomed.r1 - zoomed.r0) / zoomed.rows : n / (base ? base.rows : 1);
+    if (saying) status.textContent = saying;
+    else if (exact)
+      status.textContent = `Rows ${commas(cells.r0)}–${commas(cells.r1 - 1)} × columns ${commas(cells.c0)}–${commas(cells.c1 - 1)}: each cell's weight, exact${s >= 34 ? ", written in it" : " (zoom in to read the numbers)"}.`;
+    else if (pooled)
+      status.textContent = `Each pixel of the picture holds ${perPixel >= 1.05 ? `about ${commas(Math.round(perPixel))} × ${commas(Math.round(perPixel))} cells` : "a cell"}: ${shown?.how === "mean" ? "their mean weight" : "their largest weight"}. Wheel or +/− to zoom, drag or arrow keys to pan, click a row to focus it.`;
     const colours = steps(p);
     bar.style.background = `linear-gradient(to right, ${Array.from({ length: 11 }, (_, k) => colours.css(k / 10)).join(", ")})`;
     legendText.textContent = base ? `${fmtE(base.top)} (${log ? `log scale from ${fmtE(base.top / RANGE)}` : "linear"})` : "";

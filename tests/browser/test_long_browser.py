@@ -122,3 +122,61 @@ def test_the_strip_holds_the_same_chips_at_1024_and_32768_tokens_and_finds_token
     assert re.match(r"“<b>bold</b>”: \d+ of 512, at position 12,352", root.locator(".aw-long-found").inner_text())
     assert root.locator(".aw-long-chip").count() == long_chips  # (scrolled far: still the same chips)
     assert not errors
+
+
+def test_the_temperature_dial_divides_the_scores_in_python_and_a_new_map_comes(live):
+    page, kernel, errors, root = live
+    canvas = root.locator("canvas.aw-long-canvas")
+    dial = root.get_by_role("slider", name="temperature")
+    dial.evaluate("(d) => { d.value = String(Math.log10(0.5)); d.dispatchEvent(new Event('change')); }")
+    assert kernel.wait_for("[w.temperature, w.long.temperature]", lambda t: t == [0.5, 0.5]) == [0.5, 0.5]
+    page.wait_for_function(
+        "(r) => r.querySelector('.aw-long-t').textContent === 'T = 0.5'"
+        " && r.querySelector('canvas.aw-long-canvas').dataset.shows === 'map'",
+        arg=root.element_handle(),
+        timeout=60_000,
+    )
+    kernel.run("w.temperature = 1.0")
+    page.wait_for_function("(r) => r.querySelector('.aw-long-t').textContent === 'T = 1'", arg=root.element_handle())
+    assert canvas.is_visible() and not errors
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_an_exported_page_draws_what_it_holds_and_says_what_it_does_not(browser, tmp_path, scheme):
+    from attnwidget import LongWidget
+
+    n = 4096
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(3, n, 8)).astype(np.float32)
+    w = LongWidget(tokens=[f"t{i}" for i in range(n)], q=q, k=q[:1], v=q[:1], focus=100)
+    path = tmp_path / "long.html"
+    w.to_html(path, heads=[0, 1], map_size=128, theme=scheme)
+    page = browser.new_context(viewport={"width": 700, "height": 1600}).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.as_uri())
+    root = page.locator(".aw-long")
+    canvas = root.locator("canvas.aw-long-canvas")
+    page.wait_for_function("(c) => c.dataset.shows === 'map'", arg=canvas.element_handle())
+    assert "holds layer 0's heads 0 and 1" in root.locator(".aw-long-holds").inner_text()
+    assert root.locator(".aw-long-row-title").inner_text().startswith("Row 100 “t100” (layer 0, head 0), exact")
+    assert ("aw-dark" in root.get_attribute("class")) == (scheme == "dark")
+    root.get_by_role("combobox", name="head").select_option("2")  # a head the page does not hold
+    page.wait_for_function("(c) => c.dataset.shows === 'nothing'", arg=canvas.element_handle())
+    assert "This page holds no map of layer 0, head 2" in root.locator(".aw-long-status").inner_text()
+    root.get_by_role("combobox", name="head").select_option("1")
+    page.wait_for_function("(c) => c.dataset.shows === 'map'", arg=canvas.element_handle())
+    root.get_by_role("searchbox").fill("#2000")  # a row the page does not hold
+    root.get_by_role("searchbox").press("Enter")
+    page.wait_for_function(
+        "(r) => r.querySelector('.aw-long-row-title').textContent.includes('this page does not hold this row')",
+        arg=root.element_handle(),
+    )
+    canvas.focus()
+    for _ in range(6):
+        page.keyboard.press("+")
+    page.wait_for_function(
+        "(r) => r.querySelector('.aw-long-status').textContent.includes('computed by a live notebook')",
+        arg=root.element_handle(),
+    )
+    assert not errors
