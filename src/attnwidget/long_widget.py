@@ -114,6 +114,12 @@ class LongWidget(anywidget.AnyWidget):
             self.temperature = long.temperature if temperature is None else temperature
         self.on_msg(lambda _, content, buffers: self._answer(content))
 
+    @classmethod
+    def from_transformers(cls, model, tokenizer, text: str, **options) -> LongWidget:
+        """Read ``model`` on ``text`` with its own attention kernel (LongAttention.from_transformers) and
+        show it; ``options`` as the constructor's (layer, head, focus, temperature, how)."""
+        return cls(LongAttention.from_transformers(model, tokenizer, text), **options)
+
     # --- the state: each value checked, a bad one refused with what to give ---
 
     @traitlets.validate("layer")
