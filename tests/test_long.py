@@ -254,3 +254,27 @@ def test_a_text_whose_n_by_n_weights_would_not_fit_the_limit_is_read_within_it()
     beyond = int(done.stdout.split()[-1])
     limit = 200 * 2**20
     assert n * n * 4 > 3 * limit and beyond < limit, f"{beyond / 2**20:.0f} MB beyond the forward pass"
+
+
+def test_a_long_widget_of_a_model_reads_it_with_its_own_kernel_and_shows_each_layer():
+    from attnwidget import LongWidget
+
+    class Words:  # a tokenizer of whole words, called as transformers' are (no Hub)
+        def __call__(self, text, return_tensors):
+            return {"input_ids": torch.tensor([[1 + hash(w) % 50 for w in text.split()]])}
+
+        def convert_ids_to_tokens(self, ids):
+            return [f"w{i}" for i in ids]
+
+        def decode(self, ids):
+            return " ".join(f"w{i}" for i in ids)
+
+    model = tiny("llama", "sdpa")
+    w = LongWidget.from_transformers(model, Words(), " ".join(["a", "b", "c"] * 10), head=1, focus=-1)
+    assert len(w.tokens) == 30 and w.focus == 29 and w.head == 1 and list(w.layers) == ["0", "1"]
+    ids = torch.tensor([[1 + hash(x) % 50 for x in ["a", "b", "c"] * 10]])
+    with torch.no_grad():
+        want = tiny("llama", "eager")(input_ids=ids, output_attentions=True).attentions
+    np.testing.assert_allclose(w.row(), want[0][0, :, -1].numpy(), atol=1e-5)
+    w.layer = 1
+    np.testing.assert_allclose(w.tile((0, 30), (0, 30)), want[1][0, 1].numpy(), atol=1e-5)
