@@ -38,8 +38,9 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
   /** @type {{ reply: Reply, layer: number, head: number, position: number, shape: LayerShape } | null} */
   let last = null;
 
-  /** The row's weights pooled onto the bar's pixels (each pixel its largest weight), drawn. @param {Float32Array} w */
-  function drawBar(w) {
+  /** The row's weights pooled onto the bar's pixels (each pixel its largest weight), drawn, the row's own position marked. */
+  /** @param {Float32Array} w  @param {number} at  the focused position, marked */
+  function drawBar(w, at) {
     const width = Math.max(100, Math.min(box.clientWidth || 600, 1100)),
       dpr = window.devicePixelRatio || 1,
       px = Math.min(n, Math.round(width * dpr)),
@@ -52,12 +53,17 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
     }
     const image = picture(pooled, 1, px, position(top, true), steps(pal()).packed);
     canvas.width = px;
-    canvas.height = 1;
+    canvas.height = Math.round(18 * dpr);
     canvas.style.width = `${width}px`;
     const g = /** @type {CanvasRenderingContext2D} */ (canvas.getContext("2d"));
     g.imageSmoothingEnabled = false;
-    g.drawImage(image, 0, 0);
-    canvas.setAttribute("aria-label", `the focused row's weights over all ${commas(n)} keys, each pixel its largest, on a log scale`);
+    g.drawImage(image, 0, 0, px, canvas.height);
+    g.fillStyle = pal().accent; // (where the query itself is: a causal row reads nothing to its right)
+    g.fillRect(Math.min(px - 2 * dpr, Math.floor((at * px) / n)), 0, 2 * dpr, canvas.height);
+    canvas.setAttribute(
+      "aria-label",
+      `the focused row's weights over all ${commas(n)} keys, each pixel its largest, on a log scale; the row's own position marked`,
+    );
   }
 
   function draw() {
@@ -77,7 +83,7 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
       mine = heads[head];
     title.textContent = `${where}, exact: the keys it reads most`;
     canvas.hidden = false;
-    drawBar(reply.buffers[0]);
+    drawBar(reply.buffers[0], at);
     fill(
       keys,
       ...mine.keys.map(([j, w]) =>
