@@ -275,3 +275,17 @@ def test_an_exported_page_over_its_size_is_refused_saying_what_to_drop(tmp_path)
     w.to_html(tmp_path / "page.html", map_size=16)
     text = (tmp_path / "page.html").read_text()
     assert "This page holds layer 0's head 0" in text and len(text.encode()) < 8 * 2**20
+
+
+def test_rows_and_regions_are_answered_while_a_map_is_computed():
+    n = 16_384
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(1, n, 16)).astype(np.float32)
+    w = widget(LongAttention([str(i) for i in range(n)], {0: LongLayer(q, q, q)}))
+    w._answer({"ask": "map", "id": 1, "layer": 0, "head": 0, "size": [256, 256]})
+    w._answer({"ask": "row", "id": 2, "layer": 0, "head": 0, "position": 9_000})
+    w._answer({"ask": "region", "id": 3, "layer": 0, "r0": 0, "r1": 64, "c0": 0, "c1": 64, "size": [64, 64]})
+    answered = [c["id"] for c, _ in w.sent if c["kind"] != "progress"]
+    assert answered == [2, 3]  # (the map still being computed in its thread)
+    w._pool().submit(lambda: None).result()
+    assert [c["id"] for c, _ in w.sent if c["kind"] != "progress"] == [2, 3, 1]

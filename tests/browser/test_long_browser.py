@@ -180,3 +180,28 @@ def test_an_exported_page_draws_what_it_holds_and_says_what_it_does_not(browser,
         arg=root.element_handle(),
     )
     assert not errors
+
+
+def test_the_wheel_zooms_about_the_pointer_and_a_drag_pans(live):
+    page, kernel, errors, root = live
+    canvas = root.locator("canvas.aw-long-canvas")
+    root.get_by_role("button", name="whole map").click()
+    view = lambda: list(map(int, canvas.evaluate("(c) => c.dataset.view").split(",")))
+    d = canvas.evaluate("(c) => ({w: c.clientWidth, h: c.clientHeight})")
+    side = d["h"] - 26
+    left = d["w"] - 24 - side
+    canvas.hover(position={"x": left + side * 0.25, "y": 22 + side * 0.25})
+    page.mouse.wheel(0, -600)  # in, about the point a quarter of the way down and across
+    page.wait_for_function("(c) => c.dataset.view !== '0,32768,0,32768'", arg=canvas.element_handle())
+    r0, r1, c0, c1 = view()
+    assert r1 - r0 < N / 2 and r0 < N / 4 < r1 and c0 < N / 4 < c1
+    box = canvas.bounding_box()
+    x, y = box["x"] + left + side / 2, box["y"] + 22 + side / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - side / 4, y - side / 4, steps=5)  # the picture follows the pointer: later rows and columns
+    page.mouse.up()
+    after = view()
+    assert after[0] > r0 and after[2] > c0 and abs((after[1] - after[0]) - (r1 - r0)) <= 1  # (rounded ends)
+    assert kernel.eval("w.focus") != after[0]  # (a drag is not a click: no row focused)
+    assert not errors
