@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from . import rules
+from . import dense, rules
 from .live import OPENING
 from .sources import Sources, opening_step
 
@@ -83,6 +83,8 @@ class FromModels(_Widget):
         """
         from .integrations import from_transformers
 
+        if callable(tokenizer):  # (else an image processor, or a reader's refusal to come)
+            cls._texts_fit(text, lambda t: len(tokenizer(t)["input_ids"]), generate)
         found = from_transformers(model, tokenizer, text, target=target, generate=generate, lazy=True)
         prompt = (
             None if isinstance(found, (dict, list)) else found.prompt_length
@@ -101,6 +103,8 @@ class FromModels(_Widget):
         A list of texts is read a text at a time, as from_transformers reads one."""
         from .integrations import from_transformer_lens
 
+        if callable(getattr(model, "to_tokens", None)):
+            cls._texts_fit(text, lambda t: model.to_tokens(t, truncate=False).shape[-1])
         return cls._from_model(from_transformer_lens(model, text, cache, lazy=True), layer, head, kwargs, texts=text)
 
     @classmethod
@@ -111,6 +115,8 @@ class FromModels(_Widget):
         as from_transformers reads one."""
         from .integrations import from_nnsight
 
+        if callable(getattr(model, "tokenizer", None)):
+            cls._texts_fit(text, lambda t: len(model.tokenizer(t)["input_ids"]))
         return cls._from_model(from_nnsight(model, text, lazy=True), layer, head, kwargs, texts=text)
 
     @classmethod
@@ -144,7 +150,27 @@ class FromModels(_Widget):
         """
         from .integrations.weights import read
 
+        if hasattr(tokens, "__len__") and (key_tokens is None or hasattr(key_tokens, "__len__")):
+            n = len(tokens)
+            dense.check("AttentionWidget", n, n if key_tokens is None else len(key_tokens), cls.dense_limit, made=False)
         return cls._from_model(read(attentions, tokens, key_tokens, values), layer, head, kwargs)
+
+    @classmethod
+    def _texts_fit(cls, text, count, generate=0) -> None:
+        """Refuse a text past ``dense_limit`` before the model reads it (which would compute its whole
+        matrices), from ``count(text)`` (the tokenizer's count of its tokens) and the tokens ``generate``
+        writes. What cannot be counted so (not a string, an image processor given a text) is left to the
+        reader, which refuses it with its own message."""
+        texts = [text] if isinstance(text, str) else list(text) if isinstance(text, (list, tuple)) else []
+        more = generate if rules._is_int(generate) and generate > 0 else 0
+        for i, one in enumerate(t for t in texts if isinstance(t, str)):
+            try:
+                n = count(one) + more
+            except Exception:  # (the reader's to refuse, saying what to pass)
+                return
+            said = "This text" if isinstance(text, str) else f"Text {i}"
+            said += f" ({n - more} tokens, and the {more} generate= writes)" if more else ""
+            dense.check(said, n, n, cls.dense_limit, made=False)
 
     @classmethod
     def _from_model(cls, found, layer, head, kwargs, block=None, texts=None):
@@ -160,6 +186,11 @@ class FromModels(_Widget):
                 raise ValueError(f"block must be one of {', '.join(map(repr, blocks))}, got {block!r}")
             found = blocks[block]
         each = found if isinstance(found, list) else []  # a model's texts, each read alone
+        # every block and text the widget can switch to (a text's tokens are known before it is read)
+        for f in each or blocks.values() or [found]:
+            n = len(f.tokens)
+            keys = None if each else getattr(f, "key_tokens", None)
+            dense.check("AttentionWidget", n, n if keys is None else len(keys), cls.dense_limit, made=False)
         index = kwargs.pop("sentence_index", 0) if each else 0
         if each:
             if not (rules._is_int(index) and 0 <= index < len(each)):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, computed_views, measures, qkmap
+from . import atlas, computed_views, dense, measures, qkmap
 from .formulas import head_summaries
 from .inputs import Inputs
 from .integrations import ablation
@@ -31,6 +31,8 @@ else:
 
 
 EXACT = 12  # the page's effect summary ablates exactly the heads whose estimates are largest, this many
+# the page's views computed without the text's whole matrices: answered past dense_limit too
+NOT_WHOLE = ("query_key_map", "induction")
 
 
 class Research(_Widget):
@@ -67,8 +69,11 @@ class Research(_Widget):
 
     def _answer(self, name: str, begin: bool = True) -> None:
         """The page asks for view ``name`` (live.py): computed unless the answer held is current;
-        a large model's overview on a thread (the page asks again until it has it)."""
+        a large model's overview on a thread (the page asks again until it has it). Past ``dense_limit``,
+        the refusal is the answer (the page says it), and nothing is computed."""
         view = computed_views.VIEWS[name]
+        if name not in NOT_WHOLE and self._refuse_view(name, view):
+            return
         if view.held_in == "measure_data":
             if name != self.measure:
                 return
@@ -90,6 +95,21 @@ class Research(_Widget):
             done = self._overview_now(begin)
             if done is not None:
                 self.set_trait("overview", done)
+
+    def _refuse_view(self, name: str, view) -> bool:
+        """Past ``dense_limit``: the page's view ``name`` answered with the refusal (True), not computed."""
+        said = dense.problem(f"The page's {name}", self._rows(), self._keys_read(), self.dense_limit)
+        if not said:
+            return False
+        inputs = self._inputs()
+        answer = {"error": said, "key": view.key(inputs)}
+        if view.held_in == "measure_data" and name == self.measure:
+            self.set_trait("measure_data", {name: answer})
+        elif view.held_in == "computed" and computed_views.asked(name, inputs.state):
+            self.set_trait("computed", {**(self.computed or {}), name: answer})
+        elif name == "overview" and self.n_layers and self.layer_shown:
+            self.set_trait("overview", answer)
+        return True
 
     def _overview_now(self, begin: bool = True) -> dict | None:
         """The overview for the widget as it stands, or None while it is being computed (or, not
@@ -135,6 +155,7 @@ class Research(_Widget):
         layer l is Â_l · … · Â_0; row i of layer l: how much of each input token reaches token i
         there (each row sums to 1). At the current temperature, causal rule, masks and sink; a
         widget of your own arrays is one layer of its heads. See :func:`attnwidget.mixing.rollout`."""
+        self._dense_check("w.rollout()")
         return rollout(self._inputs().across("rollout"))
 
     def flow(self) -> np.ndarray:
@@ -144,6 +165,7 @@ class Research(_Widget):
         of a few dozen tokens (at 12 layers in about a second with igraph installed: 60 through
         causal layers, 44 through two-way ones; see :func:`attnwidget.mixing.attention_flow`):
         progress is said row by row, and a run estimated past ten seconds warns first."""
+        self._dense_check("w.flow()")
         inputs = self._inputs()
         n, layers = inputs.rows, len(inputs.layers)
         seconds = measures.flow_seconds(n, layers, inputs.causal)
@@ -166,6 +188,7 @@ class Research(_Widget):
         widget's weights at its temperature, causal rule, masks, sink and step (``weights`` for
         the head shown). New float64 arrays; each layer's per-key Gram matrices of its heads'
         vectors are kept, so another temperature or mask costs only the weights."""
+        self._dense_check("w.norms()")
         return measures.norms(self._inputs(), combined)
 
     def _projection(self):
@@ -226,12 +249,14 @@ class Research(_Widget):
         number of tokens (a minimal pair); cell (i, j) is then how much more token i of text a reads
         token j than token i of text b does."""
         measures.check_pair(self._sources, a, b)
+        self._dense_check("w.difference()")
         return measures.every_difference(self._inputs(a), self._inputs(b))
 
     def largest_difference(self, a: int = 0, b: int = 1) -> np.ndarray:
         """The largest absolute value of difference(a, b) in each layer and head, over its cells, layers × heads (as
         head_summary's numbers are shaped): the heads where the two texts differ most."""
         measures.check_pair(self._sources, a, b)
+        self._dense_check("w.largest_difference()")
         return np.stack([most for _, most in measures.differences(self._inputs(a), self._inputs(b), lambda at: False)])
 
     def head_effects(self, mode: str = "zero", method: str = "exact") -> np.ndarray:
@@ -325,6 +350,7 @@ class Research(_Widget):
 
         A head is a sink head when its ``"sink"`` passes ``attnwidget.atlas.SINK_HEAD`` (0.3, Gu et
         al. 2025); ``atlas.sink_heads`` counts them."""
+        self._dense_check("w.head_scores()")
         names = atlas.check_names(names, self._reader() is not None)
         inputs = self._inputs()
         count = max(1, len(self.sentences)) if set(names) - {"induction"} else 0
@@ -361,5 +387,6 @@ class Research(_Widget):
         ``"previous"`` leaves out the first row, which has no previous token; in cross-attention
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
+        self._dense_check("w.head_summary()")
         rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._inputs().weights()]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}

@@ -1,7 +1,7 @@
 """The numbers of the head shown, as read-only numpy views that always agree with the traits:
 scores, weights, output, effective tokens and the lab's readouts, computed by formulas.py for the
 current state (one :class:`~attnwidget.formulas.Attention`, kept while its inputs are the same
-objects). A part of :class:`~attnwidget.AttentionWidget`.
+objects), and refused past the widget's ``dense_limit`` (dense.py). A part of :class:`~attnwidget.AttentionWidget`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from . import rules
+from . import dense, rules
 from .formulas import Attention
 from .inputs import head_of, reading_mask
 from .position import positioned
@@ -52,9 +52,18 @@ class Shown(_Widget):
     def _head(self, a):
         return head_of(a, self.head)
 
+    def _dense_check(self, what: str) -> None:
+        """Refuse ``what`` past ``dense_limit``: it is computed from the whole tokens × keys matrices."""
+        dense.check(what, self._rows(), self._keys_read(), self.dense_limit)
+
     @property
     def attention(self) -> Attention:
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
+        return self._attention("w.attention")
+
+    def _attention(self, what: str) -> Attention:
+        """``attention``, asked for by ``what`` (named when it is refused past ``dense_limit``)."""
+        self._dense_check(what)
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
         key = (
@@ -119,37 +128,41 @@ class Shown(_Widget):
     def scores(self) -> np.ndarray:
         """scale·QKᵀ (n×n), before temperature and mask."""
         self._needs("scores", "scores")
-        return self._frozen(self.attention.scores)
+        return self._frozen(self._attention("w.scores").scores)
 
     @property
     def weights(self) -> np.ndarray:
         """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from."""
-        return self._frozen(self.attention.weights)
+        return self._frozen(self._attention("w.weights").weights)
 
     @property
     def output(self) -> np.ndarray:
         """The mix, weights · V (n×d_v)."""
         self._needs("blend", "output")
-        return self._frozen(self.attention.output)
+        return self._frozen(self._attention("w.output").output)
 
     @property
     def residual_output(self) -> np.ndarray | None:
         """x + weights · V: each token's own embedding with the mix added (None without x)."""
-        return None if self.x is None else self._frozen(self.x[: self._rows()] + self.attention.output)
+        return (
+            None
+            if self.x is None
+            else self._frozen(self.x[: self._rows()] + self._attention("w.residual_output").output)
+        )
 
     @property
     def effective_tokens(self) -> np.ndarray:
-        return self._frozen(self.attention.effective_tokens)
+        return self._frozen(self._attention("w.effective_tokens").effective_tokens)
 
     @property
     def sense_resolved(self) -> np.ndarray:
         self._needs("blend", "sense_resolved")
-        return self._frozen(self.attention.sense_resolved)
+        return self._frozen(self._attention("w.sense_resolved").sense_resolved)
 
     @property
     def output_spread(self) -> float:
         self._needs("blend", "output_spread")
-        return self.attention.output_spread
+        return self._attention("w.output_spread").output_spread
 
     @property
     def score(self) -> float | None:
@@ -172,7 +185,7 @@ class Shown(_Widget):
         position="rope" the "dot" is of the query and key turned; with "alibi" the "bias" holds ``−m·|i − j|``."""
         if self.cell is None:
             return None
-        steps = self.attention.cell(*self.cell)
+        steps = self._attention("w.cell_arithmetic").cell(*self.cell)
         if not self.weights_only:
             return steps
         dropped = ("dot", "scale", "softcap", "capped", "bias") + (

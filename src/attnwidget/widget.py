@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import traitlets
 
-from . import computed_views, rules, traits
+from . import computed_views, dense, rules, traits
 from .from_models import FromModels
 from .inputs import Inputs
 from .live import LivePage, _on_page_message  # noqa: F401  (tests speak to the page's handler)
@@ -84,6 +84,21 @@ class AttentionWidget(Research, FromModels, Shown, LivePage, _State):
     """The names and limits the page's rules need (rules.CONSTANTS), and each computed view's key, sign and trait
     (computed_views.py): sent from here, so there is no copy to keep in step."""
 
+    dense_limit: int = dense.LIMIT
+    """The most query tokens, or key tokens, whose whole matrices the widget computes (4096 by default:
+    134 MB a tokens × keys matrix of float64, n × m × 8 bytes; the widget and its page make several).
+    A widget of more (own arrays, a sentence, a model's text, any of its texts or blocks) is refused with
+    ValueError, and so is a change that brings in more (set_vectors, another sentence, layer or block),
+    the widget kept as it was; for long texts use :class:`attnwidget.LongAttention` (docs/long.md) and
+    its page, ``attnwidget.LongWidget``. Set it on the class for every widget
+    (``AttentionWidget.dense_limit = 8192``) or on one widget (``w.dense_limit = 8192``). Lowered below
+    a widget's size, everything computed from its whole matrices refuses the same way rather than
+    computing them (``weights``, ``scores``, ``output``, ``effective_tokens``, ``cell_arithmetic``,
+    ``rollout()``, ``flow()``, ``norms()``, ``head_summary()``, ``head_scores()``, ``difference()``,
+    an exported page, and the views the page asks for), even those of one row or one cell, which are
+    read from the whole matrix; the tokens, arrays and settings stay, and a change that brings in no
+    arrays is taken. While a text is written (``step``), the tokens written so far are counted."""
+
     def __init__(self, sentence=None, **options: Unpack[Options]):
         unknown = sorted(set(options) - set(INIT))
         if unknown:
@@ -102,6 +117,8 @@ class AttentionWidget(Research, FromModels, Shown, LivePage, _State):
         self._sources, given, sentences, own_keys = opening(
             sentence, arrays, asked["value_axes"], asked["sentence_index"]
         )
+        n = max([len(given["tokens"]), *(len(e.tokens) for e in self._sources.examples)])  # (any text it switches to)
+        dense.check("AttentionWidget", n, n if own_keys is None else len(own_keys), self.dense_limit, made=False)
         state.update(given)
         if cell is not None and focus is not None and np.ndim(cell) == 1 and len(cell) == 2 and cell[0] != focus:
             raise ValueError(
@@ -155,7 +172,13 @@ class AttentionWidget(Research, FromModels, Shown, LivePage, _State):
 
     def _settle(self: Widget, before, changed, values):
         state, asked = self._plain(before), [n for n in changed if n in rules.FIELDS]
+        text, lengths = values.get("sentence_index"), state["text_lengths"]
+        if "sentence_index" in asked and rules._is_int(text) and 0 <= text < len(lengths):  # (before a model reads it)
+            dense.check(f"Text {text}", lengths[text], lengths[text], self.dense_limit)
         after = rules.settle_checked(state, {n: values[n] for n in asked}, self._sources)
+        if any(not rules.same(after[n], state[n]) for n in ("tokens", "key_tokens", "q", "k", "v")):
+            n, m = len(after["tokens"]), len(after["key_tokens"] or after["tokens"])  # (all of them: step may grow)
+            dense.check("AttentionWidget", n, m, self.dense_limit)
         current = self._plain(values)
         for name, value in after.items():
             if not rules.same(value, current[name]):
@@ -185,6 +208,7 @@ class AttentionWidget(Research, FromModels, Shown, LivePage, _State):
     def page_state(self: Widget, layers=None, budget: float = 50e6) -> dict:
         """Everything a page with no kernel needs, as plain data (the payload, payload.py): a
         model's every layer while under ``budget`` bytes, else those ``layers`` names (to_html)."""
+        self._dense_check("An exported page (page_state, to_html, save_png, save_svg, save_pdf)")  # (it computes them)
         kept = self._effects_kept()
         if self.summary == "effect" and kept is not None and self._effect_key() not in self._effects:
             self.head_effects(self._effect_mode)  # shown coloured by them: every head exact (a forward pass per layer)
