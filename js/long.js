@@ -21,15 +21,17 @@ import { createStrip } from "./views/long-strip.js";
 
 export const commas = format(",");
 
-/** A live kernel's answers: each question gets an id, its answer (or refusal) resolves it.
+/** A live kernel's answers: each question gets this view's name and a number, and its answer (or
+ * refusal) resolves it; the kernel answers every view, so each reads only its own.
  * @param {any} model  @returns {Source} */
 function kernel(model) {
+  const view = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   let next = 0;
   /** @type {Map<number, { resolve: (r: Reply | null) => void, progress?: (f: number) => void }>} */
   const waiting = new Map();
   /** @param {Answer} answer  @param {(DataView | ArrayBuffer)[]} [buffers] */
   const onMessage = (answer, buffers = []) => {
-    const who = answer?.id == null ? undefined : waiting.get(answer.id);
+    const who = answer?.view !== view || answer.id == null ? undefined : waiting.get(answer.id);
     if (!who) return;
     if (answer.kind === "progress") return who.progress?.(answer.fraction);
     waiting.delete(/** @type {number} */ (answer.id));
@@ -49,7 +51,7 @@ function kernel(model) {
       const id = ++next;
       return new Promise((resolve) => {
         waiting.set(id, { resolve, progress });
-        model.send({ ...question, id });
+        model.send({ ...question, view, id });
       });
     },
     destroy() {
@@ -72,8 +74,13 @@ function held(payload) {
   const maps = new Map(),
     rows = new Map();
   for (const m of payload.maps) maps.set(`${m.layer}/${m.head}/${m.how}`, { answer: { kind: "map", ...m, data: undefined }, buffers: [decode(m.data)] });
+  // each row once, its summaries of every head, and the weights of the heads the page holds
   for (const r of payload.rows)
-    rows.set(`${r.layer}/${r.position}/${r.head}`, { answer: { kind: "row", ...r, weights: undefined }, buffers: [decode(r.weights)] });
+    for (const [head, weights] of Object.entries(r.weights))
+      rows.set(`${r.layer}/${r.position}/${head}`, {
+        answer: { ...r, kind: "row", head: Number(head), weights: undefined },
+        buffers: [decode(/** @type {string} */ (weights))],
+      });
   return {
     holds: payload.holds,
     async ask(q) {
@@ -123,7 +130,16 @@ export function mount(root, model, source, dark = false) {
   const layerSelect = el("select", { "aria-label": "layer" }),
     headSelect = el("select", { "aria-label": "head" });
   for (const x of Object.keys(layers)) layerSelect.append(el("option", { value: x }, `layer ${x}`));
-  const dial = el("input", { type: "range", min: "-2", max: "2", step: "0.01", "aria-label": "temperature" }),
+  const dial = el("input", {
+      type: "range",
+      min: "-2",
+      max: "2",
+      step: "0.01",
+      "aria-label": "temperature",
+      // an exported page holds its maps and rows at one temperature: the dial there says which, and stays
+      disabled: !!source.holds,
+      title: source.holds ? "This page holds its maps and rows at this temperature; a live notebook changes it." : null,
+    }),
     dialText = el("output", { class: "aw-long-t" });
   const howButtons = ["max", "mean"].map((h) =>
     el("button", { type: "button", "data-how": h, onclick: () => set("how", h) }, h === "max" ? "largest in a pixel" : "mean of a pixel"),
@@ -170,15 +186,23 @@ export function mount(root, model, source, dark = false) {
     onFocus: (i) => set("focus", i),
   });
 
-  let rowAsked = 0;
+  // One row question at a time: a focus moved while one is answered (a key held down) asks once more,
+  // for where the focus is then, not for every token it passed.
+  let rowBusy = false,
+    rowAgain = false;
   async function askRow() {
     const layer = model.get("layer"),
       head = model.get("head"),
-      position = model.get("focus"),
-      mine = ++rowAsked;
+      position = model.get("focus");
     row.pending(position);
+    if (rowBusy) return void (rowAgain = true);
+    rowBusy = true;
     const reply = await source.ask({ ask: "row", layer, head, position });
-    if (mine !== rowAsked) return; // (a newer row was asked meanwhile)
+    rowBusy = false;
+    if (rowAgain) {
+      rowAgain = false;
+      return askRow();
+    }
     row.update(reply, { layer, head, position, shape: shape() });
     strip.tint(reply?.answer.kind === "row" ? reply.buffers[0] : null);
   }
@@ -192,6 +216,7 @@ export function mount(root, model, source, dark = false) {
     headSelect.value = String(head);
     const t = model.get("temperature");
     dial.value = String(Math.log10(t));
+    dial.setAttribute("aria-valuetext", `T = ${format(".3~g")(t)}`);
     dialText.textContent = `T = ${format(".3~g")(t)}`;
     for (const b of howButtons) b.setAttribute("aria-pressed", String(b.dataset.how === model.get("how")));
     const name = model.get("name");

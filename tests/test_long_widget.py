@@ -91,9 +91,9 @@ def widget(long=LONG, **options):
 
 
 def ask(w, **question):
-    """The page's question, answered; the map's thread waited for. The answers, progress left out."""
+    """The page's question (from view "v"), answered; the map's thread waited for. The answers, progress left out."""
     w.sent.clear()
-    w._answer(question)
+    w._answer({"view": "v", **question})
     w._pool().submit(lambda: None).result()
     return [(c, b) for c, b in w.sent if c["kind"] != "progress"]
 
@@ -108,6 +108,7 @@ def test_the_map_the_page_asks_for_is_the_head_pooled_with_its_key(how):
     [(said, [pixels])] = ask(w, ask="map", id=7, layer=5, head=2, how=how, size=[64, 48])
     assert said == {
         "kind": "map",
+        "view": "v",
         "id": 7,
         "layer": 5,
         "head": 2,
@@ -121,31 +122,52 @@ def test_the_map_the_page_asks_for_is_the_head_pooled_with_its_key(how):
     np.testing.assert_allclose(floats(pixels, (64, 48)), pooled(DENSE[5, 2], 64, 48, f), rtol=1e-6, atol=1e-9)
 
 
-def test_a_map_tells_its_progress_and_a_superseded_one_is_not_computed():
+def held(w):
+    """The map's thread held until the returned event is set (what is asked meanwhile waits behind it)."""
+    gate = __import__("threading").Event()
+    w._pool().submit(gate.wait)
+    return gate
+
+
+def answers(w, kind=None):
+    return [(c["view"], c["id"], c["kind"]) for c, _ in w.sent if c["kind"] != "progress" and kind in (None, c["kind"])]
+
+
+def test_a_map_tells_its_progress_and_one_superseded_by_its_view_is_not_computed():
     n = 4096
     rng = np.random.default_rng(3)
     long = LongAttention(list(map(str, range(n))), {0: LongLayer(*(rng.normal(size=(1, n, 4)) for _ in range(3)))})
     w = widget(long)
-    w.long.heads(0).block = 16  # (many bands, so that progress is told)
-    w._lock = FakeSlowLock()
-    w._answer({"ask": "map", "id": 1, "layer": 0, "head": 0, "size": [32, 32]})
-    w._answer({"ask": "map", "id": 2, "layer": 0, "head": 0, "size": [16, 16]})
+    long.heads(0).block = 16  # (many bands, so that progress is told)
+    gate = held(w)
+    for view, i, size in (("a", 1, 32), ("b", 1, 24), ("a", 2, 16)):  # two views, numbering their own questions
+        w._answer({"ask": "map", "view": view, "id": i, "layer": 0, "head": 0, "size": [size, size]})
+    gate.set()
     w._pool().submit(lambda: None).result()
-    progress = [c["fraction"] for c, _ in w.sent if c["kind"] == "progress"]
-    maps = [c for c, _ in w.sent if c["kind"] == "map"]
-    assert all(c["id"] in (1, 2) for c, _ in w.sent if c["kind"] == "progress")
-    assert [m["id"] for m in maps] in ([2], [1, 2])  # 1 skipped when 2 was asked before it began
-    assert maps[-1]["rows"] == 16 and progress == sorted(progress) and all(0 < f < 1 for f in progress)
+    assert answers(w) == [("a", 1, "superseded"), ("b", 1, "map"), ("a", 2, "map")]
+    rows = {(c["view"], c["id"]): c["rows"] for c, _ in w.sent if c["kind"] == "map"}
+    assert rows == {("b", 1): 24, ("a", 2): 16}
+    progress = [(c["view"], c["id"], c["fraction"]) for c, _ in w.sent if c["kind"] == "progress"]
+    assert progress and {p[:2] for p in progress} <= {("b", 1), ("a", 2)} and all(0 < p[2] < 1 for p in progress)
 
 
-class FakeSlowLock:
-    """A lock that lets every progress through (the clock between bands is too fast to wait for)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def test_a_map_being_computed_stops_when_its_view_asks_another_or_the_widget_closes():
+    n = 8192
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(1, n, 16)).astype(np.float32)
+    w = widget(LongAttention([str(i) for i in range(n)], {0: LongLayer(q, q, q)}))
+    w.long.heads(0).block = 16
+    w._answer({"ask": "map", "view": "a", "id": 1, "layer": 0, "size": [64, 64]})
+    deadline = __import__("time").monotonic() + 30
+    while not any(c["kind"] == "progress" for c, _ in w.sent) and __import__("time").monotonic() < deadline:
+        __import__("time").sleep(0.005)
+    w._answer({"ask": "map", "view": "a", "id": 2, "layer": 0, "size": [8, 8]})
+    w._pool().submit(lambda: None).result()
+    assert answers(w, "superseded") == [("a", 1, "superseded")] and answers(w, "map") == [("a", 2, "map")]
+    w._answer({"ask": "map", "view": "a", "id": 3, "layer": 0, "size": [32, 32]})
+    w.close()
+    w._jobs = None
+    assert answers(w, "map") == [("a", 2, "map")]  # (3 never answered: the widget is closed)
 
 
 def test_the_focused_row_is_exact_with_every_heads_strongest_keys():
@@ -222,9 +244,9 @@ def test_the_state_refuses_what_is_not_there_and_keeps_its_own():
             setattr(w, name, value)
     assert (w.layer, w.head, w.focus, w.temperature) == (0, 0, N - 1, 0.7)
     w.temperature = 2.0
-    assert LONG.temperature == 2.0
-    np.testing.assert_allclose(w.row()[1], dense(LONG, 0, 1)[N - 1], atol=1e-12)
-    w.temperature = 0.7
+    assert LONG.temperature == 0.7  # (the widget's own: the LongAttention it shows keeps its own)
+    hot = LongAttention(LONG.tokens, LONG._layers, temperature=2.0)
+    np.testing.assert_allclose(w.row()[1], dense(hot, 0, 1)[N - 1], atol=1e-12)
 
 
 def test_own_arrays_make_one_layer_and_a_wrong_call_says_how():
@@ -252,14 +274,15 @@ def test_an_exported_page_holds_the_maps_and_rows_asked_and_says_so():
     assert set(maps) == {(0, h, how) for h in (1, 2) for how in ("max", "mean")}
     got = np.frombuffer(base64.b64decode(maps[0, 2, "mean"]["data"]), np.float32).reshape(32, 32)
     np.testing.assert_allclose(got, pooled(DENSE[0, 2], 32, 32, np.mean), rtol=1e-6, atol=1e-9)
-    rows = {(r["layer"], r["position"], r["head"]): r for r in data["rows"]}
-    assert set(rows) == {(0, p, h) for p in (0, 120, N - 1) for h in (1, 2)}  # (the focused row, too)
-    row = np.frombuffer(base64.b64decode(rows[0, N - 1, 2]["weights"]), np.float32)
+    rows = {(r["layer"], r["position"]): r for r in data["rows"]}
+    assert set(rows) == {(0, p) for p in (0, 120, N - 1)}  # (the focused row, too)
+    assert set(rows[0, N - 1]["weights"]) == {"1", "2"} and len(rows[0, N - 1]["heads"]) == 4
+    row = np.frombuffer(base64.b64decode(rows[0, N - 1]["weights"]["2"]), np.float32)
     np.testing.assert_allclose(row, DENSE[0, 2][N - 1], atol=1e-7)
-    assert len(rows[0, N - 1, 2]["heads"]) == 4
     assert data["holds"] == (
         "This page holds layer 0's heads 1 and 2: each head's whole map pooled onto 32 × 32 pixels (each pixel's "
-        "largest weight, and its mean), and the exact rows of positions 0, 120 and 299. Zoomed in, it shows the "
+        "largest weight, and its mean), and the exact rows of positions 0, 120 and 299, at temperature 0.7. Zoomed "
+        "in, it shows the "
         "pooled map: each cell's own weight is computed by a live notebook."
     )
 
@@ -278,14 +301,36 @@ def test_an_exported_page_over_its_size_is_refused_saying_what_to_drop(tmp_path)
 
 
 def test_rows_and_regions_are_answered_while_a_map_is_computed():
-    n = 16_384
-    rng = np.random.default_rng(4)
-    q = rng.normal(size=(1, n, 16)).astype(np.float32)
-    w = widget(LongAttention([str(i) for i in range(n)], {0: LongLayer(q, q, q)}))
-    w._answer({"ask": "map", "id": 1, "layer": 0, "head": 0, "size": [256, 256]})
-    w._answer({"ask": "row", "id": 2, "layer": 0, "head": 0, "position": 9_000})
-    w._answer({"ask": "region", "id": 3, "layer": 0, "r0": 0, "r1": 64, "c0": 0, "c1": 64, "size": [64, 64]})
-    answered = [c["id"] for c, _ in w.sent if c["kind"] != "progress"]
-    assert answered == [2, 3]  # (the map still being computed in its thread)
+    w = widget()
+    gate = held(w)  # (a map that takes as long as it takes)
+    w._answer({"ask": "map", "view": "v", "id": 1, "layer": 0, "head": 0, "size": [32, 32]})
+    w._answer({"ask": "row", "view": "v", "id": 2, "layer": 0, "head": 0, "position": 200})
+    w._answer(
+        {"ask": "region", "view": "v", "id": 3, "layer": 0, "r0": 0, "r1": 64, "c0": 0, "c1": 64, "size": [64, 64]}
+    )
+    assert answers(w) == [("v", 2, "row"), ("v", 3, "region")]
+    gate.set()
     w._pool().submit(lambda: None).result()
-    assert [c["id"] for c, _ in w.sent if c["kind"] != "progress"] == [2, 3, 1]
+    assert answers(w) == [("v", 2, "row"), ("v", 3, "region"), ("v", 1, "map")]
+
+
+def test_two_widgets_of_one_long_attention_keep_their_own_temperatures():
+    long = LongAttention(LONG.tokens, LONG._layers)
+    hot, cold = widget(long, temperature=3.0), widget(long, temperature=0.25)
+    assert long.temperature == 1.0 and (hot.temperature, cold.temperature) == (3.0, 0.25)
+    for w, t in ((hot, 3.0), (cold, 0.25), (hot, 3.0)):
+        [(said, [weights, _])] = ask(w, ask="row", id=1, layer=0, head=2, position=150)
+        assert said["temperature"] == t
+        long.temperature = t
+        np.testing.assert_allclose(floats(weights, (N,)), dense(long, 0, 2)[150], atol=1e-7)
+        long.temperature = 1.0
+    np.testing.assert_allclose(
+        cold.row()[2], LONG.rows(0, [N - 1], temperature=0.25).weights[2, 0]
+    )  # (focus: the last)
+
+
+def test_an_unexpected_failure_is_answered_not_left_waiting(monkeypatch):
+    w = widget()
+    monkeypatch.setattr(w.long, "rows", lambda *a, **k: (_ for _ in ()).throw(MemoryError("out of memory")))
+    [(said, buffers)] = ask(w, ask="row", id=9, layer=0, position=3)
+    assert (said["kind"], said["id"], said["view"], buffers) == ("error", 9, "v", [])

@@ -8,7 +8,8 @@ import { rgb } from "d3-color";
 import { interpolateLab } from "d3-interpolate";
 import { scaleLinear } from "d3-scale";
 import { pack } from "../picture.js";
-import { el, fmtE, inkOn, short } from "./dom.js";
+import { el, fmtE, inkOn } from "./dom.js";
+import { visible } from "./long-strip.js";
 
 const WIDE = 112, // room for a row's position and token
   NARROW = 52, // room for a position alone (a narrow page)
@@ -40,15 +41,23 @@ export function steps(pal) {
   return { css: (/** @type {number} */ t) => at(t), packed: Uint32Array.from({ length: 257 }, (_, k) => pack(rgb(at(k / 256)))) };
 }
 
-/** An image of `values` (rows × cols), each at its place on the scale, as a canvas to draw from.
- * @param {Float32Array} values  @param {number} rows  @param {number} cols  @param {(w: number) => number} where  @param {Uint32Array} packed */
-export function picture(values, rows, cols, where, packed) {
+/** An image of `values` (rows × cols), each at its place on the scale (see position), as a canvas to
+ * draw from. The scale is written out in the loop: a region's million pixels in a few milliseconds.
+ * @param {Float32Array} values  @param {number} rows  @param {number} cols  @param {number} top  @param {boolean} log  @param {Uint32Array} packed */
+export function picture(values, rows, cols, top, log, packed) {
   const canvas = document.createElement("canvas");
   canvas.width = cols;
   canvas.height = rows;
   const image = new ImageData(cols, rows),
-    px = new Uint32Array(image.data.buffer);
-  for (let i = 0; i < rows * cols; i++) px[i] = packed[Math.round(256 * where(values[i]))];
+    px = new Uint32Array(image.data.buffer),
+    lo = Math.log10(top / RANGE),
+    perLog = 256 / Math.log10(RANGE),
+    perWeight = top > 0 ? 256 / top : 0;
+  for (let i = 0; i < rows * cols; i++) {
+    const v = values[i],
+      t = v > 0 ? (log ? (Math.log10(v) - lo) * perLog : v * perWeight) : 0;
+    px[i] = packed[t <= 0 ? 0 : t >= 256 ? 256 : (t + 0.5) | 0];
+  }
   canvas.getContext("2d")?.putImageData(image, 0, 0);
   return canvas;
 }
@@ -59,7 +68,13 @@ export function picture(values, rows, cols, where, packed) {
  */
 export function createMatrix(box, { tokens, pal, source, onFocus }) {
   const n = tokens.length;
-  const canvas = el("canvas", { class: "aw-long-canvas", tabindex: "0", role: "img" });
+  const canvas = el("canvas", {
+    class: "aw-long-canvas",
+    tabindex: "0",
+    role: "application",
+    "aria-roledescription": "zoomable attention map",
+    title: "Wheel or + and − to zoom, drag or arrow keys to pan, 0 for the whole map; click a row to focus it",
+  });
   const tip = el("div", { class: "aw-tip", hidden: true });
   const status = el("p", { class: "aw-long-status", role: "status" });
   const scaleButton = el("button", { type: "button", "aria-pressed": "true" }, "log scale");
@@ -91,12 +106,15 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     mapAsked = 0,
     regionAsked = 0,
     timer = 0,
-    saying = "";
+    saying = "", // about the map (computing it, or why there is none)
+    regionSaying = ""; // about the region on screen (why its cells are not here); a change of view clears it
   const key = () => (shown ? `${shown.layer}/${shown.head}/${shown.how}/${shown.temperature}` : "");
   const say = (/** @type {string} */ text) => (status.textContent = saying = text);
 
-  /** A picture of `values` at the current scale (the map's largest weight its top). @param {Float32Array} values  @param {number} rows  @param {number} cols */
-  const paint = (values, rows, cols) => picture(values, rows, cols, position(base ? base.top : 1, log), steps(pal()).packed);
+  /** The scale's top: the map's largest weight, or (no map of the head shown yet) the region's own. */
+  const top = (/** @type {Float32Array} */ values) => (base && base.key === key() ? base.top : values.reduce((a, v) => Math.max(a, v), 0) || 1);
+  /** A picture of `values` at the current scale. @param {Float32Array} values  @param {number} rows  @param {number} cols */
+  const paint = (values, rows, cols) => picture(values, rows, cols, top(values), log, steps(pal()).packed);
 
   async function askMap() {
     if (!shown) return;
@@ -109,7 +127,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
       { ask: "map", layer, head, how, size: [size, size] },
       (f) => mine === mapAsked && say(`Computing head ${head}'s whole map: ${Math.round(100 * f)}% of its rows…`),
     );
-    if (mine !== mapAsked) return;
+    if (mine !== mapAsked || wanted !== key() || reply?.answer.kind === "superseded") return;
     if (!reply) return say(`This page holds no map of layer ${layer}, head ${head}: its author kept other heads (see above).`);
     if (reply.answer.kind === "error") return say(reply.answer.message);
     const { rows, cols, top } = reply.answer;
@@ -123,26 +141,27 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
 
   function askRegion() {
     clearTimeout(timer);
-    if (span >= n || span * span > MAX_REGION || !shown) {
-      if (saying.startsWith("Zoomed in")) saying = ""; // (said of a region: none is asked now)
-      region = null;
+    regionSaying = "";
+    const R0 = Math.floor(r0),
+      R1 = Math.min(n, Math.ceil(r0 + span)),
+      C0 = Math.floor(c0),
+      C1 = Math.min(n, Math.ceil(c0 + span));
+    if (span >= n || (R1 - R0) * (C1 - C0) > MAX_REGION || !shown) {
+      region = null; // (the whole map serves)
       return draw();
     }
     timer = window.setTimeout(async () => {
       if (!shown) return;
       const mine = ++regionAsked,
         wanted = key(),
-        R0 = Math.floor(r0),
-        R1 = Math.min(n, Math.ceil(r0 + span)),
-        C0 = Math.floor(c0),
-        C1 = Math.min(n, Math.ceil(c0 + span)),
         px = Math.min(1024, Math.round(side * (window.devicePixelRatio || 1)));
       const reply = await source.ask({ ask: "region", layer: shown.layer, head: shown.head, how: shown.how, r0: R0, r1: R1, c0: C0, c1: C1, size: [px, px] });
       if (mine !== regionAsked || wanted !== key()) return;
-      if (!reply) return say("Zoomed in, this page shows the pooled map: each cell's own weight is computed by a live notebook.");
-      if (reply.answer.kind === "error") return say(reply.answer.message);
+      if (!reply || reply.answer.kind === "error") {
+        regionSaying = reply ? reply.answer.message : "Zoomed in, this page shows the pooled map: each cell's own weight is computed by a live notebook.";
+        return draw();
+      }
       const a = reply.answer;
-      saying = "";
       region = {
         canvas: paint(reply.buffers[0], a.rows, a.cols),
         rows: a.rows,
@@ -203,9 +222,15 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     }
     g.restore();
     drawAxes(g, p, s);
-    const exact = !!cells && cells.r0 <= r0 && cells.c0 <= c0 && cells.r1 >= Math.min(n, r0 + span) - 0.01;
+    const exact =
+      !!cells &&
+      cells.r0 <= Math.floor(r0) &&
+      cells.c0 <= Math.floor(c0) &&
+      cells.r1 >= Math.min(n, Math.ceil(r0 + span)) &&
+      cells.c1 >= Math.min(n, Math.ceil(c0 + span));
     Object.assign(canvas.dataset, {
       view: [r0, r0 + span, c0, c0 + span].map((x) => Math.round(x)).join(","),
+      shown: key(), // (layer/head/how/temperature: whose map and cells these are)
       shows: exact ? "cells" : region && region.key === key() ? "pooled region" : base && base.key === key() ? "map" : "nothing",
     });
     canvas.setAttribute(
@@ -215,7 +240,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     const zoomed = region && region.key === key() && !region.exact ? region : null,
       pooled = zoomed || (base && base.key === key() ? base : null),
       perPixel = zoomed ? (zoomed.r1 - zoomed.r0) / zoomed.rows : n / (base ? base.rows : 1);
-    if (saying) status.textContent = saying;
+    if (saying || regionSaying) status.textContent = saying || regionSaying;
     else if (exact)
       status.textContent = `Rows ${commas(cells.r0)}–${commas(cells.r1 - 1)} × columns ${commas(cells.c0)}–${commas(cells.c1 - 1)}: each cell's weight, exact${s >= 34 ? ", written in it" : " (zoom in to read the numbers)"}.`;
     else if (pooled)
@@ -288,7 +313,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     if (s >= 13) {
       for (let i = Math.max(0, Math.floor(r0)); i < Math.min(n, r0 + span); i++) {
         g.fillStyle = i === shown?.focus ? p.accent : p.fg;
-        const label = LEFT === WIDE ? `${commas(i)} ${short(tokens[i].replace(/\n/g, "↵"), 10)}` : commas(i);
+        const label = LEFT === WIDE ? `${commas(i)} ${visible(tokens[i], 10)}` : commas(i);
         g.fillText(label, LEFT - 5, TOP + (i - r0 + 0.5) * s, LEFT - 8);
       }
     } else for (const t of ticks(r0, Math.max(2, Math.floor(side / 45)))) g.fillText(commas(t), LEFT - 5, TOP + (t - r0 + 0.5) * s, LEFT - 8);
@@ -306,7 +331,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     const box = canvas.getBoundingClientRect(),
       x = e.clientX - box.left - LEFT,
       y = e.clientY - box.top - TOP;
-    return x < 0 || y < 0 || x > side || y > side ? null : { i: r0 + (y * span) / side, j: c0 + (x * span) / side, x: x + LEFT, y: y + TOP };
+    return x < 0 || y < 0 || x >= side || y >= side ? null : { i: r0 + (y * span) / side, j: c0 + (x * span) / side, x: x + LEFT, y: y + TOP };
   }
 
   /** @param {number} rr  @param {number} cc  @param {number} ss */
@@ -344,14 +369,15 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     const i = Math.floor(p.i),
       j = Math.floor(p.j),
       cells = region && region.key === key() && region.exact && i >= region.r0 && i < region.r1 && j >= region.c0 && j < region.c1 ? region : null;
-    const cell = `row ${commas(i)} “${short(tokens[i], 16)}” × column ${commas(j)} “${short(tokens[j], 16)}”`;
+    const cell = `row ${commas(i)} “${visible(tokens[i], 16)}” × column ${commas(j)} “${visible(tokens[j], 16)}”`;
     if (closed(i, j)) tip.textContent = `${cell}: closed (${j > i ? "it cannot read ahead" : "outside the sliding window"})`;
     else if (cells) {
       const k = (i - cells.r0) * cells.cols + (j - cells.c0);
       tip.textContent = `${cell}: weight ${cells.values[k].toPrecision(4)}${cells.scores ? `, score ${cells.scores[k].toPrecision(4)}` : ""}`;
     } else tip.textContent = `${cell}${span / side > 1.05 ? " (and its neighbours in this pixel)" : ""}: zoom in for the cell's own number`;
     tip.hidden = false;
-    tip.style.left = `${p.x + 14}px`;
+    const wide = tip.offsetWidth; // (to the pointer's left where it would run past the canvas's right edge)
+    tip.style.left = `${p.x + 14 + wide > canvas.clientWidth ? Math.max(0, p.x - 14 - wide) : p.x + 14}px`;
     tip.style.top = `${p.y + 12}px`;
   };
   /** @param {PointerEvent} e */
@@ -362,6 +388,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
   };
   /** @param {WheelEvent} e */
   const wheel = (e) => {
+    if (span >= n && e.deltaY > 0) return; // (nothing to zoom out of: the notebook scrolls on)
     e.preventDefault();
     zoomBy(Math.exp(-e.deltaY * 0.002), at(e));
   };
@@ -410,6 +437,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
       if (key() !== before) {
         region = null;
         askMap();
+        askRegion(); // (the region on screen, asked at once: a whole map may take a while)
       }
       draw();
     },

@@ -2,8 +2,9 @@
 // pixels, each its largest), its strongest keys named with their positions, its budget and
 // effective tokens, and every head of the layer's summary of the same row.
 import { format } from "d3-format";
-import { el, fill, short } from "./dom.js";
-import { picture, position, steps } from "./long-matrix.js";
+import { el, fill } from "./dom.js";
+import { picture, steps } from "./long-matrix.js";
+import { visible } from "./long-strip.js";
 
 const commas = new Intl.NumberFormat("en-US").format,
   percent = format(".1%"),
@@ -51,7 +52,7 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
       if (w[j] > pooled[p]) pooled[p] = w[j];
       if (w[j] > top) top = w[j];
     }
-    const image = picture(pooled, 1, px, position(top, true), steps(pal()).packed);
+    const image = picture(pooled, 1, px, top, true, steps(pal()).packed);
     canvas.width = px;
     canvas.height = Math.round(18 * dpr);
     canvas.style.width = `${width}px`;
@@ -69,7 +70,7 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
   function draw() {
     if (!last) return;
     const { reply, layer, head, position: at, shape } = last;
-    const where = `Row ${commas(at)} “${short(tokens[at], 24)}” (layer ${layer}, head ${head})`;
+    const where = `Row ${commas(at)} “${visible(tokens[at], 24)}” (layer ${layer}, head ${head})`;
     if (reply.answer.kind !== "row") {
       title.textContent = `${where}: ${reply.answer.message}`;
       fill(keys);
@@ -90,13 +91,14 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
         el(
           "button",
           { type: "button", class: "aw-long-key", title: `show position ${commas(j)} in the strip`, onclick: () => onShow(j) },
-          `“${short(tokens[j], 16)}” #${commas(j)} `,
+          `“${visible(tokens[j], 16)}” #${commas(j)} `,
           el("b", {}, percent(w)),
         ),
       ),
     );
     const readable = shape.causal ? Math.min(at + 1, shape.window ?? Infinity) : n;
-    budget.textContent = `Its budget of 1 is spread over the ${commas(readable)} token${readable === 1 ? "" : "s"} it may read: ${one(mine.effective)} effective tokens (the exponential of the row's entropy); the first token takes ${percent(mine.first)}.`;
+    const first = readable > at || !shape.causal ? `the first token takes ${percent(mine.first)}` : "the first token is outside its window";
+    budget.textContent = `Its budget of 1 is spread over the ${commas(readable)} token${readable === 1 ? "" : "s"} it may read: ${one(mine.effective)} effective tokens (the exponential of the row's entropy); ${first}.`;
     caption.textContent = `Every head of layer ${layer} on the same row (click one to show it):`;
     fill(
       table,
@@ -104,9 +106,21 @@ export function createRow(box, { tokens, pal, onHead, onShow }) {
       ...heads.map((h, k) =>
         el(
           "tr",
-          { class: k === head ? "aw-long-shown" : null, onclick: () => onHead(k), tabindex: "0", onkeydown: (e) => e.key === "Enter" && onHead(k) },
+          {
+            class: k === head ? "aw-long-shown" : null,
+            role: "button",
+            "aria-pressed": String(k === head),
+            "aria-label": `show head ${k}`,
+            tabindex: "0",
+            onclick: () => onHead(k),
+            onkeydown: (e) => {
+              if (e.key !== "Enter" && e.key !== " ") return;
+              e.preventDefault();
+              onHead(k);
+            },
+          },
           el("td", {}, String(k)),
-          el("td", {}, h.keys.length ? `“${short(tokens[h.keys[0][0]], 14)}” #${commas(h.keys[0][0])}` : "nothing"),
+          el("td", {}, h.keys.length ? `“${visible(tokens[h.keys[0][0]], 14)}” #${commas(h.keys[0][0])}` : "nothing"),
           el("td", {}, h.keys.length ? percent(h.keys[0][1]) : ""),
           el("td", {}, one(h.effective)),
           el("td", {}, percent(h.first)),

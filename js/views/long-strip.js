@@ -3,21 +3,23 @@
 // chip is tinted by the focused row's weight on it; a search finds a token by its text or its
 // position and focuses it.
 import { chipTint } from "../colours.js";
-import { el, inkOn } from "./dom.js";
+import { el, inkOn, short } from "./dom.js";
 
 const CHIP = 76; // pixels a token's chip takes
+let strips = 0; // (each strip's chips' ids its own)
 const commas = new Intl.NumberFormat("en-US").format;
 
-/** A token's text as a chip shows it: its spaces and line breaks visible.
+/** A token's text where a line holds it: line breaks and tabs made visible, cut to `max` characters.
  * @param {string} t */
-const shown = (t) => (t.length > 40 ? `${t.slice(0, 39)}…` : t).replace(/\n/g, "↵").replace(/\t/g, "⇥");
+export const visible = (t, max = 40) => short(t, max).replace(/\n/g, "↵").replace(/\t/g, "⇥").replace(/\r/g, "␍");
 
 /**
  * @param {HTMLElement} box
  * @param {{ tokens: string[], pal: () => import("./dom.js").Palette, onFocus: (i: number) => void }} options
  */
 export function createStrip(box, { tokens, pal, onFocus }) {
-  const n = tokens.length;
+  const n = tokens.length,
+    uid = `aw-long-strip-${++strips}`;
   const search = el("input", { type: "search", placeholder: "find a token, or #position", "aria-label": "find a token by its text, or a position" });
   const found = el("span", { class: "aw-long-found", role: "status" });
   const spacer = el("div", { class: "aw-long-spacer", style: `width: ${n * CHIP}px` });
@@ -36,7 +38,12 @@ export function createStrip(box, { tokens, pal, onFocus }) {
   function layout() {
     const want = Math.max(1, Math.ceil(scroller.clientWidth / CHIP) + 1); // (what fits, and one cut in two)
     while (chips.length < want) {
-      const chip = el("div", { class: "aw-long-chip", role: "option" }, el("span", { class: "aw-long-tok" }), el("span", { class: "aw-long-pos" }));
+      const chip = el(
+        "div",
+        { class: "aw-long-chip", role: "option", id: `${uid}-${chips.length}` },
+        el("span", { class: "aw-long-tok" }),
+        el("span", { class: "aw-long-pos" }),
+      );
       chips.push(chip);
       scroller.append(chip);
     }
@@ -53,6 +60,7 @@ export function createStrip(box, { tokens, pal, onFocus }) {
     frame = 0;
     const first = Math.floor(scroller.scrollLeft / CHIP),
       p = pal();
+    scroller.removeAttribute("aria-activedescendant"); // (the focused token's chip, when it is on screen)
     chips.forEach((chip, k) => {
       const i = first + k;
       chip.hidden = i >= n;
@@ -60,10 +68,11 @@ export function createStrip(box, { tokens, pal, onFocus }) {
       const [tok, pos] = /** @type {HTMLElement[]} */ ([...chip.children]);
       chip.style.transform = `translateX(${i * CHIP}px)`;
       chip.dataset.i = String(i);
-      tok.textContent = shown(tokens[i]);
+      tok.textContent = visible(tokens[i]);
       pos.textContent = commas(i);
       chip.title = `${tokens[i]} (position ${commas(i)})${row ? `: weight ${row[i].toPrecision(3)} in the focused row` : ""}`;
       chip.setAttribute("aria-selected", String(i === focused));
+      if (i === focused) scroller.setAttribute("aria-activedescendant", chip.id);
       chip.classList.toggle("aw-long-mark", i === mark);
       const tint = row && top > 0 ? chipTint(p, row[i] / top) : "";
       chip.style.background = tint;

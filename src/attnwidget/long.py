@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import numbers
+import threading
 
 import numpy as np
 
@@ -21,12 +22,21 @@ __all__ = ["LongAttention", "LongLayer"]
 
 MAX_CELLS = 2**25  # rows() at once: 256 MB of weights and scores in float32
 MAX_PIXELS = 4096  # a map's side: a map is held whole (float64, its largest and its mean)
+TEMPERATURES_KEPT = 2  # each layer's heads kept at this many temperatures (rows' sums: heads × n × 2 floats each)
+
+
+def _temperature(t) -> float:
+    if isinstance(t, bool) or not isinstance(t, numbers.Real) or not (np.isfinite(float(t)) and float(t) > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {t}")
+    return float(t)
 
 
 class LongAttention:
     """Every layer of a model's attention over one long text. ``layers``: the model's own layer
     numbers -> LongLayer (a hybrid model's attention layers keep their numbers). ``temperature``
-    divides every score, as the widget's does; set it and each layer is computed again when asked."""
+    divides every score, as the widget's does; set it and each layer is computed again when asked.
+    rows(), tile(), map() and region() also take a ``temperature`` of their own (a widget's, say),
+    leaving this one as it is."""
 
     _temperature: float
 
@@ -39,7 +49,8 @@ class LongAttention:
         n = {int(np.shape(x.q)[1]) for x in self._layers.values()}
         if n != {len(self.tokens)}:
             raise ValueError(f"each layer's q must have one row per token ({len(self.tokens)}); got {sorted(n)}")
-        self._heads: dict[int, Heads] = {}
+        self._heads: dict[tuple[int, float], Heads] = {}
+        self._lock = threading.Lock()  # (a page's map is computed in a thread of its own)
         self.temperature = temperature
         for x in self.layers:  # each layer's options checked now, not at its first question
             self.heads(x)
@@ -50,9 +61,7 @@ class LongAttention:
 
     @temperature.setter
     def temperature(self, t: float) -> None:
-        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not (np.isfinite(t) and t > 0):
-            raise ValueError(f"temperature must be finite and > 0, got {t}")
-        self._temperature, self._heads = float(t), {}  # (each layer's rows' sums are for one temperature)
+        self._temperature = _temperature(t)
 
     @property
     def layers(self) -> list[int]:
@@ -62,62 +71,76 @@ class LongAttention:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def heads(self, layer: int) -> Heads:
-        """Layer ``layer``'s heads (blockwise.Heads), made when first asked at this temperature."""
+    def heads(self, layer: int, temperature: float | None = None) -> Heads:
+        """Layer ``layer``'s heads (blockwise.Heads) at ``temperature`` (default: this one's), made when
+        first asked; each layer's kept at the last TEMPERATURES_KEPT temperatures asked (its rows' sums
+        are for one temperature)."""
         if layer not in self._layers:
             raise ValueError(f"layer {layer!r} is not one of the layers held: {self.layers}")
-        if layer not in self._heads:
-            x = self._layers[layer]
-            self._heads[layer] = Heads(
-                x.q,
-                x.k,
-                x.v,
-                scale=x.scale,
-                temperature=self._temperature,
-                causal=x.causal,
-                window=x.window,
-                softcap=x.softcap,
-            )
-        return self._heads[layer]
+        t = self._temperature if temperature is None else _temperature(temperature)
+        with self._lock:
+            if (layer, t) not in self._heads:
+                x = self._layers[layer]
+                self._heads[layer, t] = Heads(
+                    x.q, x.k, x.v, scale=x.scale, temperature=t, causal=x.causal, window=x.window, softcap=x.softcap
+                )
+                for old in [key for key in self._heads if key[0] == layer][:-TEMPERATURES_KEPT]:
+                    del self._heads[old]
+            return self._heads[layer, t]
 
-    def rows(self, layer: int, positions, heads=None) -> Cells:
+    def rows(self, layer: int, positions, heads=None, *, temperature: float | None = None) -> Cells:
         """The weights and scores of the rows at ``positions`` (whole numbers; negative ones count from
         the end) of each of ``heads`` (default: all), heads × len(positions) × n each, exact. Up to
         MAX_CELLS cells at once: for more, ``tile`` a region or ``map`` the whole head."""
         at, n = np.asarray(positions).reshape(-1), len(self)
         if at.size and not (np.issubdtype(at.dtype, np.integer) and (at >= -n).all() and (at < n).all()):
             raise ValueError(f"positions must be whole numbers from {-n} to {n - 1}, got {positions!r}")
-        count = self.heads(layer).heads if heads is None else np.atleast_1d(heads).size
+        count = self.heads(layer, temperature).heads if heads is None else np.atleast_1d(heads).size
         if count * at.size * n > MAX_CELLS:
             raise ValueError(
                 f"{count} heads × {at.size} rows × {n} tokens is {count * at.size * n:,} cells, more than rows() "
                 f"gives at once ({MAX_CELLS:,}): ask fewer rows, tile() a region, or map() the whole head"
             )
-        return self.heads(layer).rows(np.where(at < 0, at + n, at).astype(np.int64), heads)
+        return self.heads(layer, temperature).rows(np.where(at < 0, at + n, at).astype(np.int64), heads)
 
-    def tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int]) -> Cells:
+    def tile(self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int], *, temperature=None) -> Cells:
         """The weights and scores of rows[0]..rows[1] − 1 × cols[0]..cols[1] − 1 of one head, exact."""
-        return self.heads(layer).tile(head, rows[0], rows[1], cols[0], cols[1])
+        return self.heads(layer, temperature).tile(head, rows[0], rows[1], cols[0], cols[1])
 
     def map(
-        self, layer: int, head: int, size: int | tuple[int, int] = 512, how: str = "max", progress=None
+        self,
+        layer: int,
+        head: int,
+        size: int | tuple[int, int] = 512,
+        how: str = "max",
+        progress=None,
+        *,
+        temperature=None,
     ) -> np.ndarray:
         """One head's whole weight map pooled onto size × size pixels (or (rows, cols)): each pixel's
         largest weight ("max", where a sharp head's single cells stay visible) or its mean ("mean")."""
         rows, cols = tuple(size) if isinstance(size, (tuple, list)) else (size, size)
         if not all(isinstance(x, numbers.Integral) and 1 <= x <= MAX_PIXELS for x in (rows, cols)):
             raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS}, or two, got {size!r}")
-        return self.heads(layer).pooled(head, rows, cols, how, progress)
+        return self.heads(layer, temperature).pooled(head, rows, cols, how, progress)
 
     def region(
-        self, layer: int, head: int, rows: tuple[int, int], cols: tuple[int, int], size=(256, 256), how: str = "max"
+        self,
+        layer: int,
+        head: int,
+        rows: tuple[int, int],
+        cols: tuple[int, int],
+        size=(256, 256),
+        how: str = "max",
+        *,
+        temperature: float | None = None,
     ) -> np.ndarray:
         """Rows rows[0]..rows[1] − 1 × columns cols[0]..cols[1] − 1 of one head pooled onto at most
         ``size`` pixels, as map() pools the whole (a region no larger than its pixels is its exact
         cells): what a zoomed view shows. Computed a band of rows at a time, exact."""
         if how not in ("max", "mean"):
             raise ValueError(f'how must be "max" or "mean", got {how!r}')
-        heads, (r0, r1), (c0, c1) = self.heads(layer), map(int, rows), map(int, cols)
+        heads, (r0, r1), (c0, c1) = self.heads(layer, temperature), map(int, rows), map(int, cols)
         if not all(isinstance(x, numbers.Integral) and 1 <= int(x) <= MAX_PIXELS for x in size):
             raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS} on each side, got {size!r}")
         for (a, b), count, what in (((r0, r1), heads.n, "rows"), ((c0, c1), heads.m, "columns")):

@@ -12,6 +12,7 @@ The page asks ({"ask": "map" | "row" | "region", "id": its number, ...}) and is 
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures
 import numbers
 import os
@@ -23,7 +24,7 @@ import anywidget
 import numpy as np
 import traitlets
 
-from .long import LongAttention, LongLayer
+from .long import LongAttention, LongLayer, _temperature
 
 __all__ = ["LongWidget"]
 
@@ -33,6 +34,10 @@ MAX_EXACT = 512 * 512  # exact cells in one answer (their weights and scores: 2 
 MAX_REGION = 2**26  # cells a region the page asks for may span (about a second): past it, the map serves
 TOP_KEYS = 8  # each head's strongest keys of the focused row, named in the page
 MAPS_KEPT = 8  # pooled maps kept for a switch back (each MAX_SIDE² × 2 floats at most)
+
+
+class _Superseded(Exception):
+    """A map nobody will see: a newer one was asked by the same view, or the widget closed."""
 
 
 class LongWidget(anywidget.AnyWidget):
@@ -105,7 +110,8 @@ class LongWidget(anywidget.AnyWidget):
         self.set_trait("name", long.name)
         self._maps: dict = {}
         self._jobs: concurrent.futures.ThreadPoolExecutor | None = None
-        self._latest_map: object = -1  # the id of the map last asked for
+        self._latest_map: dict = {}  # each view's last map asked for: (its id); an earlier one is not computed
+        self._closed = False
         self._lock = threading.Lock()
         with self.hold_trait_notifications():
             self.layer = long.layers[0] if layer is None else layer
@@ -145,8 +151,7 @@ class LongWidget(anywidget.AnyWidget):
 
     @traitlets.validate("temperature")
     def _valid_temperature(self, proposal):
-        self.long.temperature = proposal.value  # (refuses what is not finite and > 0, saying so)
-        return float(proposal.value)
+        return _temperature(proposal.value)  # (this widget's own: a LongAttention shown twice keeps its own)
 
     @traitlets.observe("layer")
     def _layer_changed(self, change):
@@ -156,34 +161,35 @@ class LongWidget(anywidget.AnyWidget):
 
     def row(self) -> np.ndarray:
         """Every head's weights of the focused row in the layer shown (heads × n), exact."""
-        return self.long.rows(self.layer, [self.focus]).weights[:, 0]
+        return self.long.rows(self.layer, [self.focus], temperature=self.temperature).weights[:, 0]
 
     def map(self, size: int = 512) -> np.ndarray:
         """The head shown's whole map pooled onto size × size pixels (``how``)."""
-        return self.long.map(self.layer, self.head, size, self.how)
+        return self.long.map(self.layer, self.head, size, self.how, temperature=self.temperature)
 
     def tile(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
         """The head shown's weights of a region, exact."""
-        return self.long.tile(self.layer, self.head, rows, cols).weights
+        return self.long.tile(self.layer, self.head, rows, cols, temperature=self.temperature).weights
 
     # --- the page's questions ---
 
     def _answer(self, ask) -> None:
         if not isinstance(ask, dict) or ask.get("ask") not in ("map", "row", "region"):
             return
-        kind, asked = ask["ask"], ask.get("id")
+        kind, whose = ask["ask"], {"view": ask.get("view"), "id": ask.get("id")}
+        t = self.temperature  # (read once: every number of an answer is of the temperature it names)
         try:
             layer, head = self._whose(ask)
             if kind == "map":
                 rows, cols = self._pixels(ask)
-                self._latest_map = asked
-                self._pool().submit(self._send_map, asked, layer, head, ask.get("how", "max"), rows, cols)
+                self._latest_map[whose["view"]] = whose["id"]
+                self._pool().submit(self._send_map, whose, layer, head, ask.get("how", "max"), rows, cols, t)
             elif kind == "row":
-                self._send_row(asked, layer, head, self._position(ask.get("position")))
+                self._send_row(whose, layer, head, self._position(ask.get("position")), t)
             else:
-                self._send_region(asked, layer, head, ask)
-        except (ValueError, TypeError, KeyError) as err:
-            self.send({"kind": "error", "id": asked, "ask": kind, "message": str(err)})
+                self._send_region(whose, layer, head, ask, t)
+        except Exception as err:  # said to the page, which would otherwise wait for an answer
+            self.send({"kind": "error", **whose, "ask": kind, "message": str(err)})
 
     def _whose(self, ask) -> tuple[int, int]:
         layer, head = ask.get("layer"), ask.get("head", 0)
@@ -211,25 +217,29 @@ class LongWidget(anywidget.AnyWidget):
             self._jobs = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attnwidget-map")
         return self._jobs
 
-    def _send_map(self, asked, layer: int, head: int, how: str, rows: int, cols: int) -> None:
-        if asked != self._latest_map:  # a newer map was asked for before this one began: this one is not shown
-            return
+    def _send_map(self, whose: dict, layer: int, head: int, how: str, rows: int, cols: int, t: float) -> None:
+        def superseded() -> bool:  # a newer map asked by the same view, or the widget closed: this one is not shown
+            return self._closed or self._latest_map.get(whose["view"]) != whose["id"]
+
         try:
+            if superseded():
+                raise _Superseded
             if how not in ("max", "mean"):
                 raise ValueError(f'how must be "max" or "mean", got {how!r}')
-            t = self.long.temperature
             key = (layer, head, rows, cols, t)
             if key not in self._maps:
                 last = [0.0]
 
                 def progress(fraction):  # (from the threads computing the bands) at most ten times a second
+                    if superseded():
+                        raise _Superseded  # (stops the scan: nobody would see it)
                     now = time.monotonic()
                     with self._lock:
                         if now - last[0] > 0.1 and fraction < 1:
                             last[0] = now
-                            self.send({"kind": "progress", "id": asked, "fraction": fraction})
+                            self.send({"kind": "progress", **whose, "fraction": fraction})
 
-                scan = self.long.heads(layer).scan(head, rows, cols, progress)
+                scan = self.long.heads(layer, t).scan(head, rows, cols, progress)
                 self._maps[key] = (np.asarray(scan[0], np.float32), np.asarray(scan[1], np.float32))
                 while len(self._maps) > MAPS_KEPT:
                     self._maps.pop(next(iter(self._maps)))
@@ -237,7 +247,7 @@ class LongWidget(anywidget.AnyWidget):
             self.send(
                 {
                     "kind": "map",
-                    "id": asked,
+                    **whose,
                     "layer": layer,
                     "head": head,
                     "how": how,
@@ -248,13 +258,16 @@ class LongWidget(anywidget.AnyWidget):
                 },
                 buffers=[pixels.tobytes()],
             )
+        except _Superseded:
+            if not self._closed:
+                self.send({"kind": "superseded", **whose})
         except Exception as err:  # (in the map's thread: said to the page, which would otherwise wait)
-            self.send({"kind": "error", "id": asked, "ask": "map", "message": str(err)})
+            self.send({"kind": "error", **whose, "ask": "map", "message": str(err)})
 
-    def _row(self, layer: int, at: int):
-        """Row ``at`` of every head of ``layer``: its weights and scores (heads × n), and each head's
-        strongest keys, effective tokens and first token's weight, as the page names them."""
-        cells = self.long.rows(layer, [at])
+    def _row(self, layer: int, at: int, t: float):
+        """Row ``at`` of every head of ``layer`` at temperature ``t``: its weights and scores (heads × n),
+        and each head's strongest keys, effective tokens and first token's weight, as the page names them."""
+        cells = self.long.rows(layer, [at], temperature=t)
         each = []
         for w in cells.weights[:, 0]:
             top = np.argsort(-w, kind="stable")[:TOP_KEYS]
@@ -268,22 +281,22 @@ class LongWidget(anywidget.AnyWidget):
             )
         return cells.weights[:, 0], cells.scores[:, 0], each
 
-    def _send_row(self, asked, layer: int, head: int, at: int) -> None:
-        weights, scores, each = self._row(layer, at)
+    def _send_row(self, whose: dict, layer: int, head: int, at: int, t: float) -> None:
+        weights, scores, each = self._row(layer, at, t)
         self.send(
             {
                 "kind": "row",
-                "id": asked,
+                **whose,
                 "layer": layer,
                 "head": head,
                 "position": at,
-                "temperature": self.long.temperature,
+                "temperature": t,
                 "heads": each,
             },
             buffers=[weights[head].astype(np.float32).tobytes(), scores[head].astype(np.float32).tobytes()],
         )
 
-    def _send_region(self, asked, layer: int, head: int, ask) -> None:
+    def _send_region(self, whose: dict, layer: int, head: int, ask, t: float) -> None:
         r0, r1, c0, c1 = (ask.get(x) for x in ("r0", "r1", "c0", "c1"))
         if not all(isinstance(x, int) for x in (r0, r1, c0, c1)):
             raise ValueError(f"a region is four whole numbers r0, r1, c0, c1; got {[r0, r1, c0, c1]!r}")
@@ -296,20 +309,21 @@ class LongWidget(anywidget.AnyWidget):
             )
         exact = (r1 - r0) <= rows and (c1 - c0) <= cols and (r1 - r0) * (c1 - c0) <= MAX_EXACT
         if exact:
-            cells = self.long.tile(layer, head, (r0, r1), (c0, c1))
+            cells = self.long.tile(layer, head, (r0, r1), (c0, c1), temperature=t)
             buffers = [cells.weights.astype(np.float32).tobytes(), cells.scores.astype(np.float32).tobytes()]
             shape = cells.weights.shape
         else:
-            pixels = self.long.region(layer, head, (r0, r1), (c0, c1), (rows, cols), how).astype(np.float32)
+            pixels = self.long.region(layer, head, (r0, r1), (c0, c1), (rows, cols), how, temperature=t)
+            pixels = pixels.astype(np.float32)
             buffers, shape = [pixels.tobytes()], pixels.shape
         self.send(
             {
                 "kind": "region",
-                "id": asked,
+                **whose,
                 "layer": layer,
                 "head": head,
                 "how": how,
-                "temperature": self.long.temperature,
+                "temperature": t,
                 "r0": r0,
                 "r1": r1,
                 "c0": c0,
@@ -327,88 +341,119 @@ class LongWidget(anywidget.AnyWidget):
         """What an exported page holds, as plain data: the whole maps (each pixel's largest weight, and
         its mean) of ``heads`` (default: the head shown; "all": every head) of ``layers`` (default: the
         layer shown), pooled onto ``map_size``² pixels, and their exact rows at ``positions`` (default:
-        the first and the last) and the focused one; refused past ``max_mb`` megabytes, saying what to drop."""
-        import base64
-
-        b64 = lambda a: base64.b64encode(np.asarray(a, np.float32).tobytes()).decode("ascii")
-        n = len(self.tokens)
-        layers = [self.layer] if layers is None else [int(x) for x in layers]
+        the first and the last) and the focused one, at this temperature; refused past ``max_mb``
+        megabytes (the page's data and its script), saying what to drop."""
+        n, t = len(self.tokens), self.temperature
+        layers = [self.layer] if layers is None else _whole_numbers(layers, "layers", "the model's layer numbers")
         for x in layers:
             self._whose({"layer": x})
+        if heads is not None and heads != "all":
+            heads = _whole_numbers(heads, "heads", 'head numbers, or "all"')
         chosen = {
-            x: list(range(self.layers[str(x)]["heads"]))
-            if heads == "all"
-            else [self.head]
-            if heads is None
-            else [int(h) for h in heads]
-            for x in layers
+            x: list(range(self.layers[str(x)]["heads"])) if heads == "all" else heads or [self.head] for x in layers
         }
         for x, hs in chosen.items():
             for h in hs:
                 self._whose({"layer": x, "head": h})
-        at = sorted(
-            {
-                (int(p) + n) % n if -n <= int(p) < n else self._position(int(p))
-                for p in ([0, -1] if positions is None else positions)
-            }
-            | {self.focus}
-        )
-        size = min(int(map_size), n)
-        count = sum(map(len, chosen.values()))
-        bytes_ = 4 / 3 * 4 * (2 * count * size * size + count * len(at) * n) + 40 * n  # (base64; the tokens)
-        if bytes_ > max_mb * 1e6:
+        wanted = [0, -1] if positions is None else _whole_numbers(positions, "positions", "token positions")
+        at = sorted({p + n if -n <= p < 0 else self._position(p) for p in wanted} | {self.focus})
+        if not (isinstance(map_size, numbers.Integral) and 1 <= map_size <= MAX_SIDE):
+            raise ValueError(f"map_size must be a whole number of pixels from 1 to {MAX_SIDE}, got {map_size!r}")
+        if isinstance(max_mb, bool) or not isinstance(max_mb, numbers.Real) or not max_mb > 0:
+            raise ValueError(f"max_mb must be a number of megabytes > 0, got {max_mb!r}")
+        size, count = min(int(map_size), n), sum(map(len, chosen.values()))
+        script = sum((_STATIC / f).stat().st_size for f in ("long.js", "long.css"))
+        rows = len(layers) * len(at)
+        guess = 16 / 3 * (2 * count * size * size + count * len(at) * n) + rows * 300 * max(map(len, chosen.values()))
+        guess += script + sum(len(x) + 4 for x in self.tokens)  # (base64 of float32; each row's heads' summaries)
+        if guess > max_mb * 1e6:
+            what = f"{2 * count} maps of {size}² pixels and {len(at)} rows of {n:,} weights for each of {count} heads"
             raise ValueError(
-                f"this page would hold about {bytes_ / 1e6:.1f} MB ({count} maps of {size}² pixels and "
-                f"{len(at)} rows of {n:,} weights per head), over the {max_mb:g} MB asked (max_mb): ask fewer heads, "
-                "positions or layers, or a smaller map_size, or raise max_mb"
+                f"this page would hold about {guess / 1e6:.1f} MB ({what}), over the {max_mb:g} MB asked (max_mb): "
+                "ask fewer heads, positions or layers, or a smaller map_size, or raise max_mb"
             )
-        maps, rows = [], []
+        maps, held = [], []
         for x, hs in chosen.items():
             for h in hs:
-                scan = self.long.heads(x).scan(h, size, size)
+                scan = self.long.heads(x, t).scan(h, size, size)
                 for how, pixels in (("max", np.asarray(scan[0])), ("mean", np.asarray(scan[1]))):
                     maps.append(
                         {
                             "layer": x,
                             "head": h,
                             "how": how,
-                            "temperature": self.long.temperature,
+                            "temperature": t,
                             "rows": pixels.shape[0],
                             "cols": pixels.shape[1],
                             "top": float(pixels.max()),
-                            "data": b64(pixels),
+                            "data": _b64(pixels),
                         }
                     )
-            for p in at:
-                weights, _, each = self._row(x, p)
-                rows += [{"layer": x, "head": h, "position": p, "heads": each, "weights": b64(weights[h])} for h in hs]
-
-        def listed(items):
-            items = [f"{i:,}" for i in items]
-            return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-        whose = "; ".join(f"layer {x}'s head{'s' if len(hs) > 1 else ''} {listed(hs)}" for x, hs in chosen.items())
+            for p in at:  # (each head's summaries of the row once; the weights of each head held)
+                weights, _, each = self._row(x, p, t)
+                held.append(
+                    {
+                        "layer": x,
+                        "position": p,
+                        "temperature": t,
+                        "heads": each,
+                        "weights": {str(h): _b64(weights[h]) for h in hs},
+                    }
+                )
+        whose = "; ".join(f"layer {x}'s head{'s' if len(hs) > 1 else ''} {_listed(hs)}" for x, hs in chosen.items())
         holds = (
             f"This page holds {whose}: each head's whole map pooled onto {size} × {size} pixels (each pixel's largest "
-            f"weight, and its mean), and the exact rows of position{'s' if len(at) > 1 else ''} {listed(at)}. Zoomed "
-            "in, it shows the pooled map: each cell's own weight is computed by a live notebook."
+            f"weight, and its mean), and the exact rows of position{'s' if len(at) > 1 else ''} {_listed(at)}"
+            + (f", at temperature {t:g}" if t != 1 else "")
+            + ". Zoomed in, it shows the pooled map: each cell's own weight is computed by a live notebook."
         )
         state = {
-            name: getattr(self, name)
-            for name in ("tokens", "layers", "name", "layer", "head", "focus", "how", "temperature")
+            k: getattr(self, k) for k in ("tokens", "layers", "name", "layer", "head", "focus", "how", "temperature")
         }
-        return {"state": state, "maps": maps, "rows": rows, "holds": holds}
+        return {"state": state, "maps": maps, "rows": held, "holds": holds, "max_mb": max_mb}
 
     def to_html(self, path=None, *, theme: str = "auto", title: str | None = None, **kept) -> str | None:
         """One self-contained HTML page (no kernel, no network) holding what ``page_state(**kept)``
         keeps (layers, heads, positions, map_size, max_mb): written to ``path``, or returned."""
-        from .export import long_page
+        from .export import _check_theme, long_page
 
+        _check_theme(theme)  # (before any map is computed)
+        data = self.page_state(**kept)
         name = title or f"Attention over {len(self.tokens):,} tokens" + (f": {self.name}" if self.name else "")
-        return long_page(self.page_state(**kept), path, theme=theme, title=name)
+        page = str(long_page(data, None, theme=theme, title=name))
+        size = len(page.encode("utf-8"))
+        if size > data["max_mb"] * 1e6:
+            raise ValueError(
+                f"this page is {size / 1e6:.1f} MB, over the {data['max_mb']:g} MB asked (max_mb): ask fewer heads, "
+                "positions or layers, or a smaller map_size, or raise max_mb"
+            )
+        if path is None:
+            return page
+        long_page(data, path, theme=theme, title=name)
+        return None
 
     def close(self) -> None:
+        self._closed = True  # (a map being computed stops at its next band)
         jobs = getattr(self, "_jobs", None)  # (None before __init__ ends, as when it refused)
         if jobs is not None:
             jobs.shutdown(wait=False, cancel_futures=True)
         super().close()
+
+
+def _b64(a) -> str:
+    return base64.b64encode(np.asarray(a, np.float32).tobytes()).decode("ascii")
+
+
+def _listed(items) -> str:
+    words = [f"{i:,}" for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _whole_numbers(values, name: str, what: str) -> list[int]:
+    """``values`` as a list of whole numbers, or a refusal saying what to give."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list of {what}, got {values!r}")
+    out = list(values)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in out):
+        raise TypeError(f"{name} must be a list of {what} (whole numbers), got {values!r}")
+    return [int(v) for v in out]

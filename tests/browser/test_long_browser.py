@@ -27,9 +27,9 @@ w
 
 @pytest.fixture(scope="module")
 def live(open_notebook):
-    page, kernel, errors = open_notebook("long.ipynb", [SETUP, "short"], viewport=(1200, 1800))
+    page, kernel, errors = open_notebook("long.ipynb", [SETUP, "short", "w"], viewport=(1200, 1800))
     roots = page.locator(".aw-long")
-    roots.nth(1).wait_for()
+    roots.nth(2).wait_for()  # (the third: a second view of w)
     canvas = roots.first.locator("canvas.aw-long-canvas")
     page.wait_for_function("(c) => c.dataset.shows === 'map'", arg=canvas.element_handle(), timeout=60_000)
     yield page, kernel, errors, roots.first
@@ -124,12 +124,13 @@ def test_the_strip_holds_the_same_chips_at_1024_and_32768_tokens_and_finds_token
     assert not errors
 
 
-def test_the_temperature_dial_divides_the_scores_in_python_and_a_new_map_comes(live):
+def test_the_temperature_dial_sets_the_widgets_temperature_and_a_new_map_comes(live):
     page, kernel, errors, root = live
     canvas = root.locator("canvas.aw-long-canvas")
     dial = root.get_by_role("slider", name="temperature")
     dial.evaluate("(d) => { d.value = String(Math.log10(0.5)); d.dispatchEvent(new Event('change')); }")
-    assert kernel.wait_for("[w.temperature, w.long.temperature]", lambda t: t == [0.5, 0.5]) == [0.5, 0.5]
+    # the widget's own temperature (the LongAttention it shows keeps its own)
+    assert kernel.wait_for("[w.temperature, w.long.temperature]", lambda t: t == [0.5, 1.0]) == [0.5, 1.0]
     page.wait_for_function(
         "(r) => r.querySelector('.aw-long-t').textContent === 'T = 0.5'"
         " && r.querySelector('canvas.aw-long-canvas').dataset.shows === 'map'",
@@ -161,6 +162,7 @@ def test_an_exported_page_draws_what_it_holds_and_says_what_it_does_not(browser,
     assert "holds layer 0's heads 0 and 1" in root.locator(".aw-long-holds").inner_text()
     assert root.locator(".aw-long-row-title").inner_text().startswith("Row 100 “t100” (layer 0, head 0), exact")
     assert ("aw-dark" in root.get_attribute("class")) == (scheme == "dark")
+    assert root.get_by_role("slider", name="temperature").is_disabled()  # (the page holds one temperature's)
     root.get_by_role("combobox", name="head").select_option("2")  # a head the page does not hold
     page.wait_for_function("(c) => c.dataset.shows === 'nothing'", arg=canvas.element_handle())
     assert "This page holds no map of layer 0, head 2" in root.locator(".aw-long-status").inner_text()
@@ -204,4 +206,26 @@ def test_the_wheel_zooms_about_the_pointer_and_a_drag_pans(live):
     after = view()
     assert after[0] > r0 and after[2] > c0 and abs((after[1] - after[0]) - (r1 - r0)) <= 1  # (rounded ends)
     assert kernel.eval("w.focus") != after[0]  # (a drag is not a click: no row focused)
+    assert not errors
+
+
+def test_two_views_of_one_widget_each_get_their_own_answers(live):
+    page, kernel, errors, root = live
+    views = page.locator(".aw-long")
+    first, second = views.nth(0), views.nth(2)
+    first.locator("canvas.aw-long-canvas").focus()
+    page.keyboard.press("+")  # (the first view zoomed: it asks a region as well as the map)
+    kernel.run("w.temperature = 0.5; w.head = 1")
+    for view in (first, second):
+        page.wait_for_function(
+            "(c) => c.dataset.shows !== 'nothing' && c.dataset.shown === '0/1/max/0.5'",
+            arg=view.locator("canvas.aw-long-canvas").element_handle(),
+            timeout=60_000,
+        )
+        page.wait_for_function(
+            "(r) => r.querySelector('.aw-long-row-title').textContent.includes('head 1), exact')",
+            arg=view.element_handle(),
+            timeout=30_000,
+        )
+    kernel.run("w.temperature = 1.0; w.head = 0")
     assert not errors
