@@ -37,9 +37,17 @@ export function position(top, log) {
 /** The colours of 257 steps of the scale, packed for an ImageData.
  * @param {import("./dom.js").Palette} pal */
 export function steps(pal) {
-  const at = interpolateLab(pal.zero, pal.seq);
-  return { css: (/** @type {number} */ t) => at(t), packed: Uint32Array.from({ length: 257 }, (_, k) => pack(rgb(at(k / 256)))) };
+  const name = `${pal.zero} ${pal.seq}`;
+  if (made?.name !== name) {
+    const at = interpolateLab(pal.zero, pal.seq),
+      css = Array.from({ length: 257 }, (_, k) => at(k / 256));
+    made = { name, css: (t) => at(t), packed: Uint32Array.from(css, (c) => pack(rgb(c))), ink: css.map(inkOn) };
+  }
+  return made;
 }
+/** The last palette's steps (made once: the theme changes rarely), with each step's ink for a number on it.
+ * @type {{ name: string, css: (t: number) => string, packed: Uint32Array, ink: string[] } | null} */
+let made = null;
 
 /** An image of `values` (rows × cols), each at its place on the scale (see position), as a canvas to
  * draw from. The scale is written out in the loop: a region's million pixels in a few milliseconds.
@@ -176,6 +184,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
         values: reply.buffers[0],
         scores: reply.buffers[1] || null,
       };
+      canvas.dataset.regions = String(Number(canvas.dataset.regions || 0) + 1); // (regions drawn: for tests and benchmarks)
       draw();
     }, REST);
   }
@@ -203,7 +212,9 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
     g.fillStyle = p.zero;
     g.fillRect(LEFT, TOP, side, side);
     g.imageSmoothingEnabled = false;
-    if (base && base.key === key())
+    const mine = region && region.key === key() ? region : null,
+      covered = !!mine && mine.r0 <= r0 && mine.c0 <= c0 && mine.r1 >= r0 + span && mine.c1 >= c0 + span;
+    if (base && base.key === key() && !covered)
       g.drawImage(base.canvas, (c0 * base.cols) / n, (r0 * base.rows) / n, (span * base.cols) / n, (span * base.rows) / n, LEFT, TOP, side, side);
     const cells = region && region.key === key() && region.exact ? region : null;
     g.save();
@@ -285,8 +296,8 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
 
   /** @param {CanvasRenderingContext2D} g  @param {Region} cells  @param {number} s */
   function drawNumbers(g, cells, s) {
-    const where = position(base ? base.top : 1, log),
-      colours = steps(pal());
+    const where = position(top(cells.values), log),
+      ink = steps(pal()).ink;
     g.font = `11px ${pal().font}`;
     g.textAlign = "center";
     g.textBaseline = "middle";
@@ -294,7 +305,7 @@ export function createMatrix(box, { tokens, pal, source, onFocus }) {
       for (let j = Math.max(cells.c0, Math.floor(c0)); j < Math.min(cells.c1, c0 + span); j++) {
         if (closed(i, j)) continue;
         const v = cells.values[(i - cells.r0) * cells.cols + (j - cells.c0)];
-        g.fillStyle = inkOn(colours.css(where(v)));
+        g.fillStyle = ink[(256 * where(v) + 0.5) | 0];
         g.fillText(fmtE(v), LEFT + (j - c0 + 0.5) * s, TOP + (i - r0 + 0.5) * s, s - 3);
       }
   }
