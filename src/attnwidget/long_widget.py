@@ -244,20 +244,7 @@ class LongWidget(anywidget.AnyWidget):
                 while len(self._maps) > MAPS_KEPT:
                     self._maps.pop(next(iter(self._maps)))
             pixels = self._maps[key][0 if how == "max" else 1]
-            self.send(
-                {
-                    "kind": "map",
-                    **whose,
-                    "layer": layer,
-                    "head": head,
-                    "how": how,
-                    "temperature": t,
-                    "rows": pixels.shape[0],
-                    "cols": pixels.shape[1],
-                    "top": float(pixels.max()),
-                },
-                buffers=[pixels.tobytes()],
-            )
+            self.send({"kind": "map", **whose, **_about_map(layer, head, how, t, pixels)}, buffers=[pixels.tobytes()])
         except _Superseded:
             if not self._closed:
                 self.send({"kind": "superseded", **whose})
@@ -377,18 +364,7 @@ class LongWidget(anywidget.AnyWidget):
             for h in hs:
                 scan = self.long.heads(x, t).scan(h, size, size)
                 for how, pixels in (("max", np.asarray(scan[0])), ("mean", np.asarray(scan[1]))):
-                    maps.append(
-                        {
-                            "layer": x,
-                            "head": h,
-                            "how": how,
-                            "temperature": t,
-                            "rows": pixels.shape[0],
-                            "cols": pixels.shape[1],
-                            "top": float(pixels.max()),
-                            "data": _b64(pixels),
-                        }
-                    )
+                    maps.append({**_about_map(x, h, how, t, pixels), "data": _b64(pixels)})
             for p in at:  # (each head's summaries of the row once; the weights of each head held)
                 weights, _, each = self._row(x, p, t)
                 held.append(
@@ -438,6 +414,20 @@ class LongWidget(anywidget.AnyWidget):
         if jobs is not None:
             jobs.shutdown(wait=False, cancel_futures=True)
         super().close()
+
+
+def _about_map(layer: int, head: int, how: str, t: float, pixels: np.ndarray) -> dict:
+    """What a map is of, as the page reads it beside its numbers."""
+    rows, cols = pixels.shape
+    return {
+        "layer": layer,
+        "head": head,
+        "how": how,
+        "temperature": t,
+        "rows": rows,
+        "cols": cols,
+        "top": float(pixels.max()),
+    }
 
 
 def _b64(a) -> str:
