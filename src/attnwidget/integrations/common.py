@@ -45,7 +45,7 @@ class ModelAttention:
         None  # what running the model again needs (ablation.Rerun: the model, by reference, and its ids), or None
     )
     reader: Reader | None = None  # how to read the model on token ids of one's own (the induction score's), or None
-    # where position enters its attention (hf.position_of): its scheme and the page's words for it; ("", ""): unknown
+    # where position enters its attention (configs.position_of): its scheme and the page's words; ("", ""): unknown
     position: tuple[str, str] = ("", "")
     # a vision model's image as it saw it, for the page to draw under its patches (vision.py); None for a text
     image: dict | None = None

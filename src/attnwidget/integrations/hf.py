@@ -26,6 +26,7 @@ import torch
 from ..progress import progress
 from .ablation import Rerun
 from .common import LazyText, ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
+from .configs import _positions, _relative, _vocabulary, position_of
 from .interface import Caught, Projection, _numpy, capture, check
 
 SUPPORTED = (
@@ -33,7 +34,8 @@ SUPPORTED = (
     "Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, OPT, GPT-J, OLMo, StarCoder2, ModernBERT, T5, BART, ...), "
     "and BLOOM by hand"
 )
-CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")  # how models name cross-attention
+# how models name cross-attention (NLLB-MoE: cross_attention)
+CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn", "cross_attention")
 
 
 @overload
@@ -98,9 +100,7 @@ def extract(
     prompt = ids.shape[1]
     if prompt == 0:
         raise ValueError(f"{text!r} gives no tokens")
-    _check_readable(
-        text, ids[0].tolist(), name, _positions(config, kind), (config.vocab_size, "config.vocab_size"), generate
-    )
+    _check_readable(text, ids[0].tolist(), name, _positions(config, kind), _vocabulary(config), generate)
     if check_only:
         return ids[0].tolist(), _tokens_of(tokenizer, ids[0].tolist())
     if generate:  # then read the whole text, the prompt and what the model wrote, by its ids
@@ -141,7 +141,8 @@ def reader(model, tokenizer, run=None) -> Reader:
     config = _base_model(model).config
     read = lambda ids: cast(ModelAttention, extract(model, tokenizer, "", run=run, ids=ids))
     positions = _positions(config, getattr(config, "model_type", None))[0]
-    return Reader(read, tokenizer, config.vocab_size, positions)
+    size = _vocabulary(config)[0]
+    return Reader(read, tokenizer, int(size) if math.isfinite(size) else len(tokenizer), positions)
 
 
 def lazy(model, tokenizer, text: str, run=None, shared: Reader | None = None) -> LazyText:
@@ -161,6 +162,17 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
     layer, the cells it closes besides; its scale, soft cap and additive term, one per block."""
     n, m = calls[0].q.shape[1], calls[0].k.shape[1]
     d_head = calls[0].q.shape[-1]
+    shapes = [(c.q.shape[0], c.q.shape[-1], c.v.shape[-1]) for c in calls]
+    if len(set(shapes)) > 1:  # (Gemma 4's global layers have wider heads than its sliding ones)
+        said = ", ".join(
+            f"layer {i}: {h} heads of width {d}" + (f", values {dv} wide" if dv != d else "")
+            for i, (h, d, dv) in enumerate(shapes)
+        )
+        raise NotImplementedError(
+            f"{name} (model_type {kind!r}) has layers of different shapes ({said}): attnwidget holds every layer in "
+            "one shape. Pass its own attention weights, one layer at a time, to AttentionWidget.from_attentions "
+            '(the model loaded with attn_implementation="eager", run with output_attentions=True)'
+        )
     for what, values in (
         ("scales its attention scores", [c.scaling for c in calls]),
         ("caps its attention scores", [c.softcap for c in calls]),
@@ -299,7 +311,7 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
             raise ValueError(f"{t!r} gives no tokens")
     dec = [start, *tgt]
     positions = _positions(config, kind)
-    _check_readable(text, src, name, positions, (config.vocab_size, "config.vocab_size"))
+    _check_readable(text, src, name, positions, _vocabulary(config))
     # Marian can give its decoder a vocabulary of its own
     dec_vocab = getattr(config, "decoder_vocab_size", None)
     _check_readable(
@@ -307,7 +319,7 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
         dec,
         name,
         positions,
-        (dec_vocab, "config.decoder_vocab_size") if dec_vocab else (config.vocab_size, "config.vocab_size"),
+        (dec_vocab, "config.decoder_vocab_size") if dec_vocab else _vocabulary(config),
     )
 
     device = next(base.parameters()).device
@@ -326,6 +338,19 @@ def _extract_seq2seq(model, base, tokenizer, text: str, target: str) -> dict[str
     for c in calls:
         where = c.name.split(".", 1)[0]
         blocks["cross" if where == "decoder" and any(part in c.name for part in CROSS) else where].append(c)
+    if any(c.k.shape[1] != c.q.shape[1] for c in blocks["decoder"]):
+        raise NotImplementedError(
+            f"attnwidget cannot read {type(model).__name__} (model_type {kind!r}): its decoder reads its own tokens "
+            "and the source's in one softmax (self- and cross-attention merged), where attnwidget shows a decoder's "
+            "self-attention and its cross-attention as two blocks"
+        )
+    for part, caught in blocks.items():
+        if not caught:  # (BigBird-Pegasus's block-sparse encoder, Pegasus-X's local and global one)
+            raise NotImplementedError(
+                f"attnwidget cannot read {type(model).__name__} (model_type {kind!r}): its {part} attention is "
+                "computed without transformers' attention interface, where attnwidget reads it, so its encoder, "
+                "decoder and cross-attention cannot be shown together"
+            )
     src_tokens, dec_tokens = _tokens_of(tokenizer, src), _tokens_of(tokenizer, dec)
     found = {
         "encoder": _assemble(blocks["encoder"], src_tokens, name, kind),
@@ -357,7 +382,11 @@ def _base_model(model):
                 f"PreTrainedModel; supported: {SUPPORTED}"
             )
         model = inner
-    return model.base_model
+    # a head's body, which reads what the model reads (DINOv3's base model holds under its base_model_prefix an
+    # encoder of hidden states: the base model itself, then)
+    body = model.base_model
+    main = getattr(model, "main_input_name", "input_ids")
+    return body if main in inspect.signature(body.forward).parameters else model
 
 
 def _bloom_layer(layer, h):
@@ -379,80 +408,3 @@ def _bloom_bias(base, enc):
 def _count(config) -> int:
     """How many attention layers the model says it has (for a progress report)."""
     return int(getattr(config, "num_hidden_layers", None) or getattr(config, "num_layers", None) or 0) or 1
-
-
-SINUSOIDAL = ("marian", "fsmt", "m2m_100", "pegasus", "speech_to_text", "xglm")  # fixed sine tables, not learned
-# each scheme in the page's words (position_of, and tlens._position for a HookedTransformer's)
-ALIBI = ("alibi", "ALiBi: −m·distance added to the scores")
-LEARNED = ("learned", "learned positions, added to the tokens")
-LEARNED_PATCHES = ("learned", "learned positions, added to the patches")  # ViT, DeiT, DINOv2
-
-
-def rope(bases, part: float) -> tuple[str, str]:
-    """RoPE at these bases, rotating ``part`` of each head's width."""
-    said = " and ".join(f"{b:,.0f}" for b in bases)
-    return "rope", f"RoPE, base {said}" + ("" if part == 1 else f", {part:.0%} of each head rotated")
-
-
-def position_of(config) -> tuple[str, str]:
-    """Where position enters a model's attention, from its own config: ("rope", "RoPE, base 10,000,
-    25% of each head rotated"), ("alibi", ...), ("relative", ...), ("learned", ...), ("sinusoidal",
-    ...), or ("", "") where the config does not say."""
-    kind = getattr(config, "model_type", "")
-    if kind == "bloom" or getattr(config, "alibi", False) or getattr(getattr(config, "attn_config", None), "alibi", 0):
-        return ALIBI
-    given = getattr(config, "rope_parameters", None) or {}
-    kinds = (
-        [given] if "rope_theta" in given else [p for p in given.values() if isinstance(p, dict)]
-    )  # (per attention kind)
-    bases = sorted({float(p["rope_theta"]) for p in kinds if "rope_theta" in p})
-    if bases or kind == "gptj":
-        head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-        part = kinds[0].get("partial_rotary_factor", 1.0) if kinds else getattr(config, "rotary_dim", head) / head
-        return rope(bases or [10000.0], part)
-    relative = getattr(config, "relative_attention", False)  # (DeBERTa)
-    relative = relative or getattr(config, "use_relative_position_bias", False)  # (BEiT)
-    relative = relative or getattr(config, "use_shared_relative_position_bias", False)
-    if (
-        relative
-        or _relative(config)
-        or getattr(config, "position_embedding_type", "") in ("relative_key", "relative_key_query")
-    ):
-        return "relative", "relative positions, added to the scores"
-    if kind in SINUSOIDAL:
-        return "sinusoidal", "sinusoidal positions, added to the tokens"
-    if getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None):
-        return LEARNED
-    if is_vision(config) and getattr(config, "use_absolute_position_embeddings", True):  # (BEiT's may be off)
-        return LEARNED_PATCHES
-    return "", ""
-
-
-def is_vision(config) -> bool:
-    """A vision transformer's config: it cuts images into patches, and says how many channels they have
-    or has no vocabulary (BEiT has both: a vocabulary of visual tokens for its pre-training)."""
-    patches = hasattr(config, "image_size") and hasattr(config, "patch_size")
-    return patches and (hasattr(config, "num_channels") or not hasattr(config, "vocab_size"))
-
-
-def _relative(config) -> bool:
-    """T5 and its kin: relative positions (buckets of distance), no table of positions to run past."""
-    return hasattr(config, "relative_attention_num_buckets")
-
-
-def _positions(config, kind):
-    """How many tokens the model reads, and the config attribute that says so."""
-    if kind == "bloom":  # ALiBi has no table of positions to run past
-        return float("inf"), "ALiBi"
-    if _relative(config):
-        return float("inf"), "relative positions"
-    if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1
-        return (
-            config.max_position_embeddings - config.pad_token_id - 1,
-            "config.max_position_embeddings - config.pad_token_id - 1",
-        )
-    for attribute in ("n_positions", "max_position_embeddings"):
-        limit = getattr(config, attribute, None)
-        if isinstance(limit, int):
-            return limit, f"config.{attribute}"
-    return float("inf"), "no position limit"

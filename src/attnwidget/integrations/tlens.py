@@ -23,7 +23,7 @@ from typing import Any, Literal, overload
 import torch
 
 from .common import ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
-from .hf import ALIBI, LEARNED, position_of, rope
+from .configs import ALIBI, LEARNED, position_of, rope
 from .interface import Projection
 
 ACCEPTED = "a transformer_lens TransformerBridge or a HookedTransformer"
@@ -134,7 +134,7 @@ def _classes() -> tuple[Any, Any]:
 
 
 def _position(cfg) -> tuple[str, str]:
-    """A HookedTransformer's position scheme (hf.position_of's words), from its config."""
+    """A HookedTransformer's position scheme (configs.position_of's words), from its config."""
     kind = cfg.positional_embedding_type
     if kind == "rotary":
         return rope([cfg.rotary_base], (cfg.rotary_dim or cfg.d_head) / cfg.d_head)

@@ -23,6 +23,7 @@ import torch
 
 from . import hf
 from .common import ModelAttention
+from .configs import is_vision
 
 USE = "from_transformers(model, image_processor, image)"
 LOAD = "AutoImageProcessor.from_pretrained(name)"
@@ -45,7 +46,7 @@ def wanted(model, processor, image) -> bool:
     """Whether a call of from_transformers is about an image: it gives one (or a list of them), an
     image processor, or a model that reads images."""
     several = isinstance(image, (list, tuple)) and any(is_image(i) for i in image)
-    return is_image(image) or several or is_image_processor(processor) or hf.is_vision(getattr(model, "config", None))
+    return is_image(image) or several or is_image_processor(processor) or is_vision(getattr(model, "config", None))
 
 
 def extract(model, processor, image) -> ModelAttention:
@@ -94,14 +95,15 @@ def _check_call(config, name: str, processor, image) -> None:
             "one image at a time: pass one image, and make one widget for each image (a list of images is not read)"
         )
     text = isinstance(image, str) or several  # (a list of texts)
-    if not hf.is_vision(config):
+    if not is_vision(config):
         if text:
             raise TypeError(
                 f"{type(processor).__name__} is an image processor: it reads images, not text; for a text, pass the "
                 "model's tokenizer (AutoTokenizer.from_pretrained(name))"
             )
         raise ValueError(
-            f"{name} reads text, not images (its config has no image_size and patch_size): pass its tokenizer and a "
+            f"{name} reads text, not images alone (its config has no image_size and patch_size, or holds a language "
+            "model's config): pass its tokenizer and a "
             "text, or a vision model (ViT, DeiT, DINOv2, ...) with its image processor and the image"
         )
     if not is_image_processor(processor):
