@@ -113,11 +113,15 @@ class LongWidget(anywidget.AnyWidget):
         self._latest_map: dict = {}  # each view's last map asked for: (its id); an earlier one is not computed
         self._closed = False
         self._lock = threading.Lock()
-        with self.hold_trait_notifications():
-            self.layer = long.layers[0] if layer is None else layer
-            self.head, self.how = head, how
-            self.focus = int(focus) + n if isinstance(focus, numbers.Integral) and -n <= int(focus) < 0 else focus
-            self.temperature = long.temperature if temperature is None else temperature
+        try:
+            with self.hold_trait_notifications():
+                self.layer = long.layers[0] if layer is None else layer
+                self.head, self.how = head, how
+                self.focus = int(focus) + n if isinstance(focus, numbers.Integral) and -n <= int(focus) < 0 else focus
+                self.temperature = long.temperature if temperature is None else temperature
+        except BaseException:  # (refused: no widget is left open behind the error)
+            self.close()
+            raise
         self.on_msg(lambda _, content, buffers: self._answer(content))
 
     @classmethod
