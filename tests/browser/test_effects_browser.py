@@ -113,8 +113,17 @@ w
             " && [...document.querySelectorAll('.aw-head')].every((c) => c.dataset.value !== '')"
         )
         exact = np.array(kernel.eval("w.overview['effect_exact']"))
+        assert exact.sum() == 12
+        # the page marks as estimated ("≈") the heads Python holds no exact effect of (its last cells may
+        # be drawn a frame after the caption: waited for, and refused if they never agree)
+        page.wait_for_function(
+            "(want) => { const marks = [...document.querySelectorAll('.aw-head')]"
+            ".map((c) => c.innerText.split('\\n').pop().startsWith('≈'));"
+            " return marks.length === want.length && marks.every((m, i) => m === want[i]); }",
+            arg=[bool(not e) for e in exact],
+        )
         labels = [c.inner_text().split("\n")[-1] for c in page.locator(".aw-head").all()]
-        assert exact.sum() == 12 and [t.startswith("≈") for t in labels] == list(~exact)
+        assert [t.startswith("≈") for t in labels] == list(~exact)
         caption = page.locator(".aw-heads-caption").text_content()
         assert "≈: estimated (attribution patching); the 12 heads estimated largest: ablated exactly" in caption
         page.locator(".aw-heads").screenshot(path=str(artifacts / "effects-estimated.png"))  # (to look at)
