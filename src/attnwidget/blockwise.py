@@ -362,16 +362,20 @@ class Heads:
                 weights[mine, a : a + step] = self.be.numpy(e)
         return Cells(weights, scores)
 
-    def tile(self, head: int, r0: int, r1: int, c0: int, c1: int) -> Cells:
-        """The weights and scores of rows r0..r1 − 1 × columns c0..c1 − 1 of head ``head``, exact (each
-        row's top and total computed once, over the whole row)."""
-        h = self._head(head)
+    def check_region(self, r0: int, r1: int, c0: int, c1: int) -> None:
+        """Refuses rows r0..r1 − 1 × columns c0..c1 − 1 unless they are a region of the matrix."""
         for (a, b), count, what in (((r0, r1), self.n, "rows"), ((c0, c1), self.m, "columns")):
             if not (0 <= a < b <= count):
                 x, y = ("r0", "r1") if what == "rows" else ("c0", "c1")
                 raise ValueError(
                     f"{what} {a} to {b} are not a region of the {count} {what}: ask 0 ≤ {x} < {y} ≤ {count}"
                 )
+
+    def tile(self, head: int, r0: int, r1: int, c0: int, c1: int) -> Cells:
+        """The weights and scores of rows r0..r1 − 1 × columns c0..c1 − 1 of head ``head``, exact (each
+        row's top and total computed once, over the whole row)."""
+        h = self._head(head)
+        self.check_region(r0, r1, c0, c1)
         if (r1 - r0) * (c1 - c0) * 2 * self.be.itemsize > self.budget:
             raise ValueError(
                 f"a tile of {r1 - r0} × {c1 - c0} cells exceeds the budget ({self.budget} bytes): ask a smaller one, "

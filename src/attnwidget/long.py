@@ -143,11 +143,7 @@ class LongAttention:
         heads, (r0, r1), (c0, c1) = self.heads(layer, temperature), map(int, rows), map(int, cols)
         if not all(isinstance(x, numbers.Integral) and 1 <= int(x) <= MAX_PIXELS for x in size):
             raise ValueError(f"size must be a whole number of pixels from 1 to {MAX_PIXELS} on each side, got {size!r}")
-        for (a, b), count, what in (((r0, r1), heads.n, "rows"), ((c0, c1), heads.m, "columns")):
-            if not 0 <= a < b <= count:
-                raise ValueError(
-                    f"{what} {a} to {b} are not a region of the {count} {what}: ask 0 ≤ start < end ≤ {count}"
-                )
+        heads.check_region(r0, r1, c0, c1)
         P, Q = min(size[0], r1 - r0), min(size[1], c1 - c0)
         if (P, Q) == (r1 - r0, c1 - c0):
             return heads.tile(head, r0, r1, c0, c1).weights
