@@ -174,6 +174,13 @@ def summaries_of_rows(
     }
 
 
+def effective_tokens(w: np.ndarray) -> np.ndarray:
+    """exp(entropy) of each row of weights ``w`` (rows × keys): 1 = all on one token, n = an even split;
+    0 for a row that reads nothing."""
+    logw = np.log(np.where(w > 0, w, 1.0))  # 0·ln 0 = 0
+    return np.where(w.sum(axis=1) > 0, np.exp(-(w * logw).sum(axis=1)), 0.0)
+
+
 class Attention:
     """The result of one attention computation.
 
@@ -202,9 +209,7 @@ class Attention:
     def effective_tokens(self) -> np.ndarray:
         """exp(entropy) of each row: 1 = all on one token, n = an even split; 0 for a row
         that may read nothing."""
-        w = self.weights
-        logw = np.log(np.where(w > 0, w, 1.0))  # 0·ln 0 = 0
-        return np.where(w.sum(axis=1) > 0, np.exp(-(w * logw).sum(axis=1)), 0.0)
+        return effective_tokens(self.weights)
 
     @cached_property
     def sense_resolved(self) -> np.ndarray:

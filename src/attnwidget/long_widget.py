@@ -24,6 +24,7 @@ import anywidget
 import numpy as np
 import traitlets
 
+from .formulas import effective_tokens
 from .long import LongAttention, LongLayer, _temperature
 
 __all__ = ["LongWidget"]
@@ -260,13 +261,12 @@ class LongWidget(anywidget.AnyWidget):
         and each head's strongest keys, effective tokens and first token's weight, as the page names them."""
         cells = self.long.rows(layer, [at], temperature=t)
         each = []
-        for w in cells.weights[:, 0]:
+        for w, effective in zip(cells.weights[:, 0], effective_tokens(cells.weights[:, 0])):
             top = np.argsort(-w, kind="stable")[:TOP_KEYS]
-            inside = w[w > 0]
             each.append(
                 {
                     "keys": [[int(j), float(w[j])] for j in top if w[j] > 0],
-                    "effective": float(np.exp(-(inside * np.log(inside)).sum())) if inside.size else 0.0,
+                    "effective": float(effective),
                     "first": float(w[0]),
                 }
             )
@@ -395,7 +395,7 @@ class LongWidget(anywidget.AnyWidget):
     def to_html(self, path=None, *, theme: str = "auto", title: str | None = None, **kept) -> str | None:
         """One self-contained HTML page (no kernel, no network) holding what ``page_state(**kept)``
         keeps (layers, heads, positions, map_size, max_mb): written to ``path``, or returned."""
-        from .export import _check_theme, long_page
+        from .export import _check_theme, _write_whole, long_page
 
         _check_theme(theme)  # (before any map is computed)
         data = self.page_state(**kept)
@@ -409,7 +409,7 @@ class LongWidget(anywidget.AnyWidget):
             )
         if path is None:
             return page
-        long_page(data, path, theme=theme, title=name)
+        _write_whole(path, page.encode("utf-8"))
         return None
 
     def close(self) -> None:
