@@ -7,7 +7,7 @@ import { signedColours, weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
 import { createFetching } from "./fetching.js";
 import { createRequests, current, held } from "./requests.js";
-import { mayWrite } from "./rules.js";
+import { layerIndex, layerNumber, mayWrite } from "./rules.js";
 import { savePicture, snapshotPNG, snapshotSVG } from "./snapshot.js";
 import { createCell } from "./views/cell.js";
 import { createControls } from "./views/controls.js";
@@ -124,8 +124,9 @@ export function mount(host, model, { propose, flush }) {
   const heads = createHeads(overviewRow, {
     // a layer only where the grid shows a model's layers (your own arrays are one row, whatever the layer)
     onPick: (l, h) => {
+      const number = layerNumber({ layer_numbers: get("layer_numbers") }, l); // (l: the row's place; the model's own number)
       /** @type {Change} */
-      const change = get("layer_shown") && l !== get("layer") ? { layer: l, head: h } : { head: h };
+      const change = get("layer_shown") && number !== get("layer") ? { layer: number, head: h } : { head: h };
       // coloured by a score over every text: the head is shown on the text where its score is highest
       const best = computedAnswer({ get, constants, shows })?.answer?.best?.[get("summary")];
       const text = best ? best[l * (best.length / Math.max(1, get("n_layers"))) + h] : -1;
@@ -365,6 +366,8 @@ function controlsView(model, store, constants, stage) {
     layers: get("n_layers") || 0,
     layer: get("layer") || 0,
     held: get("held_layers") || null,
+    numbers: get("layer_numbers") || [],
+    kinds: get("layer_kinds") || [],
     modelName: get("model_name") || "",
     position: get("position_about") || "",
     lab: get("n_layers") ? null : { scheme: get("position") || "none", even: store.all("q").cols % 2 === 0 }, // where position enters: the lab's choice
@@ -408,7 +411,9 @@ function drawHeads(p, pal, maxWidth, secret) {
     heads.update({
       work: store.thumbnails(),
       layers,
-      layer: get("layer"),
+      layer: layerIndex({ layer: get("layer"), layer_numbers: get("layer_numbers") }),
+      numbers: get("layer_numbers") || [],
+      kinds: get("layer_kinds") || [],
       head: get("head"),
       color: weightColours(pal),
       signedColor: signedColours(pal, 1), // a signed summary's (the effect on the next token)

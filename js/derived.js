@@ -3,7 +3,7 @@
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
 import { current as isCurrent } from "./requests.js";
-import { writing } from "./rules.js";
+import { layerIndex, writing } from "./rules.js";
 
 /** @typedef {import("./state").State} State */
 /** @typedef {import("./state").ArrayValue} ArrayValue */
@@ -222,6 +222,7 @@ export function createStore(get) {
   const LAYERED = /** @type {Record<string, Stacked>} */ (get("_constants").layered); // q -> model_q and the like (rules/values.py's LAYERED)
   /** @type {Record<string, (all: Matrix, layer: number, count: number) => Matrix>} */
   const layers = {};
+  const shownLayer = () => layerIndex({ layer: get("layer"), layer_numbers: get("layer_numbers") }); // (its place among those held)
   /** @param {Matrix} all  @param {number} layer  @param {number} count  @returns {Matrix} */
   const layerOf = (all, layer, count) => {
     const heads = all.heads / count,
@@ -245,7 +246,7 @@ export function createStore(get) {
   /** @template {ArrayName} K  @param {K} name  @returns {Decoded<K>} */
   const given = (name) => {
     const all = LAYERED[name] && get("layer_shown") ? decoded(LAYERED[name]) : null;
-    return /** @type {Decoded<K>} */ (all ? (layers[name] ??= memo(layerOf))(all, get("layer"), get("n_layers")) : decoded(name));
+    return /** @type {Decoded<K>} */ (all ? (layers[name] ??= memo(layerOf))(all, shownLayer(), get("n_layers")) : decoded(name));
   };
   // and as the scores take it: the lab's q and k turned by RoPE, its bias with ALiBi's ramp (position.py)
   /** @type {Record<string, (m: Matrix, base: number) => Matrix>} */
@@ -373,7 +374,7 @@ export function createStore(get) {
     wholeTop: (name) => {
       const top = (tops[name] ??= memo(topOf));
       const all = LAYERED[name] && get("layer_shown") ? whole(LAYERED[name]) : null; // (a live page has the layer shown alone)
-      return all ? top(all, get("layer"), get("n_layers"), get("head")) : top(whole(name), 0, 0, get("head"));
+      return all ? top(all, shownLayer(), get("n_layers"), get("head")) : top(whole(name), 0, 0, get("head"));
     },
     x: () => array("x"),
     basis: () => basisOf(array("value_basis"), array("v"), get("head")),
@@ -436,7 +437,7 @@ export function createStore(get) {
     // every head's thumbnail: a model's every layer, else the heads of q and k
     headJob: () => headJob(s.model("q") ?? array("q"), s.model("k") ?? array("k"), s.scale(), s.softcap(), s.allBias()),
     /** The current head's place among the thumbnails' heads. */
-    jobIndex: () => (s.model("q") ? Math.min(get("layer"), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
+    jobIndex: () => (s.model("q") ? Math.min(shownLayer(), get("n_layers") - 1) * array("q").heads : 0) + Math.min(get("head"), array("q").heads - 1),
     thumbnails: () =>
       s.kernelOverview()
         ? (kernelWork(get("overview")) ?? (lastKernel = lastKernel?.count === s.modelHeads() ? lastKernel : waiting(s.modelHeads())))

@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { check, checkState, nHeads, overflow, pyStr, Refused, scan, show } from "./rules.js";
+import { check, checkState, layerNumber, nHeads, overflow, pyStr, Refused, scan, show } from "./rules.js";
 
 /** @typedef {import("./state").State} State */
 /** @typedef {import("./state").ArrayValue} ArrayValue */
@@ -151,12 +151,13 @@ export function decodePayload(payload) {
   const layers = new Map(); // one object per layer's array: the rules compare arrays by identity
   const arrays = Object.fromEntries(Object.entries(payload.arrays || {}).map(([name, a]) => [name, decodeAll(a, `${name}'s `)]));
   const held = state.held_layers; // a model too large for the page: the layers it holds, in `arrays`
+  const number = (/** @type {number} */ i) => layerNumber(state, i); // the model's own number of the layer held at i
   /** @param {number} i  @returns {Brought} */
   const heldLayer = (i) => {
     const found = arrays[`layer:${i}`];
     if (!found)
       throw new Refused(
-        `This page holds layers ${/** @type {number[]} */ (held).join(", ")} of ${state.n_layers}: layer ${i} was left out to keep it small. Export it with to_html(layers=[…, ${i}]) to have it.`,
+        `This page holds layers ${/** @type {number[]} */ (held).map(number).join(", ")} of ${state.n_layers}: layer ${number(i)} was left out to keep it small. Export it with to_html(layers=[…, ${number(i)}]) to have it.`,
       );
     const words = /** @type {Brought} */ (model); // (a model's page: it has its tokens)
     return { tokens: words.tokens, key_tokens: words.key_tokens ?? null, ...found };
@@ -209,7 +210,11 @@ function checkLoaded(state) {
     if (!(state[name] >= 0 && state[name] < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
   };
   within("head", nHeads(state), "a head index");
-  within("layer", Math.max(1, state.n_layers || 0), "a layer index");
+  if (state.layer_numbers?.length && !state.layer_numbers.includes(state.layer))
+    throw new Refused(
+      `'layer' must be one of the model's layers with attention weights, by its own number: ${state.layer_numbers.join(", ")}; got ${state.layer}.`,
+    );
+  if (!state.layer_numbers?.length) within("layer", Math.max(1, state.n_layers || 0), "a layer index");
   within("focus", state.tokens.length, "a token index");
   if ((state.sentences || []).length > 1) within("sentence_index", state.sentences.length, "a text's index");
   if (state.step > state.tokens.length) throw new Refused(`'step' must be from 0 to ${state.tokens.length}, got ${state.step}.`);

@@ -391,6 +391,34 @@ export function closedKeys(s, row) {
 /** @param {Pick<State, "step" | "tokens">} s */
 const soFar = (s) => (writing(s) ? ` written so far (step ${s.step} of ${s.tokens.length}: advance step to reach later tokens)` : "");
 
+/** Where the layer shown is among the layers held: its place in layer_numbers (the model's own
+ * numbers), or the layer itself where those are 0 to n_layers − 1; −1 for a number not held.
+ * @param {Pick<State, "layer" | "layer_numbers">} s */
+export const layerIndex = (s) => (s.layer_numbers?.length ? s.layer_numbers.indexOf(s.layer) : s.layer);
+
+/** The model's own number of the layer held at `index` (layerIndex's inverse). @param {Pick<State, "layer_numbers">} s  @param {number} index */
+export const layerNumber = (s, index) => (s.layer_numbers?.length ? s.layer_numbers[index] : index);
+
+/** The layer to show after a switch of text or block: the one shown, where the new one holds it; else the
+ * nearest held below it (the first held when none is). @param {Settling} s */
+function heldLayer(s) {
+  const numbers = s.layer_numbers || [];
+  if (!numbers.length) return Math.min(s.layer, s.n_layers - 1);
+  const below = numbers.filter((x) => x <= s.layer);
+  return below.length ? Math.max(...below) : numbers[0];
+}
+
+/** @param {Settling} s */
+function checkLayer(s) {
+  const numbers = s.layer_numbers || [];
+  if (!numbers.length) return inRange("layer", s.layer, Math.max(1, s.n_layers || 0), "a layer index");
+  if (numbers.includes(s.layer)) return;
+  const kinds = s.layer_kinds || [],
+    kind = 0 <= s.layer && s.layer < kinds.length ? kinds[s.layer] : "";
+  const why = kind ? ` (the model's layer ${s.layer} is ${kind}: it computes no attention weights)` : "";
+  throw new Refused(`'layer' must be one of the model's layers with attention weights, by its own number: ${numbers.join(", ")}; got ${s.layer}${why}.`);
+}
+
 /** @param {string} name  @param {number} value  @param {number} count  @param {string} what */
 function inRange(name, value, count, what) {
   if (!(0 <= value && value < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${value}.`);
@@ -491,7 +519,7 @@ function bringIn(s, before, asked, sources) {
       s.tokens = ex.tokens;
       for (const name of s._constants.stack) setField(s, name, ex[name] ?? (name === "mask_of_layer" ? [] : null));
       for (const name of /** @type {const} */ (["bias", "step"])) if (!asked.has(name)) setField(s, name, ex[name]); // its own position bias, and the step it opens at, unless this change sets them
-      if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1);
+      if (!asked.has("layer")) s.layer = heldLayer(s);
       asked = new Set([...asked, "layer"]);
     } else for (const name of /** @type {const} */ (["tokens", "q", "k", "v", "x", "value_basis"])) setField(s, name, ex[name]);
     if (word !== null && lowered.includes(word) && !asked.has("focus")) s.focus = lowered.indexOf(word); // the same word in the new sentence
@@ -504,7 +532,7 @@ function bringIn(s, before, asked, sources) {
     if (!asked.has("step")) s.step = found.tokens.length; // another text: shown written whole
     for (const name of /** @type {const} */ (["causal", "scale", "softcap", "bias"])) if (!asked.has(name)) setField(s, name, found[name]); // the block's own rules, unless this change sets them
     s.model_causal = !!found.causal; // (what the block itself reads, whatever the widget's causal)
-    if (!asked.has("layer")) s.layer = Math.min(s.layer, s.n_layers - 1); // the same layer, where the block has it
+    if (!asked.has("layer")) s.layer = heldLayer(s); // the same layer, where the block has it
     asked = new Set([...asked, "layer"]);
   }
   const blocks = s.blocks || [],
@@ -515,12 +543,12 @@ function bringIn(s, before, asked, sources) {
     (asked.has("layer") || asked.has("model_q")) &&
     sources &&
     known &&
-    0 <= s.layer &&
-    s.layer < (s.n_layers || 0) &&
+    0 <= layerIndex(s) &&
+    layerIndex(s) < (s.n_layers || 0) &&
     0 <= text &&
     text < Math.max(1, texts)
   ) {
-    const found = sources.layer(s.block || "", s.layer, text);
+    const found = sources.layer(s.block || "", layerIndex(s), text);
     s.tokens = found.tokens;
     s.cross = found.key_tokens != null;
     if (s.cross) s.key_tokens = /** @type {string[]} */ (found.key_tokens);
@@ -680,7 +708,7 @@ export function checkState(s) {
   }
   inRange("focus", s.focus, r, `a token index${soFar(s)}`);
   inRange("head", s.head, nHeads(s), "a head index");
-  inRange("layer", s.layer, Math.max(1, s.n_layers || 0), "a layer index");
+  checkLayer(s);
   inRange("sentence_index", s.sentence_index, Math.max(1, (s.sentences || []).length), "a sentence index");
   const blocks = s.blocks || [];
   if (blocks.length ? !blocks.includes(s.block) : s.block !== "") {

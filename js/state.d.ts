@@ -105,10 +105,14 @@ export interface State {
   value_axes: string[];
   /** Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2; None when the values are 2-D. */
   value_basis: ArrayValue | null;
-  /** The model's layer shown. */
+  /** The model's layer shown, by the model's own number (a hybrid's attention layers keep theirs: one of layer_numbers). */
   layer: number;
-  /** How many layers the model has (0 for your own arrays). */
+  /** How many layers with attention weights the widget holds (0 for your own arrays). */
   n_layers: number;
+  /** The model's own number of each layer held, in order, where they are not 0 to n_layers − 1: a hybrid's attention layers among layers of other kinds (Jamba's 1, 3, 5, ...); empty otherwise. */
+  layer_numbers: number[];
+  /** What each of the model's layers is, by its number: "" for a layer held, else its kind in words (a Mamba state-space layer, linear attention, a short convolution), which computes no attention weights; empty when every layer is held. */
+  layer_kinds: string[];
   /** Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in as q. */
   model_q?: ArrayValue | null;
   /** Every layer's keys, as model_q. */

@@ -160,20 +160,23 @@ def sort(kind: str, tokenizer) -> Result:
         reference = [a for a in every if a is not None]
         assert reference, f"{kind}: the model returns no attention weights"
         layers = [] if two else _attention_layers(model, inputs, w.n_layers)
+        if block:
+            w.set_state({"block": block})
+        numbers = list(w.layer_numbers) or list(range(w.n_layers))
         if layers != list(range(len(layers))):  # a hybrid: its attention layers among layers of other kinds
             if len(every) > len(layers):  # (every layer returned something: MiniMax's linear ones too)
                 reference = [every[i] for i in layers]
             said = ", ".join(map(str, layers))
-            said = f"layer {said} is the widget's 0" if len(layers) == 1 else f"layers {said} are 0–{len(layers) - 1}"
-            again = len(set(layers)) < len(layers)  # (HRM runs its layers in cycles: each run is a layer shown)
-            notes.append(
-                f"{'layers run again, each run' if again else 'attention layers'} renumbered: the model's {said}"
-            )
-        if block:
-            w.set_state({"block": block})
+            if len(set(layers)) < len(layers):  # (HRM runs its layers in cycles: each run is a layer shown, in order)
+                notes.append(f"layers run again, each run a layer shown in order: the model's {said}")
+            else:
+                assert numbers == layers, f"{kind}: the widget numbers its layers {numbers}, the model {layers}"
+                others = sorted({k for k in w.layer_kinds if k})
+                notes.append(f"attention in layer{'s' * (len(layers) > 1)} {said}; the others: {', '.join(others)}")
         assert w.n_layers == len(reference), f"{kind} {block}: {w.n_layers} layers shown, {len(reference)} run"
-        for layer, want in enumerate(reference):
+        for layer, want in zip(numbers, reference):
             w.set_state({"layer": layer})
+            assert w.layer == layer, f"{kind} {block}: layer {layer} refused"
             assert w.n_heads == want.shape[1], f"{kind} {block} layer {layer}: {w.n_heads} heads, {want.shape[1]}"
             for head in range(w.n_heads):
                 w.head = head

@@ -154,6 +154,8 @@ def cases(draw):
         value_axes=["v₁", "v₂"],
         layer=0,
         n_layers=0,
+        layer_numbers=[],
+        layer_kinds=[],
         layer_shown=False,
         model_name="",
         blocks=block_names,
@@ -308,6 +310,18 @@ def cases(draw):
                     state.update(q=own[0], k=own[1], v=own[2], value_basis=basis_for(own[2]), layer_shown=False)
             if block_names and draw(st.booleans()):
                 sources["blocks"][block]["bias"] = A.new((hh, bn, bm), rng=rng)  # a block's own position bias
+    if kind in ("model", "texts") and state["layer_shown"] and draw(st.booleans()):
+        # a hybrid: its attention layers by the model's own numbers, among layers of other kinds
+        total = 2 * state["n_layers"] + 1
+        numbers = draw(
+            st.lists(st.integers(0, total - 1), min_size=state["n_layers"], max_size=state["n_layers"], unique=True)
+        )
+        state["layer_numbers"] = sorted(numbers)
+        state["layer"] = state["layer_numbers"][state["layer"]]
+        state["layer_kinds"] = [
+            "" if i in numbers else draw(st.sampled_from(["Mamba-2 state space", "short convolution"]))
+            for i in range(total)
+        ]
     n, m = len(state["tokens"]), len(state["key_tokens"])
     if state["n_layers"]:  # a model's own scheme, which it carries in its q and k
         state["position"] = draw(st.sampled_from(rules.MODEL_POSITIONS))
@@ -390,7 +404,7 @@ def changes(draw, state, A, rng, page):
         heads = state["q"].shape[:-2]
         rows = draw(st.sampled_from([n, n, n, n + 1, max(1, n - 1)]))
         if name in ("focus", "head", "layer", "sentence_index", "step"):
-            top = {"focus": n - 1, "head": 2, "layer": 2, "sentence_index": 2, "step": n}[name]
+            top = {"focus": n - 1, "head": 2, "layer": 2 * 3, "sentence_index": 2, "step": n}[name]
             out[name] = draw(st.one_of(st.integers(0, top), st.integers(0, top), st.integers(-1, 6)))
         elif name in (*rules.FLAGS, "layer_shown"):
             out[name] = draw(st.booleans())

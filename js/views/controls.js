@@ -34,7 +34,9 @@ import { el, fill, fmtT, short } from "./dom.js";
  * @property {number[] | null} [heldTexts]  the texts an exported page holds, or null for all
  * @property {number} layers
  * @property {number} layer
- * @property {number[] | null} [held]  the layers an exported page holds, or null for all
+ * @property {number[] | null} [held]  the layers an exported page holds (their places), or null for all
+ * @property {number[]} [numbers]  the model's own number of each layer held (a hybrid's); empty: 0, 1, 2, …
+ * @property {string[]} [kinds]  what each of the model's layers is, by number: "" for one held, else its kind
  * @property {string} modelName
  * @property {string} [position]  the page's words for a model's scheme
  * @property {{ scheme: string, even: boolean } | null} [lab]  where position enters your own arrays' scores
@@ -235,6 +237,8 @@ export function createControls(
       layers,
       layer,
       held = null,
+      numbers = [],
+      kinds = [],
       modelName: name,
       position: scheme = "",
       lab = null,
@@ -281,15 +285,19 @@ export function createControls(
         schemes.options[1].disabled = !lab.even && lab.scheme !== "rope"; // RoPE turns pairs of numbers
         schemes.options[1].title = schemes.options[1].disabled ? "RoPE turns pairs of numbers: it needs vectors of an even width" : "";
       }
-      // an exported page too large for every layer holds some (held): the others are offered, greyed
-      const menu = `${layers}|${held}`;
+      // an exported page too large for every layer holds some (held): the others are offered, greyed; a hybrid's
+      // layers by the model's own numbers, its layers without attention weights named and greyed
+      const menu = `${layers}|${held}|${numbers}|${kinds}`;
       if (menu !== shownLayers) {
         shownLayers = menu;
+        const own = numbers.length ? numbers : Array.from({ length: layers }, (_, i) => i);
         fill(
           layerSelect,
-          Array.from({ length: layers }, (_, i) =>
-            !held || held.includes(i) ? el("option", { value: i }, `${i}`) : el("option", { value: i, disabled: true }, `${i} (not in this page)`),
-          ),
+          Array.from({ length: Math.max(kinds.length, own.length ? own[own.length - 1] + 1 : 0) }, (_, x) => {
+            const i = own.indexOf(x);
+            if (i < 0) return el("option", { value: x, disabled: true }, `${x} · ${kinds[x] || "no attention"}`);
+            return !held || held.includes(i) ? el("option", { value: x }, `${x}`) : el("option", { value: x, disabled: true }, `${x} (not in this page)`);
+          }),
         );
       }
       layerSelect.value = String(layer);

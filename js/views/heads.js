@@ -19,7 +19,7 @@ const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels star
  */
 /**
  * @typedef {object} HeadsOptions
- * @property {(layer: number, head: number) => void} onPick
+ * @property {(layer: number, head: number) => void} onPick  (layer: the row's place among the layers held)
  * @property {() => void} onProgress  asks for a redraw (new pictures, a new order)
  * @property {(name: string) => void} onSummary
  * @property {(on: boolean) => void} [onMap]
@@ -37,6 +37,8 @@ const HEADER = 56; // a bitmap's 54 bytes of header, and 2 more: its pixels star
  * @property {string} [summary]
  * @property {string} [loading]
  * @property {number[] | null} [held]  the layers an exported page holds, or null for all
+ * @property {number[]} [numbers]  the model's own number of each row's layer (a hybrid's attention layers); empty: 0, 1, 2, …
+ * @property {string[]} [kinds]  what each of the model's layers is, by number: "" for a row's, else its kind (no weights)
  * @property {ColourBy | null} [colourBy]
  * @property {string[]} [offered]
  * @property {string[]} [unavailable]
@@ -207,6 +209,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       summary: chosen = "",
       loading = "",
       held = null,
+      numbers = [],
+      kinds = [],
       colourBy = null,
       offered = [],
       unavailable = [],
@@ -258,27 +262,40 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
         order = /** @type {number[]} */ (ranked); // (sorted: ranked before)
       else if (sorted) order.sort((a, b) => +Number.isNaN(value(a)) - +Number.isNaN(value(b)) || value(b) - value(a) || a - b);
       ranked = sorted ? order : null;
-      const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}`;
+      const arrangement = `${layers}|${thumbs.length}|${side}|${sorted ? order.join(",") : ""}|${numbers}|${kinds}`;
+      const number = (/** @type {number} */ l) => (numbers.length ? numbers[l] : l); // the model's own
       if (shape !== arrangement) {
         shape = arrangement;
         buttons = thumbs.map((_, p) => {
           const [l, h] = [Math.floor(p / per), p % per],
-            name = layers > 1 ? `layer ${l}, head ${h}` : `head ${h}`; // Python's numbers: w.layer, w.head
+            name = layers > 1 ? `layer ${number(l)}, head ${h}` : `head ${h}`; // Python's numbers: w.layer, w.head
           return el(
             "button",
-            { type: "button", class: "aw-head", "data-layer": l, "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
+            { type: "button", class: "aw-head", "data-layer": number(l), "data-head": h, "aria-label": name, title: name, onclick: () => onPick(l, h) },
             el("img", { class: "aw-thumb", alt: "", draggable: "false", style: `width:${side}px;height:${side}px` }),
-            el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${l} H${h}` : `head ${h}`),
+            el("span", { class: "aw-head-label" }, layers > 1 && !sorted ? "" : layers > 1 ? `L${number(l)} H${h}` : `head ${h}`),
             el("span", { class: "aw-head-value" }),
           );
         });
-        // a model: one row per layer, named; columns named by head (sorted: one ranked run of cells)
+        // a model: one row per layer, named; columns named by head (sorted: one ranked run of cells); a hybrid's
+        // other layers (state space, linear attention, ...) as rows that say what they are, before the row at `l`
         const grid = layers > 1 && !sorted;
+        /** @param {number} l */
+        const others = (l) =>
+          kinds.flatMap((kind, x) =>
+            kind && x < (l < layers ? number(l) : Infinity) && (l === 0 || x > number(l - 1))
+              ? [
+                  el("span", { class: "aw-heads-row" }, `layer ${x}`),
+                  el("span", { class: "aw-heads-other", "data-other-layer": x, style: `grid-column: span ${per}` }, `${kind}: no attention weights`),
+                ]
+              : [],
+          );
         const rows = grid
           ? [
               el("span", {}),
               ...Array.from({ length: per }, (_, h) => el("span", { class: "aw-heads-col" }, `${h}`)),
-              ...buttons.flatMap((b, p) => (p % per ? [b] : [el("span", { class: "aw-heads-row" }, `layer ${p / per}`), b])),
+              ...buttons.flatMap((b, p) => (p % per ? [b] : [...others(p / per), el("span", { class: "aw-heads-row" }, `layer ${number(p / per)}`), b])),
+              ...others(layers),
             ]
           : order.map((p) => buttons[p]);
         list.classList.toggle("aw-heads-model", grid);
@@ -327,7 +344,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${summary === "effect" && estimated?.some((x) => x) ? ` · ≈: estimated (attribution patching); the ${estimated.filter((x) => !x).length} heads estimated largest: ablated exactly` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${summary === "effect" && estimated?.some((x) => x) ? ` · ≈: estimated (attribution patching); the ${estimated.filter((x) => !x).length} heads estimated largest: ablated exactly` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.map(number).join(", ")} of ${layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

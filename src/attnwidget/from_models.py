@@ -31,7 +31,7 @@ class FromModels(_Widget):
         *,
         target: str | None = None,
         block: str = "cross",
-        layer: int = 0,
+        layer: int | None = None,
         head: int = 0,
         generate: int = 0,
         **kwargs,
@@ -46,9 +46,12 @@ class FromModels(_Widget):
         probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
         layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
-        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
-        Python or in the page. The widget opens on the weights stage (``stage=`` chooses another),
-        as every constructor from a model does.
+        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` is the model's own number of a
+        layer (the first with attention when not given) and can be switched afterwards, in Python or
+        in the page. A hybrid (Jamba, Bamba, Qwen3-Next, LFM2, ...) keeps its numbers: its attention
+        layers are ``layer_numbers``, and ``layer_kinds`` says what the others are (state-space,
+        linear attention, convolution). The widget opens on the weights stage (``stage=`` chooses
+        another), as every constructor from a model does.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
@@ -95,7 +98,7 @@ class FromModels(_Widget):
 
     @classmethod
     def from_transformer_lens(
-        cls, model, text: str | list[str], *, cache=None, layer: int = 0, head: int = 0, **kwargs
+        cls, model, text: str | list[str], *, cache=None, layer: int | None = None, head: int = 0, **kwargs
     ) -> AttentionWidget:
         """Every head of one layer of a TransformerLens ``TransformerBridge`` (or the older
         ``HookedTransformer``); with ``cache`` (its
@@ -108,7 +111,9 @@ class FromModels(_Widget):
         return cls._from_model(from_transformer_lens(model, text, cache, lazy=True), layer, head, kwargs, texts=text)
 
     @classmethod
-    def from_nnsight(cls, model, text: str | list[str], *, layer: int = 0, head: int = 0, **kwargs) -> AttentionWidget:
+    def from_nnsight(
+        cls, model, text: str | list[str], *, layer: int | None = None, head: int = 0, **kwargs
+    ) -> AttentionWidget:
         """Every head of one layer of an nnsight-wrapped Hugging Face model (``LanguageModel``):
         the q, k, v, masks and terms ``from_transformers`` reads, caught during nnsight's own
         trace of the model (see :func:`attnwidget.integrations.from_nnsight`); a list of texts
@@ -121,7 +126,7 @@ class FromModels(_Widget):
 
     @classmethod
     def from_attentions(
-        cls, attentions, tokens, key_tokens=None, *, values=None, layer: int = 0, head: int = 0, **kwargs
+        cls, attentions, tokens, key_tokens=None, *, values=None, layer: int | None = None, head: int = 0, **kwargs
     ) -> AttentionWidget:
         """Attention weights alone, as other tools give them: Hugging Face's ``attentions`` (a
         tuple of layers, each batch × heads × queries × keys, batch 1), a numpy array or torch
@@ -198,8 +203,18 @@ class FromModels(_Widget):
             found = each[index]
             if found.prompt_length is not None:
                 kwargs.setdefault("step", found.prompt_length)  # the text shown opens as one text would
-        if not 0 <= layer < len(found.layers):
+        numbers = getattr(found, "layer_numbers", None) or list(range(len(found.layers)))  # (the model's own)
+        layer = numbers[0] if layer is None else layer
+        if layer not in numbers and not getattr(found, "layer_numbers", None):
             raise ValueError(f"layer must be from 0 to {len(found.layers) - 1} for this model, got {layer}")
+        if layer not in numbers:
+            kinds = getattr(found, "layer_kinds", None) or []
+            kind = kinds[layer] if rules._is_int(layer) and 0 <= layer < len(kinds) else ""
+            raise ValueError(
+                f"layer must be one of this model's layers with attention weights, by its own number "
+                f"({', '.join(map(str, numbers))}), got {layer!r}"
+                + (f": the model's layer {layer} is {kind}, which computes no attention weights" if kind else "")
+            )
         step = kwargs.get("step")
         if not found.causal and found.key_tokens is None and rules._is_int(step) and 0 < step < len(found.tokens):
             raise ValueError(rules.READS_BOTH_WAYS)  # (said before the causal rule it would turn on is blamed)
@@ -210,7 +225,9 @@ class FromModels(_Widget):
         if getattr(found, "bias", None) is not None:
             kwargs.setdefault("bias", found.bias)  # a position bias, the same in every layer
         sources = Sources(model=None if blocks else found, blocks=blocks, texts=each)
-        first = sources.layer(block or "", layer, index)  # views of every layer's stacked arrays, made once: sent once
+        first = sources.layer(
+            block or "", numbers.index(layer), index
+        )  # views of every layer's stacked arrays, made once: sent once
         if "mask" in first:
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
@@ -242,6 +259,8 @@ class FromModels(_Widget):
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
             w.set_trait("model_causal", bool(found.causal))  # the model's own rule: writing token by token needs it
+            w.set_trait("layer_numbers", list(getattr(found, "layer_numbers", None) or []))
+            w.set_trait("layer_kinds", list(getattr(found, "layer_kinds", None) or []))
             for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)

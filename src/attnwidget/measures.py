@@ -34,7 +34,7 @@ def shown(inputs: Inputs) -> tuple[int, int]:
     """(the layer shown, the head shown): a widget of your own arrays is one layer of its heads."""
     s = inputs.state
     heads = len(inputs.layers[0][0]) if inputs.layers[0][0].ndim == 3 else 1
-    return (s["layer"] if s["layer_shown"] else 0), min(s["head"], heads - 1)
+    return (rules.layer_index(s) if s["layer_shown"] else 0), min(s["head"], heads - 1)
 
 
 def layer_weights(inputs: Inputs) -> np.ndarray:

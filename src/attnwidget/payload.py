@@ -71,9 +71,9 @@ BUDGET = 50e6  # bytes: an exported page holds every layer of a model while it s
 
 
 def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int] | None:
-    """The layers an exported page holds, or None for every layer: ``layers`` (the one shown
-    among them), or else every layer while the page stays under ``budget`` bytes, and otherwise
-    the layer shown and those nearest it that fit."""
+    """The layers an exported page holds (their places among the widget's layers), or None for every
+    layer: ``layers`` (by the model's numbers; the one shown among them), or else every layer while
+    the page stays under ``budget`` bytes, and otherwise the layer shown and those nearest it that fit."""
     n, src = widget.n_layers, inputs.sources
     if not (widget.layer_shown and n and src.model is not None):
         if layers is not None and src.blocks:
@@ -86,12 +86,16 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
                 "leave out"
             )
         return None
+    numbers = list(widget.layer_numbers) or list(range(n))  # (the model's own: a hybrid's attention layers)
     if layers is not None:
         asked = sorted({int(i) for i in layers} | {widget.layer})
-        bad = [i for i in asked if not 0 <= i < n]
+        bad = [i for i in asked if i not in numbers]
         if bad:
-            raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
-        return None if len(asked) == n else asked
+            if not widget.layer_numbers:
+                raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
+            said = ", ".join(map(str, numbers))
+            raise ValueError(f"layers= must be layers with attention weights, by the model's numbers ({said}); got {bad}")
+        return None if len(asked) == n else [numbers.index(i) for i in asked]
     # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
     each = (
         sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None)
@@ -109,7 +113,8 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
             "the page holds the layer shown",
             stacklevel=3,
         )
-    near = sorted(range(n), key=lambda i: (abs(i - widget.layer), i))
+    shown = numbers.index(widget.layer)
+    near = sorted(range(n), key=lambda i: (abs(i - shown), i))
     return sorted(near[: max(1, fit)])
 
 

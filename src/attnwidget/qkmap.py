@@ -22,11 +22,20 @@ METHODS = ("pca", "tsne", "umap")
 
 
 def check(inputs: Inputs, layer, head, method: str) -> tuple[int, int]:
-    """(layer, head), checked against the widget's layers and heads, and the method."""
+    """(layer, head), checked against the widget's layers (by the model's numbers) and heads, and the method;
+    the layer returned is its place among the layers held."""
     s = inputs.state  # (vectors of one's own on a model's widget: one layer, theirs)
     if s.get("weights_only"):  # its queries and keys are zeros: every point at (0, 0)
         raise ValueError(rules.NO_QK_MAP)
     layers, heads = (max(1, s["n_layers"]) if s["layer_shown"] else 1), rules.n_heads(s)
+    numbers = list(s.get("layer_numbers") or ()) if s["layer_shown"] else []
+    if numbers:  # (the model's own numbers: a hybrid's attention layers)
+        if not (rules._is_int(layer) and layer in numbers):
+            raise ValueError(
+                f"layer must be one of this model's layers with attention weights ({', '.join(map(str, numbers))}), "
+                f"got {layer!r}"
+            )
+        layer = numbers.index(layer)
     for name, value, count in (("layer", layer, layers), ("head", head, heads)):
         if not (rules._is_int(value) and 0 <= value < count):
             raise ValueError(f"{name} must be from 0 to {count - 1} for this widget, got {value!r}")
@@ -127,7 +136,7 @@ def query_key_map(inputs: Inputs, layer: int, head: int, method: str = "pca") ->
         "scale": c,
         "shift": shift,
         "explained": explained,
-        "layer": layer,
+        "layer": rules.layer_number(inputs.state, layer) if inputs.state["layer_shown"] else layer,
         "head": head,
         "method": method,
     }

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, computed_views, dense, measures, qkmap
+from . import atlas, computed_views, dense, measures, qkmap, rules
 from .formulas import head_summaries
 from .inputs import Inputs
 from .integrations import ablation
@@ -200,12 +200,12 @@ class Research(_Widget):
         projections = getattr(found, "projections", None)
         if projections is None:
             return None
-        if isinstance(projections[self.layer], str):
+        found = projections[rules.layer_index({"layer": self.layer, "layer_numbers": self.layer_numbers})]
+        if isinstance(found, str):
             raise ValueError(
-                f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: "
-                f"{projections[self.layer]}."
+                f"norms() needs layer {self.layer}'s output projection, which attnwidget could not read: {found}."
             )
-        return projections[self.layer]
+        return found
 
     def _unprojected(self) -> bool:
         """The heads add their values as they are (no output projection turns them) here and in every

@@ -148,8 +148,17 @@ FIELDS: tuple[Field, ...] = (
       doc="""Values wider than two are plotted on their first two principal axes: (heads ×) d_v × 2; None when the
       values are 2-D."""),
     # --- a real model's layers, heads and blocks ---
-    F("layer", "index", 0, writable=True, init=False, doc="The model's layer shown."),
-    F("n_layers", "count", 0, doc="How many layers the model has (0 for your own arrays)."),
+    F("layer", "index", 0, writable=True, init=False,
+      doc="""The model's layer shown, by the model's own number (a hybrid's attention layers keep theirs: one of
+      layer_numbers)."""),
+    F("n_layers", "count", 0, doc="How many layers with attention weights the widget holds (0 for your own arrays)."),
+    F("layer_numbers", "counts", (),
+      doc="""The model's own number of each layer held, in order, where they are not 0 to n_layers − 1: a hybrid's
+      attention layers among layers of other kinds (Jamba's 1, 3, 5, ...); empty otherwise."""),
+    F("layer_kinds", "texts", (),
+      doc="""What each of the model's layers is, by its number: "" for a layer held, else its kind in words (a
+      Mamba state-space layer, linear attention, a short convolution), which computes no attention weights; empty
+      when every layer is held."""),
     F("model_q", "array", None, heads=True, nullable=True, travel="kept",
       doc="""Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's
       in as q."""),

@@ -44,6 +44,8 @@ class StateFields(Protocol):
     value_basis: np.ndarray | None
     layer: int
     n_layers: int
+    layer_numbers: list[int]
+    layer_kinds: list[str]
     model_q: np.ndarray | None
     model_k: np.ndarray | None
     model_v: np.ndarray | None

@@ -49,6 +49,10 @@ class ModelAttention:
     position: tuple[str, str] = ("", "")
     # a vision model's image as it saw it, for the page to draw under its patches (vision.py); None for a text
     image: dict | None = None
+    # the model's own number of each layer in layers, where they are not 0, 1, 2, ... (a hybrid's attention layers)
+    layer_numbers: list[int] | None = None
+    # what each of the model's layers is, by number: "" for one in layers, else its kind in words; None: all are there
+    layer_kinds: list[str] | None = None
 
 
 @dataclass

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from ..progress import progress
+from . import layers
 from .ablation import Rerun
 from .common import LazyText, ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
 from .configs import _positions, _relative, _vocabulary, position_of
@@ -126,11 +127,15 @@ def read(base, body, inputs: dict, tokens: list[str], name: str, run=None) -> Mo
     accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     inputs = {key: val.to(device) for key, val in inputs.items() if key in accepted}
     with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
-        found = (
-            _bloom(base, inputs, tokens, name)
-            if kind == "bloom"
-            else _assemble(capture(body, on_call=step, run=run and (lambda: run(inputs)), **inputs), tokens, name, kind)
-        )
+        if kind == "bloom":
+            found = _bloom(base, inputs, tokens, name)
+        else:
+            calls = capture(body, on_call=step, run=run and (lambda: run(inputs)), **inputs)
+            found = _assemble(calls, tokens, name, kind)
+            names = [c.name for c in calls]
+            found.layer_numbers = layers.numbers(names)  # a hybrid's attention layers keep the model's numbers
+            if found.layer_numbers is not None:
+                found.layer_kinds = layers.kinds(body, names, found.layer_numbers)
     found.position = position_of(config)
     found.device = str(device)
     return found

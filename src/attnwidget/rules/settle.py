@@ -23,12 +23,15 @@ from .values import (
     WEIGHTS_ONLY,
     WRITABLE,
     Refused,
+    _check_layer,
     _in_range,
     _one_of,
     _so_far,
     check,
     closed_keys,
+    held_layer,
     keys_read,
+    layer_index,
     n_heads,
     num,
     rows,
@@ -152,7 +155,7 @@ def _bring_in(s, before, asked, sources):
                 if name not in asked:
                     s[name] = ex[name]
             if "layer" not in asked:
-                s["layer"] = min(s["layer"], s["n_layers"] - 1)
+                s["layer"] = held_layer(s)
             asked = asked | {"layer"}
         else:
             for name in ("tokens", "q", "k", "v", "x", "value_basis"):
@@ -172,7 +175,7 @@ def _bring_in(s, before, asked, sources):
                 s[name] = found[name]
         s["model_causal"] = bool(found["causal"])  # (what the block itself reads, whatever the widget's causal)
         if "layer" not in asked:
-            s["layer"] = min(s["layer"], s["n_layers"] - 1)  # the same layer, where the block has it
+            s["layer"] = held_layer(s)  # the same layer, where the block has it
         asked = asked | {"layer"}
     blocks, texts = s.get("blocks") or (), len(s.get("sentences") or ())
     known = s.get("block", "") in blocks if blocks else not s.get("block")  # (an unknown block is refused below)
@@ -181,10 +184,10 @@ def _bring_in(s, before, asked, sources):
         ("layer" in asked or "model_q" in asked)
         and sources is not None
         and known
-        and 0 <= s["layer"] < s.get("n_layers", 0)
+        and 0 <= layer_index(s) < s.get("n_layers", 0)
         and 0 <= text < max(1, texts)
     ):  # (a model loaded: its layer shown)
-        found = sources.layer(s.get("block", ""), s["layer"], text)
+        found = sources.layer(s.get("block", ""), layer_index(s), text)
         s["tokens"], s["cross"] = found["tokens"], found["key_tokens"] is not None
         if s["cross"]:
             s["key_tokens"] = found["key_tokens"]
@@ -369,7 +372,7 @@ def _check_state(s, asked):
         raise Refused(f"'cell' must be (row, column) with {span}, or None; got ({cell[0]}, {cell[1]}).")
     _in_range("focus", s["focus"], r, "a token index" + _so_far(s))
     _in_range("head", s["head"], n_heads(s), "a head index")
-    _in_range("layer", s["layer"], max(1, s.get("n_layers", 0)), "a layer index")
+    _check_layer(s)
     _in_range("sentence_index", s["sentence_index"], max(1, len(s.get("sentences") or ())), "a sentence index")
     blocks = s.get("blocks") or ()
     if (s["block"] not in blocks) if blocks else s["block"] != "":
