@@ -94,7 +94,9 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
             if not widget.layer_numbers:
                 raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
             said = ", ".join(map(str, numbers))
-            raise ValueError(f"layers= must be layers with attention weights, by the model's numbers ({said}); got {bad}")
+            raise ValueError(
+                f"layers= must be layers with attention weights, by the model's numbers ({said}); got {bad}"
+            )
         return None if len(asked) == n else [numbers.index(i) for i in asked]
     # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
     each = (

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from test_hybrids import TEXT, hybrid  # noqa: E402
-from test_interface import tokenizer  # noqa: E402, F401  (a fixture)
+from test_interface import tokenizer  # noqa: E402  (a fixture)
 
 from attnwidget import AttentionWidget  # noqa: E402
 
@@ -17,7 +17,7 @@ ROOT = "document.querySelector('.aw-root').attnwidget"
 MAMBA = "Mamba-1 selective state space"
 
 
-def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_path, tokenizer):  # noqa: F811
+def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_path, tokenizer):
     w = AttentionWidget.from_transformers(hybrid("jamba", len(tokenizer)), tokenizer, TEXT, head=2)
     w.to_html(tmp_path / "jamba.html")
     page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
