@@ -284,6 +284,7 @@ export function createStore(get) {
     return open;
   };
   const maskOf = memo(openCells);
+  const denseOf = memo(openCells); // (sparse attention's dense counterpart: no mask of the layer's own)
   const closedOf = memo((/** @type {boolean} */ causal, /** @type {Mask} */ mask, /** @type {number} */ m) => {
     const open = A.openCell(causal, mask, m);
     return (/** @type {number} */ i, /** @type {number} */ j) => !open(i, j);
@@ -503,6 +504,7 @@ export function createStore(get) {
       spread: s.spread,
       closed: s.closedCells(),
       closedWhy: s.closedWhy,
+      selection: s.selection,
       cellArithmetic: s.cellArithmetic,
     }),
     /** The arithmetic of the weight of cell (i, j), step by step. */
@@ -524,6 +526,23 @@ export function createStore(get) {
     closed: (i, j) => s.closedCells()(i, j),
     /** closed(i, j) for the state as it stands, made once per causal rule and mask: what a grid asks of every cell. */
     closedCells: () => closedOf(get("causal"), s.mask(), s.m()),
+    /** Sparse attention's choice in row i, in a layer of sparse_layers (each query reads the keys its indexer
+     * chose; shown.py's selection()): how many keys the row reads, and the share of dense attention's weight
+     * (the same scores, every key the causal rule allows) those keys had; null for any other layer. */
+    selection: (i) => {
+      if (!get("layer_shown") || !(get("sparse_layers") || []).includes(get("layer"))) return null;
+      const m = s.m(),
+        dense = A.weightRow(s.scores(), m, i, get("temperature"), get("causal"), denseOf(null, array("q").rows, m, !!get("sink"))),
+        closed = s.closedCells();
+      let chosen = 0,
+        kept = 0;
+      for (let j = 0; j < m; j++)
+        if (!closed(i, j)) {
+          chosen++;
+          kept += dense[j];
+        }
+      return { chosen, kept };
+    },
   };
   return s;
 }

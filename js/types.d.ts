@@ -148,6 +148,7 @@ export interface Shown {
   spread: () => number;
   closed: (i: number, j: number) => boolean;
   closedWhy: (i: number, j: number) => ClosedWhy | null;
+  selection: (i: number) => { chosen: number; kept: number } | null;
   cellArithmetic: (i: number, j: number) => CellArithmetic;
 }
 
@@ -256,6 +257,7 @@ export interface Store {
   closedWhy(i: number, j: number): ClosedWhy | null;
   closed(i: number, j: number): boolean;
   closedCells(): (i: number, j: number) => boolean;
+  selection(i: number): { chosen: number; kept: number } | null;
 }
 
 declare global {

@@ -16,6 +16,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
+ * @property {(i: number) => { chosen: number, kept: number } | null} [selection]  sparse attention's choice in row i
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -34,7 +35,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -54,6 +55,17 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
+  /** @type {(string | HTMLElement)[]} */
   const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
+  // sparse attention: the keys the indexer chose, and what dense attention would have given them
+  const chose = stage === "scores" || secret ? null : (selection?.(focus) ?? null);
+  if (chose)
+    tail.push(
+      el(
+        "span",
+        { class: "aw-selection", "data-kept": chose.kept },
+        ` · sparse attention: it reads the ${chose.chosen} key${chose.chosen === 1 ? "" : "s"} its indexer chose, which dense attention would give ${fmt3(chose.kept)} of the row (the rest, ${fmt3(1 - chose.kept)}, goes to keys not chosen)`,
+      ),
+    );
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

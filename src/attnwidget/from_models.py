@@ -261,6 +261,7 @@ class FromModels(_Widget):
             w.set_trait("model_causal", bool(found.causal))  # the model's own rule: writing token by token needs it
             w.set_trait("layer_numbers", list(getattr(found, "layer_numbers", None) or []))
             w.set_trait("layer_kinds", list(getattr(found, "layer_kinds", None) or []))
+            w.set_trait("sparse_layers", list(getattr(found, "sparse", None) or []))
             for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)

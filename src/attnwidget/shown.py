@@ -85,28 +85,44 @@ class Shown(_Widget):
         )
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
-            n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-            q, k, v = (
-                self._head(a)[:r].astype(float) for a, r in zip(key[:3], (n, m, m))
-            )  # float64, as the page computes
-            bias = None if self.bias is None else self._head(self.bias)[:n, :m]
-            q, k, bias = positioned(q, k, bias, self._position_state())
-            mask = reading_mask(self.mask, self.sink, len(self.tokens), len(cast(list, self.key_tokens)))
-            cached = self._result = (
-                key,
-                Attention(
-                    q,
-                    k,
-                    v,
-                    temperature=self.temperature,
-                    causal=self.causal,
-                    scale=self.scale,
-                    mask=None if mask is None else mask[:n, :m],
-                    bias=bias,
-                    softcap=self.softcap,
-                ),
-            )
+            cached = self._result = (key, self._computed(self.mask))
         return cached[1]
+
+    def _computed(self, mask) -> Attention:
+        """The head shown's attention at the state as it stands, with ``mask`` for the widget's own."""
+        n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
+        q, k, v = (self._head(a)[:r].astype(float) for a, r in zip((self.q, self.k, self.v), (n, m, m)))  # float64
+        bias = None if self.bias is None else self._head(self.bias)[:n, :m]
+        q, k, bias = positioned(q, k, bias, self._position_state())
+        mask = reading_mask(mask, self.sink, len(self.tokens), len(cast(list, self.key_tokens)))
+        return Attention(
+            q,
+            k,
+            v,
+            temperature=self.temperature,
+            causal=self.causal,
+            scale=self.scale,
+            mask=None if mask is None else mask[:n, :m],
+            bias=bias,
+            softcap=self.softcap,
+        )
+
+    def selection(self) -> dict[str, np.ndarray]:
+        """What sparse attention's choice keeps, in a layer of ``sparse_layers`` (DeepSeek V3.2's: each
+        query reads the few keys its indexer chose, the rest closed in the layer's mask): ``"chosen"``,
+        how many keys each row reads; ``"dense"``, the weights dense attention would give (the same
+        scores and temperature, every key the causal rule allows); ``"kept"``, each row's share of
+        those dense weights on the keys chosen. At the head shown; rows read, as ``weights``."""
+        if not (self.layer_shown and self.layer in self.sparse_layers):
+            said = f"layers {', '.join(map(str, self.sparse_layers))}" if self.sparse_layers else "no layer"
+            raise ValueError(
+                f"selection() is for a layer of sparse attention, whose queries each read the keys an indexer chose; "
+                f"in this widget {said} are such (the layer shown is {self.layer})"
+            )
+        self._dense_check("w.selection()")
+        allowed, dense = self.attention.allowed, self._computed(None).weights
+        chosen = np.ones(dense.shape, dtype=bool) if allowed is None else allowed
+        return {"chosen": chosen.sum(axis=1), "dense": dense, "kept": np.where(chosen, dense, 0.0).sum(axis=1)}
 
     def _position_state(self) -> dict:
         """What position.positioned reads for the head shown: the lab's scheme (a model's is in its q and k)."""

@@ -159,6 +159,10 @@ FIELDS: tuple[Field, ...] = (
       doc="""What each of the model's layers is, by its number: "" for a layer held, else its kind in words (a
       Mamba state-space layer, linear attention, a short convolution), which computes no attention weights; empty
       when every layer is held."""),
+    F("sparse_layers", "counts", (),
+      doc="""The model's layers (by number) whose mask is sparse attention's choice of keys: each query reads the
+      few keys an indexer chose (DeepSeek V3.2's top index_topk), not every key its rule allows. selection() and
+      the page say how much of dense attention's weight the choice keeps."""),
     F("model_q", "array", None, heads=True, nullable=True, travel="kept",
       doc="""Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's
       in as q."""),

@@ -46,6 +46,7 @@ class StateFields(Protocol):
     n_layers: int
     layer_numbers: list[int]
     layer_kinds: list[str]
+    sparse_layers: list[int]
     model_q: np.ndarray | None
     model_k: np.ndarray | None
     model_v: np.ndarray | None

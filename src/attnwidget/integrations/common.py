@@ -53,6 +53,8 @@ class ModelAttention:
     layer_numbers: list[int] | None = None
     # what each of the model's layers is, by number: "" for one in layers, else its kind in words; None: all are there
     layer_kinds: list[str] | None = None
+    # the numbers of the layers whose mask is a sparse attention's choice of keys (DeepSeek V3.2's indexer), or None
+    sparse: list[int] | None = None
 
 
 @dataclass

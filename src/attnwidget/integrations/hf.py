@@ -136,6 +136,7 @@ def read(base, body, inputs: dict, tokens: list[str], name: str, run=None) -> Mo
             found.layer_numbers = layers.numbers(names)  # a hybrid's attention layers keep the model's numbers
             if found.layer_numbers is not None:
                 found.layer_kinds = layers.kinds(body, names, found.layer_numbers)
+            found.sparse = layers.sparse(body, names, found.layer_numbers or list(range(len(calls)))) or None
     found.position = position_of(config)
     found.device = str(device)
     return found

@@ -56,3 +56,18 @@ def _kind(layer, said: str) -> str:
         if a_log is not None and hasattr(a_log, "ndim"):
             return "Mamba-1 selective state space" if a_log.ndim == 2 else "Mamba-2 state space"
     return _CONFIG_WORDS.get(said, said.replace("_", " ") or type(layer).__name__)
+
+
+def sparse(model, names: list[str], numbers: list[int]) -> list[int]:
+    """The numbers of the layers whose attention reads a few keys per query that an indexer chose
+    (DeepSeek V3.2's: its top ``index_topk`` keys, closed to the rest in the mask it hands the
+    attention function), so that the mask caught is that choice."""
+    found = []
+    for name, number in zip(names, numbers):
+        try:
+            module = model.get_submodule(name)
+        except AttributeError:
+            continue
+        if getattr(getattr(module, "indexer", None), "index_topk", None) is not None:
+            found.append(number)
+    return found
