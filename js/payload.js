@@ -1,7 +1,7 @@
 // The exported page's data (src/attnwidget/payload.py documents its schema), decoded in this one
 // place: the state as a live page would hold it, and the sources the rules bring in on a switch.
 
-import { check, checkState, layerNumber, nHeads, overflow, pyStr, Refused, scan, show } from "./rules.js";
+import { check, checkState, layerIndex, layerNumber, nHeads, overflow, pyStr, Refused, scan, show } from "./rules.js";
 
 /** @typedef {import("./state").State} State */
 /** @typedef {import("./state").ArrayValue} ArrayValue */
@@ -185,9 +185,10 @@ export function decodePayload(payload) {
     // new values a script set: their axes are Python's to compute (the blend then plots their first two)
     basis: () => null,
   };
-  if (state.layer_shown) {
+  if (state.layer_shown && layerIndex(state) >= 0) {
     // a layer's own: cut from the stacks (or held whole), not sent twice; its bias too when it has one of its own
-    const shown = sources.layer(state.block || "", state.layer, texts ? first : 0);
+    // (a layer the model does not hold: refused below)
+    const shown = sources.layer(state.block || "", layerIndex(state), texts ? first : 0);
     Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : [])]));
   }
   checkLoaded(state);

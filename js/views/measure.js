@@ -5,6 +5,7 @@
 // and keeps the last one drawn meanwhile; an exported page draws what it carries and says at which state.
 import { differenceColours, weightColours } from "../colours.js";
 import { current } from "../requests.js";
+import { layerIndex } from "../rules.js";
 import { el, figuresTo, fill, fmt2, fmt3, legend, short } from "./dom.js";
 import { createGrid } from "./grid.js";
 import { createTokenStrip } from "./tokens.js";
@@ -199,7 +200,10 @@ export function createMeasure(parent, { onMeasure, onFocus, views }) {
   function held(answer, shape, get) {
     /** @type {("layer" | "head")[]} */
     const axes = answer.every ?? (shape.length === 3 ? ["layer"] : []);
-    return axes.reduce((at, axis, i) => at * shape[i] + Math.min(Math.max(0, get(axis) ?? 0), shape[i] - 1), 0);
+    // (a layer's place among those held: a hybrid's layers go by the model's own numbers)
+    const place = (/** @type {"layer" | "head"} */ axis) =>
+      axis === "layer" ? layerIndex({ layer: get("layer") ?? 0, layer_numbers: get("layer_numbers") }) : get(axis);
+    return axes.reduce((at, axis, i) => at * shape[i] + Math.min(Math.max(0, place(axis) ?? 0), shape[i] - 1), 0);
   }
 
   return {

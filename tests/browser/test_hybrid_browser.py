@@ -17,8 +17,9 @@ ROOT = "document.querySelector('.aw-root').attnwidget"
 MAMBA = "Mamba-1 selective state space"
 
 
-def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_path, tokenizer):
-    w = AttentionWidget.from_transformers(hybrid("jamba", len(tokenizer)), tokenizer, TEXT, head=2)
+@pytest.mark.parametrize("opening", [1, 3])
+def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_path, tokenizer, opening):
+    w = AttentionWidget.from_transformers(hybrid("jamba", len(tokenizer)), tokenizer, TEXT, head=2, layer=opening)
     w.to_html(tmp_path / "jamba.html")
     page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
     try:
@@ -27,7 +28,9 @@ def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_pa
         options = menu.locator("option")
         assert options.all_inner_texts() == [f"0 · {MAMBA}", "1", f"2 · {MAMBA}", "3"]
         assert [o.is_disabled() for o in options.all()] == [True, False, True, False]
-        assert menu.input_value() == "1"
+        assert menu.input_value() == str(opening)
+        got = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], w.weights.shape)
+        np.testing.assert_allclose(got, w.weights, rtol=0, atol=1e-6)  # the layer it opens on: the model's own
         for layer in (3, 1):
             menu.select_option(str(layer))
             page.wait_for_function(f"{ROOT}.model.get('layer') === {layer}")
@@ -43,6 +46,25 @@ def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_pa
         assert [o.get_attribute("data-other-layer") for o in others.all()] == ["0", "2"]
         assert sorted({b.get_attribute("data-layer") for b in page.locator(".aw-head").all()}) == ["1", "3"]
         page.locator(".aw-overview-row").screenshot(path=str(tmp_path / "overview.png"))
+    finally:
+        page.context.close()
+
+
+def test_an_exported_hybrids_rollout_follows_the_models_layer_numbers(browser, tmp_path, tokenizer):  # noqa: F811
+    w = AttentionWidget.from_transformers(hybrid("lfm2", len(tokenizer)), tokenizer, TEXT, layer=3, measure="rollout")
+    w.to_html(tmp_path / "rollout.html")
+    page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
+    try:
+        page.goto((tmp_path / "rollout.html").as_uri())
+        for layer in (3, 1):
+            page.locator(".aw-layer").select_option(str(layer))
+            page.wait_for_function(
+                f"{ROOT}.measure()?.key && document.querySelector('.aw-measure figcaption')?.textContent"
+                f".includes('rollout up to layer {layer}')"
+            )
+            want = w.rollout()[w.layer_numbers.index(layer)]  # (up to each layer held, in order)
+            got = np.reshape(page.evaluate(f"{ROOT}.measure()")["values"], want.shape)
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
     finally:
         page.context.close()
 
@@ -71,7 +93,9 @@ m
         page.locator(".aw-head[data-layer='1'][data-head='2']").click()
         assert kernel.wait_for("[m.layer, m.head]", lambda x: x == [1, 2]) == [1, 2]
         want = kernel.eval("m.weights.tolist()")
-        page.wait_for_function(f"{ROOT}.model.get('layer') === 1 && {ROOT}.model.get('head') === 2")
+        page.wait_for_function(  # (the head's arrays come from the kernel, named by the model's layer number)
+            f"(a => a && a[1] === 1 && a[2] === 2)({ROOT}.model.get('layer_arrays'))"
+        )
         got = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], np.shape(want))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
         assert not errors
