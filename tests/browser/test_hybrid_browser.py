@@ -50,7 +50,7 @@ def test_an_exported_hybrid_numbers_its_layers_as_the_model_does(browser, tmp_pa
         page.context.close()
 
 
-def test_an_exported_hybrids_rollout_follows_the_models_layer_numbers(browser, tmp_path, tokenizer):  # noqa: F811
+def test_an_exported_hybrids_rollout_follows_the_models_layer_numbers(browser, tmp_path, tokenizer):
     w = AttentionWidget.from_transformers(hybrid("lfm2", len(tokenizer)), tokenizer, TEXT, layer=3, measure="rollout")
     w.to_html(tmp_path / "rollout.html")
     page = browser.new_context(viewport={"width": 1000, "height": 1200}, bypass_csp=True).new_page()
