@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .implicit_scans import Scan, Selective
+from .implicit_scans import Delta, Scan, Selective, ShortConv
 
 WIDE = torch.float64  # the scans' precision (float32 where the device has no float64)
 
@@ -37,7 +37,8 @@ def _conv(conv, xs: torch.Tensor, activation: str) -> torch.Tensor:
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float32 if t.device.type == "mps" else WIDE)
+    """A copy in the scans' precision, apart from the model (not its parameter itself)."""
+    return t.detach().to(torch.float32 if t.device.type == "mps" else WIDE, copy=True)
 
 
 def mamba1(m, h):
@@ -88,6 +89,85 @@ def mamba2(m, h):
     return scan, (None if getattr(m, "mamba_rms_norm", True) else _wide(gate[0]))
 
 
+def _split_conv(m, mixed, sizes):
+    """q, k and v after the layer's convolution over their concatenation (1 × n × width) and its activation."""
+    return torch.split(_conv(m.conv1d, mixed.transpose(1, 2), m.activation).transpose(1, 2), sizes, dim=-1)
+
+
+def _delta(dk: int, q, k, v, log_decay, beta) -> Delta:
+    """The gated delta rule's inputs as it reads them (torch_chunk_gated_delta_rule, chunk_kimi_delta_attention):
+    q and k (1 × n × heads·d_k) L2-normalised, shared by value heads in turn, q scaled by 1/√d_k; log_decay
+    (n × heads, or n × heads × d_k) and beta (n × heads)."""
+    n, heads, dv = v.shape[1], log_decay.shape[1], v.shape[-1] // log_decay.shape[1]
+    q, k = (_wide(t[0]).reshape(n, -1, dk) for t in (q, k))
+    q, k = (t * torch.rsqrt((t * t).sum(-1, keepdim=True) + 1e-6) for t in (q, k))
+    q, k = (t.repeat_interleave(heads // t.shape[1], dim=1).transpose(0, 1) for t in (q, k))
+    log_decay = _wide(log_decay)
+    return Delta(
+        x=_wide(v[0]).reshape(n, heads, dv).transpose(0, 1).contiguous(),
+        q=(q * q.shape[-1] ** -0.5).contiguous(),
+        k=k.contiguous(),
+        log_decay=(log_decay if log_decay.dim() == 3 else log_decay[..., None]).transpose(0, 1).contiguous(),
+        beta=_wide(beta).T.contiguous(),
+    )
+
+
+def _decay(m, a):
+    """Gated DeltaNet's decay, log G_t = −exp(A_log) softplus(a + dt_bias): n × heads."""
+    return -torch.exp(_wide(m.A_log)) * F.softplus(_wide(a[0]) + _wide(m.dt_bias))
+
+
+def qwen3_next(m, h):
+    """Qwen3-Next: q, k, v, z, b, a from two fused projections (its own fix_query_key_value_ordering)."""
+    q, k, v, _, b, a = m.fix_query_key_value_ordering(m.in_proj_qkvz(h), m.in_proj_ba(h))
+    mixed = torch.cat([t.reshape(1, h.shape[1], -1) for t in (q, k, v)], dim=-1)
+    q, k, v = _split_conv(m, mixed, [m.key_dim, m.key_dim, m.value_dim])
+    return _delta(m.head_k_dim, q, k, v, _decay(m, a), b[0].sigmoid()), None
+
+
+def qwen3_5(m, h):
+    """Qwen3.5: q, k, v from one projection, b and a from their own."""
+    q, k, v = _split_conv(m, m.in_proj_qkv(h), [m.key_dim, m.key_dim, m.value_dim])
+    return _delta(m.head_k_dim, q, k, v, _decay(m, m.in_proj_a(h)), m.in_proj_b(h)[0].sigmoid()), None
+
+
+def olmo_hybrid(m, h):
+    """OLMo-hybrid: q, k, v from their own projections; β doubled where eigenvalues may be negative."""
+    q, k, v = _split_conv(
+        m, torch.cat([m.q_proj(h), m.k_proj(h), m.v_proj(h)], -1), [m.key_dim, m.key_dim, m.value_dim]
+    )
+    beta = m.b_proj(h)[0].sigmoid() * (2.0 if m.allow_neg_eigval else 1.0)
+    return _delta(m.head_k_dim, q, k, v, _decay(m, m.a_proj(h)), beta), None
+
+
+def kimi(m, h):
+    """Kimi delta attention (Kimi-Linear, Bailing-hybrid): a decay per key channel, from the layer's forget gate."""
+    q, k, v = _split_conv(m, torch.cat([m.q_proj(h), m.k_proj(h), m.v_proj(h)], -1), [m.qkv_dim] * 3)
+    return _delta(m.head_dim, q, k, v, m.forget_gate(h)[0], torch.sigmoid(m.b_proj(h))[0]), None
+
+
+def lightning(m, h):
+    """MiniMax's lightning attention: q, k, v from one projection and its activation; each head's state decays
+    by exp(−slope) a token (its slope_rate)."""
+    n, heads = h.shape[1], m.num_attention_heads
+    qkv = _wide(m.act_fn(m.qkv_proj(h))[0]).view(n, heads, 3 * m.head_dim).transpose(0, 1)
+    q, k, v = torch.split(qkv, m.head_dim, dim=-1)
+    ones = qkv.new_ones(heads, n)
+    slope = _wide(m.slope_rate).reshape(heads, 1)
+    scan = Selective(x=v.contiguous(), dt=ones, A=-slope, B=k.contiguous(), C=q.contiguous(), D=ones[:, 0] * 0)
+    return scan, None
+
+
+def short_conv(m, h):
+    """LFM2's gated short convolution: B, C and x from in_proj, y = C ⊙ conv(B ⊙ x) per channel. A convolution
+    with a bias adds C ⊙ bias, which no α gives: refused."""
+    if m.conv.bias is not None:
+        raise NotImplementedError("its convolution adds a bias, so y is α · x plus a term of its own: not read")
+    B, C, x = _wide(m.in_proj(h)[0]).T.chunk(3, dim=0)  # each channels × n
+    w = _wide(m.conv.weight[:, 0]).flip(-1)  # channels × length, w[:, d]: d tokens back
+    return ShortConv(x=x[..., None].contiguous(), B=B.contiguous(), C=C.contiguous(), w=w.contiguous()), None
+
+
 @dataclass(frozen=True)
 class Reader:
     read: Callable[..., tuple[Scan, torch.Tensor | None]]  # (mixer, its input) -> (scan, gate or None)
@@ -100,6 +180,10 @@ MAMBA1 = Reader(mamba1, lambda m: m.out_proj, "Mamba-1 selective state space", "
 MAMBA2 = Reader(
     mamba2, lambda m: m.norm if getattr(m, "mamba_rms_norm", True) else m.out_proj, "Mamba-2 state space", "head"
 )
+GATED_DELTA = "gated DeltaNet"
+KIMI = "Kimi delta attention (gated DeltaNet, a decay per key channel)"
+LIGHTNING = "lightning attention (linear attention with a fixed decay per head)"
+CONV = "gated short convolution"
 # the mixers read, by class name
 READERS: dict[str, Reader] = {
     **dict.fromkeys(("MambaMixer", "FalconMambaMixer", "JambaMambaMixer"), MAMBA1),
@@ -108,4 +192,12 @@ READERS: dict[str, Reader] = {
         MAMBA2,
     ),
     "FalconH1Mixer": MAMBA2,
+    "Qwen3NextGatedDeltaNet": Reader(qwen3_next, lambda m: m.norm, GATED_DELTA, "head"),
+    "Qwen3_5GatedDeltaNet": Reader(qwen3_5, lambda m: m.norm, GATED_DELTA, "head"),
+    "OlmoHybridGatedDeltaNet": Reader(olmo_hybrid, lambda m: m.o_norm, GATED_DELTA, "head"),
+    **dict.fromkeys(
+        ("KimiLinearDeltaAttention", "BailingHybridDeltaAttention"), Reader(kimi, lambda m: m.o_norm, KIMI, "head")
+    ),
+    "MiniMaxLightningAttention": Reader(lightning, lambda m: m.norm, LIGHTNING, "head"),
+    **dict.fromkeys(("Lfm2ShortConv", "Lfm2MoeShortConv"), Reader(short_conv, lambda m: m.out_proj, CONV, "channel")),
 }

@@ -9,6 +9,9 @@ numbers are held at once besides the result.
 - ``Selective``, h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t, y_t = C_t · h_t + D x_t (Mamba-1: A per channel
   and state, B and C shared by every channel; Mamba-2: A one number per head, B and C per group of heads):
   α_ts = Σ_k C_t[k] B_s[k] Δ_s exp(A_k Σ_{r=s+1..t} Δ_r), plus D on the diagonal.
+  MiniMax's lightning attention is this scan with B = k, C = q, Δ = 1 and A = −(the head's slope).
+- ``ShortConv``, y_t = C_t Σ_j w_j B_{t−j} x_{t−j} (LFM2's gated short convolution, per channel):
+  α_ts = C_t w_{t−s} B_s for 0 ≤ t − s < the kernel's length, zero farther back.
 - ``Delta``, the gated delta rule, S_t = (I − β_t k_t k_tᵀ) G_t S_{t-1} + β_t k_t v_tᵀ, y_t = S_tᵀ q_t
   (G_t a decay: one number per head, or one per key dimension): x is v, and
   α_ts = q_tᵀ M_t ⋯ M_{s+1} β_s k_s with M_r = (I − β_r k_r k_rᵀ) G_r, not a product of scalar gates; it is
@@ -42,6 +45,10 @@ class Scan:
     def n(self) -> int:
         return self.x.shape[1]
 
+    def skip(self, idx: torch.Tensor) -> torch.Tensor:
+        """The skip term on α's diagonal (D x_t added to y_t) of channels ``idx``: none but Mamba's."""
+        return self.x.new_zeros(len(idx))
+
     def block(self, idx: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         """α of channels (heads) ``idx``, rows start..stop: len(idx) × (stop − start) × n."""
         raise NotImplementedError
@@ -51,8 +58,9 @@ class Scan:
         raise NotImplementedError
 
 
-def build(scan: Scan, idx: torch.Tensor, mean: bool) -> torch.Tensor:
-    """α of channels ``idx`` (len × n × n), or their mean (n × n), a block of rows and channels at a time."""
+def build(scan: Scan, idx: torch.Tensor, mean: bool, skip: bool = True) -> torch.Tensor:
+    """α of channels ``idx`` (len × n × n), or their mean (n × n), a block of rows and channels at a time;
+    without the skip term on the diagonal where ``skip`` is False."""
     n = scan.n
     rows = max(1, min(n, BUDGET // (n * scan.cost)))
     chunk = max(1, BUDGET // (n * scan.cost * rows))
@@ -66,6 +74,8 @@ def build(scan: Scan, idx: torch.Tensor, mean: bool) -> torch.Tensor:
                 out[start:stop] += a.sum(0)
             else:
                 out[i : i + len(part), start:stop] = a
+    if not skip:
+        out.diagonal(dim1=-2, dim2=-1).sub_(scan.skip(idx).sum() if mean else scan.skip(idx)[:, None])
     return out / len(idx) if mean else out
 
 
@@ -83,6 +93,9 @@ class Selective(Scan):
     @property
     def cost(self) -> int:  # (Mamba-1 holds one decay per state for every cell)
         return self.A.shape[1]
+
+    def skip(self, idx):
+        return self.D[idx]
 
     def _group(self, idx):
         return idx // (self.count // self.B.shape[0])
@@ -146,3 +159,24 @@ class Delta(Scan):
             S = S + k[..., None] * delta[:, None, :]
             y[:, t] = (S * self.q[:, t, :, None]).sum(1)
         return y
+
+
+@dataclass
+class ShortConv(Scan):
+    """A gated causal depthwise convolution (LFM2), per channel."""
+
+    x: torch.Tensor  # count × n × 1
+    B: torch.Tensor  # count × n: the input gate
+    C: torch.Tensor  # count × n: the output gate
+    w: torch.Tensor  # count × length: w[:, d] weighs the token d steps back
+
+    def block(self, idx, start, stop):
+        lag = torch.arange(start, stop, device=self.x.device)[:, None] - torch.arange(self.n, device=self.x.device)
+        near = (lag >= 0) & (lag < self.w.shape[1])
+        w = self.w[idx][:, lag.clamp(0, self.w.shape[1] - 1)] * near  # len × rows × n
+        return self.C[idx, start:stop, None] * w * self.B[idx, None, :]
+
+    def recurrence(self):
+        bx = self.B * self.x[..., 0]
+        y = sum(self.w[:, d, None] * torch.nn.functional.pad(bx, (d, 0))[:, : self.n] for d in range(self.w.shape[1]))
+        return (self.C * y)[..., None]
