@@ -8,7 +8,8 @@ numbers are held at once besides the result.
 
 - ``Selective``, h_t = exp(Δ_t A) h_{t-1} + Δ_t B_t x_t, y_t = C_t · h_t + D x_t (Mamba-1: A per channel
   and state, B and C shared by every channel; Mamba-2: A one number per head, B and C per group of heads):
-  α_ts = Σ_k C_t[k] B_s[k] Δ_s exp(A_k Σ_{r=s+1..t} Δ_r), plus D on the diagonal.
+  α_ts = Σ_k C_t[k] B_s[k] Δ_s exp(A_k Σ_{r=s+1..t} Δ_r), plus D on the diagonal (Mamba-1's built by
+  carrying each column's state from row to row, as the scan does).
   MiniMax's lightning attention is this scan with B = k, C = q, Δ = 1 and A = −(the head's slope).
 - ``ShortConv``, y_t = C_t Σ_j w_j B_{t−j} x_{t−j} (LFM2's gated short convolution, per channel):
   α_ts = C_t w_{t−s} B_s for 0 ≤ t − s < the kernel's length, zero farther back.
@@ -91,8 +92,8 @@ class Selective(Scan):
     D: torch.Tensor  # count
 
     @property
-    def cost(self) -> int:  # (Mamba-1 holds one decay per state for every cell)
-        return self.A.shape[1]
+    def cost(self) -> int:  # (Mamba-1 holds each column's state besides α: fewer numbers than α's when rows >= N)
+        return 2 if self.A.shape[1] > 1 else 1
 
     def skip(self, idx):
         return self.D[idx]
@@ -102,15 +103,34 @@ class Selective(Scan):
 
     def block(self, idx, start, stop):
         g = self._group(idx)
+        if self.A.shape[1] > 1:
+            return self._states(idx, g, start, stop)
         total = self.dt[idx].cumsum(1)  # Σ_{r<=t} Δ_r
         causal = torch.ones(stop - start, self.n, dtype=torch.bool, device=self.x.device).tril(start)
         gap = (total[:, start:stop, None] - total[:, None, :]).where(causal, 0)  # Σ_{r=s+1..t} Δ_r, s <= t
-        if self.A.shape[1] == 1:  # one decay per head: (C_t · B_s) exp(A gap)
-            a = (self.C[g, start:stop] @ self.B[g].transpose(1, 2)) * torch.exp(self.A[idx, :, None] * gap)
-        else:  # one decay per state: Σ_k C_t[k] B_s[k] exp(A_k gap)
-            decay = torch.exp(self.A[idx][:, :, None, None] * gap[:, None])  # len × N × rows × n
-            a = torch.einsum("ckts,ctk,csk->cts", decay, self.C[g, start:stop], self.B[g])
+        # one decay per head: (C_t · B_s) Δ_s exp(A gap)
+        a = (self.C[g, start:stop] @ self.B[g].transpose(1, 2)) * torch.exp(self.A[idx, :, None] * gap)
         a = a * self.dt[idx][:, None, :] * causal
+        return self._skip(a, idx, start, stop)
+
+    def _states(self, idx, g, start, stop):
+        """One decay per state (Mamba-1): column s's state Δ_s B_s exp(A (Σ_{r=s+1..t} Δ_r)) carried from row to
+        row, as the scan carries it (one exponential per column and row, not per state and cell), and read by
+        C_t; the block's first row starts from the closed form."""
+        dt, A, B, C = self.dt[idx], self.A[idx][:, None, :], self.B[g], self.C[g]
+        total = dt.cumsum(1)
+        h = B.new_zeros(len(idx), stop, B.shape[2])  # len × columns × N
+        gap = total[:, start, None] - total[:, : start + 1]
+        h[:, : start + 1] = dt[:, : start + 1, None] * B[:, : start + 1] * torch.exp(A * gap[..., None])
+        a = B.new_zeros(len(idx), stop - start, self.n)
+        for t in range(start, stop):
+            if t > start:
+                h[:, :t] *= torch.exp(dt[:, t, None, None] * A)
+                h[:, t] = dt[:, t, None] * B[:, t]
+            a[:, t - start, : t + 1] = (h[:, : t + 1] @ C[:, t, :, None])[..., 0]
+        return self._skip(a, idx, start, stop)
+
+    def _skip(self, a, idx, start, stop):
         rows = torch.arange(start, stop, device=a.device)
         a[:, rows - start, rows] += self.D[idx, None]
         return a
