@@ -35,7 +35,7 @@ FAMILIES = {
     "jamba": (ONE_EXPERT, "Mamba-1 selective state space", 1),
     "mamba2": (MAMBA2, "Mamba-2 state space", 2),
     "bamba": (dict(mamba_n_groups=2), "Mamba-2 state space", 1),
-    "nemotron_h": ({}, "Mamba-2 state space", 1),
+    "nemotron_h": (dict(mamba_num_heads=4, mamba_head_dim=16, n_groups=2), "Mamba-2 state space", 1),
     "granitemoehybrid": ({}, "Mamba-2 state space", 1),
     "zamba2": ({}, "Mamba-2 state space", 2),
     "falcon_h1": (dict(mamba_chunk_size=4), "Mamba-2 state space", 2),
@@ -44,7 +44,7 @@ FAMILIES = {
     "qwen3_5_text": (dict(DELTA, **LONG), "gated DeltaNet", 1),
     "olmo_hybrid": (dict(linear_num_key_heads=2, linear_num_value_heads=4), "gated DeltaNet", 1),
     "olmo_hybrid+positive": (dict(linear_allow_neg_eigval=False), "gated DeltaNet", 1),
-    "kimi_linear": (dict(mlp_layer_types=["dense", "dense"], **LONG), KDA, 1),
+    "kimi_linear": (dict(mlp_layer_types=["dense", "dense"], linear_num_heads=4, linear_head_dim=8, **LONG), KDA, 1),
     "bailing_hybrid": ({}, KDA, 1),
     "minimax": (
         dict(block_size=4, num_local_experts=1),
@@ -53,6 +53,7 @@ FAMILIES = {
     ),
     "lfm2": ({}, CONV, 1),
     "lfm2_moe": ({}, CONV, 1),
+    "recurrent_gemma": ({}, "Griffin's RG-LRU recurrence", 1),
 }
 # the submodule whose input is the scan's own output, by the layer's class (else Mamba's rules, in own_outputs)
 NORM = {
@@ -87,7 +88,9 @@ def own_outputs(model):
 
     for name, module in model.named_modules():
         norm = NORM.get(type(module).__name__, "o_norm" if hasattr(module, "o_norm") else None)
-        if norm is not None:
+        if type(module).__name__ == "RecurrentGemmaRglru":  # (its output is y)
+            handles.append(module.register_forward_hook(lambda m, a, out, name=name: seen.update({name: out})))
+        elif norm is not None:
             handles.append(module.get_submodule(norm).register_forward_pre_hook(keep(name), with_kwargs=True))
         elif hasattr(module, "A_log") and hasattr(module, "out_proj"):
             if getattr(module, "mamba_rms_norm", True) and hasattr(module, "norm"):
@@ -117,7 +120,9 @@ def test_alpha_times_x_is_the_layers_own_output(kind):
     words, count = FAMILIES[kind][1:]
     assert len(found.layers) == count and found.layers, found.skipped
     for layer in found.layers:
-        assert layer.kind == words and layer.per == ("channel" if words in (FAMILIES["mamba"][1], CONV) else "head")
+        assert layer.kind == words and layer.per == (
+            "channel" if words in (FAMILIES["mamba"][1], CONV, FAMILIES["recurrent_gemma"][1]) else "head"
+        )
         a = layer.alphas(dtype=np.float64)
         assert a.shape == (layer.count, 11, 11) and layer.x.shape[:2] == (layer.count, 11)
         np.testing.assert_allclose(a @ layer.x, layer.y, atol=TOL)  # the scan's output, from α
@@ -214,7 +219,7 @@ def test_a_model_with_attention_alone_reads_nothing_and_says_why():
 @pytest.mark.parametrize(
     "kind, more, why",
     [
-        ("recurrent_gemma", {}, {0: "Griffin's RG-LRU recurrence (RecurrentGemmaRecurrentBlock): not read here"}),
+        ("xlstm", {}, {0: "xLSTM's mLSTM (xLSTMBlock): not read here"}),
         ("rwkv", {}, {0: "RWKV time mixing (RwkvBlock): not read here"}),
         ("lfm2", dict(conv_bias=True), {0: "gated short convolution at layers.0.conv: its convolution adds a bias"}),
     ],

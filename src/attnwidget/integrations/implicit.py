@@ -5,14 +5,16 @@ Formulation", 2025).
 
 ``implicit_attention(model, tokenizer, text)`` runs the model once; each layer of a kind read here
 (implicit_readers.READERS) is hooked: its input is caught, and so is what its scan gave, where the layer's
-own modules receive it (its gated norm, or its output projection). The scan's inputs and parameters are
+own modules receive it (its gated norm, or its output projection) or where it leaves the layer (the RG-LRU's
+output). The scan's inputs and parameters are
 recomputed from the layer's own weights on that input, and a layer is returned only when its scan, run
 again step by step, gives what the layer itself gave (``error``); otherwise it is listed in ``skipped``
 with the difference. α is built on request, a block of rows at a time (implicit_scans.build).
 
-α is not a softmax: its entries are signed, its rows do not sum to 1, and it includes the skip term D
-(on the diagonal). x is the scan's input (after the input projection, the convolution and its
-activation) and y its output before the gate, the norm and the output projection.
+α is not a softmax: its entries are signed, its rows do not sum to 1, and a Mamba layer's includes
+the skip term D on the diagonal (``alpha(skip=False)`` leaves it out). x is the scan's input (after
+the input projection, the convolution and its activation) and y its output before the gate, the norm
+and the output projection.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ HALF = 1e-2  # float16, bfloat16
 SOFTMAX = "softmax attention: read it with from_transformers"
 # kinds of layer known and not read here, by class name, in words
 NOT_READ = {
-    "RecurrentGemmaRecurrentBlock": "Griffin's RG-LRU recurrence",
     "RwkvBlock": "RWKV time mixing",
     "xLSTMBlock": "xLSTM's mLSTM",
 }
@@ -101,7 +102,8 @@ def implicit_attention(model, tokenizer=None, text: str | None = None, *, input_
     ``input_ids`` (one sequence of token ids); the model runs once. Read (implicit_readers.READERS):
     Mamba-1 (mamba, falcon_mamba, jamba), Mamba-2 (mamba2, bamba, nemotron_h, granitemoehybrid, zamba2,
     falcon_h1), gated DeltaNet (qwen3_next, qwen3_5, olmo_hybrid), Kimi delta attention (kimi_linear,
-    bailing_hybrid), lightning attention (minimax) and gated short convolutions (lfm2, lfm2_moe). Other
+    bailing_hybrid), lightning attention (minimax), gated short convolutions (lfm2, lfm2_moe) and Griffin's
+    RG-LRU (recurrent_gemma). Other
     layers, attention layers among them, are in ``skipped`` with why."""
     from .hf import _base_model, _display_name
 
@@ -172,10 +174,14 @@ def _hooks(mixer, reader: readers.Reader, into: dict):
     def at(module, args):
         into.setdefault("own", []).append(args[0])
 
-    handles = [
-        mixer.register_forward_pre_hook(before, with_kwargs=True),
-        reader.at(mixer).register_forward_pre_hook(at),
-    ]
+    def after(module, args, output):
+        into.setdefault("own", []).append(output[0] if isinstance(output, tuple) else output)
+
+    handles = [mixer.register_forward_pre_hook(before, with_kwargs=True)]
+    if reader.at is None:  # (the mixer's own output is y)
+        handles.append(mixer.register_forward_hook(after))
+    else:
+        handles.append(reader.at(mixer).register_forward_pre_hook(at))
     try:
         yield
     finally:

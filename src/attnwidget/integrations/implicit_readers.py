@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .implicit_scans import Delta, Scan, Selective, ShortConv
+from .implicit_scans import Delta, Gated, Scan, Selective, ShortConv
 
 WIDE = torch.float64  # the scans' precision (float32 where the device has no float64)
 
@@ -168,10 +168,26 @@ def short_conv(m, h):
     return ShortConv(x=x[..., None].contiguous(), B=B.contiguous(), C=C.contiguous(), w=w.contiguous()), None
 
 
+def rglru(m, x):
+    """Griffin's RG-LRU (RecurrentGemmaRglru), hooked itself: x its input (after the block's convolution), per
+    channel; a_t = exp(−8 r_t softplus(Λ)) and b_t = i_t √(1 − a_t²), r and i its gates (blocks of channels
+    per head), b_0 = i_0 at the text's first position, where it resets. Its output is y."""
+    n, heads = x.shape[1], m.num_attention_heads
+    xs = _wide(x[0]).view(n, heads, -1).transpose(0, 1)  # heads × n × block
+
+    def gate(weight, bias):
+        return torch.sigmoid(xs @ _wide(weight) + _wide(bias)[:, None, :]).transpose(0, 1).reshape(n, -1)
+
+    log_a = -8.0 * gate(m.recurrent_gate_weight, m.recurrent_gate_bias) * F.softplus(_wide(m.recurrent_param))
+    b = gate(m.input_gate_weight, m.input_gate_bias) * torch.sqrt(1 - torch.exp(2 * log_a))
+    b[0] = gate(m.input_gate_weight, m.input_gate_bias)[0]  # (reset: the first position's input is not scaled)
+    return Gated(x=_wide(x[0]).T[..., None].contiguous(), log_a=log_a.T.contiguous(), b=b.T.contiguous()), None
+
+
 @dataclass(frozen=True)
 class Reader:
     read: Callable[..., tuple[Scan, torch.Tensor | None]]  # (mixer, its input) -> (scan, gate or None)
-    at: Callable  # the mixer's submodule whose input is y (gate None), or y ⊙ silu(gate)
+    at: Callable | None  # the mixer's submodule whose input is y (gate None), or y ⊙ silu(gate); None: its output
     kind: str  # in words
     per: str  # what α is one of: "channel" or "head"
 
@@ -200,4 +216,5 @@ READERS: dict[str, Reader] = {
     ),
     "MiniMaxLightningAttention": Reader(lightning, lambda m: m.norm, LIGHTNING, "head"),
     **dict.fromkeys(("Lfm2ShortConv", "Lfm2MoeShortConv"), Reader(short_conv, lambda m: m.out_proj, CONV, "channel")),
+    "RecurrentGemmaRglru": Reader(rglru, None, "Griffin's RG-LRU recurrence", "channel"),
 }

@@ -11,6 +11,8 @@ numbers are held at once besides the result.
   α_ts = Σ_k C_t[k] B_s[k] Δ_s exp(A_k Σ_{r=s+1..t} Δ_r), plus D on the diagonal (Mamba-1's built by
   carrying each column's state from row to row, as the scan does).
   MiniMax's lightning attention is this scan with B = k, C = q, Δ = 1 and A = −(the head's slope).
+- ``Gated``, h_t = a_t h_{t-1} + b_t x_t, y_t = h_t per channel (Griffin's RG-LRU):
+  α_ts = b_s a_{s+1} ⋯ a_t.
 - ``ShortConv``, y_t = C_t Σ_j w_j B_{t−j} x_{t−j} (LFM2's gated short convolution, per channel):
   α_ts = C_t w_{t−s} B_s for 0 ≤ t − s < the kernel's length, zero farther back.
 - ``Delta``, the gated delta rule, S_t = (I − β_t k_t k_tᵀ) G_t S_{t-1} + β_t k_t v_tᵀ, y_t = S_tᵀ q_t
@@ -178,6 +180,29 @@ class Delta(Scan):
             delta = (self.x[:, t] - (S * k[..., None]).sum(1)) * self.beta[:, t, None]
             S = S + k[..., None] * delta[:, None, :]
             y[:, t] = (S * self.q[:, t, :, None]).sum(1)
+        return y
+
+
+@dataclass
+class Gated(Scan):
+    """A gated diagonal linear recurrence (Griffin's RG-LRU), per channel."""
+
+    x: torch.Tensor  # count × n × 1
+    log_a: torch.Tensor  # count × n: log a_t, the state's decay
+    b: torch.Tensor  # count × n: the input's weight
+
+    def block(self, idx, start, stop):
+        total = self.log_a[idx].cumsum(1)
+        causal = torch.ones(stop - start, self.n, dtype=torch.bool, device=self.x.device).tril(start)
+        gap = (total[:, start:stop, None] - total[:, None, :]).where(causal, 0)  # Σ_{r=s+1..t} log a_r
+        return torch.exp(gap) * self.b[idx, None, :] * causal
+
+    def recurrence(self):
+        h = self.x.new_zeros(self.count)
+        y = torch.empty_like(self.x)
+        for t in range(self.n):
+            h = self.log_a[:, t].exp() * h + self.b[:, t] * self.x[:, t, 0]
+            y[:, t, 0] = h
         return y
 
 
