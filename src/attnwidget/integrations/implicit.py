@@ -103,8 +103,7 @@ def implicit_attention(model, tokenizer=None, text: str | None = None, *, input_
     Mamba-1 (mamba, falcon_mamba, jamba), Mamba-2 (mamba2, bamba, nemotron_h, granitemoehybrid, zamba2,
     falcon_h1), gated DeltaNet (qwen3_next, qwen3_5, olmo_hybrid), Kimi delta attention (kimi_linear,
     bailing_hybrid), lightning attention (minimax), gated short convolutions (lfm2, lfm2_moe) and Griffin's
-    RG-LRU (recurrent_gemma). Other
-    layers, attention layers among them, are in ``skipped`` with why."""
+    RG-LRU (recurrent_gemma). Other layers, attention layers among them, are in ``skipped`` with why."""
     from .hf import _base_model, _display_name
 
     base = _base_model(model)
@@ -124,7 +123,7 @@ def implicit_attention(model, tokenizer=None, text: str | None = None, *, input_
     with torch.no_grad():
         for n, m in mixers.items():
             number = _number(m, n)
-            found = _read(m, n, number, caught[n], base.config)
+            found = _read(m, n, number, caught[n])
             if isinstance(found, str):
                 skipped[number] = found
             else:
@@ -189,12 +188,12 @@ def _hooks(mixer, reader: readers.Reader, into: dict):
             h.remove()
 
 
-def _read(mixer, name: str, number: int, caught: dict, config) -> ImplicitLayer | str:
+def _read(mixer, name: str, number: int, caught: dict) -> ImplicitLayer | str:
     """The layer read from what was caught, checked against its own output; or why not."""
     reader = readers.READERS[type(mixer).__name__]
     inputs, own = caught.get("inputs", []), caught.get("own", [])
     if len(inputs) != 1 or len(own) != 1:
-        return f"{reader.kind} at {name}: called {len(inputs)} times in one pass, not once"
+        return f"{reader.kind} at {name}: run {len(inputs)} times in one pass (its output seen {len(own)}), not once"
     try:
         scan, gate = reader.read(mixer, inputs[0])
     except NotImplementedError as e:  # (a variant of the family read here that α does not describe)
