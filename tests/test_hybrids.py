@@ -19,9 +19,12 @@ TEXT = "I sat on the riverbank and the river sat on the bank."
 HYBRIDS = {  # four layers, attention in 1 and 3 (the others: what the family mixes tokens with otherwise)
     "jamba": ({"attn_layer_period": 2, "attn_layer_offset": 1}, "Mamba-1 selective state space"),
     "bamba": ({"attn_layer_indices": [1, 3]}, "Mamba-2 state space"),
-    "lfm2": ({"layer_types": ["conv", "full_attention"] * 2}, "short convolution"),
-    "qwen3_next": ({"layer_types": ["linear_attention", "full_attention"] * 2}, "gated DeltaNet (linear attention)"),
-    "minimax": ({"layer_types": ["linear_attention", "full_attention"] * 2}, "lightning (linear) attention"),
+    "lfm2": ({"layer_types": ["conv", "full_attention"] * 2}, "gated short convolution"),
+    "qwen3_next": ({"layer_types": ["linear_attention", "full_attention"] * 2}, "gated DeltaNet"),
+    "minimax": (
+        {"layer_types": ["linear_attention", "full_attention"] * 2},
+        "lightning attention (linear attention with a fixed decay per head)",
+    ),
 }
 
 
@@ -92,3 +95,25 @@ def test_a_hybrids_texts_keep_the_layer_shown(tokenizer):
     with torch.no_grad():
         out = model(**tokenizer("The bank sat on the river.", return_tensors="pt"), output_attentions=True)
     np.testing.assert_allclose(w.weights, out.attentions[-1][0, w.head].double().numpy(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["jamba", "lfm2", "qwen3_next"])
+def test_a_hybrids_other_layers_offer_their_implicit_attention(kind, tokenizer):
+    w = AttentionWidget.from_transformers(hybrid(kind, len(tokenizer)), tokenizer, TEXT, layer=3)
+    for layer in (0, 2):
+        found = w.implicit_attention(layer)
+        assert found.layer == layer and found.kind == w.layer_kinds[layer]
+        alphas = found.alphas()  # each channel's (head's) α: y = α · x, causal
+        assert alphas.shape[-2:] == (len(w.tokens), len(w.tokens)) and not np.triu(alphas, 1).any()
+        np.testing.assert_allclose(alphas.astype(float) @ found.x, found.y, atol=1e-5, rtol=0)
+    assert w.implicit_attention().layer == 0
+    with pytest.raises(ValueError, match=r"without attention weights: 0 \(.*\), 2 \(.*\); got 3"):
+        w.implicit_attention(3)
+
+
+def test_implicit_attention_is_refused_where_every_layer_is_attention(tokenizer):
+    config = tiny_config("llama", len(tokenizer))
+    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    with pytest.raises(ValueError, match="every layer of this widget's model is attention"):
+        w.implicit_attention()

@@ -286,7 +286,16 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
             kind && x < (l < layers ? number(l) : Infinity) && (l === 0 || x > number(l - 1))
               ? [
                   el("span", { class: "aw-heads-row" }, `layer ${x}`),
-                  el("span", { class: "aw-heads-other", "data-other-layer": x, style: `grid-column: span ${per}` }, `${kind}: no attention weights`),
+                  el(
+                    "span",
+                    {
+                      class: "aw-heads-other",
+                      "data-other-layer": x,
+                      style: `grid-column: span ${per}`,
+                      title: `Layer ${x} mixes tokens without attention weights. Its implicit attention (α with y = α · x: signed, not a softmax) is w.implicit_attention(${x}) in Python.`,
+                    },
+                    `${kind}: no attention weights`,
+                  ),
                 ]
               : [],
           );

@@ -361,6 +361,42 @@ class Research(_Widget):
             scores = atlas.head_scores(texts, repeats)
         return {n: scores[n] for n in names}
 
+    def implicit_attention(self, layer: int | None = None):
+        """The implicit attention of one of a hybrid model's layers without attention weights (a Mamba
+        scan, gated DeltaNet, lightning attention, a short convolution: ``layer_kinds`` names them), on
+        the text shown, by the model's own layer number (the first such layer by default): an
+        :class:`~attnwidget.integrations.implicit.ImplicitLayer`, whose ``alpha()`` is the matrix α
+        with y = α · x for the layer's scan input x and output y (``alpha(c)``: one channel's or head's).
+        α is not a softmax: its entries are signed and its rows do not sum to 1. The model runs again
+        once per text."""
+        others = [i for i, kind in enumerate(self.layer_kinds) if kind]
+        if not others:
+            raise ValueError(
+                "implicit_attention() is for a hybrid model's layers without attention weights (state-space scans, "
+                "linear attention, convolutions: layer_kinds names them); every layer of this widget's model is "
+                "attention, shown as it is"
+            )
+        layer = others[0] if layer is None else layer
+        if layer not in others:
+            said = ", ".join(f"{i} ({self.layer_kinds[i]})" for i in others)
+            raise ValueError(
+                f"layer must be one of the model's layers without attention weights: {said}; got {layer!r}"
+            )
+        rerun = getattr(self._sources.found("", self.sentence_index), "rerun", None)
+        if rerun is None or rerun.library != "transformers":
+            raise ValueError("implicit_attention() reads the model again: make the widget with from_transformers")
+        kept = self.__dict__.setdefault("_implicit_kept", {})
+        if self.sentence_index not in kept:
+            from .integrations import implicit_attention
+
+            kept[self.sentence_index] = implicit_attention(rerun.model, input_ids=rerun.ids)
+        read = kept[self.sentence_index]
+        found = next((one for one in read.layers if one.layer == layer), None)
+        if found is None:
+            why = read.skipped.get(layer, "its kind is not read")
+            raise ValueError(f"the model's layer {layer} ({self.layer_kinds[layer]}) has no implicit attention: {why}")
+        return found
+
     def query_key_map(self, layer: int | None = None, head: int | None = None, method: str = "pca") -> dict:
         """One head's every query and key of every text of the widget in one 2-D picture (after
         AttentionViz): the queries scaled by c and the keys by 1/c so that their mean norms are

@@ -17,7 +17,14 @@ from typing import cast
 
 from .common import ModelAttention, readable_tokens
 
-__all__ = ["ModelAttention", "from_nnsight", "from_transformer_lens", "from_transformers", "readable_tokens"]
+__all__ = [
+    "ModelAttention",
+    "from_nnsight",
+    "from_transformer_lens",
+    "from_transformers",
+    "implicit_attention",
+    "readable_tokens",
+]
 
 
 def from_transformers(
@@ -157,6 +164,16 @@ def from_nnsight(
         return [cast(ModelAttention, hf.lazy(module, tokenizer, t, run, shared)) for t in texts_of(text)]
     return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
+
+
+def implicit_attention(model, tokenizer=None, text=None, *, input_ids=None):
+    """The implicit attention of a hybrid model's other layers (state-space scans, linear attention,
+    short convolutions): for each layer read, α with y = α · x (integrations/implicit.py). The model
+    runs once, on ``text`` read with ``tokenizer`` or on ``input_ids``."""
+    _require(("torch", "transformers"), "transformers")
+    from .implicit import implicit_attention as read
+
+    return read(model, tokenizer, text, input_ids=input_ids)
 
 def from_transformer_lens(
     model, text: str | list[str], cache=None, lazy: bool = False

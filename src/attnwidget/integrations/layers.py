@@ -47,8 +47,12 @@ def kinds(model, names: list[str], held: list[int]) -> list[str] | None:
 
 
 def _kind(layer, said: str) -> str:
+    from .implicit_readers import READERS  # (the kinds whose implicit attention is read, in their words)
+
     for module in list(layer.modules())[1:]:  # (not the layer itself: its name may say linear attention)
         name = type(module).__name__
+        if name in READERS:
+            return READERS[name].kind
         for word, kind in _KINDS:
             if word in name:
                 return kind
