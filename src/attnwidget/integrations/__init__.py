@@ -165,7 +165,6 @@ def from_nnsight(
     return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
 
-
 def implicit_attention(model, tokenizer=None, text=None, *, input_ids=None):
     """The implicit attention of a hybrid model's other layers (state-space scans, linear attention,
     short convolutions): for each layer read, α with y = α · x (integrations/implicit.py). The model
@@ -174,6 +173,7 @@ def implicit_attention(model, tokenizer=None, text=None, *, input_ids=None):
     from .implicit import implicit_attention as read
 
     return read(model, tokenizer, text, input_ids=input_ids)
+
 
 def from_transformer_lens(
     model, text: str | list[str], cache=None, lazy: bool = False
