@@ -530,7 +530,10 @@ export function createStore(get) {
      * chose; shown.py's selection()): how many keys the row reads, and the share of dense attention's weight
      * (the same scores, every key the causal rule allows) those keys had; null for any other layer. */
     selection: (i) => {
+      // (the choice is the layer's own mask under the model's causal rule: with another rule, or the first token
+      // hidden, the keys open are not the indexer's; shown.py's selection() refuses them)
       if (!get("layer_shown") || !(get("sparse_layers") || []).includes(get("layer"))) return null;
+      if (get("causal") !== get("model_causal") || get("sink")) return null;
       const m = s.m(),
         dense = A.weightRow(s.scores(), m, i, get("temperature"), get("causal"), denseOf(null, array("q").rows, m, !!get("sink"))),
         closed = s.closedCells();

@@ -157,7 +157,7 @@ export function decodePayload(payload) {
     const found = arrays[`layer:${i}`];
     if (!found)
       throw new Refused(
-        `This page holds layers ${/** @type {number[]} */ (held).map(number).join(", ")} of ${state.n_layers}: layer ${number(i)} was left out to keep it small. Export it with to_html(layers=[…, ${number(i)}]) to have it.`,
+        `This page holds layers ${/** @type {number[]} */ (held).map(number).join(", ")} of ${state.layer_numbers?.length ? `its attention layers ${state.layer_numbers.join(", ")}` : state.n_layers}: layer ${number(i)} was left out to keep it small. Export it with to_html(layers=[…, ${number(i)}]) to have it.`,
       );
     const words = /** @type {Brought} */ (model); // (a model's page: it has its tokens)
     return { tokens: words.tokens, key_tokens: words.key_tokens ?? null, ...found };

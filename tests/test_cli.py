@@ -244,3 +244,23 @@ def test_an_encoder_decoder_models_page_reads_the_target_given(tmp_path, capsys,
     with pytest.raises(SystemExit):
         main(["export", "a b", "--target", "c", "-o", str(tmp_path / "y.html")])
     assert "--target is for an encoder–decoder model's page: give --model" in capsys.readouterr().err
+
+
+def test_a_hybrids_page_takes_the_models_layer_numbers(tmp_path, capsys, monkeypatch, tf, gpt2_tokenizer):
+    from test_hybrids import hybrid
+
+    folder = tmp_path / "jamba"  # attention in layers 1 and 3, Mamba in 0 and 2
+    hybrid("jamba", len(gpt2_tokenizer)).save_pretrained(folder)
+    gpt2_tokenizer.save_pretrained(folder)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "jamba.html"
+    main(["export", "the river bank", "--model", str(folder), "-o", str(out)])
+    assert embedded_state(out)["layer"] == 1  # its first layer with attention
+    main(["export", "the river bank", "--model", str(folder), "--layer", "3", "--layers", "0-1", "-o", str(out)])
+    state = embedded_state(out)
+    assert state["layer"] == 3 and state["layer_numbers"] == [1, 3]
+    assert "held_layers" not in state or state["held_layers"] == [0, 1]  # (every layer: none left out)
+    with pytest.raises(SystemExit):
+        main(["export", "the river bank", "--model", str(folder), "--layer", "2", "-o", str(out)])
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert "--layer 2: the model's layers with attention are 1, 3 (layer 2 is Mamba-1 selective state space" in said

@@ -72,6 +72,21 @@ def test_sparse_attention_reads_the_keys_chosen_and_says_what_dense_attention_ga
 
 def test_selection_is_refused_where_no_indexer_chose(tokenizer):
     w = AttentionWidget.from_transformers(deepseek(len(tokenizer), 3), tokenizer, TEXT)
+    chosen = w.selection()["chosen"]
     w.q = w.q.copy()  # your own arrays now: not the layer's choice any more
-    with pytest.raises(ValueError, match="selection\\(\\) is for a layer of sparse attention"):
+    with pytest.raises(ValueError, match=r"set w.layer to one of 0, 1 \(or set it again"):
         w.selection()
+    w.layer = 1
+    w.layer = 0  # (the layer's own arrays again)
+    for name, value in (("mask", np.ones((len(w.tokens),) * 2, dtype=bool)), ("causal", False), ("sink", True)):
+        setattr(w, name, value)
+        with pytest.raises(ValueError, match="reads the indexer's choice from the layer's own mask"):
+            w.selection()
+        w.layer = 1
+        w.layer = 0  # (its own mask again)
+        w.causal, w.sink = True, False
+        np.testing.assert_array_equal(w.selection()["chosen"], chosen)
+    dense = tiny_config("llama", len(tokenizer))
+    model = transformers.AutoModel.from_config(dense, attn_implementation="eager").eval()
+    with pytest.raises(ValueError, match="this widget's model has none"):
+        AttentionWidget.from_transformers(model, tokenizer, TEXT).selection()

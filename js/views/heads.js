@@ -353,7 +353,7 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       });
       // averaged blocks of a long input are faint: then each picture is scaled to its own maximum
       const scaled = thumbs.some((t) => t?.averaged);
-      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${summary === "effect" && estimated?.some((x) => x) ? ` · ≈: estimated (attribution patching); the ${estimated.filter((x) => !x).length} heads estimated largest: ablated exactly` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.map(number).join(", ")} of ${layers}` : ""}`;
+      title.textContent = `${layers > 1 ? "every layer's heads" : "every head's weights"}${scaled ? " (block means, each scaled to its maximum)" : ""}${colourBy && !colourBy.signed ? ` · coloured by ${colourBy.label}` : ""}${colourBy?.note ? ` · ${colourBy.note}` : signed ? " · orange: without the head the next token is less likely; purple: more likely" : ""}${summary === "effect" && estimated?.some((x) => x) ? ` · ≈: estimated (attribution patching); the ${estimated.filter((x) => !x).length} heads estimated largest: ablated exactly` : ""}${loading ? ` · ${loading}` : ""}${held ? ` · this page holds layers ${held.map(number).join(", ")} of ${numbers.length ? `its attention layers ${numbers.join(", ")}` : layers}` : ""}`;
       node.dataset.loading = String(!!loading && !held);
       let lut = null;
       thumbs.forEach((t, p) => {

@@ -46,7 +46,9 @@ def main(argv=None) -> int:
         "--model", help="a Hugging Face model: a folder saved with save_pretrained, or its name on the Hub"
     )
     model.add_argument("--target", help="an encoder–decoder model's: the text its decoder writes")
-    model.add_argument("--layer", type=int, default=0, help="the layer to open on")
+    model.add_argument(
+        "--layer", type=int, help="the layer to open on, by the model's number (default: its first with attention)"
+    )
     model.add_argument("--head", type=int, default=0, help="the head to open on")
     model.add_argument(
         "--layers",
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
         parser.error("--model reads one sentence: give it alone, without --preset")
     if not args.model and args.target is not None:
         parser.error("--target is for an encoder–decoder model's page: give --model")
-    if not args.model and (args.layers is not None or args.max_mb != 50 or args.layer or args.head):
+    if not args.model and (args.layers is not None or args.max_mb != 50 or args.layer is not None or args.head):
         parser.error("--layer, --head, --layers and --max-mb are for a model's page: give --model")
     ranges, layers = _layer_list(parser, args.layers) if args.layers is not None else None, None
     if args.output != "-":
@@ -80,8 +82,9 @@ def main(argv=None) -> int:
             w = PRESETS[args.preset]()
         elif args.model:
             w = _from_model(parser, args.model, args.sentences[0], args.target)
-            layers = _check_layers(parser, w, args.layer, args.head, ranges)
-            w.layer, w.head = args.layer, args.head
+            layer = w.layer if args.layer is None else args.layer
+            layers = _check_layers(parser, w, layer, args.head, ranges)
+            w.layer, w.head = layer, args.head
         else:
             w = AttentionWidget(args.sentences[0] if len(args.sentences) == 1 else args.sentences)
         with w.hold_sync():
@@ -192,17 +195,28 @@ def _from_model(parser: argparse.ArgumentParser, name: str, text: str, target: s
 
 
 def _check_layers(parser, w: AttentionWidget, layer: int, head: int, ranges: list[list[int]] | None) -> list | None:
-    """--layer, --head and --layers in the model's range, said in the command line's words; the layers asked."""
-    n, heads = w.n_layers, w.n_heads
-    if not 0 <= layer < n:
+    """--layer, --head and --layers among the model's layers (by its own numbers: a hybrid's attention
+    layers), said in the command line's words; the layers asked (a range's layers without attention left out)."""
+    n, heads, numbers = w.n_layers, w.n_heads, list(w.layer_numbers)
+    if not numbers and not 0 <= layer < n:
         parser.error(f"--layer {layer} is out of range: the model has {n} layers, 0 to {n - 1}")
+    if numbers and layer not in numbers:
+        kinds = w.layer_kinds
+        why = f" (layer {layer} is {kinds[layer]}: no attention weights)" if 0 <= layer < len(kinds) else ""
+        parser.error(f"--layer {layer}: the model's layers with attention are {', '.join(map(str, numbers))}{why}")
     if not 0 <= head < heads:
         parser.error(f"--head {head} is out of range: the model has {heads} heads, 0 to {heads - 1}")
-    beyond = [(max(e[0], n), e[-1]) for e in ranges or [] if e[-1] >= n]  # (a range's part past the last layer)
+    last = numbers[-1] if numbers else n - 1
+    beyond = [(max(e[0], last + 1), e[-1]) for e in ranges or [] if e[-1] > last]  # (a range's part past the last)
     if beyond:
         said = ", ".join(str(a) if a == b else f"{a} to {b}" for a, b in beyond)
-        parser.error(f"--layers must be layer numbers from 0 to {n - 1}; got {said}")
-    return None if ranges is None else sorted({i for e in ranges for i in range(e[0], e[-1] + 1)})
+        parser.error(f"--layers must be layer numbers from 0 to {last}; got {said}")
+    asked = None if ranges is None else sorted({i for e in ranges for i in range(e[0], e[-1] + 1)})
+    if asked is not None and numbers:
+        asked = [i for i in asked if i in numbers] or parser.error(
+            f"--layers holds no layer with attention: the model's are {', '.join(map(str, numbers))}"
+        )
+    return asked
 
 
 def _focus_index(parser, focus: str, tokens: list[str]) -> int:

@@ -113,11 +113,27 @@ class Shown(_Widget):
         how many keys each row reads; ``"dense"``, the weights dense attention would give (the same
         scores and temperature, every key the causal rule allows); ``"kept"``, each row's share of
         those dense weights on the keys chosen. At the head shown; rows read, as ``weights``."""
-        if not (self.layer_shown and self.layer in self.sparse_layers):
-            said = f"layers {', '.join(map(str, self.sparse_layers))}" if self.sparse_layers else "no layer"
+        if not self.sparse_layers:
             raise ValueError(
-                f"selection() is for a layer of sparse attention, whose queries each read the keys an indexer chose; "
-                f"in this widget {said} are such (the layer shown is {self.layer})"
+                "selection() is for a layer of sparse attention, whose queries each read the keys an indexer chose "
+                "(DeepSeek V3.2's): this widget's model has none"
+            )
+        said = ", ".join(map(str, self.sparse_layers))
+        if not (self.layer_shown and self.layer in self.sparse_layers):
+            raise ValueError(
+                f"selection() is for a layer of sparse attention: set w.layer to one of {said} (or set it again to "
+                "bring the model's arrays back, after arrays of your own)"
+            )
+        texts = len(self.sentences) > 1 and not self.blocks
+        own = self._sources.layer(
+            self.block,
+            self.layer_numbers.index(self.layer) if self.layer_numbers else self.layer,
+            self.sentence_index if texts else 0,
+        ).get("mask")
+        if self.mask is not own or self.causal != self.model_causal or self.sink:
+            raise ValueError(
+                "selection() reads the indexer's choice from the layer's own mask, under the model's causal rule: "
+                "set w.layer again to bring its mask back, causal to the model's and sink to False"
             )
         self._dense_check("w.selection()")
         allowed, dense = self.attention.allowed, self._computed(None).weights

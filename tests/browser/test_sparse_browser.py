@@ -37,6 +37,10 @@ def test_the_page_says_what_the_indexers_choice_keeps(browser, tmp_path, tokeniz
                 text = page.locator(".aw-selection").inner_text()
                 assert f"reads the {int(said['chosen'][w.focus])} keys its indexer chose" in text
                 assert f"dense attention would give {kept:.3f} of the row" in text
+        page.evaluate(f"{ROOT}.model.set('causal', false)")  # (another rule: the keys open are not the choice)
+        page.wait_for_function("!document.querySelector('.aw-selection')")
+        page.evaluate(f"{ROOT}.model.set('causal', true)")
+        page.wait_for_selector(".aw-selection")
         page.evaluate(f"{ROOT}.model.set('stage', 'scores')")
         page.wait_for_function("!document.querySelector('.aw-selection')")  # (scores: before any choice is weighed)
     finally:
