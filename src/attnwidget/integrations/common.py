@@ -49,6 +49,7 @@ class ModelAttention:
     position: tuple[str, str] = ("", "")
     # a vision model's image as it saw it, for the page to draw under its patches (vision.py); None for a text
     image: dict | None = None
+    terms: object | None = None  # DeBERTa's scores split into its terms (byhand.Terms: c2c, c2p, p2c), or None
 
 
 @dataclass
