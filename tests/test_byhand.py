@@ -109,6 +109,18 @@ def test_any_length(name, length, seed, gpt2_tokenizer):
     )
 
 
+@pytest.mark.parametrize("name", ["mpt", "deberta-v3"])
+def test_the_overview_reads_each_layers_own_bias(name, gpt2_tokenizer):
+    """What is computed across layers (the overview, head_summary) adds each layer's own position terms (DeBERTa)
+    or the model's one bias (ALiBi) to its q · k, as the model does."""
+    from attnwidget.formulas import head_summaries
+
+    model = build(name, len(gpt2_tokenizer))
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT)
+    want = [head_summaries(a[0].double().numpy()) for a in own_weights(model, gpt2_tokenizer, TEXT)]
+    np.testing.assert_allclose(w.head_summary()["effective_tokens"], [s["effective_tokens"] for s in want], rtol=1e-4)
+
+
 def test_a_language_models_body_is_read(gpt2_tokenizer):
     for name in ("mpt", "xglm", "bloom"):
         model = build(name, len(gpt2_tokenizer), head=True)

@@ -39,14 +39,15 @@ class FromModels(_Widget):
         """Every head of one layer of a Hugging Face model: any model whose attention goes
         through transformers' attention interface (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX,
         OPT, GPT-J, OLMo, StarCoder2, the BERT family, ALBERT, ModernBERT, GPT-2, T5, BART, ...),
-        and BLOOM.
+        and BLOOM, MPT, XGLM and DeBERTa (v1, v2, v3), read by hand.
 
         Q, K and V are those the model's attention receives during one forward pass of the
         model's own (after rotary), so the widget's weights are the model's attention
         probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
-        layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
-        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
+        layer's ``mask`` (``model_masks`` holds them); T5's position bias and BLOOM's and MPT's
+        ALiBi come in as ``bias``, DeBERTa's position terms as each layer's ``bias`` (and apart in
+        ``score_terms()``), Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
         Python or in the page. The widget opens on the weights stage (``stage=`` chooses another),
         as every constructor from a model does.
 
