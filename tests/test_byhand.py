@@ -96,6 +96,19 @@ def test_every_layer_and_head_is_the_models_own(name, gpt2_tokenizer):
     assert w.position == (position or ("relative" if relative else "learned"))
 
 
+def test_debertas_own_sizes_past_its_buckets(gpt2_tokenizer):
+    """DeBERTa-v3's own options (256 buckets, relative positions up to 512) on a text long enough for its
+    log-scaled buckets (distances past 128)."""
+    v3 = dict(CONFIGS["deberta-v3"][1], position_buckets=256, max_relative_positions=-1, max_position_embeddings=512)
+    torch.manual_seed(0)
+    config = transformers.DebertaV2Config(vocab_size=len(gpt2_tokenizer), **v3)
+    model = transformers.DebertaV2Model(config).eval()
+    text = " ".join(TEXT.split() * 16)  # (192 words)
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, text)
+    assert len(w.tokens) > 160
+    assert_exact(w, own_weights(model, gpt2_tokenizer, text))
+
+
 @pytest.mark.parametrize("name", ["mpt", "xglm", "deberta-v3", "deberta"])
 @given(length=st.integers(1, 30), seed=st.integers(0, 2**16))
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
