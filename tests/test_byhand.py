@@ -283,3 +283,26 @@ def test_head_effects_say_why_not(gpt2_tokenizer):
     w = AttentionWidget.from_transformers(build("mpt", len(gpt2_tokenizer), head=True), gpt2_tokenizer, TEXT)
     with pytest.raises(ValueError, match="without transformers' attention interface, where heads are ablated"):
         w.head_effects()
+
+
+def test_the_widget_holds_the_first_term_of_each_layer(gpt2_tokenizer):
+    """What the page splits the bias with: term_names, and the layer shown's first term, the bias less it the second;
+    a layer switch brings its own, a bias of one's own drops it."""
+    model = build("deberta-v3", len(gpt2_tokenizer))
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXT, layer=1, stage="scores")
+    assert w.term_names == ["c2p", "p2c"]
+    for layer in (1, 0):
+        w.layer = layer
+        for head in range(w.n_heads):
+            w.head = head
+            terms = w.score_terms()
+            np.testing.assert_allclose(w.terms[head], terms["c2p"], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(w.bias[head] - w.terms[head], terms["p2c"], rtol=0, atol=1e-6)
+    w.bias = np.zeros_like(w.bias)
+    assert w.terms is None
+    w.layer = 1
+    assert w.terms is not None
+    one = AttentionWidget.from_transformers(build("deberta-v2-p2c", len(gpt2_tokenizer)), gpt2_tokenizer, TEXT)
+    assert one.term_names == ["p2c"] and np.array_equal(one.terms, one.bias)  # (the only term: the bias itself)
+    none = AttentionWidget.from_transformers(build("mpt", len(gpt2_tokenizer)), gpt2_tokenizer, TEXT)
+    assert none.term_names == [] and none.terms is None

@@ -16,6 +16,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
+ * @property {(i: number, j: number) => [string, number][] | null} [scoreTerms]  a cell's score as the model's terms
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -34,7 +35,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, scoreTerms }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -54,6 +55,13 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
+  /** @type {(string | HTMLElement)[]} */
   const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
+  // the highest score as the terms the model adds it from (DeBERTa's c2c, c2p, p2c)
+  const split = stage === "scores" && order.length ? scoreTerms?.(focus, order[0]) : null;
+  if (split) {
+    const said = split.map(([n, v]) => `${n} ${fmt2(v)}`).join(" + ");
+    tail.push(" — ", el("span", { class: "aw-terms" }, `${self && order[0] === focus ? "itself" : keys[order[0]]} ${fmt2(row[order[0]])} = ${said}`));
+  }
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

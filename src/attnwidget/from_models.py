@@ -242,6 +242,7 @@ class FromModels(_Widget):
             w.set_trait("image", getattr(found, "image", None))  # a vision model's image (None: a text)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
+            w.set_trait("term_names", list(getattr(getattr(found, "terms", None), "names", ())))  # (DeBERTa's)
             w.set_trait("model_causal", bool(found.causal))  # the model's own rule: writing token by token needs it
             for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)

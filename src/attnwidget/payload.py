@@ -193,7 +193,9 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     if held is not None:
         for i in held:
             layer = src.layer("", i, widget.sentence_index)
-            arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask", "bias") if n in layer})
+            arrays[f"layer:{i}"] = encoded(
+                widget, {n: layer[n] for n in (*LAYERED, "mask", "bias", "terms") if n in layer}
+            )
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]

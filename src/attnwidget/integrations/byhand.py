@@ -68,6 +68,16 @@ class Terms:
     c2p_at: np.ndarray | None  # n × n
     p2c_at: np.ndarray | None  # n × n
 
+    @property
+    def split(self) -> bool:
+        """The bias is made of these terms, which the page shows apart: ``first`` of each layer, and the bias less
+        it."""
+        return bool(self.names)
+
+    def first(self, layer: int, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """The first position term of ``layer`` (c2p, or the only one), heads × n × n in the bias's float32."""
+        return self.of(layer, q, k)[self.names[0]].astype(np.float32)
+
     def of(self, layer: int, q: np.ndarray, k: np.ndarray, head: int | None = None) -> dict[str, np.ndarray]:
         """Each term of ``layer``'s scores, float64, "c2c" first, at these q and k: heads × n × d, or one
         ``head``'s n × d (then each term is n × n). They sum to the scores the model softmaxes."""
