@@ -40,23 +40,8 @@ export function memo(fn) {
 // While a text is being written (`step` below the number of tokens) only its first `step` tokens
 // exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
 /** @type {Partial<Record<keyof State, 1 | 2>>} */
-const CUT = {
-  tokens: 1,
-  key_tokens: 1,
-  q: 1,
-  k: 1,
-  v: 1,
-  x: 1,
-  model_q: 1,
-  model_k: 1,
-  model_v: 1,
-  mask: 2,
-  model_masks: 2,
-  bias: 2,
-  model_bias: 2,
-  terms: 2,
-  model_terms: 2,
-};
+const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2, model_bias: 2 };
+CUT.terms = CUT.model_terms = 2; // (a bias's first term: DeBERTa's)
 
 /** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0.
  * @template {Numbers | Uint8Array} D  @template {import("./types").Matrix<D> | null} M
