@@ -16,7 +16,8 @@ query of its relative position), each scaled by 1/√(d·(1 + the position terms
 scale · q · k; the other two, each layer's own, its bias; ``Terms`` keeps what they are made of, so that
 each is there to show on its own (``AttentionWidget.score_terms``).
 
-Imported only by hf.py's reader, once torch is importable; torch itself is imported where a model runs.
+No torch here: what is read is the model's own tensors, through their methods (ablation.py imports BY_HAND
+without torch).
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ import numpy as np
 
 from .common import ModelAttention
 from .interface import Caught, Projection, _numpy, check
-
-TERMS = ("c2c", "c2p", "p2c")  # DeBERTa's: content to content, content to position, position to content
 
 
 class Read(NamedTuple):
@@ -215,9 +214,7 @@ def _mpt_refused(config) -> str:
 
 
 def _xglm(att, got) -> Read:
-    if got.get("key_value_states") is not None:
-        raise NotImplementedError("XGLM's cross-attention is not read by hand")  # (not in its base model's pass)
-    h = got["hidden_states"]
+    h = got["hidden_states"]  # (its self-attention: the hook is on self_attn alone)
     q, k, v = (_heads(p(h), att.num_heads) for p in (att.q_proj, att.k_proj, att.v_proj))
     return Read(q, k, v, float(att.scaling))  # (the model scales q before q · k: the same scores)
 
