@@ -92,13 +92,10 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
         if bad:
             raise ValueError(f"layers= must be layer indices from 0 to {n - 1}; got {bad}")
         return None if len(asked) == n else asked
-    # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
-    each = (
-        sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None)
-        / n
-        * 4
-        / 3
-    )
+    # what the page carries, in base64: each layer's q, k, v (and bias, its terms); and, when some are held, every
+    # layer's overview
+    stacks = (widget.model_q, widget.model_k, widget.model_v, widget.model_bias, widget.model_terms)
+    each = sum(a.nbytes for a in stacks if a is not None) / n * 4 / 3
     if each * n <= budget:
         return None
     overview = len(widget.model_q) * min(inputs.rows, 84) * min(inputs.keys, 84) * 4 / 3
@@ -123,7 +120,9 @@ def held_texts(sources, shown: int, layers=None, budget: float = BUDGET) -> bool
         return False
     one = texts[shown]
     arrays = sum(np.asarray(a).nbytes for layer in one.layers for a in layer)
-    biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ()))
+    biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ())) * (
+        2 if getattr(getattr(one, "terms", None), "split", False) else 1
+    )  # (and their first terms: DeBERTa's)
     share = [len(f.tokens) / len(one.tokens) for f in texts]
     return sum(arrays * s + biases * s * s for s in share) * 4 / 3 <= budget
 

@@ -7,12 +7,13 @@ import re
 
 import numpy as np
 import pytest
-from test_byhand import TEXT, build
+from test_byhand import CONFIGS, TEXT, build
 from test_integrations import gpt2_tokenizer, tf  # (fixtures)
 
 from attnwidget import AttentionWidget
 
 pytestmark = pytest.mark.browser
+torch = pytest.importorskip("torch")
 
 ROOT = "document.querySelector('.aw-root').attnwidget"
 TESTS = str(pathlib.Path(__file__).parents[1])
@@ -48,20 +49,24 @@ def shows_the_terms(page, w, evaluate) -> None:
     assert added and numbers_in(" ".join(added.groups())) == pytest.approx([c2p, p2c], abs=6e-4)
 
 
-def test_an_exported_page_splits_debertas_scores(browser, tmp_path, gpt2_tokenizer):
-    model = build("deberta-v3", len(gpt2_tokenizer))
+def test_an_exported_page_splits_debertas_scores(browser, tmp_path, tf, gpt2_tokenizer):
+    torch.manual_seed(0)
+    config = tf.DebertaV2Config(vocab_size=len(gpt2_tokenizer), **{**CONFIGS["deberta-v3"][1], "num_hidden_layers": 3})
     w = AttentionWidget.from_transformers(
-        model, gpt2_tokenizer, TEXT, stage="scores", head=1, focus=FOCUS, cell=(FOCUS, CELL)
+        tf.DebertaV2Model(config).eval(), gpt2_tokenizer, TEXT, stage="scores", head=1, focus=FOCUS, cell=(FOCUS, CELL)
     )
-    path = tmp_path / "deberta.html"
-    w.to_html(path)
+    whole, held = tmp_path / "deberta.html", tmp_path / "deberta-held.html"
+    w.to_html(whole)
+    w.to_html(held, layers=[2])  # (a page of some layers: each carried with its own terms)
+    assert w.page_state(layers=[2])["state"]["held_layers"] == [0, 2]
     page = browser.new_context(viewport={"width": 1100, "height": 1400}, bypass_csp=True).new_page()
     try:
-        page.goto(path.as_uri())
-        for layer in (0, 1, 0):  # each layer's own terms, brought in by the page's own switch
-            page.evaluate(f"{ROOT}.model.set('layer', {layer})")
-            w.layer = layer
-            shows_the_terms(page, w, page.evaluate)
+        for path in (whole, held):
+            page.goto(path.as_uri())
+            for layer in (0, 2, 1, 0) if path == whole else (0, 2, 0):  # each layer's own, by the page's own switch
+                page.evaluate(f"{ROOT}.model.set('layer', {layer})")
+                w.layer = layer
+                shows_the_terms(page, w, page.evaluate)
     finally:
         page.context.close()
 
