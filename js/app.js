@@ -312,6 +312,7 @@ function drawAll(p) {
     reader: tokens[focus],
     focus,
     image: !!get("image"),
+    terms: store.termNames(),
   });
   const warning = roundingWarning(store.agreement(), get("temperature"));
   p.notice.hidden = !warning;
@@ -330,6 +331,7 @@ function drawAll(p) {
           biased: !!store.bias(),
           position: store.position(),
           given: get("weights_only") || "",
+          terms: store.scoreTerms(...cell),
           reader: tokens[cell[0]],
           read: keys[cell[1]],
         }

@@ -41,6 +41,7 @@ export function memo(fn) {
 // exist: these arrays lose the rows past it (a mask's and a bias's columns too), as Python's do.
 /** @type {Partial<Record<keyof State, 1 | 2>>} */
 const CUT = { tokens: 1, key_tokens: 1, q: 1, k: 1, v: 1, x: 1, model_q: 1, model_k: 1, model_v: 1, mask: 2, model_masks: 2, bias: 2, model_bias: 2 };
+CUT.terms = CUT.model_terms = 2; // (a bias's first term: DeBERTa's)
 
 /** The first r rows of each head of m (and, when both, its first r columns); m itself when r is 0.
  * @template {Numbers | Uint8Array} D  @template {import("./types").Matrix<D> | null} M
@@ -304,6 +305,9 @@ export function createStore(get) {
   const biasOf = memo((/** @type {Matrix | null} */ b, /** @type {number} */ h, /** @type {number} */ n, /** @type {number} */ m) =>
     b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null,
   );
+  const termsOf = memo((/** @type {Matrix | null} */ t, /** @type {number} */ h, /** @type {number} */ n, /** @type {number} */ m) =>
+    t && t.rows === n && t.cols === m ? A.headOf(t, Math.min(h, t.heads - 1)) : null,
+  );
   const growing = createGrowing(); // a step of generation computes only the new token's row
   const scores = memo(growing.scores),
     weights = memo(growing.weights),
@@ -397,6 +401,25 @@ export function createStore(get) {
     softcap: () => get("softcap") ?? null,
     /** The current head's additive score bias (n×m), or null. */
     bias: () => biasOf(array("bias"), get("head"), array("q").rows, array("k").rows),
+    /** The current head's first score term (term_names': DeBERTa's c2p), n×m, or null: the bias less it is the second. */
+    terms: () => termsOf(array("terms"), get("head"), array("q").rows, array("k").rows),
+    /** The names of the terms the scores are the sum of (DeBERTa's c2c, c2p, p2c), while the bias is the model's own; []. */
+    termNames: () => (s.terms() && s.bias() ? ["c2c", ...(get("term_names") || [])] : []),
+    /** Cell (i, j)'s score as the terms the model adds it from, [name, value] each (termNames); null without them. */
+    scoreTerms: (i, j) => {
+      const names = s.termNames(),
+        first = /** @type {Matrix} */ (s.terms()),
+        bias = /** @type {Matrix} */ (s.bias());
+      if (!names.length) return null;
+      const at = i * s.m() + j;
+      /** @type {[string, number][]} */
+      const out = [
+        ["c2c", s.scores()[at] - bias.data[at]],
+        [names[1], first.data[at]],
+      ];
+      if (names[2]) out.push([names[2], bias.data[at] - first.data[at]]);
+      return out;
+    },
     /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
     allBias: () =>
       s.model("q") && get("model_bias")
@@ -506,6 +529,8 @@ export function createStore(get) {
       closedWhy: s.closedWhy,
       selection: s.selection,
       cellArithmetic: s.cellArithmetic,
+      termNames: s.termNames(),
+      scoreTerms: s.scoreTerms,
     }),
     /** The arithmetic of the weight of cell (i, j), step by step. */
     cellArithmetic: (i, j) =>

@@ -102,12 +102,13 @@ export function layerMask(stack, i) {
   return { mask: { shape: [rows, cols], dtype: stack.model_masks.dtype, view } };
 }
 
-/** A layer's own bias, when the model has one per layer ({bias}: its heads of model_bias); {} when not.
- * @param {Stack} stack  @param {number} i  @returns {{ bias?: ArrayValue }} */
+/** A layer's own bias, when the model has one per layer ({bias}: its heads of model_bias), and its first term
+ * where the model says its terms ({terms}: of model_terms); {} when not.
+ * @param {Stack} stack  @param {number} i  @returns {{ bias?: ArrayValue, terms?: ArrayValue }} */
 export function layerBias(stack, i) {
   if (!stack.model_bias) return {};
   const count = stack.model_bias.shape[0] / /** @type {number} */ (stack.n_layers);
-  return { bias: heads(stack.model_bias, i * count, count) };
+  return { bias: heads(stack.model_bias, i * count, count), ...(stack.model_terms ? { terms: heads(stack.model_terms, i * count, count) } : {}) };
 }
 
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v).
@@ -189,7 +190,7 @@ export function decodePayload(payload) {
     // a layer's own: cut from the stacks (or held whole), not sent twice; its bias too when it has one of its own
     // (a layer the model does not hold: refused below)
     const shown = sources.layer(state.block || "", layerIndex(state), texts ? first : 0);
-    Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : [])]));
+    Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : []), ...("terms" in shown ? ["terms"] : [])]));
   }
   checkLoaded(state);
   return { state, sources };

@@ -555,6 +555,7 @@ function bringIn(s, before, asked, sources) {
     for (const name of /** @type {const} */ (["q", "k", "v", "value_basis"])) if (name !== "value_basis" || !asked.has(name)) setField(s, name, found[name]);
     if ("mask" in found && !asked.has("mask")) s.mask = /** @type {MaskValue | null} */ (found.mask); // the layer's own mask (a sliding window, local attention)
     if ("bias" in found && !asked.has("bias")) s.bias = /** @type {ArrayValue | null} */ (found.bias); // the layer's own bias (attention weights alone: their logarithms)
+    if ("terms" in found) s.terms = /** @type {ArrayValue | null} */ (found.terms); // the first term of that bias (DeBERTa's c2p)
     s.layer_shown = true;
   } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
 }
@@ -574,6 +575,7 @@ function fit(s, before, asked, changed, sources) {
     (!sameShape(b.shape.slice(-2), [n, m0]) || (b.shape.length === 3 && (q.shape.length !== 3 || q.shape[0] !== b.shape[0])))
   )
     s.bias = null; // a bias for other tokens, or other heads
+  if (s.terms != null && (asked.has("bias") || s.bias == null)) s.terms = null; // the terms of the model's own bias only
   if (s.x == null && s.residual && !changed.has("residual")) s.residual = false; // nothing to add the mix to
   const oldN = (before.tokens || []).length,
     stepped = asked.has("step");

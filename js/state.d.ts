@@ -129,6 +129,12 @@ export interface State {
   mask_of_layer?: number[];
   /** A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None for a bias the same in every layer, or none. A layer switch brings its own in as `bias`. */
   model_bias?: ArrayValue | null;
+  /** The terms a model's bias is the sum of, by name: DeBERTa's "c2p" (content to position) and "p2c" (position to content), those it has, beside its scale · q · k ("c2c"); empty for other widgets. */
+  term_names: string[];
+  /** The first of term_names (DeBERTa's c2p, or its only one) of the layer shown, (heads ×) queries × keys: the bias less it is the second. None without term_names, and once a bias of your own is set. */
+  terms: ArrayValue | null;
+  /** Every layer's terms, (layers · heads) × queries × keys; None without term_names. A layer switch brings its own in as `terms`. */
+  model_terms?: ArrayValue | null;
   /** A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next token). */
   next_token: boolean;
   /** A model's widget whose model (or block shown) reads causally, each token only itself and the tokens before it (a decoder, a causal language model, attention weights of that pattern): its numbers for a text's first tokens are its own on those tokens, so `step` can write the text. False for a model that reads both ways (an encoder, a vision transformer), whose `step` is the number of tokens, and for your own arrays (`causal` is the widget's rule, which you may change; this is the model's). */

@@ -150,6 +150,9 @@ export interface Shown {
   closedWhy: (i: number, j: number) => ClosedWhy | null;
   selection: (i: number) => { chosen: number; kept: number } | null;
   cellArithmetic: (i: number, j: number) => CellArithmetic;
+  /** The terms the scores are the sum of (DeBERTa's "c2c", "c2p", "p2c"), or [] (derived.js termNames). */
+  termNames: string[];
+  scoreTerms: (i: number, j: number) => [string, number][] | null;
 }
 
 /** One head's thumbnail as the overview draws it. */
@@ -233,6 +236,9 @@ export interface Store {
   scale(): number;
   softcap(): number | null;
   bias(): Matrix | null;
+  terms(): Matrix | null;
+  termNames(): string[];
+  scoreTerms(i: number, j: number): [string, number][] | null;
   allBias(): Matrix | null;
   scores(): Float64Array;
   weights(): Float64Array;

@@ -158,11 +158,12 @@ def test_bloom_read_by_hand_is_held_to_the_models_own_weights(tf, gpt2_tokenizer
     """BLOOM is read by hand, not through the attention interface: its layers are held to the model's
     own weights as every other family's are, so a hand reading gone wrong (here its ALiBi slopes
     halved) is refused, not shown."""
-    from attnwidget.integrations import hf
+    from attnwidget.integrations import byhand
 
     model = random_model(tf, "BloomModel", "BloomConfig", len(gpt2_tokenizer), hidden_size=64, n_layer=2, n_head=4)
-    own = hf._bloom_bias
-    monkeypatch.setattr(hf, "_bloom_bias", lambda base, enc: own(base, enc) / 2)
+    bloom = byhand.FAMILIES["bloom"]
+    halved = lambda *a: bloom.read(*a)._replace(bias=bloom.read(*a).bias / 2)
+    monkeypatch.setitem(byhand.FAMILIES, "bloom", bloom._replace(read=halved))
     with pytest.raises(NotImplementedError, match=r"BloomModel \(model_type 'bloom'\) computes attention at layer 0"):
         attnwidget.AttentionWidget.from_transformers(model, gpt2_tokenizer, "I sat on the riverbank.\n x")
 
@@ -298,15 +299,16 @@ def test_sentence_transformers_model(minilm):
 def test_unsupported_models_are_named(tf, gpt2_tokenizer):
     import torch
 
-    # MPT computes attention its own way, not through transformers' attention interface
-    mpt = random_model(
-        tf, "MptModel", "MptConfig", len(gpt2_tokenizer), d_model=64, n_heads=4, n_layers=2, max_seq_len=64
+    # GPT (openai-gpt) computes attention its own way, not through transformers' attention interface
+    gpt = random_model(
+        tf, "OpenAIGPTModel", "OpenAIGPTConfig", len(gpt2_tokenizer), n_embd=64, n_head=4, n_layer=2, n_positions=64
     )
     with pytest.raises(
         NotImplementedError,
-        match=r"cannot read attention from MptModel \(model_type 'mpt'\).*without transformers' attention interface",
+        match=r"cannot read attention from OpenAIGPTModel \(model_type 'openai-gpt'\).*without transformers' "
+        "attention interface",
     ):
-        from_transformers(mpt, gpt2_tokenizer, TEXT)
+        from_transformers(gpt, gpt2_tokenizer, TEXT)
     with pytest.raises(NotImplementedError, match=r"Linear.*supported"):
         from_transformers(torch.nn.Linear(2, 2), gpt2_tokenizer, TEXT)
 

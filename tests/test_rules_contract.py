@@ -211,6 +211,8 @@ def cases(draw):
         # a bias per layer (attention weights alone: their logarithms), sometimes
         biased = draw(st.integers(0, 3)) == 0
         arrays["model_bias"] = A.new((layers * hh, bn, bm), rng=rng) if biased else None
+        termed = biased and draw(st.booleans())  # and its first term (DeBERTa's), sometimes
+        arrays["model_terms"] = A.new((layers * hh, bn, bm), rng=rng) if termed else None
         each = [
             dict(
                 tokens=toks,
@@ -229,11 +231,12 @@ def cases(draw):
                     else {}
                 ),
                 **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
+                **({"terms": arrays["model_terms"][i * hh : (i + 1) * hh]} if termed else {}),
             )
             for i in range(layers)
         ]
         for i, lay in enumerate(each):
-            for c in ("q", "k", "v", "value_basis", "mask", "bias"):
+            for c in ("q", "k", "v", "value_basis", "mask", "bias", "terms"):
                 if lay.get(c) is not None:
                     A.register(lay[c], f"{name}:{i}:{c}")
         return arrays, each
@@ -247,6 +250,8 @@ def cases(draw):
             state["mask"] = first["mask"]  # the layer's own, as the widget starts with it
         if "bias" in first:
             state["bias"] = first["bias"]
+        if "terms" in first:
+            state["terms"] = first["terms"]
 
     if kind == "texts":  # a model's several texts, each read alone: its own tokens and every layer
         layers, hh, count = draw(st.integers(1, 3)), heads or 1, draw(st.integers(2, 3))

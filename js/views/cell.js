@@ -14,6 +14,7 @@ import { CLOSED, el, fill, fmt3 } from "./dom.js";
  * @property {string} given
  * @property {string} reader
  * @property {string} read
+ * @property {[string, number][] | null} [terms]  the score as the terms the model adds it from (DeBERTa's c2c, c2p, p2c)
  */
 /** @typedef {{ node: HTMLElement, update(state: CellView | null): void, destroy(): void }} Cell */
 
@@ -33,12 +34,23 @@ export function createCell(parent, { onClose }) {
   const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
   // q·k to the score: × scale, then the model's cap (softcap · tanh(s / softcap)) and its bias, where it has them
   // (term: what the bias is called: "bias", or ALiBi's −m·|i − j| with or without a bias given)
-  /** @param {Arithmetic} a  @param {boolean} biased  @param {string} term */
-  const scoreSteps = (a, biased, term) => {
+  // (terms: the model's names for the score's terms, the first scale · q · k, the others its bias: DeBERTa's)
+  /** @param {Arithmetic} a  @param {boolean} biased  @param {string} term  @param {[string, number][] | null} terms */
+  const scoreSteps = (a, biased, term, terms) => {
     /** @param {string} label */
     const last = (label) => step("score", `${label} = score`, fmt3(a.score));
     if (a.softcap == null && !biased) return [last(`× scale ${fmt3(a.scale)}`)];
-    const scaled = step("scaled", `× scale ${fmt3(a.scale)} =`, fmt3(a.scale * a.dot));
+    const scaled = step("scaled", `× scale ${fmt3(a.scale)} =${terms ? ` ${terms[0][0]}` : ""}`, fmt3(a.scale * a.dot));
+    if (terms && a.softcap == null)
+      return [
+        scaled,
+        last(
+          terms
+            .slice(1)
+            .map(([name, value]) => `+ ${name} ${fmt3(value)}`)
+            .join(" "),
+        ),
+      ];
     // (read only where there is a cap)
     const cap = `capped: ${fmt3(/** @type {number} */ (a.softcap))} · tanh(… / ${fmt3(/** @type {number} */ (a.softcap))})`;
     if (a.softcap == null) return [scaled, last(`+ ${term} ${fmt3(a.bias)}`)];
@@ -52,7 +64,7 @@ export function createCell(parent, { onClose }) {
       node.hidden = !state;
       if (!state) return;
       // biased: the scores have a bias added; given: weights alone; position: the lab's RoPE or ALiBi (derived.js)
-      const { a, reader, read, why, biased, given, position = null } = state;
+      const { a, reader, read, why, biased, given, position = null, terms = null } = state;
       title.textContent = `${reader} reads ${read}`;
       if (a.masked) {
         // (a masked cell has its reason; one closed by a score at the closed value alone has none)
@@ -77,7 +89,7 @@ export function createCell(parent, { onClose }) {
       fill(
         steps,
         step("dot", position?.scheme === "rope" ? `q(${reader}) · k(${read}), both turned by RoPE =` : `q(${reader}) · k(${read}) =`, fmt3(a.dot)),
-        ...scoreSteps(a, biased, position?.scheme !== "alibi" ? "bias" : position.biased ? "bias − m·|i − j| (ALiBi)" : "ALiBi's −m·|i − j|"),
+        ...scoreSteps(a, biased, position?.scheme !== "alibi" ? "bias" : position.biased ? "bias − m·|i − j| (ALiBi)" : "ALiBi's −m·|i − j|", terms),
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
         step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),

@@ -17,6 +17,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
  * @property {(i: number) => { chosen: number, kept: number } | null} [selection]  sparse attention's choice in row i
+ * @property {(i: number, j: number) => [string, number][] | null} [scoreTerms]  a cell's score as the model's terms
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -35,7 +36,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection, scoreTerms }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -67,5 +68,11 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
         ` · sparse attention: it reads the ${chose.chosen} key${chose.chosen === 1 ? "" : "s"} its indexer chose, which dense attention would give ${fmt3(chose.kept)} of the row (the rest, ${fmt3(1 - chose.kept)}, goes to keys not chosen)`,
       ),
     );
+  // the highest score as the terms the model adds it from (DeBERTa's c2c, c2p, p2c)
+  const split = stage === "scores" && order.length ? scoreTerms?.(focus, order[0]) : null;
+  if (split) {
+    const said = split.map(([n, v]) => `${n} ${fmt2(v)}`).join(" + ");
+    tail.push(" — ", el("span", { class: "aw-terms" }, `${self && order[0] === focus ? "itself" : keys[order[0]]} ${fmt2(row[order[0]])} = ${said}`));
+  }
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }

@@ -92,6 +92,16 @@ const RESIDUAL_NOTE =
 const BIAS_NOTE =
   "Here each score also has a bias added, as some models add one for the distance between tokens: scores = scale · Q·Kᵀ + bias (the bias is drawn under the scores).";
 
+/** Said under the caption when the bias is a model's own terms (DeBERTa's): their names, "c2c" first. @param {string[]} names */
+const TERMS_NOTE = (names) =>
+  `Here each score is ${names.length} terms, as this model adds them: ${names.map((n) => TERMS[n] || n).join(", ")}. The position terms are drawn under the scores.`;
+/** @type {Record<string, string>} */
+const TERMS = {
+  c2c: "c2c, content to content (scale · q · k)",
+  c2p: "c2p, content to position (the query against the key of the two tokens' relative position)",
+  p2c: "p2c, position to content (the key against the query of their relative position)",
+};
+
 /** Said under the caption when the model caps its scores (Gemma 2's soft-capping). */
 /** @param {number} c */
 const SOFTCAP_NOTE = (c) =>
@@ -129,10 +139,10 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
  * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place),
- * image (the tokens are an image's patches)}.
+ * image (the tokens are an image's patches), terms (the names of the terms the scores are the sum of: DeBERTa's)}.
  * @param {{ stage: Stage, cross: boolean, causal: boolean, masked: boolean, secret: string | null, hint: boolean, bias: boolean,
  *   softcap: number | null, residual: boolean, sink: boolean, first: string, given: boolean, position?: Position | null,
- *   reader?: string, focus?: number, image?: boolean }} view */
+ *   reader?: string, focus?: number, image?: boolean, terms?: string[] }} view */
 export function captionOf({
   stage,
   cross,
@@ -150,6 +160,7 @@ export function captionOf({
   reader = "",
   focus = 0,
   image = false,
+  terms = [],
 }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
@@ -161,7 +172,8 @@ export function captionOf({
   if (softcap != null && (stage === "scores" || stage === "weights")) notes.push(SOFTCAP_NOTE(softcap));
   const turned = position && ["qk", "scores", "weights"].includes(stage);
   if (turned) notes.push(positionNote(stage, /** @type {Position} */ (position), reader, focus));
-  if (bias && !given && !(position?.scheme === "alibi" && !position.biased) && (stage === "scores" || stage === "weights")) notes.push(BIAS_NOTE);
+  if (bias && !given && !(position?.scheme === "alibi" && !position.biased) && (stage === "scores" || stage === "weights"))
+    notes.push(terms.length ? TERMS_NOTE(terms) : BIAS_NOTE);
   if (given && stage !== "tokens") notes.push(GIVEN_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
@@ -220,7 +232,14 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     const cap = /** @type {number} */ (a.softcap); // (written only where there is a cap)
     const capped = view.softcap != null ? `${fmt3(cap)}·tanh(${fmt3(a.scale * a.dot)}/${fmt3(cap)})` : "";
     const term = view.position?.scheme === "alibi" ? (view.position.biased ? "bias − m·|i − j|" : "ALiBi's −m·|i − j|") : "bias";
-    const terms = bias ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + ${term} ${fmt3(a.bias)}` : capped ? ` = ${capped}` : "";
+    const split = view.scoreTerms(i, j); // (the model's own terms: DeBERTa's c2c, c2p, p2c)
+    const terms = split
+      ? ` = ${split.map(([n, v]) => `${n} ${fmt3(v)}`).join(" + ")}`
+      : bias
+        ? ` = ${capped || `scale·q·k ${fmt3(a.scale * a.dot)}`} + ${term} ${fmt3(a.bias)}`
+        : capped
+          ? ` = ${capped}`
+          : "";
     return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
@@ -409,9 +428,10 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       const { bias } = view;
       const alibi = view.position?.scheme === "alibi" ? view.position : null;
       const added = alibi ? `${alibi.biased ? " + bias" : ""} − m·|i − j|` : bias ? " + bias" : "";
+      const named = view.termNames.length ? `${view.termNames.join(" + ")}, ${view.termNames[0]} = ` : ""; // (DeBERTa's terms)
       legend(
         scoresLegend,
-        `score = ${view.softcap != null ? `${fmt3(view.softcap)} · tanh(scale · q · k / ${fmt3(view.softcap)})` : "scale · q · k"}${added} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
+        `score = ${named}${view.softcap != null ? `${fmt3(view.softcap)} · tanh(scale · q · k / ${fmt3(view.softcap)})` : "scale · q · k"}${named ? "" : added} (scale ${fmt3(view.scale)}${view.scaleSet ? ", set" : " = 1/√d"}; colour centred on 0)`,
         color,
         lo,
         hi,
@@ -420,7 +440,9 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       const ramp = alibi && `ALiBi's ramp: −m·|i − j|, m = ${fmtG(/** @type {number} */ (alibi.slope))}`;
       /** @type {HTMLElement} */ (biasGrid.node.querySelector("figcaption")).textContent = alibi
         ? `${alibi.biased ? `the bias given + ${ramp}` : ramp} (added to scale · q · k)`
-        : "bias (added to scale · q · k)";
+        : named
+          ? `${view.termNames.slice(1).join(" + ")}: the model's position terms (added to ${view.termNames[0]} = scale · q · k)`
+          : "bias (added to scale · q · k)";
       if (bias) {
         const [blo, bhi] = A.extent(bias.data),
           bm = Math.max(1e-9, -blo, bhi);

@@ -39,19 +39,20 @@ class FromModels(_Widget):
         """Every head of one layer of a Hugging Face model: any model whose attention goes
         through transformers' attention interface (Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX,
         OPT, GPT-J, OLMo, StarCoder2, the BERT family, ALBERT, ModernBERT, GPT-2, T5, BART, ...),
-        and BLOOM.
+        and BLOOM, MPT, XGLM and DeBERTa (v1, v2, v3), read by hand.
 
         Q, K and V are those the model's attention receives during one forward pass of the
         model's own (after rotary), so the widget's weights are the model's attention
         probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
-        layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
-        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` is the model's own number of a
-        layer (the first with attention when not given) and can be switched afterwards, in Python or
-        in the page. A hybrid (Jamba, Bamba, Qwen3-Next, LFM2, ...) keeps its numbers: its attention
-        layers are ``layer_numbers``, and ``layer_kinds`` says what the others are (state-space,
-        linear attention, convolution). The widget opens on the weights stage (``stage=`` chooses
-        another), as every constructor from a model does.
+        layer's ``mask`` (``model_masks`` holds them); T5's position bias and BLOOM's and MPT's
+        ALiBi come in as ``bias``, DeBERTa's position terms as each layer's ``bias`` (and apart in
+        ``score_terms()``), Gemma 2's soft cap as ``softcap``. ``layer`` is the model's own number of
+        a layer (the first with attention when not given) and can be switched afterwards, in Python
+        or in the page. A hybrid (Jamba, Bamba, Qwen3-Next, LFM2, ...) keeps its numbers: its
+        attention layers are ``layer_numbers``, and ``layer_kinds`` says what the others are
+        (state-space, linear attention, convolution). The widget opens on the weights stage
+        (``stage=`` chooses another), as every constructor from a model does.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
@@ -258,6 +259,7 @@ class FromModels(_Widget):
             w.set_trait("image", getattr(found, "image", None))  # a vision model's image (None: a text)
             w.set_trait("weights_only", getattr(found, "weights_only", ""))
             w.set_trait("blocks", list(blocks))
+            w.set_trait("term_names", list(getattr(getattr(found, "terms", None), "names", ())))  # (DeBERTa's)
             w.set_trait("model_causal", bool(found.causal))  # the model's own rule: writing token by token needs it
             w.set_trait("layer_numbers", list(getattr(found, "layer_numbers", None) or []))
             w.set_trait("layer_kinds", list(getattr(found, "layer_kinds", None) or []))

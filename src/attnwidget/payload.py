@@ -98,13 +98,10 @@ def held_layers(widget, inputs, layers=None, budget: float = BUDGET) -> list[int
                 f"layers= must be layers with attention weights, by the model's numbers ({said}); got {bad}"
             )
         return None if len(asked) == n else [numbers.index(i) for i in asked]
-    # what the page carries, in base64: each layer's q, k, v (and bias); and, when some are held, every layer's overview
-    each = (
-        sum(a.nbytes for a in (widget.model_q, widget.model_k, widget.model_v, widget.model_bias) if a is not None)
-        / n
-        * 4
-        / 3
-    )
+    # what the page carries, in base64: each layer's q, k, v (and bias, its terms); and, when some are held, every
+    # layer's overview
+    stacks = (widget.model_q, widget.model_k, widget.model_v, widget.model_bias, widget.model_terms)
+    each = sum(a.nbytes for a in stacks if a is not None) / n * 4 / 3
     if each * n <= budget:
         return None
     overview = len(widget.model_q) * min(inputs.rows, 84) * min(inputs.keys, 84) * 4 / 3
@@ -130,7 +127,9 @@ def held_texts(sources, shown: int, layers=None, budget: float = BUDGET) -> bool
         return False
     one = texts[shown]
     arrays = sum(np.asarray(a).nbytes for layer in one.layers for a in layer)
-    biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ()))
+    biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ())) * (
+        2 if getattr(getattr(one, "terms", None), "split", False) else 1
+    )  # (and their first terms: DeBERTa's)
     share = [len(f.tokens) / len(one.tokens) for f in texts]
     return sum(arrays * s + biases * s * s for s in share) * 4 / 3 <= budget
 
@@ -200,7 +199,9 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     if held is not None:
         for i in held:
             layer = src.layer("", i, widget.sentence_index)
-            arrays[f"layer:{i}"] = encoded(widget, {n: layer[n] for n in (*LAYERED, "mask", "bias") if n in layer})
+            arrays[f"layer:{i}"] = encoded(
+                widget, {n: layer[n] for n in (*LAYERED, "mask", "bias", "terms") if n in layer}
+            )
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:
         sources["sentences"] = [encoded(widget, src.sentence(i)) for i in range(len(src.examples))]

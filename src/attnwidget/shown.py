@@ -162,6 +162,33 @@ class Shown(_Widget):
         self._needs("scores", "scores")
         return self._frozen(self._attention("w.scores").scores)
 
+    def score_terms(self) -> dict[str, np.ndarray]:
+        """The head shown's scores (n × n each, float64) split into the terms a DeBERTa model
+        (``from_transformers``) adds them from: "c2c", content to content (scale · q · kᵀ); "c2p",
+        content to position (each query · the key of its relative position to each token); "p2c",
+        position to content (each key · the query of its relative position to each query); each
+        scaled by 1/√(d · (1 + the position terms)), those the model has (its ``pos_att_type``). The
+        position terms are the layer's ``bias``; together the terms are ``scores``."""
+        self._dense_check("w.score_terms()")
+        found = self._sources.found(self.block, self.sentence_index) if self.n_layers else None
+        terms = getattr(found, "terms", None)
+        if terms is None:
+            raise ValueError(
+                "score_terms() splits a DeBERTa model's scores into their content and position terms (c2c, c2p, p2c; "
+                "from_transformers of a DeBERTa model); this widget's scores are scale · q · kᵀ"
+                + ("" if self.bias is None else " plus its bias")
+            )
+        own = self._sources.layer(self.block, self.layer, self.sentence_index)
+        if not self.layer_shown or not all(
+            rules.same(getattr(self, n), own.get(n, getattr(found, n, None))) for n in ("q", "k", "bias")
+        ):
+            raise ValueError(
+                "score_terms() splits the scores of the q, k and bias the model made; this widget's have been set "
+                "since: set w.layer again to show the model's"
+            )
+        n = self._rows()
+        return terms.of(self.layer, self._head(self.q)[:n], self._head(self.k)[:n], self.head)
+
     @property
     def weights(self) -> np.ndarray:
         """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from."""

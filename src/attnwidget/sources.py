@@ -50,6 +50,9 @@ def stacked(found, axes: bool = True) -> dict:
     if biases:
         found.biases = list(biases)
     arrays["model_bias"] = own(_into_stack(found.biases)) if biases else None
+    terms = getattr(found, "terms", None)  # (DeBERTa's: its bias's first term, the page shows the terms apart)
+    firsts = [terms.first(i, q, k) for i, (q, k, _) in enumerate(found.layers)] if terms and terms.split else []
+    arrays["model_terms"] = own(_into_stack(firsts)) if firsts else None
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
     arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None
@@ -217,6 +220,8 @@ class Sources:
         )  # only a model with masks sets one
         biases = arrays.get("model_bias")
         bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
+        if arrays.get("model_terms") is not None:
+            bias["terms"] = own(arrays["model_terms"][part])  # (and its first term, where it is two)
         # the layered arrays (rules.LAYERED): the layer's heads of each stack, the widget's own (no trait copies them)
         layered = {n: None if arrays.get(m) is None else own(arrays[m][part]) for n, m in LAYERED.items()}
         return dict(**mask, **bias, tokens=list(f.tokens), key_tokens=_keys(f), **layered)

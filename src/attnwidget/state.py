@@ -179,6 +179,15 @@ FIELDS: tuple[Field, ...] = (
     F("model_bias", "array", None, heads=True, nullable=True, travel="kept",
       doc="""A bias per layer, (layers · heads) × queries × keys (attention weights alone: their logarithms); None
       for a bias the same in every layer, or none. A layer switch brings its own in as `bias`."""),
+    F("term_names", "texts", (),
+      doc="""The terms a model's bias is the sum of, by name: DeBERTa's "c2p" (content to position) and "p2c"
+      (position to content), those it has, beside its scale · q · k ("c2c"); empty for other widgets."""),
+    F("terms", "array", None, heads=True, nullable=True,
+      doc="""The first of term_names (DeBERTa's c2p, or its only one) of the layer shown, (heads ×) queries × keys:
+      the bias less it is the second. None without term_names, and once a bias of your own is set."""),
+    F("model_terms", "array", None, heads=True, nullable=True, travel="kept",
+      doc="""Every layer's terms, (layers · heads) × queries × keys; None without term_names. A layer switch brings
+      its own in as `terms`."""),
     F("next_token", "flag", False,
       doc="""A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the
       next token)."""),

@@ -54,6 +54,9 @@ class StateFields(Protocol):
     model_masks: np.ndarray | None
     mask_of_layer: list[int]
     model_bias: np.ndarray | None
+    term_names: list[str]
+    terms: np.ndarray | None
+    model_terms: np.ndarray | None
     next_token: bool
     model_causal: bool
     reads_model: bool

@@ -40,8 +40,10 @@ def from_transformers(
     attention interface, read there during one forward pass of the model's own (q, k and v
     after rotary, grouped-query heads repeated; the model's mask as ``causal`` and per-layer
     ``masks``; its scaling, ``softcap`` and T5's position bias as ``bias``), whatever attention
-    kernel it was loaded with; and BLOOM, read by hand with its ALiBi ``bias``. Other models
-    raise NotImplementedError naming them.
+    kernel it was loaded with; and BLOOM, MPT, XGLM and DeBERTa, which compute attention their
+    own way, read by hand (integrations/byhand.py): BLOOM's and MPT's ALiBi as ``bias``,
+    DeBERTa's content-to-position and position-to-content terms as each layer's ``biases`` (its
+    ``terms`` split them). Other models raise NotImplementedError naming them.
 
     Encoder–decoder models (bart, mbart, marian and t5; ``...ForConditionalGeneration``
     or the base ``...Model``) read ``text`` as the source and ``target`` as the text the

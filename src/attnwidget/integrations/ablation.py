@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .byhand import BY_HAND
+
 MODES = ("zero", "mean")
 METHODS = ("exact", "attribution")
 TWO_BLOCKS = (
@@ -91,7 +93,7 @@ def refusal(rerun: Rerun | None, vision: str = "") -> str | None:
             "head effects need a model with a language-model head, such as GPT2LMHeadModel or LlamaForCausalLM "
             f"(AutoModelForCausalLM); got {name}"
         )
-    if getattr(config, "model_type", None) == "bloom":
+    if getattr(config, "model_type", None) in BY_HAND:
         return (
             f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of "
             "the GPT-2 or Llama families (or a TransformerLens bridge of one, from_transformer_lens) has head effects"

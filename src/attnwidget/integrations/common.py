@@ -55,6 +55,7 @@ class ModelAttention:
     layer_kinds: list[str] | None = None
     # the numbers of the layers whose mask is a sparse attention's choice of keys (DeepSeek V3.2's indexer), or None
     sparse: list[int] | None = None
+    terms: object | None = None  # DeBERTa's scores split into its terms (byhand.Terms: c2c, c2p, p2c), or None
 
 
 @dataclass

@@ -96,6 +96,8 @@ def _positions(config, kind):
     config = text
     if kind == "bloom":  # ALiBi has no table of positions to run past
         return float("inf"), "ALiBi"
+    if kind == "mpt":  # (its ALiBi is made for max_seq_len positions)
+        return config.max_seq_len, f"{said}max_seq_len"
     if _relative(config):
         return float("inf"), "relative positions"
     if kind in ("roberta", "xlm-roberta", "camembert"):  # positions are numbered from pad_token_id + 1

@@ -3,9 +3,8 @@
 Every model built on transformers' attention interface is read through it (interface.capture):
 during one forward pass of the model's own, each layer's q, k and v after rotary, the mask the
 model built (causal, sliding window, local attention), its scaling, soft cap and position bias
-are caught as its attention function receives them. BLOOM computes attention its own way; it is
-read by hand: each layer's input through its own layer norm and fused q/k/v projection, with its
-ALiBi bias.
+are caught as its attention function receives them. BLOOM, MPT, XGLM and DeBERTa compute attention
+their own way; they are read by hand (byhand.py), each layer from what its attention module is handed.
 
 Imported only by ``attnwidget.integrations.from_transformers``, after torch and
 transformers are known to be importable.
@@ -24,16 +23,16 @@ import numpy as np
 import torch
 
 from ..progress import progress
-from . import layers
+from . import byhand, layers
 from .ablation import Rerun
 from .common import LazyText, ModelAttention, Reader, _check_readable, _evaluating, _tokens_of
 from .configs import _positions, _relative, _vocabulary, position_of
-from .interface import Caught, Projection, _numpy, capture, check
+from .interface import capture
 
 SUPPORTED = (
     "every model whose attention goes through transformers' attention interface (BERT family, GPT-2, "
     "Llama, Mistral, Qwen, Gemma, Phi, GPT-NeoX, OPT, GPT-J, OLMo, StarCoder2, ModernBERT, T5, BART, ...), "
-    "and BLOOM by hand"
+    "and BLOOM, MPT, XGLM and DeBERTa (v1, v2, v3) by hand"
 )
 # how models name cross-attention (NLLB-MoE: cross_attention)
 CROSS = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn", "cross_attention")
@@ -120,15 +119,15 @@ def extract(
 
 def read(base, body, inputs: dict, tokens: list[str], name: str, run=None) -> ModelAttention:
     """One forward pass of ``body`` (the base model, or T5's encoder) on ``inputs``, each layer caught
-    where it computes attention (BLOOM's by hand): a text's (extract) or an image's (vision.extract)."""
+    where it computes attention (byhand.BY_HAND's by hand): a text's (extract) or an image's (vision.extract)."""
     config = base.config
     kind = getattr(config, "model_type", None)
     device = next(base.parameters()).device
     accepted = inspect.signature(body.forward).parameters  # DistilBERT takes no token_type_ids
     inputs = {key: val.to(device) for key, val in inputs.items() if key in accepted}
     with _evaluating(base), torch.no_grad(), progress(f"reading {name}'s attention: layer", _count(config)) as step:
-        if kind == "bloom":
-            found = _bloom(base, inputs, tokens, name)
+        if kind in byhand.BY_HAND:
+            found = byhand.read(base, inputs, tokens, name, on_call=step)
         else:
             calls = capture(body, on_call=step, run=run and (lambda: run(inputs)), **inputs)
             found = _assemble(calls, tokens, name, kind)
@@ -226,32 +225,6 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
 def _equal(a, b) -> bool:
     return (a is None and b is None) or (
         a is not None and b is not None and a.shape == b.shape and np.array_equal(a, b)
-    )
-
-
-def _bloom(base, enc, tokens, name) -> ModelAttention:
-    """BLOOM, read by hand: hidden_states[i] is the input of layer i."""
-    out = base(**enc, output_hidden_states=True, output_attentions=True)
-    layers = [_bloom_layer(layer, out.hidden_states[i]) for i, layer in enumerate(base.h)]
-    scale = base.h[0].self_attention.inv_norm_factor
-    bias = _numpy(_bloom_bias(base, enc))
-    n = len(tokens)
-    for i, (q, k, v) in enumerate(layers):  # read by hand, so held to the model's own weights as every family is
-        call = Caught(i, q, k, v, float(scale), np.tri(n, dtype=bool), None, bias, f"h.{i}.self_attention")
-        check(call, None, out.attentions[i], out.attentions[i].dtype, f"{type(base).__name__} (model_type 'bloom')")
-    d_head = layers[0][0].shape[-1]
-    return ModelAttention(
-        tokens=tokens,
-        layers=layers,
-        causal=True,
-        scale=None if math.isclose(scale, d_head**-0.5, rel_tol=1e-9) else float(scale),
-        architecture="bloom",
-        model_name=name,
-        bias=bias,
-        projections=[
-            Projection(d.weight.detach().T, d.bias.detach(), f"h.{i}.self_attention.dense")
-            for i, d in enumerate(a.self_attention.dense for a in base.h)
-        ],
     )
 
 
@@ -393,22 +366,6 @@ def _base_model(model):
     body = model.base_model
     main = getattr(model, "main_input_name", "input_ids")
     return body if main in inspect.signature(body.forward).parameters else model
-
-
-def _bloom_layer(layer, h):
-    att = layer.self_attention
-    d = att.head_dim
-    fused = att.query_key_value(layer.input_layernorm(h))  # (1, n, heads · 3 · d): each head's q, k, v side by side
-    return tuple(_numpy(fused[0].view(h.shape[1], att.num_heads, 3, d)[:, :, j].transpose(0, 1)) for j in range(3))
-
-
-def _bloom_bias(base, enc):
-    """BLOOM's ALiBi term, heads × n × n: each head adds slope · (key position) to every score
-    of a row (the same, up to a constant per row, as penalising distance), as the model builds it."""
-    n, heads = enc["input_ids"].shape[1], base.config.n_head
-    mask = enc.get("attention_mask", torch.ones_like(enc["input_ids"]))
-    alibi = base.build_alibi_tensor(mask, heads, dtype=torch.float32)  # (heads, 1, n)
-    return alibi.reshape(heads, 1, n).expand(heads, n, n)
 
 
 def _count(config) -> int:

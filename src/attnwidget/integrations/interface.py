@@ -175,7 +175,7 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
         raise NotImplementedError(
             f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}): it computes "
             "attention without transformers' attention interface, where attnwidget reads it (every model built on the "
-            "interface is read, and BLOOM by hand)"
+            "interface is read, and BLOOM, MPT, XGLM and DeBERTa by hand)"
         )
     return caught
 

@@ -197,6 +197,8 @@ def _bring_in(s, before, asked, sources):
             s["mask"] = found["mask"]  # the layer's own mask (a sliding window, local attention)
         if "bias" in found and "bias" not in asked:
             s["bias"] = found["bias"]  # the layer's own bias (attention weights alone: their logarithms)
+        if "terms" in found:
+            s["terms"] = found["terms"]  # the first term of that bias (DeBERTa's c2p)
         s["layer_shown"] = True
     elif any(name in asked for name in ("q", "k", "v")) and s.get("layer_shown"):
         s["layer_shown"] = False  # your own arrays now, not the layer's
@@ -218,6 +220,8 @@ def _fit(s, before, asked, changed, sources):
         and (shape(b)[-2:] != (n, m) or (len(b.shape) == 3 and (len(q.shape) != 3 or q.shape[0] != b.shape[0])))
     ):
         s["bias"] = None  # a bias for other tokens, or other heads
+    if s.get("terms") is not None and ("bias" in asked or s.get("bias") is None):
+        s["terms"] = None  # the terms of the model's own bias only
     if s.get("x") is None and s.get("residual") and "residual" not in changed:
         s["residual"] = False  # nothing to add the mix to
     old_n, stepped = len(before.get("tokens") or []), "step" in asked

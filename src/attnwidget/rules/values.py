@@ -57,7 +57,17 @@ ARRAYS = tuple(f.name for f in DECLARED if f.kind in ("array", "mask", "masks"))
 # A layer's own arrays, each a slice (of that layer's heads) of the model's stack of every layer
 LAYERED = {"q": "model_q", "k": "model_k", "v": "model_v", "value_basis": "model_basis"}
 # A model's (or block's) every layer, as the widget holds it: what a block switch brings in.
-STACK = ("model_q", "model_k", "model_v", "model_basis", "model_masks", "mask_of_layer", "model_bias", "n_layers")
+STACK = (
+    "model_q",
+    "model_k",
+    "model_v",
+    "model_basis",
+    "model_masks",
+    "mask_of_layer",
+    "model_bias",
+    "model_terms",
+    "n_layers",
+)
 # What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
 _NO_QK = (
     "This widget has attention weights alone (from_attentions): no queries or keys, so no {what}. "
