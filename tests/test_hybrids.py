@@ -117,3 +117,26 @@ def test_implicit_attention_is_refused_where_every_layer_is_attention(tokenizer)
     w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
     with pytest.raises(ValueError, match="every layer of this widget's model is attention"):
         w.implicit_attention()
+
+
+def test_a_hybrids_head_effects_are_its_attention_layers_by_place(tokenizer):
+    config = hybrid("jamba", len(tokenizer)).config
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    effects = w.head_effects()  # row i: layer w.layer_numbers[i]
+    assert effects.shape == (2, w.n_heads) and np.isfinite(effects).all()
+    ids = tokenizer(TEXT, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        clean = torch.log_softmax(model(ids).logits[0, -1].double(), -1)
+    best, width = int(clean.argmax()), config.hidden_size // config.num_attention_heads
+    for place, number in enumerate(w.layer_numbers):  # each head's output zeroed before the output projection
+        for head in range(w.n_heads):
+            cut = lambda m, args, h=head: (args[0].index_fill(-1, torch.arange(h * width, (h + 1) * width), 0.0),)
+            handle = model.model.layers[number].self_attn.o_proj.register_forward_pre_hook(cut)
+            try:
+                with torch.no_grad():
+                    ablated = torch.log_softmax(model(ids).logits[0, -1].double(), -1)
+            finally:
+                handle.remove()
+            assert effects[place, head] == pytest.approx(float(ablated[best] - clean[best]), abs=1e-5)

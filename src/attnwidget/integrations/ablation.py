@@ -296,7 +296,7 @@ def _transformers(model, ids: list[int], mode: str, only=None) -> np.ndarray:
     with _routed(ablating), _eager(model), _evaluating(model), torch.no_grad():
         clean = log_next(x)[0]
         heads = list(plan["heads"])
-        _check_calls(model, heads, len(plan["modules"]))
+        _check_calls(model, heads, len(plan["modules"]), plan["modules"])
         blocks = _blocks(model, plan["modules"])
         best = int(clean.argmax())
         width = int(getattr(model.config, "hidden_size", 0) or 0)
@@ -326,14 +326,17 @@ def _transformers(model, ids: list[int], mode: str, only=None) -> np.ndarray:
     return out
 
 
-def _check_calls(model, heads: list[int], calls: int) -> None:
-    """One attention call per layer through transformers' attention interface, each with the layer's heads."""
+def _check_calls(model, heads: list[int], calls: int, modules=None) -> None:
+    """One attention call per layer with attention (every layer, or a hybrid's attention layers) through
+    transformers' attention interface, each with the layer's heads, and no module called twice."""
     layers = getattr(getattr(model, "config", None), "num_hidden_layers", None)
-    if not heads or len(set(heads)) > 1 or (isinstance(layers, int) and calls != layers):
+    twice = modules is not None and len({id(m) for m in modules}) != len(modules)
+    if not heads or len(set(heads)) > 1 or twice or (isinstance(layers, int) and calls > layers):
         raise NotImplementedError(
             f"{type(model).__name__} makes {calls} attention calls through transformers' attention "
-            f"interface with {sorted(set(heads))} heads: head effects need one call per layer, with its heads, "
-            "as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma make"
+            f"interface with {sorted(set(heads))} heads: head effects need one call per layer with attention, with "
+            "its heads, as decoder-only models such as GPT-2, Llama, Mistral, Qwen and Gemma (and hybrids' "
+            "attention layers) make"
         )
 
 

@@ -170,8 +170,8 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
     shapes = [(c.q.shape[0], c.q.shape[-1], c.v.shape[-1]) for c in calls]
     if len(set(shapes)) > 1:  # (Gemma 4's global layers have wider heads than its sliding ones)
         said = ", ".join(
-            f"layer {i}: {h} heads of width {d}" + (f", values {dv} wide" if dv != d else "")
-            for i, (h, d, dv) in enumerate(shapes)
+            f"layer {c.layer}: {h} heads of width {d}" + (f", values {dv} wide" if dv != d else "")
+            for c, (h, d, dv) in zip(calls, shapes)
         )
         raise NotImplementedError(
             f"{name} (model_type {kind!r}) has layers of different shapes ({said}): attnwidget holds every layer in "

@@ -59,7 +59,11 @@ def _kind(layer, said: str) -> str:
         a_log = getattr(module, "A_log", None)  # a Mamba scan's decay: per channel and state (1) or per head (2)
         if a_log is not None and hasattr(a_log, "ndim"):
             return "Mamba-1 selective state space" if a_log.ndim == 2 else "Mamba-2 state space"
-    return _CONFIG_WORDS.get(said, said.replace("_", " ") or type(layer).__name__)
+    if said in _CONFIG_WORDS:
+        return _CONFIG_WORDS[said]
+    if any("CrossAttention" in type(m).__name__ for m in layer.modules()):
+        return "cross-attention to another input (an image), not given, so not run"
+    return f"a {type(layer).__name__} in which no attention call was caught"
 
 
 def sparse(model, names: list[str], numbers: list[int]) -> list[int]:
