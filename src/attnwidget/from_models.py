@@ -215,6 +215,8 @@ class FromModels(_Widget):
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
+        if first.get("sinks") is not None:
+            kwargs.setdefault("sinks", first["sinks"])  # the layer's own learnt sinks (gpt-oss)
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         measure = kwargs.pop("measure", "")  # (as summary: the difference needs its texts)
         qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)

@@ -82,6 +82,7 @@ class Shown(_Widget):
             self.position,
             self.rope_base,
             self.alibi_slopes,
+            self.sinks,
         )
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
@@ -104,9 +105,14 @@ class Shown(_Widget):
                     mask=None if mask is None else mask[:n, :m],
                     bias=bias,
                     softcap=self.softcap,
+                    sink=self._sink(),
                 ),
             )
         return cached[1]
+
+    def _sink(self) -> float | None:
+        """The head shown's learnt sink's logit, or None."""
+        return None if self.sinks is None else self.sinks[min(self.head, len(self.sinks) - 1)]
 
     def _position_state(self) -> dict:
         """What position.positioned reads for the head shown: the lab's scheme (a model's is in its q and k)."""
@@ -132,7 +138,9 @@ class Shown(_Widget):
 
     @property
     def weights(self) -> np.ndarray:
-        """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from."""
+        """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from. With a
+        learnt sink (``sinks``), its logit is one more column of the softmax, dropped: each row sums to
+        1 − the sink's share."""
         return self._frozen(self._attention("w.weights").weights)
 
     @property
@@ -152,6 +160,8 @@ class Shown(_Widget):
 
     @property
     def effective_tokens(self) -> np.ndarray:
+        """exp(entropy) of each row's weights divided by the row's sum (formulas.effective_tokens): how many
+        tokens the row spreads what it reads over; with a learnt sink, what it keeps."""
         return self._frozen(self._attention("w.effective_tokens").effective_tokens)
 
     @property

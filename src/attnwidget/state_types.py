@@ -29,6 +29,7 @@ class StateFields(Protocol):
     sink: bool
     scale: float | None
     softcap: float | None
+    sinks: Sequence[float] | None
     position: str
     rope_base: float
     alibi_slopes: Sequence[float] | None
@@ -51,6 +52,7 @@ class StateFields(Protocol):
     model_masks: np.ndarray | None
     mask_of_layer: list[int]
     model_bias: np.ndarray | None
+    model_sinks: np.ndarray | None
     next_token: bool
     model_causal: bool
     reads_model: bool
@@ -96,6 +98,7 @@ class Options(TypedDict, total=False):
     sink: bool
     scale: float | None
     softcap: float | None
+    sinks: Sequence[float] | None
     position: str
     rope_base: float
     alibi_slopes: Sequence[float] | None

@@ -49,6 +49,9 @@ class ModelAttention:
     position: tuple[str, str] = ("", "")
     # a vision model's image as it saw it, for the page to draw under its patches (vision.py); None for a text
     image: dict | None = None
+    # per layer, each head's learnt attention sink (a logit: one more column of every row's softmax, dropped
+    # after it), or None for a layer without; None: no layer has one
+    sinks: list[np.ndarray | None] | None = None
 
 
 @dataclass
