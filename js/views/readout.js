@@ -16,6 +16,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
+ * @property {number | null} [sink]  the head's learnt sink's logit, or null
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -34,7 +35,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, sink = null }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -54,6 +55,12 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
-  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
-  return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
+  // a learnt sink takes a share of the budget no token gets: said, and the effective tokens are of what the row keeps
+  const learnt = sink != null && stage !== "scores";
+  let kept = 0;
+  for (let j = 0; j < m; j++) kept += row[j];
+  const taken = learnt ? [el("span", { class: "aw-sink-share" }, `; its sink takes ${fmt3(1 - kept)} (no token gets it)`)] : [];
+  const among = learnt ? " among what it keeps" : "";
+  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens${among}`];
+  return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...taken, ...tail];
 }
