@@ -142,7 +142,7 @@ export interface State {
   overview: Answer | null;
   /** q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v. */
   layer_shown: boolean;
-  /** The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
+  /** The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt sinks), one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
   summary: "" | "first" | "self" | "previous" | "effective_tokens" | "sink_share" | "effect" | "sink" | "duplicate" | "induction" | "entropy";
   /** Beside the overview, the head shown's every query and key of every text in one 2-D map (query_key_map()), computed when the page shows it. */
   qk_map: boolean;

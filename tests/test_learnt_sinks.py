@@ -223,3 +223,39 @@ def test_a_family_that_uses_its_sinks_another_way_is_refused_by_name(kind, said,
     with pytest.raises(NotImplementedError, match="learnt attention sinks") as err:
         AttentionWidget.from_transformers(model, words, TEXT)
     assert said in str(err.value) and (kind in str(err.value) or type(model).__name__ in str(err.value))
+
+
+def test_a_sink_models_weights_alone_are_refused_saying_how_to_read_it(words):
+    import torch
+
+    model = tiny("gpt_oss", words)
+    enc = words(TEXT, return_tensors="pt")
+    with torch.no_grad():
+        attentions = model(**enc, output_attentions=True).attentions
+    tokens = words.convert_ids_to_tokens(enc["input_ids"][0])
+    with pytest.raises(ValueError, match="learnt attention sinks .* from_transformers"):
+        AttentionWidget.from_attentions(attentions, tokens)
+
+
+def test_nnsight_reads_the_sinks_in_its_own_trace(words):
+    nnsight = pytest.importorskip("nnsight")
+    import warnings
+
+    import torch
+    from tiny_families import tiny_config
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(tiny_config("gpt_oss", len(words)), attn_implementation="eager").eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = nnsight.TransformersModel(model, tokenizer=words)
+    w = AttentionWidget.from_nnsight(lm, TEXT, stage="weights")
+    with torch.no_grad():
+        want = model(**words(TEXT, return_tensors="pt"), output_attentions=True).attentions
+    for layer in range(w.n_layers):
+        w.layer = layer
+        assert w.sinks == tuple(float(z) for z in model.model.layers[layer].self_attn.sinks)
+        for head in range(w.n_heads):
+            w.head = head
+            np.testing.assert_allclose(w.weights, want[layer][0, head].double().numpy(), atol=1e-5, rtol=0)

@@ -46,9 +46,10 @@ class FromModels(_Widget):
         probabilities, also for a model loaded for SDPA or another fast kernel. The model's mask
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
         layer's ``mask`` (``model_masks`` holds them); T5's and BLOOM's position biases come in
-        as ``bias``, Gemma 2's soft cap as ``softcap``. ``layer`` can be switched afterwards, in
-        Python or in the page. The widget opens on the weights stage (``stage=`` chooses another),
-        as every constructor from a model does.
+        as ``bias``, Gemma 2's soft cap as ``softcap``, gpt-oss's learnt attention sinks (a logit per
+        head, one more column of each row's softmax) as ``sinks``, each layer's own (``model_sinks``).
+        ``layer`` can be switched afterwards, in Python or in the page. The widget opens on the
+        weights stage (``stage=`` chooses another), as every constructor from a model does.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its

@@ -211,7 +211,8 @@ FIELDS: tuple[Field, ...] = (
       doc="""q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q,
       model_k and model_v."""),
     F("summary", "choice", "", writable=True, choices=("", *SUMMARIES),
-      doc="""The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
+      doc="""The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt
+      sinks), one of head_scores()'s over every text
       ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()),
       each computed when asked; "" for none."""),
     F("qk_map", "flag", False, writable=True,

@@ -32,7 +32,8 @@ def from_transformers(
     model wrapping one. Supported: every model whose attention goes through transformers'
     attention interface, read there during one forward pass of the model's own (q, k and v
     after rotary, grouped-query heads repeated; the model's mask as ``causal`` and per-layer
-    ``masks``; its scaling, ``softcap`` and T5's position bias as ``bias``), whatever attention
+    ``masks``; its scaling, ``softcap``, T5's position bias as ``bias`` and gpt-oss's learnt sinks as
+    ``sinks``, one logit per head and layer), whatever attention
     kernel it was loaded with; and BLOOM, read by hand with its ALiBi ``bias``. Other models
     raise NotImplementedError naming them.
 
