@@ -3,6 +3,7 @@
 // (widget.js, changes go to Python) and the exported page (standalone.js, changes settle here).
 // The page computes scores and weights itself (attention.js), so a drag needs no round trip; what
 // only the kernel computes (the overview, the measures) comes through one request path (requests.js).
+import { effectiveTokens } from "./attention.js";
 import { signedColours, weightColours } from "./colours.js";
 import { createStore } from "./derived.js";
 import { createFetching } from "./fetching.js";
@@ -194,6 +195,8 @@ export function mount(host, model, { propose, flush }) {
         output: Array.from(store.output()),
         scale: store.scale(),
         temperature: get("temperature"),
+        sink: store.sink(), // the head shown's learnt sink's logit, or null
+        effective_tokens: Array.from({ length: store.q().rows }, (_, i) => effectiveTokens(store.weightRow(i), store.m(), 0)),
         exact: !warning,
         notice: warning,
       };
@@ -313,6 +316,7 @@ function drawAll(p) {
     focus,
     image: !!get("image"),
     terms: store.termNames(),
+    learnt: store.sink(),
   });
   const warning = roundingWarning(store.agreement(), get("temperature"));
   p.notice.hidden = !warning;

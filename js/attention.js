@@ -157,22 +157,30 @@ export function scoreRows(out, q, k, scale, r0, r1, softcap = null) {
 /** A score at or below this closes its cell: weight exactly 0 at every temperature (core.CLOSED). */
 export const CLOSED = -1e30;
 
-/** @param {ArrayLike<number>} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {MaskCells} [mask] */
-export function weights(S, rows, temperature, causal, mask = null) {
+/** A learnt sink's logit as the softmax takes it: null for none (null, or at or below CLOSED, as a closed cell).
+ * @param {number | null | undefined} z  @returns {number | null} */
+export const sinkLogit = (z) => (z != null && z > CLOSED ? z : null);
+
+/** With a learnt sink (`sink`, its logit z: gpt-oss), z is one more column of every row's softmax, dropped
+ * after it: each row sums to 1 − the sink's share.
+ * @param {ArrayLike<number>} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {MaskCells} [mask]
+ * @param {number | null} [sink] */
+export function weights(S, rows, temperature, causal, mask = null, sink = null) {
   const m = S.length / rows,
     W = new Float64Array(S.length);
-  for (let i = 0; i < rows; i++) weightRow(S, m, i, temperature, causal, mask, W.subarray(i * m, i * m + m));
+  for (let i = 0; i < rows; i++) weightRow(S, m, i, temperature, causal, mask, W.subarray(i * m, i * m + m), sink);
   return W;
 }
 
 /** Row i of `weights`, into `out` (n numbers: a row is n keys long; zeros where the row may not read).
  * @param {ArrayLike<number>} S  @param {number} n  @param {number} i  @param {number} temperature  @param {boolean} causal
- * @param {MaskCells} [mask]  @param {Float64Array} [out] */
-export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n)) {
+ * @param {MaskCells} [mask]  @param {Float64Array} [out]  @param {number | null} [sink] */
+export function weightRow(S, n, i, temperature, causal, mask = null, out = new Float64Array(n), sink = null) {
   const last = causal ? Math.min(i, n - 1) : n - 1,
-    row = i * n;
+    row = i * n,
+    z = sinkLogit(sink);
   out.fill(0);
-  let max = -Infinity;
+  let max = z ?? -Infinity; // the sink's column is one of the row's
   for (let j = 0; j <= last; j++) if ((!mask || mask[row + j]) && S[row + j] > CLOSED && S[row + j] > max) max = S[row + j];
   if (max === -Infinity) return out;
   let sum = 0;
@@ -183,6 +191,7 @@ export function weightRow(S, n, i, temperature, causal, mask = null, out = new F
     out[j] = e;
     sum += e;
   }
+  if (z != null) sum += Math.exp((z - max) / temperature); // the sink's own term: its share, dropped from the row
   for (let j = 0; j <= last; j++) out[j] /= sum; // divided, as numpy divides by the row's total
   return out;
 }
@@ -221,7 +230,8 @@ export function weightNorms(W, v) {
   return out;
 }
 
-/** exp(entropy) of row i. @param {ArrayLike<number>} W  @param {number} n  @param {number} i */
+/** exp(entropy) of row i's weights divided by the row's sum (formulas.effective_tokens): the tokens among what
+ * the row keeps, whatever share a learnt sink took. @param {ArrayLike<number>} W  @param {number} n  @param {number} i */
 export function effectiveTokens(W, n, i) {
   let h = 0,
     total = 0;
@@ -230,18 +240,20 @@ export function effectiveTokens(W, n, i) {
     if (w > 0) h -= w * Math.log(w);
     total += w;
   }
-  return total > 0 ? Math.exp(h) : 0; // a row that may read nothing: 0, as in numpy
+  // the entropy of w / t is ln t − Σ w·ln w / t: the plain one where t = 1
+  return total > 0 ? Math.exp(Math.log(total) + h / total) : 0; // a row that may read nothing: 0, as in numpy
 }
 
 /** The head summaries of one weight matrix (rows × m), as core.head_summaries defines them: each
  * a mean over the rows where it exists (NaN where no row has it). `open(i, j)`: may row i read j.
- * In cross-attention no row reads itself or its previous token.
+ * In cross-attention no row reads itself or its previous token. `sinks`: the head's learnt sink's
+ * share of each row too ("sink_share", 1 − the row's sum).
  * @param {ArrayLike<number>} W  @param {number} rows  @param {(i: number, j: number) => boolean} open  @param {boolean} [cross]
- * @returns {Record<string, number>} */
-export function headSummary(W, rows, open, cross = false) {
+ * @param {boolean} [sinks]  @returns {Record<string, number>} */
+export function headSummary(W, rows, open, cross = false, sinks = false) {
   const m = W.length / rows;
-  const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0 },
-    counts = { first: 0, self: 0, previous: 0, effective_tokens: 0 };
+  const sums = { first: 0, self: 0, previous: 0, effective_tokens: 0, sink_share: 0 },
+    counts = { first: 0, self: 0, previous: 0, effective_tokens: 0, sink_share: 0 };
   /** @param {keyof typeof sums} name  @param {number} value */
   const add = (name, value) => {
     sums[name] += value;
@@ -254,8 +266,14 @@ export function headSummary(W, rows, open, cross = false) {
     if (!cross && i < m && open(i, i)) add("self", W[i * m + i]);
     if (!cross && i > 0 && i <= m && open(i, i - 1)) add("previous", W[i * m + i - 1]);
     if (any) add("effective_tokens", effectiveTokens(W, m, i));
+    if (any && sinks) {
+      let kept = 0;
+      for (let j = 0; j < m; j++) kept += W[i * m + j];
+      add("sink_share", 1 - kept);
+    }
   }
-  return Object.fromEntries(/** @type {(keyof typeof sums)[]} */ (Object.keys(sums)).map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
+  const names = /** @type {(keyof typeof sums)[]} */ (Object.keys(sums)).filter((k) => sinks || k !== "sink_share");
+  return Object.fromEntries(names.map((k) => [k, counts[k] ? sums[k] / counts[k] : NaN]));
 }
 
 const U = 2 ** -53; // float64's unit roundoff
@@ -404,15 +422,17 @@ export function outputSpread(O, n, d) {
 }
 
 /** The arithmetic of one weight, step by step, as core.Attention.cell computes it; `Wi` is row i of the weights.
+ * A learnt sink's exp(z / T) is a term of the row's sum.
  * @param {Matrix} q  @param {Matrix} k  @param {Matrix} v  @param {ArrayLike<number>} S  @param {ArrayLike<number>} Wi
- * @param {{ i: number, j: number, scale: number, temperature: number, causal: boolean, mask?: MaskCells, bias?: Matrix | null, softcap?: number | null }} at */
-export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null, softcap = null }) {
+ * @param {{ i: number, j: number, scale: number, temperature: number, causal: boolean, mask?: MaskCells, bias?: Matrix | null, softcap?: number | null, sink?: number | null }} at */
+export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causal, mask = null, bias = null, softcap = null, sink = null }) {
   const n = k.rows,
     last = causal ? Math.min(i, n - 1) : n - 1,
-    open = /** @param {number} m */ (m) => (!mask || mask[i * n + m]) && S[i * n + m] > CLOSED;
+    open = /** @param {number} m */ (m) => (!mask || mask[i * n + m]) && S[i * n + m] > CLOSED,
+    z = sinkLogit(sink);
   let dot = 0;
   for (let c = 0; c < q.cols; c++) dot += q.data[i * q.cols + c] * k.data[j * k.cols + c];
-  let max = -Infinity;
+  let max = z ?? -Infinity;
   for (let m = 0; m <= last; m++) if (open(m)) max = Math.max(max, S[i * n + m]);
   if (max === -Infinity) max = 0;
   const shift = Math.abs(max / temperature) > 700 ? max / temperature : 0; // exp would overflow or vanish: shift the row
@@ -421,6 +441,7 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
   const expOf = shift ? (s) => Math.exp((s - max) / temperature) : (s) => Math.exp(s / temperature);
   let rowSum = 0;
   for (let m = 0; m <= last; m++) if (open(m)) rowSum += expOf(S[i * n + m]);
+  if (z != null) rowSum += expOf(z);
   const masked = (causal && j > i) || !open(j),
     tempered = S[i * n + j] / temperature,
     weight = Wi[j];
@@ -439,6 +460,7 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
     masked,
     exp: masked ? 0 : expOf(S[i * n + j]),
     rowSum,
+    sink: z,
     weight,
     value,
     share: value.map((x) => weight * x),
@@ -447,12 +469,12 @@ export function cellArithmetic(q, k, v, S, Wi, { i, j, scale, temperature, causa
 
 /** Everything at once, for tests and small inputs: the JS twin of core.attention.
  * @param {Matrix} q  @param {Matrix} k  @param {Matrix} v
- * @param {{ temperature?: number, causal?: boolean, scale?: number | null, mask?: MaskCells, softcap?: number | null }} [options] */
-export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null, softcap = null } = {}) {
+ * @param {{ temperature?: number, causal?: boolean, scale?: number | null, mask?: MaskCells, softcap?: number | null, sink?: number | null }} [options] */
+export function attention(q, k, v, { temperature = 1, causal = false, scale = null, mask = null, softcap = null, sink = null } = {}) {
   const n = q.rows,
     s = scale == null ? defaultScale(q.cols) : scale;
   const S = scores(q, k, s, null, softcap),
-    W = weights(S, n, temperature, causal, mask),
+    W = weights(S, n, temperature, causal, mask, sink),
     O = output(W, v);
   const eff = Array.from({ length: n }, (_, i) => effectiveTokens(W, k.rows, i));
   const sense = Array.from({ length: n }, (_, i) => senseResolved(O, v, i));

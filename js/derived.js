@@ -86,7 +86,7 @@ function intoCorner(to, from, r, c) {
   return to;
 }
 
-/** createGrowing() -> {scores(q, k, scale, bias), weights(S, rows, T, causal, mask), output(W, v), work}:
+/** createGrowing() -> {scores(q, k, scale, bias), weights(S, rows, T, causal, mask, sink), output(W, v), work}:
  * the functions of attention.js, computing one row when the inputs are the last ones with one
  * more token (a step of generation); `work` says how many rows the last call of each computed. */
 export function createGrowing() {
@@ -95,7 +95,7 @@ export function createGrowing() {
   const grownFrom = new WeakMap(); // a result -> the last one it was grown from
   /** @type {{ q: Matrix, k: Matrix, scale: number, softcap: number | null, bias: Matrix | null, S: Float64Array } | null} */
   let S0 = null;
-  /** @type {{ S: Float64Array, rows: number, temperature: number, causal: boolean, mask: Mask, W: Float64Array } | null} */
+  /** @type {{ S: Float64Array, rows: number, temperature: number, causal: boolean, mask: Mask, sink: number | null, W: Float64Array } | null} */
   let W0 = null;
   /** @type {{ W: Float64Array, v: Matrix, O: Float64Array } | null} */
   let O0 = null;
@@ -132,8 +132,9 @@ export function createGrowing() {
       S0 = { q, k, scale, softcap, bias, S };
       return S;
     },
-    /** @param {Float64Array} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {Mask} [mask] */
-    weights(S, rows, temperature, causal, mask = null) {
+    /** @param {Float64Array} S  @param {number} rows  @param {number} temperature  @param {boolean} causal  @param {Mask} [mask]
+     * @param {number | null} [sink] */
+    weights(S, rows, temperature, causal, mask = null, sink = null) {
       const m = S.length / rows,
         p = W0;
       let W;
@@ -141,6 +142,7 @@ export function createGrowing() {
         causal &&
         p?.causal &&
         p.temperature === temperature &&
+        p.sink === sink &&
         m === rows &&
         p.rows + 1 === rows &&
         grownFrom.get(S) === p.S &&
@@ -148,14 +150,14 @@ export function createGrowing() {
       ) {
         // earlier rows read only the keys before them: the same weights, a zero in the new column
         W = intoCorner(new Float64Array(S.length), p.W, rows - 1, m);
-        A.weightRow(S, m, rows - 1, temperature, causal, mask, W.subarray((rows - 1) * m, rows * m));
+        A.weightRow(S, m, rows - 1, temperature, causal, mask, W.subarray((rows - 1) * m, rows * m), sink);
         grownFrom.set(W, p.W);
         work.weights = 1;
       } else {
-        W = A.weights(S, rows, temperature, causal, mask);
+        W = A.weights(S, rows, temperature, causal, mask, sink);
         work.weights = rows;
       }
-      W0 = { S, rows, temperature, causal, mask, W };
+      W0 = { S, rows, temperature, causal, mask, sink, W };
       return W;
     },
     /** @param {Float64Array} W  @param {Matrix} v */
@@ -317,7 +319,9 @@ export function createStore(get) {
   // The weight rows asked for at these scores, T, causal and mask: at most ROWS kept, the
   // oldest asked for going first, so hovering a long input never builds up its whole matrix.
   const ROWS = 128;
-  const rowsAt = memo(/** @type {(S: Float64Array, T: number, causal: boolean, mask: Mask) => Map<number, Float64Array>} */ (() => new Map()));
+  const rowsAt = memo(
+    /** @type {(S: Float64Array, T: number, causal: boolean, mask: Mask, sink: number | null) => Map<number, Float64Array>} */ (() => new Map()),
+  );
   const scoreRange = memo(A.extent),
     weightRange = memo(A.extent); // two: each keeps its own last input
   const rounding = memo(A.roundingBound),
@@ -355,16 +359,22 @@ export function createStore(get) {
   });
   /** @param {number} count  @returns {ThumbWork} */
   const waiting = (count) => ({ job: { q: { rows: 0, heads: count }, k: { rows: 0 } }, thumbs: new Array(count).fill(null), kernel: true, count });
-  /** @type {(job: HeadJob, temperature: number, causal: boolean, mask: Mask, cross: boolean, masks: Mask[] | null) => ThumbWork} */
-  const thumbJob = memo((job, temperature, causal, mask, cross, masks) => ({
+  /** @type {(job: HeadJob, temperature: number, causal: boolean, mask: Mask, cross: boolean, masks: Mask[] | null, sinks: (number | null)[] | null) => ThumbWork} */
+  const thumbJob = memo((job, temperature, causal, mask, cross, masks, sinks) => ({
     job,
     temperature,
     causal,
     mask,
     masks,
     cross,
+    sinks,
     thumbs: new Array(job.q.heads).fill(null),
   }));
+  // a learnt sink's logit per head: the head shown's, and every thumbnail head's (a model's every layer's, from model_sinks)
+  const sinkOf = memo((/** @type {number[] | null} */ sinks, /** @type {number} */ h) => (sinks ? A.sinkLogit(sinks[Math.min(h, sinks.length - 1)]) : null));
+  const sinksOf = memo((/** @type {Matrix | null} */ every, /** @type {number[] | null} */ own) =>
+    every ? Array.from(every.data, A.sinkLogit) : own ? own.map(A.sinkLogit) : null,
+  );
 
   /** @type {Store} */
   const s = {
@@ -420,6 +430,11 @@ export function createStore(get) {
       if (names[2]) out.push([names[2], bias.data[at] - first.data[at]]);
       return out;
     },
+    /** The head shown's learnt sink's logit (one more column of each row's softmax, dropped after it), or null. */
+    sink: () => sinkOf(get("sinks"), get("head")),
+    /** Each thumbnail head's learnt sink: a model's every layer's heads (model_sinks, where the page holds every
+     * layer), or the heads of q; null for none. */
+    allSinks: () => sinksOf(s.model("q") ? decoded("model_sinks") : null, get("sinks")),
     /** Every head's bias as sent (null for none): the thumbnails' heads take theirs from it. */
     allBias: () =>
       s.model("q") && get("model_bias")
@@ -433,7 +448,7 @@ export function createStore(get) {
         h = s.jobIndex();
       return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias(), s.softcap());
     },
-    weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask()),
+    weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask(), s.sink()),
     /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is
      * the painting worker's, and the page needs only the rows it shows in numbers. */
     weightRow: (i) => {
@@ -441,11 +456,12 @@ export function createStore(get) {
         T = get("temperature"),
         causal = get("causal"),
         mask = s.mask(),
-        rows = rowsAt(S, T, causal, mask);
+        sink = s.sink(),
+        rows = rowsAt(S, T, causal, mask, sink);
       let row = rows.get(i);
       if (row)
         rows.delete(i); // asked again: to the back of the queue
-      else row = A.weightRow(S, s.m(), i, T, causal, mask);
+      else row = A.weightRow(S, s.m(), i, T, causal, mask, undefined, sink);
       rows.set(i, row);
       if (rows.size > ROWS) rows.delete(/** @type {number} */ (rows.keys().next().value)); // (the oldest: there are ROWS + 1)
 
@@ -465,7 +481,7 @@ export function createStore(get) {
     thumbnails: () =>
       s.kernelOverview()
         ? (kernelWork(get("overview")) ?? (lastKernel = lastKernel?.count === s.modelHeads() ? lastKernel : waiting(s.modelHeads())))
-        : thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross(), s.layerMasks()),
+        : thumbJob(s.headJob(), get("temperature"), get("causal"), s.mask(), s.cross(), s.layerMasks(), s.allSinks()),
     /** A model's overview comes from the kernel: a live page holds only the layer it shows. */
     kernelOverview: () => !!get("layer_shown") && !s.model("q"),
     modelHeads: () => (get("n_layers") || 1) * array("q").heads,
@@ -518,6 +534,7 @@ export function createStore(get) {
       mask: s.mask(),
       scale: s.scale(),
       softcap: s.softcap(),
+      sink: s.sink(),
       scores: s.scores,
       weights: s.weights,
       weightRow: s.weightRow,
@@ -543,6 +560,7 @@ export function createStore(get) {
         causal: get("causal"),
         mask: s.mask(),
         bias: s.bias(),
+        sink: s.sink(),
       }),
     /** Why row i may not read column j: "ahead" (the causal rule), "sink" (the first token, left
      * out), "mask"; null when it may. */
@@ -560,7 +578,7 @@ export function createStore(get) {
       if (!get("layer_shown") || !(get("sparse_layers") || []).includes(get("layer"))) return null;
       if (get("causal") !== get("model_causal") || get("sink")) return null;
       const m = s.m(),
-        dense = A.weightRow(s.scores(), m, i, get("temperature"), get("causal"), denseOf(null, array("q").rows, m, !!get("sink"))),
+        dense = A.weightRow(s.scores(), m, i, get("temperature"), get("causal"), denseOf(null, array("q").rows, m, !!get("sink")), undefined, s.sink()),
         closed = s.closedCells();
       let chosen = 0,
         kept = 0;

@@ -18,6 +18,7 @@ import { weightPicture } from "./picture.js";
  * @property {Matrix} k
  * @property {number} scale
  * @property {number | null} softcap
+ * @property {number | null} sink
  * @property {Matrix | null} bias
  * @property {() => Float64Array} scores
  * @property {number} n
@@ -32,7 +33,7 @@ import { weightPicture } from "./picture.js";
 /**
  * What the worker is sent for a picture: q, k and the bias only when they change (else null), the
  * mask only when newMask.
- * @typedef {Pick<PaintJob, "n" | "temperature" | "causal" | "stretch" | "lut" | "closedPixel" | "scale" | "softcap"> & {
+ * @typedef {Pick<PaintJob, "n" | "temperature" | "causal" | "stretch" | "lut" | "closedPixel" | "scale" | "softcap" | "sink"> & {
  *   kind?: undefined, id: number, q: Copied | null, k: Copied | null, bias: Copied | null, newMask: boolean, mask: Uint8Array | null }} PictureMessage
  */
 /** @typedef {{ image: Painted, current: boolean }} Requested */
@@ -60,7 +61,7 @@ export function startWorker() {
 
 // Two requests ask for the same picture when every input is the same object or value.
 /** @type {(keyof PaintJob)[]} */
-const KEYS = ["q", "k", "scale", "softcap", "bias", "n", "temperature", "causal", "mask", "stretch", "colours"];
+const KEYS = ["q", "k", "scale", "softcap", "bias", "n", "temperature", "causal", "mask", "sink", "stretch", "colours"];
 /** @param {Matrix} m  @returns {Copied} */
 const copy = (m) => ({ data: m.data.slice(), rows: m.rows, cols: m.cols }); // a head alone, not every head's buffer
 /** @param {PaintJob | null} a  @param {PaintJob | null} b */
@@ -68,7 +69,7 @@ const same = (a, b) => !!a && !!b && KEYS.every((k) => a[k] === b[k]);
 
 /**
  * createPainter(onPicture) -> {request(job), pending(), starting(), paintHere(), release(), destroy()}.
- * job: {q, k (one head's, kept by identity), scale, softcap (or null), bias (n×n or null), scores() (the page's scores: used only where
+ * job: {q, k (one head's, kept by identity), scale, softcap (or null), sink (a learnt sink's logit, or null), bias (n×n or null), scores() (the page's scores: used only where
  * no worker runs, which then computes its own), n, temperature, causal, mask, stretch, lut,
  * closedPixel, colours (a key naming the lut)}. request returns {image: {pixels, width, height,
  * top}, current}, the newest picture (the same object until another arrives) and whether it is
@@ -134,7 +135,7 @@ export function createPainter(onPicture) {
     // q, k and the mask travel only when they change: the worker keeps the last ones
     const fresh = !held || held.q !== job.q || held.k !== job.k || held.scale !== job.scale || held.softcap !== job.softcap || held.bias !== job.bias;
     const newMask = !held || held.mask !== job.mask;
-    const { n, temperature, causal, stretch, lut, closedPixel, scale, softcap } = job;
+    const { n, temperature, causal, stretch, lut, closedPixel, scale, softcap, sink } = job;
     /** @type {Started} */ (started).worker.postMessage(
       /** @satisfies {PictureMessage} */ ({
         id,
@@ -146,6 +147,7 @@ export function createPainter(onPicture) {
         closedPixel,
         scale,
         softcap,
+        sink,
         q: fresh ? copy(job.q) : null,
         k: fresh ? copy(job.k) : null,
         bias: fresh && job.bias ? copy(job.bias) : null,

@@ -111,6 +111,18 @@ export function layerBias(stack, i) {
   return { bias: heads(stack.model_bias, i * count, count), ...(stack.model_terms ? { terms: heads(stack.model_terms, i * count, count) } : {}) };
 }
 
+/** A layer's own learnt sinks ({sinks}: its row of model_sinks, one logit per head), or {sinks: null} for a model
+ * without: a model's layer brings its own in, as Python's sources do.
+ * @param {Stack} stack  @param {number} i  @returns {{ sinks: number[] | null }} */
+export function layerSinks(stack, i) {
+  const all = stack.model_sinks;
+  if (!all) return { sinks: null };
+  const count = all.shape[1],
+    width = WIDTH[all.dtype];
+  const view = new DataView(all.view.buffer, all.view.byteOffset + i * count * width, count * width);
+  return { sinks: Array.from({ length: count }, (_, h) => (width === 8 ? view.getFloat64(h * 8, true) : view.getFloat32(h * 4, true))) };
+}
+
 /** decodePayload(payload) -> {state, sources}: sources answers the rules' sentence(i), block(name), layer(block, i) and basis(v).
  * @param {RawPayload | null | undefined} payload  as read from the page: checked here
  * @returns {{ state: PageState, sources: Sources }} */
@@ -179,6 +191,7 @@ export function decodePayload(payload) {
           ...layerArrays(stack, i, state._constants.layered),
           ...layerMask(stack, i),
           ...layerBias(stack, i),
+          ...layerSinks(stack, i),
         });
       }
       return /** @type {Brought} */ (layers.get(key));

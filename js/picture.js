@@ -24,9 +24,10 @@ export const MAX_SIDE = 1024;
  * @property {((i: number, j: number) => boolean) | null} [closed]
  */
 /**
- * What weightPicture needs: the scores (n rows), the temperature and rules, and the colours.
+ * What weightPicture needs: the scores (n rows), the temperature and rules (and a learnt sink), and the colours.
  * @typedef {object} WeightJob
  * @property {Float64Array} scores
+ * @property {number | null} [sink]
  * @property {number} n
  * @property {number} temperature
  * @property {boolean} causal
@@ -111,9 +112,9 @@ export function lookupTable(color, lo, hi, rgb) {
  * the largest weight when `stretch` (returned as top either way).
  * @param {WeightJob} job  @returns {Painted}
  */
-export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel }) {
+export function weightPicture({ scores, n, temperature, causal, mask, stretch, lut, closedPixel, sink = null }) {
   const m = scores.length / n; // n rows (queries) of m keys
   /** @param {number} i  @param {Float64Array} out */
-  const row = (i, out) => weightRow(scores, m, i, temperature, causal, mask, out);
+  const row = (i, out) => weightRow(scores, m, i, temperature, causal, mask, out, sink);
   return paint({ rows: n, cols: m, row, lo: 0, hi: stretch ? "max" : 1, lut, closedPixel, causal, mask });
 }

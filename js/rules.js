@@ -300,6 +300,16 @@ export function check(name, value, C) {
       throw new Refused(`'alibi_slopes' must be finite slopes ≥ 0 and no larger than 1e+10; got [${value.map(num).join(", ")}].`);
     return value.slice();
   }
+  if (name === "sinks") {
+    if (value == null) return null;
+    if (!Array.isArray(value) || !value.every(isNumber))
+      throw new Refused(
+        `'sinks' must be a list of numbers, one learnt sink logit per head (one more column of each row's softmax, which no token gets), or None for none; got ${show(value)}.`,
+      );
+    if (!value.every((z) => Number.isFinite(z) && Math.abs(z) <= C.entry_limit))
+      throw new Refused(`'sinks' must be finite logits, each at most 1e+300 in size; got [${value.map(num).join(", ")}].`);
+    return value.slice(); // (held whole, as alibi_slopes)
+  }
   if (name === "goal") {
     const g = number(name, value, "a number of effective tokens");
     if (!(Number.isFinite(g) && g >= 1))
@@ -466,6 +476,7 @@ export function settle(state, change, sources = null, page = false) {
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
   if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
   if (asked.has("qk_map") && s.qk_map && s.weights_only) throw new Refused(C.no_qk_map);
+  if (asked.has("summary") && s.summary === "sink_share" && s.sinks == null) throw new Refused(C.no_sinks);
   position(s, before, asked, C);
   if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);
@@ -556,6 +567,7 @@ function bringIn(s, before, asked, sources) {
     if ("mask" in found && !asked.has("mask")) s.mask = /** @type {MaskValue | null} */ (found.mask); // the layer's own mask (a sliding window, local attention)
     if ("bias" in found && !asked.has("bias")) s.bias = /** @type {ArrayValue | null} */ (found.bias); // the layer's own bias (attention weights alone: their logarithms)
     if ("terms" in found) s.terms = /** @type {ArrayValue | null} */ (found.terms); // the first term of that bias (DeBERTa's c2p)
+    if ("sinks" in found && !asked.has("sinks")) s.sinks = /** @type {number[] | null} */ (found.sinks); // the layer's own learnt sinks (null: a model without)
     s.layer_shown = true;
   } else if (["q", "k", "v"].some((n) => asked.has(n)) && s.layer_shown) s.layer_shown = false; // your own arrays now, not the layer's
 }
@@ -600,6 +612,8 @@ function fit(s, before, asked, changed, sources) {
     else s.cell = null;
   }
   if (s.alibi_slopes != null && !asked.has("alibi_slopes") && s.alibi_slopes.length !== nHeads(s)) s.alibi_slopes = null; // slopes for other heads: the default's again
+  if (s.sinks != null && !asked.has("sinks") && s.sinks.length !== nHeads(s)) s.sinks = null; // sinks of other heads: none
+  if (s.sinks == null && s.summary === "sink_share" && !asked.has("summary")) s.summary = ""; // no sinks left to colour the heads by
   if (!changed.has("head") && s.head >= nHeads(s)) s.head = nHeads(s) - 1;
   if (changed.has("v") && !changed.has("value_basis") && !same(s.v, before.v)) s.value_basis = sources ? sources.basis(s.v) : null;
   // an exercise is about one row as it is: anything that changes that row starts a new try; a
@@ -691,6 +705,7 @@ export function checkState(s) {
     );
   if (s.alibi_slopes != null && s.alibi_slopes.length !== nHeads(s))
     throw new Refused(`'alibi_slopes' must have one slope per head (${nHeads(s)}), got ${s.alibi_slopes.length}.`);
+  if (s.sinks != null && s.sinks.length !== nHeads(s)) throw new Refused(`'sinks' must have one sink logit per head (${nHeads(s)}), got ${s.sinks.length}.`);
   if (x != null && x.shape[1] !== last(v, -1))
     throw new Refused(`'x' must have the width of the values (the mix is added to it): v ${fmtShape(v)}, x ${fmtShape(x)}.`);
   const n = tokens.length;

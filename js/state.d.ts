@@ -37,6 +37,7 @@ export interface Constants {
   weights_bias: string;
   no_effect: string;
   no_induction: string;
+  no_sinks: string;
   no_qk_map: string;
   scale_limit: number;
   guess_tolerance: number;
@@ -79,6 +80,8 @@ export interface State {
   scale: number | null;
   /** Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2); None for no cap. */
   softcap: number | null;
+  /** Learnt attention sinks (gpt-oss): one logit z per head, one more column of every row's softmax (divided by the temperature as the scores are), dropped after it, so that each row keeps 1 − the sink's share and no token gets the rest; None for none. A model's layer switch brings its own in (-1e30: a head, or layer, without one). */
+  sinks: number[] | null;
   /** Where position enters the attention (position.py). Your own arrays: "none" (as given), "rope" (each query and key turned pair by pair by its position × θ_i, θ_i = rope_base^(−2i/width); the pairs are the first and second halves of each vector) or "alibi" (``−m·|i − j|`` added to the scores, one slope m per head). A model's widget names its own scheme, which its q and k carry already, and cannot change it: "rope", "alibi", "relative" (T5's bias), "learned", "sinusoidal", or "" where its config does not say. */
   position: "none" | "rope" | "alibi" | "relative" | "learned" | "sinusoidal" | "";
   /** RoPE's base: pair i of a width-d vector turns by position × base^(−2i/d) (position="rope"). */
@@ -135,6 +138,8 @@ export interface State {
   terms: ArrayValue | null;
   /** Every layer's terms, (layers · heads) × queries × keys; None without term_names. A layer switch brings its own in as `terms`. */
   model_terms?: ArrayValue | null;
+  /** A model's learnt attention sinks, layers × heads logits (-1e30 where a layer has none); None for a model without. A layer switch brings its own in as `sinks`. */
+  model_sinks?: ArrayValue | null;
   /** A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the next token). */
   next_token: boolean;
   /** A model's widget whose model (or block shown) reads causally, each token only itself and the tokens before it (a decoder, a causal language model, attention weights of that pattern): its numbers for a text's first tokens are its own on those tokens, so `step` can write the text. False for a model that reads both ways (an encoder, a vision transformer), whose `step` is the number of tokens, and for your own arrays (`causal` is the widget's rule, which you may change; this is the model's). */
@@ -149,8 +154,8 @@ export interface State {
   overview: Answer | null;
   /** q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v. */
   layer_shown: boolean;
-  /** The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
-  summary: "" | "first" | "self" | "previous" | "effective_tokens" | "effect" | "sink" | "duplicate" | "induction" | "entropy";
+  /** The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt sinks), one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
+  summary: "" | "first" | "self" | "previous" | "effective_tokens" | "sink_share" | "effect" | "sink" | "duplicate" | "induction" | "entropy";
   /** Beside the overview, the head shown's every query and key of every text in one 2-D map (query_key_map()), computed when the page shows it. */
   qk_map: boolean;
   /** The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "mean" (the layer's heads' mean weights), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none. */

@@ -17,7 +17,8 @@ const KEEP = 2 ** 24; // scores kept for reuse, over every head: 128 MB
 /** @typedef {import("./types").HeadJob} HeadJob */
 /** The thumbnails' work computed here (a store's `thumbnails()`, not the kernel's): thumbs[h] null until done. */
 /** @typedef {Extract<import("./types").ThumbWork, { kernel?: undefined }>} ThumbWork */
-/** @typedef {{ temperature: number, causal: boolean, mask: import("./types").Mask, cross: boolean }} ThumbSettings */
+/** A head's settings: its learnt sink's logit (`sink`, or null) and whether the summaries say the sink's share (`withSinks`). */
+/** @typedef {{ temperature: number, causal: boolean, mask: import("./types").Mask, cross: boolean, sink?: number | null, withSinks?: boolean }} ThumbSettings */
 /** What a worker is sent for one head's thumbnail; keep: send its scores back too. */
 /** @typedef {ThumbSettings & { kind: "thumb", q: Copied, k: Copied, bias: Copied | null, scale: number, softcap: number | null, keep: boolean }} ThumbMessage */
 /**
@@ -57,11 +58,11 @@ export function thumbnail(W, n, m = W.length / n) {
 
 /** One head's thumbnail and summaries from its scores S (n rows): {data, width, height, max, averaged, summary}.
  * @param {Float64Array} S  @param {number} n  @param {ThumbSettings} settings  @returns {Thumb} */
-export function thumbOf(S, n, { temperature, causal, mask, cross }) {
+export function thumbOf(S, n, { temperature, causal, mask, cross, sink = null, withSinks = false }) {
   const m = S.length / n,
-    W = A.weights(S, n, temperature, causal, mask);
+    W = A.weights(S, n, temperature, causal, mask, sink);
   const open = A.openCell(causal, mask, m);
-  return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross) };
+  return { ...thumbnail(W, n, m), summary: A.headSummary(W, n, open, cross, withSinks) };
 }
 
 /** A head's own arrays among a job's: its q and k, and its bias (its own among a layer's heads,
@@ -94,7 +95,7 @@ export function advance(work, busy) {
       job.rows[h] = Math.min(n, r + step);
     }
     if (job.rows[h] < n) break;
-    work.thumbs[h] = thumbOf(/** @type {Float64Array} */ (job.scores[h]), n, { ...work, mask: maskOfHead(work, h) });
+    work.thumbs[h] = thumbOf(/** @type {Float64Array} */ (job.scores[h]), n, { ...work, mask: maskOfHead(work, h), ...sinkOfHead(work, h) });
     // a whole model's heads are too many to keep every score of (12 × 12 at 512 tokens: 300 MB):
     // past KEEP numbers a head keeps only its thumbnail, and scores itself again when chosen
     if (!kept(job)) [job.scores[h], job.rows[h]] = [null, 0];
@@ -105,6 +106,10 @@ export function advance(work, busy) {
 /** The mask of head h among a job's heads: its layer's own, where a model's layers have masks.
  * @param {ThumbWork} work  @param {number} h */
 const maskOfHead = (work, h) => (work.masks ? work.masks[Math.floor((h * work.masks.length) / work.job.q.heads)] : work.mask);
+
+/** Head h's learnt sink among a job's heads, and whether the summaries say the sinks' share.
+ * @param {ThumbWork} work  @param {number} h  @returns {{ sink: number | null, withSinks: boolean }} */
+const sinkOfHead = (work, h) => ({ sink: work.sinks?.[h] ?? null, withSinks: !!work.sinks });
 
 /** @param {HeadJob} job */
 const kept = (job) => job.q.rows * job.k.rows * job.q.heads <= KEEP; // every head's scores fit in memory
@@ -195,6 +200,7 @@ export function createThumbPool({ onThumb, onFail }) {
       causal: work.causal,
       mask: maskOfHead(work, h),
       cross: work.cross,
+      ...sinkOfHead(work, h),
       keep: kept(work.job),
     });
   }

@@ -139,6 +139,8 @@ export interface Shown {
   mask: Mask;
   scale: number;
   softcap: number | null;
+  /** The head shown's learnt sink's logit (one more column of each row's softmax, dropped), or null. */
+  sink: number | null;
   scores: () => Float64Array;
   weights: () => Float64Array;
   weightRow: (i: number) => Float64Array;
@@ -185,6 +187,8 @@ export type ThumbWork =
       mask: Mask;
       masks: Mask[] | null;
       cross: boolean;
+      /** Each head's learnt sink (one per thumbnail, a model's every layer's heads), or null for none. */
+      sinks: (number | null)[] | null;
       thumbs: (Thumb | null)[];
       kernel?: undefined;
       count?: undefined;
@@ -235,6 +239,10 @@ export interface Store {
   mask(): Mask;
   scale(): number;
   softcap(): number | null;
+  /** The head shown's learnt sink's logit, or null. */
+  sink(): number | null;
+  /** Each thumbnail head's learnt sink (a model's every layer's heads, or the heads of q), or null for none. */
+  allSinks(): (number | null)[] | null;
   bias(): Matrix | null;
   terms(): Matrix | null;
   termNames(): string[];

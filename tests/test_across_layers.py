@@ -264,7 +264,7 @@ def test_layer_after_layer_in_one_buffer_each_layer_is_its_own_weights(n, kinds,
     for kind in kinds:
         q, k = rng.normal(size=(2, 2, n, 4)) * (1e77 if kind == "huge" else 1)
         mask = rng.random((n, n)) > 0.4 if kind == "masked" else None
-        layers.append((q, k, allowed_cells(n, kind != "two-way", mask), None))
+        layers.append((q, k, allowed_cells(n, kind != "two-way", mask), None, None))
     at = SimpleNamespace(
         scale=0.5, softcap=None, temperature=0.9, device="cpu", each_layer=lambda up_to=None: iter(layers)
     )

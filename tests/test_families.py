@@ -194,9 +194,11 @@ SHORT = (  # a refusal's reason, in the table's words (else its first words)
     ("without transformers' attention interface, where attnwidget reads it (", "computes attention its own way, "
      "not through transformers' attention interface"),
     ("encoder attention is computed without", "its encoder computes attention its own way"),
-    ("learnt attention sinks", "learnt attention sinks: not a softmax of q·k"),
+    ("a logit for every token", "learnt attention sinks, one per token: attnwidget reads one per head"),
+    ("adds learnt attention sinks at layer", "learnt attention sinks used otherwise than gpt-oss's softmax column"),
     ("computes attention twice", "differential attention: two softmaxes combined"),
     ("layers of different shapes", "layers of different head widths"),
+    ("keys of its own beside the tokens'", "keys of its own beside the tokens' (compressed keys)"),
     ("different term to its scores in each layer", "a different position bias in each layer"),
     ("self- and cross-attention merged", "its decoder's self- and cross-attention in one softmax"),
     ("windows of patches", "attends within windows of patches"),

@@ -87,3 +87,46 @@ def test_a_score_at_or_below_closed_gives_weight_0_in_the_page_as_in_numpy_at_an
         want = _softmax_rows(S.copy(), case["t"], None)
         np.testing.assert_allclose(js, want.ravel(), rtol=1e-12, atol=0)
         assert (np.array(js).reshape(4, 4)[S <= CLOSED] == 0).all() and not np.array(js)[12:].any()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_a_learnt_sink_is_the_same_column_in_the_page_as_in_numpy():
+    """A learnt sink's logit in the softmax, the effective tokens of what each row keeps, the sink's share
+    among the head summaries and a cell's arithmetic: js/attention.js's numbers are numpy's."""
+    from attnwidget.formulas import head_summaries
+
+    rng = np.random.default_rng(11)
+    cases = []
+    for i in range(16):
+        n, dk = int(rng.integers(1, 9)), int(rng.integers(1, 5))
+        q, k, v = (rng.normal(scale=2, size=(n, s)).astype(np.float32) for s in (dk, dk, 2))
+        opts = {
+            "temperature": float(np.exp(rng.uniform(np.log(0.1), np.log(5)))),
+            "causal": bool(i % 2),
+            "sink": [float(rng.normal(scale=3)), -1e30, 40.0][i % 3],  # (a closed sink, one that takes nearly all)
+        }
+        cases.append({"q": q.tolist(), "k": k.tolist(), "v": v.tolist(), "options": opts, "cell": [n - 1, 0]})
+    got = on_each(
+        cases,
+        "(c) => {\n"
+        "  const m = (rows) => ({ data: Float32Array.from(rows.flat()), rows: rows.length, cols: rows[0].length });\n"
+        "  const [q, k, v] = [m(c.q), m(c.k), m(c.v)], a = A.attention(q, k, v, c.options), n = q.rows;\n"
+        "  const open = A.openCell(c.options.causal, null, n);\n"
+        "  const cell = A.cellArithmetic(q, k, v, a.scores, a.weights.subarray(c.cell[0] * n, (c.cell[0] + 1) * n),\n"
+        "    { i: c.cell[0], j: c.cell[1], scale: a.scale, ...c.options });\n"
+        "  return { weights: Array.from(a.weights), eff: a.effectiveTokens, cell,\n"
+        "           summary: A.headSummary(a.weights, n, open, false, true) };\n"
+        "}",
+    )
+    for case, js in zip(cases, got):
+        a = attention(*(np.array(case[x], dtype=np.float32).astype(float) for x in "qkv"), **case["options"])
+        np.testing.assert_allclose(js["weights"], a.weights.ravel(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(js["eff"], a.effective_tokens, rtol=1e-9)
+        want = head_summaries(a.weights, a.allowed, sinks=True)
+        assert set(js["summary"]) == set(want)
+        for name, value in want.items():
+            assert js["summary"][name] == pytest.approx(float(value), rel=1e-9, abs=1e-12), name
+        cell = a.cell(*case["cell"])
+        assert js["cell"]["sink"] == cell["sink"]
+        for name in ("row_sum", "exp", "weight", "shift"):
+            assert js["cell"][name if name != "row_sum" else "rowSum"] == pytest.approx(cell[name], rel=1e-9), name

@@ -259,8 +259,8 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
         if odd and at == 1 and p < n:
             qb[0, -1] = 1e160 if odd == "huge" else np.nan  # (a later query of one text)
         allowed = allowed_cells(n, reading == "causal", rng.random((n, m)) > 0.3 if reading == "masked" else None, m)
-        first.append((qa, ka, allowed, ba))
-        second.append((qb, kb, allowed, bb))
+        first.append((qa, ka, allowed, ba, None))
+        second.append((qb, kb, allowed, bb, None))
     own = SimpleNamespace(scale=0.5, softcap=None, temperature=0.8, device="cpu:0" if by == "torch" else "cpu")
     weights = lambda *layer, **more: inputs_module.Inputs.weights_of(own, *layer, **more)
     text = lambda layers: SimpleNamespace(layers=layers, each_layer=lambda: iter(layers), weights_of=weights)
@@ -275,10 +275,10 @@ def test_the_rows_two_texts_share_are_not_computed_and_the_difference_is_the_who
         every = measures.every_difference(text(first), text(second))
         alone_most = [most for _, most in measures.differences(text(first), text(second), lambda at: False)]
         whole = [weights(*x) - weights(*y) for x, y in zip(first, second)]
-        qa, ka, allowed, _ = first[0]
+        qa, ka, allowed, *_ = first[0]
         alone, every_row = weights(*first[0], layout=layout_of(qa, ka, allowed, shares[0])), weights(*first[0])
     # no row counted shared that reads anything that differs: its query, bias row, mask row, or a key it reads
-    for (qa, ka, allowed, ba), (qb, kb, _, bb), count in zip(first, second, shared):
+    for (qa, ka, allowed, ba, _), (qb, kb, _, bb, _), count in zip(first, second, shared):
         for i in range(count):
             reads = np.ones(m, dtype=bool) if allowed is None else allowed[i]
             assert np.array_equal(qa[:, i], qb[:, i]) and np.array_equal(ka[:, reads], kb[:, reads])

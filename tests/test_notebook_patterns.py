@@ -326,6 +326,27 @@ def test_real_model_weights_you_have_are_the_weights_read():
     assert worst < 1e-5 and "The same weights, every layer and head" in plain(real.markdown)
 
 
+def test_real_model_learnt_sinks_say_what_they_print():
+    real = executed(REAL)
+    out = real.printed_by('head_summary()["sink_share"]')
+    assert float(re.search(r"over every layer and head: (\S+)", out).group(1)) < 1e-5  # the model's own
+    shares = [float(x) for x in re.findall(r"head \d (\d\.\d\d)", out)]
+    assert shares == sorted(shares) and shares[-1] > 0.5  # "the larger a head's sink, the more ... head 3's takes most"
+    rows = {
+        float(t): (float(keeps), float(takes), float(effective))
+        for t, keeps, takes, effective in re.findall(
+            r"T = (\S+): bank keeps (\S+) and its sink takes (\S+); (\S+) effective tokens", real.printed_by("for T in")
+        )
+    }
+    assert rows[0.5][1] > rows[1.0][1] > rows[2.0][1]  # the sink above every score: a colder row gives it more
+    assert all(abs(keeps + takes - 1) < 0.011 and abs(effective - 7) < 0.1 for keeps, takes, effective in rows.values())
+    assert f"{rows[1.0][1]:.2f}" in real.printed_by("np.e / (np.e + 7)")  # "as the arithmetic says"
+    sunk = real.widgets["sunk"]
+    assert (sunk["layer"], sunk["head"], sunk["temperature"], sunk["summary"]) == (0, 2, 1.0, "sink_share")
+    np.testing.assert_allclose(sunk["weights"], sunk["head_weights"][2])  # the widget shows the sink's head
+    assert (sunk["weights"].sum(axis=1) < 1).all()  # "its weights sum to less than 1"
+
+
 # --- 04: practice ----------------------------------------------------------------------
 
 

@@ -66,7 +66,8 @@ def _heads(w):
     if q.ndim == 2:
         q, k, v = q[None], k[None], v[None]
     return _np.stack([_attention(q[h], k[h], v[h], temperature=w.temperature, causal=w.causal,
-                                 scale=w.scale, mask=w.mask).weights for h in range(q.shape[0])])
+                                 scale=w.scale, mask=w.mask, sink=None if w.sinks is None else w.sinks[h]).weights
+                      for h in range(q.shape[0])])
 
 _found = {}
 for _name, _w in list(globals().items()):

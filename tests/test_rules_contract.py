@@ -213,6 +213,9 @@ def cases(draw):
         arrays["model_bias"] = A.new((layers * hh, bn, bm), rng=rng) if biased else None
         termed = biased and draw(st.booleans())  # and its first term (DeBERTa's), sometimes
         arrays["model_terms"] = A.new((layers * hh, bn, bm), rng=rng) if termed else None
+        # learnt sinks (gpt-oss): one logit per layer and head, sometimes; every layer of a model brings its own in
+        sunk = draw(st.integers(0, 2)) == 0
+        arrays["model_sinks"] = A.new((layers, hh), rng=rng) if sunk else None
         each = [
             dict(
                 tokens=toks,
@@ -232,6 +235,7 @@ def cases(draw):
                 ),
                 **({"bias": arrays["model_bias"][i * hh : (i + 1) * hh]} if biased else {}),
                 **({"terms": arrays["model_terms"][i * hh : (i + 1) * hh]} if termed else {}),
+                sinks=tuple(float(z) for z in arrays["model_sinks"][i]) if sunk else None,
             )
             for i in range(layers)
         ]
@@ -252,6 +256,7 @@ def cases(draw):
             state["bias"] = first["bias"]
         if "terms" in first:
             state["terms"] = first["terms"]
+        state["sinks"] = first["sinks"]
 
     if kind == "texts":  # a model's several texts, each read alone: its own tokens and every layer
         layers, hh, count = draw(st.integers(1, 3)), heads or 1, draw(st.integers(2, 3))
@@ -336,6 +341,11 @@ def cases(draw):
         if draw(st.booleans()):
             count = state["q"].shape[0] if state["q"].ndim == 3 else 1
             state["alibi_slopes"] = tuple(0.5 / (h + 1) for h in range(count))
+        if draw(st.booleans()):  # your own learnt sinks, one per head
+            count = state["q"].shape[0] if state["q"].ndim == 3 else 1
+            state["sinks"] = tuple(float(h) - 1.0 for h in range(count))
+    if state["sinks"] is not None and draw(st.booleans()):
+        state["summary"] = "sink_share"
     if kind in ("own", "cross") and draw(st.booleans()):
         state["x"] = A.new((n, state["v"].shape[-1]))
         state["residual"] = draw(st.booleans())
@@ -432,6 +442,16 @@ def changes(draw, state, A, rng, page):
                     st.none(),
                     st.lists(st.sampled_from([0.5, 0.25, 0.0, -0.5, float("nan")]), min_size=count, max_size=count),
                     st.lists(st.sampled_from([0.5, 0.125]), min_size=1, max_size=4),
+                    st.just([0.5, "a"]),
+                )
+            )
+        elif name == "sinks":
+            count = state["q"].shape[0] if state["q"].ndim == 3 else 1
+            out[name] = draw(
+                st.one_of(
+                    st.none(),
+                    st.lists(st.sampled_from([0.5, -2.0, -1e30, 1e301, float("nan")]), min_size=count, max_size=count),
+                    st.lists(st.sampled_from([0.5, 3.0]), min_size=1, max_size=4),
                     st.just([0.5, "a"]),
                 )
             )

@@ -20,6 +20,9 @@ import { CLOSED, el, fill, fmt3 } from "./dom.js";
 
 /** @param {number[]} xs */
 const vec = (xs) => `(${xs.map(fmt3).join(", ")})`;
+/** The row's sum of exp with a learnt sink: the sink's own exp(z / T) is one of its terms.
+ * @param {Arithmetic} a */
+const sunk = (a) => (a.sink == null ? "" : `, the sink's exp(${fmt3(a.sink)} / T) among them,`);
 
 /** createCell(parent, {onClose()}) -> {update({a, reader, read} | null), destroy()}
  * @param {HTMLElement} parent  @param {{ onClose: () => void }} options  @returns {Cell} */
@@ -92,7 +95,7 @@ export function createCell(parent, { onClose }) {
         ...scoreSteps(a, biased, position?.scheme !== "alibi" ? "bias" : position.biased ? "bias − m·|i − j| (ALiBi)" : "ALiBi's −m·|i − j|", terms),
         step("tempered", `÷ temperature ${fmt3(a.temperature)} =`, fmt3(a.tempered)),
         step("exp", `exp(…${shifted}) =`, fmt3(a.exp)),
-        step("weight", `÷ the row's sum of exp ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),
+        step("weight", `÷ the row's sum of exp${sunk(a)} ${fmt3(a.rowSum)} = weight`, fmt3(a.weight)),
         step("share", `× v(${read}) ${vec(a.value)} = its share of ${reader}'s output`, vec(a.share)),
       );
     },

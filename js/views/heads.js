@@ -61,6 +61,7 @@ const SUMMARIES = [
   ["self", "weight on itself"],
   ["previous", "weight on the previous token"],
   ["effective_tokens", "effective tokens"],
+  ["sink_share", "share its learnt sink takes (no token gets it)"], // a model's learnt sinks: offered when the heads have it
   ["effect", "effect on the next token"], // a causal language model's (head_effects): offered when its overview has it
   // head scores over every text (Python's head_scores, computed_views.py): computed in the kernel when chosen
   ["sink", "sink score (weight on the first token), every text"],
@@ -71,7 +72,9 @@ const SUMMARIES = [
 // scores from 0 to 1 (a weight, or a mean or sum of weights): coloured on that whole scale, every head alike, so a head
 // at 0.08 is pale beside one at 0.66; the others (entropy, effective tokens, an effect, a difference) are stretched to
 // the largest head's, and their legend says so
-const BOUNDED = new Set(["first", "self", "previous", "sink", "duplicate", "induction"]);
+const BOUNDED = new Set(["first", "self", "previous", "sink_share", "sink", "duplicate", "induction"]);
+// listed only where the heads have it (a widget with learnt sinks)
+const OWN = new Set(["sink_share"]);
 const whole = (/** @type {number} */ v) => String(v); // a bounded scale's ends: 0 and 1
 
 /** A table of signed changes (the heads' effects) written alike: a sign and the decimals the largest size needs, three
@@ -249,7 +252,8 @@ export function createHeads(parent, { onPick, onProgress, onSummary, onMap = () 
       // a signed summary (the effect on the next token) only where it is offered or the heads have it
       /** @param {string} name */
       const has = (name) =>
-        name === chosen || (!unavailable.includes(name) && (!SIGNED.has(name) || offered.includes(name) || thumbs.some((t) => t && name in t.summary)));
+        name === chosen ||
+        (!unavailable.includes(name) && (!(SIGNED.has(name) || OWN.has(name)) || offered.includes(name) || thumbs.some((t) => t && name in t.summary)));
       const names = SUMMARIES.map(([name]) => name).filter(has);
       if (listed !== names.join("|")) {
         listed = names.join("|");

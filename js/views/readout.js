@@ -18,6 +18,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {(i: number, j: number) => boolean} closed
  * @property {(i: number) => { chosen: number, kept: number } | null} [selection]  sparse attention's choice in row i
  * @property {(i: number, j: number) => [string, number][] | null} [scoreTerms]  a cell's score as the model's terms
+ * @property {number | null} [sink]  the head's learnt sink's logit, or null
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -36,7 +37,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection, scoreTerms }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection, scoreTerms, sink = null }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -56,8 +57,14 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
   const verb = stage === "scores" ? " scores " : " reads ";
+  // a learnt sink takes a share of the budget no token gets: said, and the effective tokens are of what the row keeps
+  const learnt = sink != null && stage !== "scores";
+  let kept = 0;
+  for (let j = 0; j < m; j++) kept += row[j];
+  const taken = learnt ? [el("span", { class: "aw-sink-share" }, `; its sink takes ${fmt3(1 - kept)} (no token gets it)`)] : [];
+  const among = learnt ? " among what it keeps" : "";
   /** @type {(string | HTMLElement)[]} */
-  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
+  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens${among}`];
   // sparse attention: the keys the indexer chose, and what dense attention would have given them
   const chose = stage === "scores" || secret ? null : (selection?.(focus) ?? null);
   if (chose)
@@ -74,5 +81,5 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
     const said = split.map(([n, v]) => `${n} ${fmt2(v)}`).join(" + ");
     tail.push(" — ", el("span", { class: "aw-terms" }, `${self && order[0] === focus ? "itself" : keys[order[0]]} ${fmt2(row[order[0]])} = ${said}`));
   }
-  return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
+  return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...taken, ...tail];
 }

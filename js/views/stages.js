@@ -111,6 +111,15 @@ const SOFTCAP_NOTE = (c) =>
 const GIVEN_NOTE =
   "These weights were given as they are: with no queries or keys there are no scores to show. A temperature re-tempers each row, softmax(log W / T), the very numbers the scores would give; a weight of 0 stays 0.";
 
+/** The weights stage's caption for a head with a learnt sink (its logit z): the budget is shared with the sink.
+ * @param {number} z */
+const LEARNT_CAPTION = (z) =>
+  `Weights = softmax([scores, z] / T), row by row, where z = ${fmt3(z)} is this head's learnt sink: one more logit in every row, divided by T as the scores are, whose column is dropped after the softmax. So each row keeps less than the budget of 1 (Σ row), and the sink column is the rest, the part no token gets. Effective tokens = exp(entropy) of the row's weights ÷ Σ row: how many tokens share what it keeps. Click a cell for its arithmetic.`;
+
+/** Said under the blend's caption for a head with a learnt sink. */
+const LEARNT_BLEND_NOTE =
+  "This head has a learnt sink: the weights sum to less than 1, the rest going to no token, so the output is the values' weighted sum pulled toward 0 (the sink adds nothing), inside the hull of the values and the origin.";
+
 /** Said under the caption while the first token is left out. */
 /** @param {string} first */
 const SINK_NOTE = (first) =>
@@ -139,10 +148,11 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
  * cross-attention, the causal rule, a mask, an exercise's secret) and the notes its numbers need.
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
  * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place),
- * image (the tokens are an image's patches), terms (the names of the terms the scores are the sum of: DeBERTa's)}.
+ * image (the tokens are an image's patches), terms (the names of the terms the scores are the sum of: DeBERTa's),
+ * learnt (the head's learnt sink's logit, or null)}.
  * @param {{ stage: Stage, cross: boolean, causal: boolean, masked: boolean, secret: string | null, hint: boolean, bias: boolean,
  *   softcap: number | null, residual: boolean, sink: boolean, first: string, given: boolean, position?: Position | null,
- *   reader?: string, focus?: number, image?: boolean, terms?: string[] }} view */
+ *   reader?: string, focus?: number, image?: boolean, terms?: string[], learnt?: number | null }} view */
 export function captionOf({
   stage,
   cross,
@@ -161,10 +171,12 @@ export function captionOf({
   focus = 0,
   image = false,
   terms = [],
+  learnt = null,
 }) {
   let said = CAPTIONS[stage] || "";
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
+  else if (stage === "weights" && learnt != null) said = LEARNT_CAPTION(learnt);
   else if (stage === "scores" && !hint) said = HIDDEN_SCORES_CAPTION;
   if (image) said = said.replace("The sentence as tokens", "The image as tokens ([CLS] and the like, then one per patch, row by row)");
   if (secret === "row") said = said.replace(CELL_HINT, ""); // the cells wait for the reveal
@@ -175,6 +187,7 @@ export function captionOf({
   if (bias && !given && !(position?.scheme === "alibi" && !position.biased) && (stage === "scores" || stage === "weights"))
     notes.push(terms.length ? TERMS_NOTE(terms) : BIAS_NOTE);
   if (given && stage !== "tokens") notes.push(GIVEN_NOTE);
+  if (stage === "blend" && learnt != null) notes.push(LEARNT_BLEND_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
   return notes.join(" ");
@@ -343,12 +356,13 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
 
   // A long input's weights picture, asked of the worker (at once, so it computes while the page does)
   /** @param {StartView} view */
-  const requestPicture = ({ tokens, keys, pal, q, k, scale, softcap, bias, scores, temperature, causal, mask }) =>
+  const requestPicture = ({ tokens, keys, pal, q, k, scale, softcap, sink, bias, scores, temperature, causal, mask }) =>
     painter.request({
       q,
       k,
       scale,
       softcap,
+      sink,
       bias,
       scores,
       n: tokens.length,
@@ -500,6 +514,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         extra: /** @type {{ title: string, value: (i: number) => string }[]} */ (
           [
             { title: "Σ row", value: (/** @type {number} */ i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
+            // a learnt sink's share: the part of the row's budget no token gets
+            view.sink == null ? null : { title: "sink", value: (/** @type {number} */ i) => fmt2(1 - row(i).reduce((a, b) => a + b, 0)) },
             // the temperature exercise keeps the effective tokens secret until its reveal
             view.secret === "eff" ? null : { title: "eff.", value: (/** @type {number} */ i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
           ].filter(Boolean)

@@ -63,7 +63,7 @@ UNDERFLOW = -746.0  # exp of anything at or below is exactly 0.0
 
 
 def _softmax_rows(
-    scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None, bounded=False
+    scores: np.ndarray, temperature: float, allowed, *, overwrite=False, closed=None, bounded=False, sink=None
 ) -> np.ndarray:
     """Row-wise softmax of scores / temperature over the allowed cells (and those scored above
     CLOSED); the rest are exactly 0. The row maximum is subtracted before dividing by the
@@ -71,7 +71,11 @@ def _softmax_rows(
     row with no allowed cell reads nothing: all its weights are 0 (not NaN). ``overwrite``: in
     ``scores``'s own memory; ``closed``: ``~allowed``, when the caller has it; ``bounded``: the
     caller knows every score is finite and above CLOSED (they are not looked over for it). A step
-    that would change nothing is skipped (clipping finite scores, dividing by T = 1): the same numbers."""
+    that would change nothing is skipped (clipping finite scores, dividing by T = 1): the same numbers.
+
+    ``sink``: a learnt sink's logit z (gpt-oss): one more column of every row, with score z, in the
+    softmax and dropped after it, so each row sums to 1 − the sink's share; None (or z at or below
+    CLOSED) for none."""
     lo, hi = (0.0, 0.0) if bounded else (scores.min(initial=0.0), scores.max(initial=0.0))
     s = scores if overwrite else scores.copy()
     if not (np.isfinite(lo) and np.isfinite(hi)):  # a score that overflowed to ±inf still has a row maximum
@@ -81,6 +85,9 @@ def _softmax_rows(
     if not lo > CLOSED:
         s[s <= CLOSED] = -np.inf
     top = s.max(axis=1, keepdims=True, initial=-np.inf)
+    z = float(sink) if sink is not None and sink > CLOSED else None
+    if z is not None:
+        np.maximum(top, z, out=top)  # the sink's column is one of the row's: no row is empty
     empty = ~np.isfinite(top[:, 0])
     top[empty] = 0.0
     s -= top
@@ -92,6 +99,9 @@ def _softmax_rows(
     np.exp(s, out=s, where=np.logical_not(dead))
     np.copyto(s, 0.0, where=dead)
     total = s.sum(axis=1, keepdims=True)
+    if z is not None:
+        with np.errstate(over="ignore", under="ignore"):
+            total += np.exp((z - top) / temperature)  # the sink's own term: its share, dropped from the row
     total[empty] = 1.0
     s /= total
     return s
@@ -125,7 +135,9 @@ def allowed_cells(n: int, causal: bool, mask=None, n_keys: int | None = None):
 SUMMARIES = ("first", "self", "previous", "effective_tokens")
 
 
-def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) -> dict[str, np.ndarray]:
+def head_summaries(
+    weights: np.ndarray, allowed=None, *, cross: bool = False, sinks: bool = False
+) -> dict[str, np.ndarray]:
     """What each head does, in one number per head: weights is (..., n, n_keys), rows read;
     allowed the cells rows may read (n × n_keys, None: all). Each is a mean over the rows where it
     exists, so a causal or masked head is measured on what its rows could do:
@@ -133,7 +145,10 @@ def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) ->
     - ``"first"``: the weight on token 0 (attention-sink mass), over rows that may read it;
     - ``"self"``: the weight on the row's own token, over rows that may read themselves;
     - ``"previous"``: the weight on token i − 1, over rows i ≥ 1 that may read it;
-    - ``"effective_tokens"``: exp(entropy) of the row, over rows that may read anything.
+    - ``"effective_tokens"``: exp(entropy) of the row's weights divided by their sum (see
+      :func:`effective_tokens`), over rows that may read anything;
+    - ``"sink_share"`` (with ``sinks``, a model's learnt sinks): the share of the row's budget its
+      head's learnt sink takes, 1 − the row's sum, over rows that may read anything.
 
     A summary no row has (the previous token of a one-token input) is NaN. In cross-attention
     (``cross``: rows are one text's tokens, columns another's) no row reads itself or its
@@ -144,17 +159,19 @@ def head_summaries(weights: np.ndarray, allowed=None, *, cross: bool = False) ->
     diagonal, previous = np.zeros(weights.shape[:-1]), np.zeros(weights.shape[:-1])  # rows past the keys have neither
     diagonal[..., i] = weights[..., i, i]
     previous[..., p] = weights[..., p, p - 1]
-    logw = np.log(np.where(weights > 0, weights, 1.0))  # 0·ln 0 = 0
+    total = weights.sum(axis=-1)
+    share = 1 - total if sinks else None
     return summaries_of_rows(
-        weights[..., :, 0], diagonal, previous, np.exp(-(weights * logw).sum(axis=-1)), allowed, m, cross=cross
+        weights[..., :, 0], diagonal, previous, _exp_entropy(weights, total), allowed, m, cross=cross, sink_share=share
     )
 
 
 def summaries_of_rows(
-    first, diagonal, previous, effective, allowed, n_keys: int, *, cross: bool = False
+    first, diagonal, previous, effective, allowed, n_keys: int, *, cross: bool = False, sink_share=None
 ) -> dict[str, np.ndarray]:
     """head_summaries from each row's numbers (..., n): its weight on token 0, on itself, on the
-    token before it, and its effective tokens; allowed as there (n × n_keys, None: all)."""
+    token before it, its effective tokens and (a model's learnt sinks) the share its sink takes;
+    allowed as there (n × n_keys, None: all)."""
     n = first.shape[-1]
     may = np.ones((n, n_keys), dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool)
     i, p = np.arange(min(n, n_keys)), np.arange(1, min(n, n_keys + 1))
@@ -166,19 +183,33 @@ def summaries_of_rows(
     has_self, has_previous = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
     if not cross:  # in cross-attention a row and a column of the same number are different tokens
         has_self[i], has_previous[p] = may[i, i], may[p, p - 1]
-    return {
+    found = {
         "first": mean(first, may[:, 0]),
         "self": mean(diagonal, has_self),
         "previous": mean(previous, has_previous),
         "effective_tokens": mean(effective, may.any(axis=1)),
     }
+    if sink_share is not None:
+        found["sink_share"] = mean(sink_share, may.any(axis=1))
+    return found
 
 
 def effective_tokens(w: np.ndarray) -> np.ndarray:
-    """exp(entropy) of each row of weights ``w`` (rows × keys): 1 = all on one token, n = an even split;
-    0 for a row that reads nothing."""
+    """exp(entropy) of each row of weights ``w`` (rows × keys, or (...) × rows × keys) divided by the
+    row's sum: 1 = all on one token, n = an even split; 0 for a row that reads nothing. A row sums to 1,
+    unless a learnt sink took a share of it: then it counts the tokens among what the row keeps (its
+    weights divided by their sum), whatever the share the sink took."""
+    total = w.sum(axis=-1)
+    return np.where(total > 0, _exp_entropy(w, total), 0.0)
+
+
+def _exp_entropy(w: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """exp(entropy) of each row of ``w`` divided by its ``total`` (1 for a row of zeros, as the overview's
+    fast path has it)."""
     logw = np.log(np.where(w > 0, w, 1.0))  # 0·ln 0 = 0
-    return np.where(w.sum(axis=1) > 0, np.exp(-(w * logw).sum(axis=1)), 0.0)
+    kept = np.where(total > 0, total, 1.0)
+    # the entropy of w / t is ln t − Σ w·ln w / t: exactly the plain one where t = 1
+    return np.exp(np.log(kept) - (w * logw).sum(axis=-1) / kept)
 
 
 class Attention:
@@ -186,11 +217,24 @@ class Attention:
 
     ``scores`` is scale·QKᵀ (soft-capped by ``softcap`` and plus ``bias``, when given) before
     temperature and mask; ``weights`` the row-wise softmax of scores / temperature (rows read,
-    columns are read from); ``output`` is weights·V. The metrics are computed on first use.
+    columns are read from), with a learnt ``sink`` logit z as one more column of each row, dropped
+    after the softmax (each row then sums to 1 − the sink's share); ``output`` is weights·V. The
+    metrics are computed on first use.
     """
 
     def __init__(
-        self, q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None
+        self,
+        q,
+        k,
+        v,
+        *,
+        temperature: float = 1.0,
+        causal: bool = False,
+        scale=None,
+        mask=None,
+        bias=None,
+        softcap=None,
+        sink=None,
     ):
         self.q, self.k, self.v = q, k, v
         self.temperature = float(temperature)
@@ -198,17 +242,19 @@ class Attention:
         self.scale = default_scale(q.shape[1]) if scale is None else float(scale)
         self.bias = bias  # an additive term of the scores (a model's position bias), or None
         self.softcap = None if softcap is None else float(softcap)  # scores capped to ±softcap, or None
+        self.sink = None if sink is None or sink <= CLOSED else float(sink)  # a learnt sink's logit, or None
         self.scores = scores_of(q, k, self.scale, bias, self.softcap)
         self.allowed = allowed_cells(q.shape[0], self.causal, mask, k.shape[0])
         if (self.scores <= CLOSED).any():  # closed by their score (weights given as input: a cell given 0)
             self.allowed = (self.scores > CLOSED) & (True if self.allowed is None else self.allowed)
-        self.weights = _softmax_rows(self.scores, self.temperature, self.allowed)
+        self.weights = _softmax_rows(self.scores, self.temperature, self.allowed, sink=self.sink)
         self.output = self.weights @ v
 
     @cached_property
     def effective_tokens(self) -> np.ndarray:
         """exp(entropy) of each row: 1 = all on one token, n = an even split; 0 for a row
-        that may read nothing."""
+        that may read nothing. With a learnt sink, of the row's weights divided by their sum: the
+        tokens among what the row keeps."""
         return effective_tokens(self.weights)
 
     @cached_property
@@ -232,6 +278,8 @@ class Attention:
         if not (0 <= i < n and 0 <= j < m):
             raise IndexError(f"cell ({i}, {j}) is outside the {n}×{m} matrix")
         row = self.scores[i] if self.allowed is None else self.scores[i, self.allowed[i]]
+        if self.sink is not None:  # the sink's logit is one more term of the row's sum (its share, no token's)
+            row = np.append(row, self.sink)
         # exp is shown unshifted while it can be: outside ±700 every term would overflow or
         # underflow, so the whole row is shifted by its maximum (ratios are unchanged)
         with np.errstate(over="ignore", under="ignore"):  # a tiny T: score / T may be ±inf, shown as such
@@ -259,7 +307,8 @@ class Attention:
             "shift": shift,
             "masked": masked,
             "exp": exp_cell,
-            "row_sum": float(exp_row.sum()),
+            "row_sum": float(exp_row.sum()),  # with a learnt sink, its exp(z / T) too
+            "sink": self.sink,  # the head's learnt sink's logit z, or None
             "weight": float(self.weights[i, j]),
             "value": self.v[j].copy(),
             "share": self.weights[i, j] * self.v[j],
@@ -299,7 +348,17 @@ def _as_matrix(name: str, x) -> np.ndarray:
 
 
 def attention(
-    q, k, v, *, temperature: float = 1.0, causal: bool = False, scale=None, mask=None, bias=None, softcap=None
+    q,
+    k,
+    v,
+    *,
+    temperature: float = 1.0,
+    causal: bool = False,
+    scale=None,
+    mask=None,
+    bias=None,
+    softcap=None,
+    sink=None,
 ) -> Attention:
     """Compute attention for queries ``q`` (n×d_k), keys ``k`` (m×d_k) and values ``v`` (m×d_v).
 
@@ -309,8 +368,11 @@ def attention(
     before the softmax; ``causal`` stops row i reading columns j > i; ``mask`` (n×m booleans,
     True where row i may read column j, e.g. to leave out padding) is applied with it. ``bias``
     (n×m) is added to the scores, as some models add a position bias (T5, ALiBi). ``softcap``
-    (c > 0) caps each scale·q·k to c·tanh(s/c) before the bias, as Gemma 2 does. A row that
-    may read nothing has all-zero weights, a zero output and 0 effective tokens.
+    (c > 0) caps each scale·q·k to c·tanh(s/c) before the bias, as Gemma 2 does. ``sink`` (a
+    number z) is a learnt attention sink, as gpt-oss's heads have: one more logit in every row's
+    softmax, divided by the temperature as the scores are, whose column no token gets and is dropped
+    after the softmax, so each row keeps 1 − the sink's share (z at or below CLOSED, -1e30: none). A
+    row that may read nothing has all-zero weights, a zero output and 0 effective tokens.
     """
     q, k, v = _as_matrix("q", q), _as_matrix("k", k), _as_matrix("v", v)
     if q.shape[1] != k.shape[1]:
@@ -336,8 +398,10 @@ def attention(
     problem = overflow_message(q, k, scale, bias)
     if problem:
         raise ValueError(problem)
+    if sink is not None and not (isinstance(sink, (int, float, np.floating, np.integer)) and np.isfinite(sink)):
+        raise ValueError(f"sink must be a finite number (a learnt sink's logit), or None for none; got {sink!r}")
     return Attention(
-        q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap
+        q, k, v, temperature=temperature, causal=causal, scale=scale, mask=mask, bias=bias, softcap=softcap, sink=sink
     )
 
 

@@ -47,12 +47,14 @@ class FromModels(_Widget):
         becomes ``causal`` and, for a layer with a sliding window or local attention, that
         layer's ``mask`` (``model_masks`` holds them); T5's position bias and BLOOM's and MPT's
         ALiBi come in as ``bias``, DeBERTa's position terms as each layer's ``bias`` (and apart in
-        ``score_terms()``), Gemma 2's soft cap as ``softcap``. ``layer`` is the model's own number of
-        a layer (the first with attention when not given) and can be switched afterwards, in Python
-        or in the page. A hybrid (Jamba, Bamba, Qwen3-Next, LFM2, ...) keeps its numbers: its
-        attention layers are ``layer_numbers``, and ``layer_kinds`` says what the others are
-        (state-space, linear attention, convolution). The widget opens on the weights stage
-        (``stage=`` chooses another), as every constructor from a model does.
+        ``score_terms()``), Gemma 2's soft cap as ``softcap``, gpt-oss's learnt attention sinks (a
+        logit per head, one more column of each row's softmax) as ``sinks``, each layer's own
+        (``model_sinks``). ``layer`` is the model's own number of a layer (the first with attention
+        when not given) and can be switched afterwards, in Python or in the page. A hybrid (Jamba,
+        Bamba, Qwen3-Next, LFM2, ...) keeps its numbers: its attention layers are ``layer_numbers``,
+        and ``layer_kinds`` says what the others are (state-space, linear attention, convolution).
+        The widget opens on the weights stage (``stage=`` chooses another), as every constructor
+        from a model does.
 
         An encoder–decoder model (BART, mBART, Marian, T5) reads ``text`` and writes
         ``target``: ``block`` chooses its "encoder" self-attention (over the text), its
@@ -233,6 +235,8 @@ class FromModels(_Widget):
             kwargs.setdefault("mask", first["mask"])  # the layer's own: a sliding window, local attention
         if "bias" in first:
             kwargs.setdefault("bias", first["bias"])  # the layer's own (attention weights alone: their logarithms)
+        if first.get("sinks") is not None:
+            kwargs.setdefault("sinks", first["sinks"])  # the layer's own learnt sinks (gpt-oss)
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         measure = kwargs.pop("measure", "")  # (as summary: the difference needs its texts)
         qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)

@@ -22,7 +22,7 @@ from .position import positioned
 # What a computed result depends on. The page compares the plain values (its key) with its own
 # state; the arrays, which it cannot compare, are compared here, by identity, when they change.
 KEY = ("temperature", "causal", "sink", "scale", "softcap", "position", "rope_base", "step", "block", "sentence_index")
-ARRAYS = ("tokens", "mask", "bias", "alibi_slopes")
+ARRAYS = ("tokens", "mask", "bias", "alibi_slopes", "sinks")
 ROWS = 256  # weights_of scores a layer this many rows at a time
 # |q|·|k|·d past this: weights_of scores a layer whole (a block's other rounding could move a weight)
 NEAR_LIMIT = 1e150
@@ -31,7 +31,11 @@ NEAR_LIMIT = 1e150
 def depends(names: tuple, state: dict) -> tuple:
     """``names`` without a mask or bias that each of a model's layers has of its own: its layers
     are read at those, whatever the widget's (which is then only the layer shown's copy)."""
-    own = {"mask": bool(state.get("mask_of_layer")), "bias": state.get("model_bias") is not None}
+    own = {
+        "mask": bool(state.get("mask_of_layer")),
+        "bias": state.get("model_bias") is not None,
+        "sinks": state.get("model_sinks") is not None,
+    }
     # a model's layer shown: its q, k and v are that layer's slices of model_q (and the like), named by the layer
     layered = {n: bool(state.get("layer_shown")) for n in ("q", "k", "v")}
     return tuple(n for n in names if not own.get(n) and not layered.get(n))
@@ -86,8 +90,9 @@ class Inputs:
 
     @cached_property
     def layers(self) -> list[tuple]:
-        """Each layer's (q, k, reading mask, bias): made when first read (a change that only asks
-        whether a view is available reads none of them)."""
+        """Each layer's (q, k, reading mask, bias, sinks): made when first read (a change that only asks
+        whether a view is available reads none of them). ``sinks``: the layer's learnt sinks, one logit
+        per head, or None."""
         state, other, text = self.state, self.other, self.text
         bias = state["bias"] if other is None else other.get("bias")
         # the reading mask's size: the tokens shown (and read), or the other text's rows
@@ -101,14 +106,15 @@ class Inputs:
             # each layer's own mask where the model has them; else the widget's, for the text shown only
             masks = [f.get("mask", state["mask"] if other is None else None) for f in found]
             return [
-                (f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias)) for f, mk in zip(found, masks)
+                (f["q"], f["k"], reading_mask(mk, self.sink, n, m), f.get("bias", bias), f.get("sinks", state["sinks"]))
+                for f, mk in zip(found, masks)
             ]
         q, k = (
             (state["q"], state["k"]) if other is None else (other["q"], other["k"])
         )  # your own arrays (a sentence's): one layer
         mask = state["mask"] if other is None else None  # (the widget's mask is the text shown's)
         q, k, bias = positioned(q, k, bias, state)  # the lab's RoPE or ALiBi
-        return [(q, k, reading_mask(mask, self.sink, n, m), bias)]
+        return [(q, k, reading_mask(mask, self.sink, n, m), bias, state["sinks"])]
 
     @cached_property
     def scale(self) -> float:
@@ -137,20 +143,26 @@ class Inputs:
         """The same inputs as ``other`` for a result that depends on ``names`` (and the effects kept)."""
         return not stale(names, other.state, self.state) and self.effect is other.effect
 
+    @cached_property
+    def has_sinks(self) -> bool:
+        """Some layer has learnt sinks: the summaries say the share they take."""
+        return any(layer[4] is not None for layer in self.layers)
+
     def each_layer(self, up_to: int | None = None):
-        """(q, k, allowed, bias) of each layer up to ``up_to`` (every layer without it), q and k
-        heads × rows × d, allowed the cells rows may read (None: all)."""
+        """(q, k, allowed, bias, sinks) of each layer up to ``up_to`` (every layer without it), q and k
+        heads × rows × d, allowed the cells rows may read (None: all), sinks one logit per head (or None)."""
         n, m = self.rows, self.keys
-        for at, (q, k, mask, bias) in enumerate(self.layers):
+        for at, (q, k, mask, bias, sinks) in enumerate(self.layers):
             if up_to is not None and at > up_to:
                 return
             allowed = allowed_cells(n, self.causal, None if mask is None else mask[:n, :m], m)
             q, k = (a[..., :r, :] if a.ndim == 3 else a[None, :r] for a, r in ((q, n), (k, m)))
-            yield q, k, allowed, None if bias is None else bias[..., :n, :m]
+            yield q, k, allowed, None if bias is None else bias[..., :n, :m], sinks
 
-    def weights_of(self, q, k, allowed, bias=None, out=None, layout=None, after=None) -> np.ndarray:
+    def weights_of(self, q, k, allowed, bias=None, sinks=None, out=None, layout=None, after=None) -> np.ndarray:
         """A layer's weights, heads × n × m, in float64 as core computes them (head_summary's numbers),
-        written into ``out`` when it has that shape; the cells ``layout`` (layout_of's; every row's
+        written into ``out`` when it has that shape (``sinks``: each head's learnt sink, or None); the cells
+        ``layout`` (layout_of's; every row's
         without it) leaves uncomputed are 0. ``after``: the layout of the call whose weights ``out`` holds, nothing
         written into it since (the last layer's): where it is this one, those cells are 0 already and
         not written again (torch's path zeroes its columns all the same).
@@ -172,18 +184,19 @@ class Inputs:
         if not blocks:
             return out
         if _on_gpu(self.device) and not layout.whole:  # (a model on a GPU: the weights made there)
-            return _torch_weights(self, q, k, allowed, bias, blocks, out)
+            return _torch_weights(self, q, k, allowed, bias, blocks, out, sinks)
         closed = None if allowed is None else ~allowed  # (once for every head)
 
         def head(h):
             qh, kh, bh = q[h].astype(float), k[h].astype(float), None if bias is None else head_of(bias, h)
+            z = None if sinks is None else sinks[h]
             for r0, r1, c in blocks:
                 part = out[h, r0:r1, :c]
                 if not zeroed:
                     out[h, r0:r1, c:] = 0.0  # (columns no row of the block reads)
                 scores_of(qh[r0:r1], kh[:c], self.scale, None if bh is None else bh[r0:r1, :c], self.softcap, out=part)
                 cut = (None, None) if allowed is None else (allowed[r0:r1, :c], closed[r0:r1, :c])
-                _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1], bounded=bounded)
+                _softmax_rows(part, self.temperature, cut[0], overwrite=True, closed=cut[1], bounded=bounded, sink=z)
 
         # each core a head (12 layers at 1,024 tokens: 0.54 s, 0.86 s with BLAS's threads)
         if n * m >= threads.LEAST**2:
@@ -198,9 +211,9 @@ class Inputs:
         (new memory for every layer costs more than the weights): copy a layer's to keep it, and write
         nothing into it (the cells it leaves 0 are not written again for the next layer)."""
         held, last = None, None
-        for q, k, allowed, bias in self.each_layer(up_to):
+        for q, k, allowed, bias, sinks in self.each_layer(up_to):
             layout = layout_of(q, k, allowed)
-            held, last = self.weights_of(q, k, allowed, bias, out=held, layout=layout, after=last), layout
+            held, last = self.weights_of(q, k, allowed, bias, sinks, out=held, layout=layout, after=last), layout
             yield held, allowed
 
     def across(self, what: str, up_to: int | None = None):
@@ -289,15 +302,17 @@ def _on_gpu(device) -> bool:
     return torch is not None and torch.device(device).type in GPUS
 
 
-def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray) -> np.ndarray:
+def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray, sinks=None) -> np.ndarray:
     """weights_of's numbers by torch in float64 on ``inputs.device``, every head of a block of rows at
-    once, each step as core's scores_of and _softmax_rows take it (a bias of q's heads or of one)."""
+    once, each step as core's scores_of and _softmax_rows take it (a bias of q's heads or of one; each
+    head's learnt sink, a column of its own in the softmax)."""
     torch, device = load_torch(), inputs.device
     Q, K = tensor(q, device, np.float64), tensor(k, device, np.float64).transpose(-1, -2)
     B = None if bias is None else tensor(bias, device, np.float64)
     shut = None if allowed is None else tensor(~np.asarray(allowed, dtype=bool), device, bool)
     into = torch.from_numpy(out)
     scale = inputs.scale
+    Z = None if sinks is None else sink_column(torch, sinks, device)
     room = torch.empty(max((r1 - r0) * c for r0, r1, c in blocks) * len(q), dtype=torch.float64, device=device)
     for r0, r1, c in blocks:  # (one block's scores in `room`, made once: new memory costs more than the sums)
         s = torch.matmul(Q[:, r0:r1], K[:, :, :c], out=room[: len(q) * (r1 - r0) * c].view(len(q), r1 - r0, c))
@@ -311,16 +326,27 @@ def _torch_weights(inputs: Inputs, q, k, allowed, bias, blocks, out: np.ndarray)
             s.masked_fill_(shut[r0:r1, :c], -np.inf)
         s.masked_fill_(s <= CLOSED, -np.inf)
         top = s.amax(dim=-1, keepdim=True)
+        if Z is not None:
+            top = torch.maximum(top, Z)  # the sink's column is one of the row's
         top.masked_fill_(top == -np.inf, 0.0)  # a row that reads nothing: all its weights 0, not NaN
         s -= top
         if inputs.temperature != 1:
             s /= inputs.temperature
         s.exp_()
         total = s.sum(dim=-1, keepdim=True)
+        if Z is not None:
+            total += torch.exp((Z - top) / inputs.temperature)  # the sink's share, dropped from the row
         s /= total.masked_fill_(total == 0, 1.0)
         into[:, r0:r1, :c].copy_(s)
         into[:, r0:r1, c:] = 0.0
     return out
+
+
+def sink_column(torch, sinks, device, dtype=None):
+    """Each head's learnt sink as a heads × 1 × 1 tensor of logits, -inf where a head has none (formulas.CLOSED)."""
+    z = np.asarray(sinks, dtype=np.float64)
+    z = np.where(z > CLOSED, z, -np.inf)[:, None, None]
+    return torch.from_numpy(z).to(device=device, dtype=dtype or torch.float64)
 
 
 # the plain values a key may hold besides KEY's: the view's own choices of layer and head

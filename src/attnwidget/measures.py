@@ -117,8 +117,8 @@ def shared_rows(first: tuple, second: tuple) -> int:
     texts' layers are scored in the same blocks, as paired sees to): those whose query, bias and mask
     are the same and, where rows read only earlier keys (a causal model), whose keys up to their own
     are (in a minimal pair, the words before the one that differs). ``first``, ``second``: (q, k,
-    allowed, bias) of each text's layer, as Inputs.each_layer gives them."""
-    (qa, ka, aa, ba), (qb, kb, ab, bb) = first, second
+    allowed, bias, sinks) of each text's layer, as Inputs.each_layer gives them."""
+    (qa, ka, aa, ba, _), (qb, kb, ab, bb, _) = first, second
     if qa.shape != qb.shape or ka.shape != kb.shape or (aa is None) != (ab is None) or (ba is None) != (bb is None):
         return 0
 
@@ -144,12 +144,12 @@ def paired(a: Inputs, b: Inputs):
     held: list = [None, None]
     last: list = [None, None]
     for first, second in zip(a.each_layer(), b.each_layer()):
-        largest = [largest_score(q, k) for q, k, _, _ in (first, second)]
+        largest = [largest_score(q, k) for q, k, *_ in (first, second)]
         # (a text whose scores near float64's limit has its layer scored whole, in other blocks: no row skipped)
         start = shared_rows(first, second) if all(x < NEAR_LIMIT for x in largest) else 0  # (NaN: not below)
-        for i, (x, (q, k, allowed, bias)) in enumerate(zip((a, b), (first, second))):
+        for i, (x, (q, k, allowed, bias, sinks)) in enumerate(zip((a, b), (first, second))):
             layout = layout_of(q, k, allowed, start, largest[i])
-            held[i] = x.weights_of(q, k, allowed, bias, out=held[i], layout=layout, after=last[i])
+            held[i] = x.weights_of(q, k, allowed, bias, sinks, out=held[i], layout=layout, after=last[i])
             last[i] = layout
         yield held[0], held[1], min(last[0].skipped, last[1].skipped)
 

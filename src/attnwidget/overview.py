@@ -17,7 +17,7 @@ import numpy as np
 
 from .computed_views import VIEWS
 from .formulas import CLOSED, head_summaries, summaries_of_rows
-from .inputs import Inputs, load_torch, tensor
+from .inputs import Inputs, load_torch, sink_column, tensor
 
 SIZE = 84  # a thumbnail's side, at most: js/thumbs.js draws its own at the same size
 
@@ -47,14 +47,15 @@ def compute(inputs: Inputs) -> dict:
     was computed at)}."""
 
     def one(
-        q, k, allowed, bias
+        q, k, allowed, bias, sinks
     ):  # a layer's thumbnails and summaries: numpy and torch let go of the GIL, so layers overlap
         if len(q) * q.shape[1] * k.shape[1] >= FAST_FROM and load_torch() is not None:
-            sums, summaries = _torch_layer(inputs, q, k, allowed, bias)
+            sums, summaries = _torch_layer(inputs, q, k, allowed, bias, sinks)
             t = sums / _counts(*sums.shape[1:], q.shape[1], k.shape[1])
         else:
-            weights = inputs.weights_of(q, k, allowed, bias)
-            t, summaries = thumbnail(weights), head_summaries(weights, allowed, cross=inputs.cross)
+            weights = inputs.weights_of(q, k, allowed, bias, sinks)
+            t = thumbnail(weights)
+            summaries = head_summaries(weights, allowed, cross=inputs.cross, sinks=inputs.has_sinks)
         peak = t.max(axis=(1, 2))
         return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, summaries
 
@@ -140,10 +141,11 @@ class Background:
 CHUNK = 2**23  # cells of scores the fast path holds at once (two such arrays: 64 MB)
 
 
-def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, dict]:
+def _torch_layer(inputs: Inputs, q, k, allowed, bias=None, sinks=None) -> tuple[np.ndarray, dict]:
     """A layer's thumbnail sums (heads × blocks × blocks) and summaries, in float32 with torch on
     every core, as core's scores and softmax compute them (within about 1e-5), a chunk of rows at
-    a time: a chunk skips the keys none of its rows may read (half the work of a causal layer)."""
+    a time: a chunk skips the keys none of its rows may read (half the work of a causal layer).
+    ``sinks``: each head's learnt sink, a column of its own in the softmax (or None)."""
     torch, device = load_torch(), inputs.device
     heads, n, m = len(q), q.shape[1], k.shape[1]
     Q, K = tensor(q, device), tensor(k, device)
@@ -156,7 +158,8 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
     )
     blocks = tensor((np.arange(n) * min(n, SIZE)) // n, device, np.int64)  # each row's block of the thumbnail
     sums = torch.zeros(heads, min(n, SIZE), m, device=device)
-    first, diagonal, previous, effective = (torch.zeros(heads, n, device=device) for _ in range(4))
+    first, diagonal, previous, effective, share = (torch.zeros(heads, n, device=device) for _ in range(5))
+    Z = None if sinks is None else sink_column(torch, sinks, device, torch.float32)
     step = max(1, min(CHUNK // (heads * m), -(-n // 8)))  # at least 8 chunks: a causal layer's skip pays
     room = [
         torch.empty(heads * step * m, device=device) for _ in range(2)
@@ -177,7 +180,10 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
             s[..., lo:].masked_fill_(A[r0:r1, lo:c1], float("-inf"))
         s.masked_fill_(s <= CLOSED, float("-inf"))  # closed by its score (formulas.CLOSED: a cell given 0)
         top = s.amax(dim=-1, keepdim=True)
-        s.sub_(torch.where(torch.isfinite(top), top, 0.0))  # (a row with no cell open: as core's, no maximum)
+        if Z is not None:
+            top = torch.maximum(top, Z)  # the sink's column is one of the row's
+        top = torch.where(torch.isfinite(top), top, 0.0)  # (a row with no cell open: as core's, no maximum)
+        s.sub_(top)
         if inputs.temperature != 1:
             s.div_(inputs.temperature)  # after the maximum, as core's: no overflow at a small T
         s.clamp_(
@@ -189,8 +195,12 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
             e[:, tensor(closed, device, bool)] = 0.0  # a row of closed cells reads nothing
         total = e.sum(dim=-1)
         total = torch.where(total > 0, total, 1.0)
-        # entropy of w = e / Z from s = log e: log Z − Σ w·s, without a logarithm per cell
+        # entropy of the tokens' w = e / Z from s = log e: log Z − Σ w·s, without a logarithm per cell
         effective[:, r0:r1] = torch.exp(torch.log(total) - s.mul_(e).sum(dim=-1) / total)
+        if Z is not None:  # the sink's term joins the row's total: its share, no token's
+            own = torch.exp((Z - top) / inputs.temperature)[..., 0]
+            share[:, r0:r1] = own / (total + own)
+            total = total + own
         w = e.div_(total[..., None])
         first[:, r0:r1] = w[:, :, 0]
         rows = torch.arange(
@@ -202,10 +212,13 @@ def _torch_layer(inputs: Inputs, q, k, allowed, bias=None) -> tuple[np.ndarray, 
         sums[:, :, :c1].index_add_(1, blocks[r0:r1], w)
     cols = _starts(m, min(m, SIZE))
     thumbs = np.add.reduceat(sums.cpu().numpy(), cols, axis=-1)
-    first, diagonal, previous, effective = (
-        a.cpu().numpy().astype(float) for a in (first, diagonal, previous, effective)
+    first, diagonal, previous, effective, share = (
+        a.cpu().numpy().astype(float) for a in (first, diagonal, previous, effective, share)
     )
-    return thumbs.astype(float), summaries_of_rows(first, diagonal, previous, effective, allowed, m, cross=inputs.cross)
+    sink_share = share if inputs.has_sinks else None
+    return thumbs.astype(float), summaries_of_rows(
+        first, diagonal, previous, effective, allowed, m, cross=inputs.cross, sink_share=sink_share
+    )
 
 
 def _counts(height: int, width: int, n: int, m: int) -> np.ndarray:

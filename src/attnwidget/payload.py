@@ -10,14 +10,14 @@ Schema, version 1 (decoded in one place, js/payload.js)::
         "sentences": [{tokens, q, k, v, x, value_basis}, ...],      # by sentence_index
                                    # a model's texts: [{tokens, key_tokens, bias, step, n_layers
                                    # [, model_q, model_k, model_v, model_basis, model_masks,
-                                   # mask_of_layer, model_bias]} or null, ...]: the text shown has
+                                   # mask_of_layer, model_bias, model_sinks]} or null, ...]: the text shown has
                                    # its arrays in "state" only; null: a text left out (over budget)
         "model":  {tokens, key_tokens} or null,                     # a model's layers' tokens
         "blocks": {name: {tokens, key_tokens, causal, scale, softcap, bias,
                           model_q, model_k, model_v, model_basis, n_layers}}
                                    # the block shown at first has its arrays in "state" only
       },
-      "arrays": {"layer:i": {q, k, v, value_basis[, mask]}}      # the layers held, when not all are
+      "arrays": {"layer:i": {q, k, v, value_basis[, mask, bias], sinks}}  # the layers held, when not all are
     }
 
 A layer's q, k, v and value axes are slices of model_q, model_k, model_v and model_basis (heads
@@ -200,7 +200,7 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
         for i in held:
             layer = src.layer("", i, widget.sentence_index)
             arrays[f"layer:{i}"] = encoded(
-                widget, {n: layer[n] for n in (*LAYERED, "mask", "bias", "terms") if n in layer}
+                widget, {n: layer[n] for n in (*LAYERED, "mask", "bias", "terms", "sinks") if n in layer}
             )
     sources: dict = {"sentences": [], "model": None, "blocks": {}}
     if len(src.examples) > 1:

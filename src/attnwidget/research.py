@@ -415,7 +415,8 @@ class Research(_Widget):
 
     def head_summary(self) -> dict[str, np.ndarray]:
         """One number per layer and head for each of ``"first"`` (the weight on token 0),
-        ``"self"``, ``"previous"`` (the weight on token i − 1) and ``"effective_tokens"``:
+        ``"self"``, ``"previous"`` (the weight on token i − 1), ``"effective_tokens"`` and, with learnt
+        sinks (``sinks``), ``"sink_share"`` (the share of each row the head's sink takes, 1 − the row's sum):
         arrays of layers × heads (one row when the widget has no model layers), computed with
         numpy (torch, in float64, for a model on a GPU) at the current temperature, causal rule,
         mask and ``sink`` (with which no row reads token 0, and ``"first"`` is NaN). Each is a
@@ -424,5 +425,9 @@ class Research(_Widget):
         no row reads itself, and ``"self"`` and ``"previous"`` are NaN. A new dict of new
         arrays every call."""
         self._dense_check("w.head_summary()")
-        rows = [head_summaries(weights, allowed, cross=self.cross) for weights, allowed in self._inputs().weights()]
+        inputs = self._inputs()
+        rows = [
+            head_summaries(weights, allowed, cross=self.cross, sinks=inputs.has_sinks)
+            for weights, allowed in inputs.weights()
+        ]
         return {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}

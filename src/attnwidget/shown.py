@@ -82,6 +82,7 @@ class Shown(_Widget):
             self.position,
             self.rope_base,
             self.alibi_slopes,
+            self.sinks,
         )
         cached = self._result
         if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
@@ -105,7 +106,12 @@ class Shown(_Widget):
             mask=None if mask is None else mask[:n, :m],
             bias=bias,
             softcap=self.softcap,
+            sink=self._sink(),
         )
+
+    def _sink(self) -> float | None:
+        """The head shown's learnt sink's logit, or None."""
+        return None if self.sinks is None else self.sinks[min(self.head, len(self.sinks) - 1)]
 
     def selection(self) -> dict[str, np.ndarray]:
         """What sparse attention's choice keeps, in a layer of ``sparse_layers`` (DeepSeek V3.2's: each
@@ -191,7 +197,9 @@ class Shown(_Widget):
 
     @property
     def weights(self) -> np.ndarray:
-        """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from."""
+        """Row-wise softmax of scores / temperature (n×n); rows read, columns are read from. With a
+        learnt sink (``sinks``), its logit is one more column of the softmax, dropped: each row sums to
+        1 − the sink's share."""
         return self._frozen(self._attention("w.weights").weights)
 
     @property
@@ -211,6 +219,8 @@ class Shown(_Widget):
 
     @property
     def effective_tokens(self) -> np.ndarray:
+        """exp(entropy) of each row's weights divided by the row's sum (formulas.effective_tokens): how many
+        tokens the row spreads what it reads over; with a learnt sink, what it keeps."""
         return self._frozen(self._attention("w.effective_tokens").effective_tokens)
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .examples import sentence_example
-from .formulas import principal_axes
+from .formulas import CLOSED, principal_axes
 from .rules import LAYERED
 from .traits import _kind, own, token_list
 
@@ -53,12 +53,23 @@ def stacked(found, axes: bool = True) -> dict:
     terms = getattr(found, "terms", None)  # (DeBERTa's: its bias's first term, the page shows the terms apart)
     firsts = [terms.first(i, q, k) for i, (q, k, _) in enumerate(found.layers)] if terms and terms.split else []
     arrays["model_terms"] = own(_into_stack(firsts)) if firsts else None
+    arrays["model_sinks"] = sink_stack(getattr(found, "sinks", None), len(found.layers))
     masks = getattr(found, "masks", None) or []
     distinct = list({id(m): m for m in masks if m is not None}.values())  # layers with one mask share it
     arrays["model_masks"] = own(np.stack(distinct).astype(bool)) if distinct else None
     index = {id(m): i for i, m in enumerate(distinct)}
     arrays["mask_of_layer"] = [index[id(m)] if m is not None else -1 for m in masks]
     return {**arrays, "n_layers": len(found.layers)}
+
+
+def sink_stack(sinks, layers: int):
+    """A model's learnt sinks as layers × heads logits (formulas.CLOSED, -1e30, in a layer without), or None
+    for a model without; each layer's are its heads' (ModelAttention.sinks)."""
+    if not sinks or all(z is None for z in sinks):
+        return None
+    heads = len(next(z for z in sinks if z is not None))
+    rows = [np.full(heads, CLOSED) if z is None else np.asarray(z, dtype=np.float64) for z in sinks]
+    return frozen(np.stack(rows).reshape(layers, heads), fresh=True)
 
 
 def with_axes(arrays: dict, layers: int) -> dict:
@@ -222,9 +233,11 @@ class Sources:
         bias = {} if biases is None else {"bias": own(biases[part])}  # only a model with a bias per layer sets one
         if arrays.get("model_terms") is not None:
             bias["terms"] = own(arrays["model_terms"][part])  # (and its first term, where it is two)
+        stack = arrays.get("model_sinks")  # a model's layer brings its own learnt sinks in, or None
+        sinks = None if stack is None else tuple(float(z) for z in stack[i])
         # the layered arrays (rules.LAYERED): the layer's heads of each stack, the widget's own (no trait copies them)
         layered = {n: None if arrays.get(m) is None else own(arrays[m][part]) for n, m in LAYERED.items()}
-        return dict(**mask, **bias, tokens=list(f.tokens), key_tokens=_keys(f), **layered)
+        return dict(**mask, **bias, sinks=sinks, tokens=list(f.tokens), key_tokens=_keys(f), **layered)
 
     @staticmethod
     def basis(v):

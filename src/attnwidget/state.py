@@ -22,7 +22,18 @@ BLOCKS = ("encoder", "decoder", "cross")
 EXERCISES = ("", "predict", "temperature")
 # the overview's colours: head_summary()'s (the text shown), a causal language model's head_effects() ("effect"),
 # and head_scores()'s over every text ("sink", "duplicate", "entropy", and a model's "induction")
-SUMMARIES = ("first", "self", "previous", "effective_tokens", "effect", "sink", "duplicate", "induction", "entropy")
+SUMMARIES = (
+    "first",
+    "self",
+    "previous",
+    "effective_tokens",
+    "sink_share",  # a model's learnt sinks' share of each row (head_summary()'s, with sinks)
+    "effect",
+    "sink",
+    "duplicate",
+    "induction",
+    "entropy",
+)
 MEASURES = ("norms", "mean", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 # where position enters: the lab's choices, and the schemes a model's widget names (configs.position_of; "": unknown)
 POSITIONS = ("none", "rope", "alibi")
@@ -112,6 +123,11 @@ FIELDS: tuple[Field, ...] = (
     F("softcap", "number", None, writable=True, nullable=True,
       doc="""Soft-capping: each scale·q·k becomes softcap·tanh(s/softcap), so no score passes ±softcap (Gemma 2);
       None for no cap."""),
+    F("sinks", "numbers", None, writable=True, nullable=True,
+      doc="""Learnt attention sinks (gpt-oss): one logit z per head, one more column of every row's softmax (divided
+      by the temperature as the scores are), dropped after it, so that each row keeps 1 − the sink's share and
+      no token gets the rest; None for none. A model's layer switch brings its own in (-1e30: a head, or layer,
+      without one)."""),
     F("position", "choice", "none", writable=True, choices=POSITIONS + MODEL_POSITIONS,
       doc="""Where position enters the attention (position.py). Your own arrays: "none" (as given), "rope" (each
       query and key turned pair by pair by its position × θ_i, θ_i = rope_base^(−2i/width); the pairs are the
@@ -188,6 +204,9 @@ FIELDS: tuple[Field, ...] = (
     F("model_terms", "array", None, heads=True, nullable=True, travel="kept",
       doc="""Every layer's terms, (layers · heads) × queries × keys; None without term_names. A layer switch brings
       its own in as `terms`."""),
+    F("model_sinks", "array", None, nullable=True, travel="kept",
+      doc="""A model's learnt attention sinks, layers × heads logits (-1e30 where a layer has none); None for a model
+      without. A layer switch brings its own in as `sinks`."""),
     F("next_token", "flag", False,
       doc="""A causal language model's widget: head_effects() and the overview's "effect" summary (its effect on the
       next token)."""),
@@ -214,7 +233,8 @@ FIELDS: tuple[Field, ...] = (
       doc="""q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q,
       model_k and model_v."""),
     F("summary", "choice", "", writable=True, choices=("", *SUMMARIES),
-      doc="""The heads' overview coloured by one of head_summary()'s names, one of head_scores()'s over every text
+      doc="""The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt
+      sinks), one of head_scores()'s over every text
       ("sink", "duplicate", "induction", "entropy"), or a causal language model's "effect" (head_effects()),
       each computed when asked; "" for none."""),
     F("qk_map", "flag", False, writable=True,

@@ -29,6 +29,7 @@ class StateFields(Protocol):
     sink: bool
     scale: float | None
     softcap: float | None
+    sinks: Sequence[float] | None
     position: str
     rope_base: float
     alibi_slopes: Sequence[float] | None
@@ -57,6 +58,7 @@ class StateFields(Protocol):
     term_names: list[str]
     terms: np.ndarray | None
     model_terms: np.ndarray | None
+    model_sinks: np.ndarray | None
     next_token: bool
     model_causal: bool
     reads_model: bool
@@ -102,6 +104,7 @@ class Options(TypedDict, total=False):
     sink: bool
     scale: float | None
     softcap: float | None
+    sinks: Sequence[float] | None
     position: str
     rope_base: float
     alibi_slopes: Sequence[float] | None

@@ -39,11 +39,12 @@ def from_transformers(
     model wrapping one. Supported: every model whose attention goes through transformers'
     attention interface, read there during one forward pass of the model's own (q, k and v
     after rotary, grouped-query heads repeated; the model's mask as ``causal`` and per-layer
-    ``masks``; its scaling, ``softcap`` and T5's position bias as ``bias``), whatever attention
-    kernel it was loaded with; and BLOOM, MPT, XGLM and DeBERTa, which compute attention their
-    own way, read by hand (integrations/byhand.py): BLOOM's and MPT's ALiBi as ``bias``,
-    DeBERTa's content-to-position and position-to-content terms as each layer's ``biases`` (its
-    ``terms`` split them). Other models raise NotImplementedError naming them.
+    ``masks``; its scaling, ``softcap``, T5's position bias as ``bias`` and gpt-oss's learnt sinks as
+    ``sinks``, one logit per head and layer), whatever attention kernel it was loaded with; and
+    BLOOM, MPT, XGLM and DeBERTa, which compute attention their own way, read by hand
+    (integrations/byhand.py): BLOOM's and MPT's ALiBi as ``bias``, DeBERTa's content-to-position
+    and position-to-content terms as each layer's ``biases`` (its ``terms`` split them). Other
+    models raise NotImplementedError naming them.
 
     Encoder–decoder models (bart, mbart, marian and t5; ``...ForConditionalGeneration``
     or the base ``...Model``) read ``text`` as the source and ``target`` as the text the

@@ -56,6 +56,9 @@ class ModelAttention:
     # the numbers of the layers whose mask is a sparse attention's choice of keys (DeepSeek V3.2's indexer), or None
     sparse: list[int] | None = None
     terms: object | None = None  # DeBERTa's scores split into its terms (byhand.Terms: c2c, c2p, p2c), or None
+    # per layer, each head's learnt attention sink (a logit: one more column of every row's softmax, dropped
+    # after it), or None for a layer without; None: no layer has one
+    sinks: list[np.ndarray | None] | None = None
 
 
 @dataclass

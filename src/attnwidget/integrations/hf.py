@@ -164,7 +164,8 @@ _NOT_A_WRITER = (
 
 def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention:
     """One block's layers from the calls caught: the model's mask as the causal rule plus, per
-    layer, the cells it closes besides; its scale, soft cap and additive term, one per block."""
+    layer, the cells it closes besides and its heads' learnt sinks; its scale, soft cap and additive
+    term, one per block."""
     n, m = calls[0].q.shape[1], calls[0].k.shape[1]
     d_head = calls[0].q.shape[-1]
     shapes = [(c.q.shape[0], c.q.shape[-1], c.v.shape[-1]) for c in calls]
@@ -177,6 +178,13 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
             f"{name} (model_type {kind!r}) has layers of different shapes ({said}): attnwidget holds every layer in "
             "one shape. Pass its own attention weights, one layer at a time, to AttentionWidget.from_attentions "
             '(the model loaded with attn_implementation="eager", run with output_attentions=True)'
+        )
+    odd = next(((i, c.k.shape[1]) for i, c in enumerate(calls) if c.k.shape[1] != (m if key_tokens else n)), None)
+    if odd is not None:  # (DeepSeek-V4's compressed keys, after its tokens' own)
+        raise NotImplementedError(
+            f"{name} (model_type {kind!r}) reads {odd[1]} keys at layer {odd[0]} where its text has {n} tokens: keys "
+            "of its own beside the tokens' (compressed or memory keys), which attnwidget has no tokens to label; it "
+            "shows nothing rather than columns it cannot name"
         )
     for what, values in (
         ("scales its attention scores", [c.scaling for c in calls]),
@@ -219,6 +227,7 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         softcap=calls[0].softcap,
         masks=masks if any(mk is not None for mk in masks) else None,
         projections=[c.out for c in calls],
+        sinks=[c.sinks for c in calls] if any(c.sinks is not None for c in calls) else None,
     )
 
 

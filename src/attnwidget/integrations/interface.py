@@ -2,9 +2,10 @@
 
 Every model built on ``transformers.AttentionInterface`` hands its attention function the query,
 key and value after rotary, the mask it built (causal, padding, sliding window), its scaling and
-extra terms such as Gemma 2's ``softcap``. ``capture`` puts a function there for one forward pass
-that records those and then calls the model's own eager attention, so the pass is unchanged; a
-model loaded for SDPA or another fast kernel is run eagerly for that pass, with the same weights.
+extra terms such as Gemma 2's ``softcap`` and gpt-oss's learnt sinks. ``capture`` puts a function
+there for one forward pass that records those and then calls the model's own eager attention, so
+the pass is unchanged; a model loaded for SDPA or another fast kernel is run eagerly for that pass,
+with the same weights.
 """
 
 from __future__ import annotations
@@ -33,16 +34,18 @@ class Caught:
     bias: np.ndarray | None = None  # (heads or 1) × queries × keys added to the scores (T5's position bias), or None
     name: str = ""  # the attention module's name in the model, e.g. "decoder.layers.0.encoder_attn"
     out: Projection | str | None = None  # the output projection the call's result is fed to, or why it was not found
+    # each head's learnt sink (gpt-oss): a logit, one more column of every row's softmax, dropped after it; or None
+    sinks: np.ndarray | None = None
 
     def weights(self) -> np.ndarray:
         """Each head's weights from what this call caught, in float64 (for checking): the core's
-        scores and softmax, with the cap between them."""
+        scores and softmax, with the cap between them (and each head's sink in the softmax)."""
         heads = []
         for h, (q, k) in enumerate(zip(self.q.astype(np.float64), self.k.astype(np.float64))):
             s = scores_of(q, k, self.scaling, softcap=self.softcap)
             if self.bias is not None:
                 s = s + self.bias[h % len(self.bias)]
-            heads.append(_softmax_rows(s, 1.0, self.open))
+            heads.append(_softmax_rows(s, 1.0, self.open, sink=None if self.sinks is None else self.sinks[h]))
         return np.stack(heads)
 
 
@@ -102,10 +105,12 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
         if query.shape[0] != 1:
             raise ValueError(f"one text at a time: the batch has {query.shape[0]}")
         sinks = next((kwargs[n] for n in ("s_aux", "sinks") if kwargs.get(n) is not None), None)
-        if sinks is not None:
+        if sinks is not None and tuple(sinks.shape) != (query.shape[1],):
             raise NotImplementedError(
-                f"{type(model).__name__} adds learnt attention sinks to every row's softmax ({type(module).__name__}): "
-                "their weights are not a softmax of q·k, so attnwidget cannot show them"
+                f"{family} adds learnt attention sinks of shape {tuple(sinks.shape)} to its rows' softmax "
+                f"({type(module).__name__}): a logit for every token (made from its hidden state), where attnwidget "
+                f"reads one logit per head, the same for every row (gpt-oss's, {query.shape[1]} here); it shows "
+                "nothing rather than other weights"
             )
         if module is last[0] and (query is last[1] or torch.equal(query, last[1])):
             raise NotImplementedError(
@@ -145,6 +150,7 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
                 softcap or None,
                 bias,
                 names.get(id(module), ""),
+                sinks=None if sinks is None else _numpy(sinks),
             )
         )
         if on_call is not None:
@@ -188,6 +194,10 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
     query, keys and values (heads × tokens × width) as torch tensors on the model's device, where
     the check then runs; else the call's own arrays, on the CPU.
 
+    A call with learnt sinks (``call.sinks``) has each head's logit as one more column of its rows'
+    softmax, dropped after it, as gpt-oss's eager attention computes it; a family whose attention
+    uses its sinks another way (its weights or output differ) is refused, saying so.
+
     The bound: a score reaches the softmax rounded to ε (its dtype's, or float32's where the
     softmax runs in float32, as transformers' does) times itself and its bias, plus the
     accumulator's ε times d · scale · ‖q‖ · ‖k‖ (float32's for half-precision products, added up in
@@ -216,6 +226,7 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
     reach = (acc + mine) * d * scale * q.norm(dim=-1) * k.norm(dim=-1).amax(-1, keepdim=True)
     bias = None if call.bias is None else torch.from_numpy(np.ascontiguousarray(call.bias)).to(device, work)
     closed = None if call.open is None else torch.from_numpy(~call.open).to(device)
+    sinks = None if call.sinks is None else torch.from_numpy(call.sinks).to(device, work)[:, None, None]
     rows = max(1, 2**22 // max(1, heads * m))  # a block of rows at a time: no n × n held for a long text
     worst = 0.0
     for r0 in range(0, n, rows):
@@ -227,10 +238,14 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
         if bias is not None:
             s = s + bias[:, at]
             size += bias[:, at].abs()
-        delta = (eps + mine) * size.amax(-1) + reach[:, at]  # each row's largest move of a score (closed ones too)
+        top = size.amax(-1) if sinks is None else torch.maximum(size.amax(-1), sinks[..., 0].abs())
+        delta = (eps + mine) * top + reach[:, at]  # each row's largest move of a score (closed ones too)
         if closed is not None:
             s.masked_fill_(closed[at], -torch.inf)
-        ours = torch.softmax(s, -1).nan_to_num(0.0)  # a row that reads nothing: zeros, as the widget's
+        if sinks is None:
+            ours = torch.softmax(s, -1).nan_to_num(0.0)  # a row that reads nothing: zeros, as the widget's
+        else:  # each head's sink, a column of its own in the softmax, dropped after it
+            ours = torch.softmax(torch.cat([s, sinks.expand(-1, s.shape[1], 1)], -1), -1)[..., :-1]
         spread = torch.expm1(2 * delta)[..., None]  # each weight's relative bound
         if weights is not None:
             if tuple(weights.shape[1:]) != (heads, n, m):
@@ -252,6 +267,14 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
             room = (spread * ours) @ v.abs() + (acc * m + 2 * eps) * held
             gap = (ours @ v - theirs).abs() - 2 * (room + 2 * eps * held.amax(-1, keepdim=True))
         worst = max(worst, float(gap.nan_to_num(torch.inf).max()))
+    if worst > 0 and call.sinks is not None:
+        raise NotImplementedError(
+            f"{family} adds learnt attention sinks at layer {call.layer} ({call.name or 'its attention module'}) in a "
+            "way attnwidget does not read: what its attention returns is not the softmax of its scores with each "
+            "head's sink as one more column, dropped after it (gpt-oss's recipe, which attnwidget shows); they differ "
+            f"beyond rounding (by {worst:.2g} more than {dtype}'s rounding allows), so nothing is shown rather than "
+            "numbers the model did not compute"
+        )
     if worst > 0:
         raise NotImplementedError(
             f"{family} computes attention at layer {call.layer} ({call.name or 'its attention module'}) in a way "

@@ -196,9 +196,15 @@ def _check(w: np.ndarray, layer: int, tolerance: float) -> None:
     off = (np.abs(sums - 1) > tolerance) & (sums != 0)
     if off.any():
         h, i = np.argwhere(off)[0]
+        short = (
+            "; a model with learnt attention sinks (gpt-oss) keeps less than 1 in each row: read it with "
+            "from_transformers, which reads its sinks too"
+            if 0 < sums[h, i] < 1
+            else ""
+        )
         raise ValueError(
             f"row {i} of head {h} ({where}) sums to {sums[h, i]:.6g}: each row of weights sums to 1 (within "
-            f"{tolerance:g}), or is all 0; pass the weights after the softmax, not the scores"
+            f"{tolerance:g}), or is all 0; pass the weights after the softmax, not the scores{short}"
         )
 
 

@@ -13,6 +13,7 @@ from .values import (
     NO_EFFECT,
     NO_INDUCTION,
     NO_QK_MAP,
+    NO_SINKS,
     POSITION_TRAITS,
     POSITIONS,
     READS_BOTH_WAYS,
@@ -109,6 +110,8 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(NO_INDUCTION)
     if "qk_map" in asked and s["qk_map"] and s.get("weights_only"):
         raise Refused(NO_QK_MAP)
+    if "summary" in asked and s["summary"] == "sink_share" and s.get("sinks") is None:
+        raise Refused(NO_SINKS)
     _position(s, before, asked)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None
@@ -199,6 +202,8 @@ def _bring_in(s, before, asked, sources):
             s["bias"] = found["bias"]  # the layer's own bias (attention weights alone: their logarithms)
         if "terms" in found:
             s["terms"] = found["terms"]  # the first term of that bias (DeBERTa's c2p)
+        if "sinks" in found and "sinks" not in asked:
+            s["sinks"] = found["sinks"]  # the layer's own learnt sinks (None: a model without)
         s["layer_shown"] = True
     elif any(name in asked for name in ("q", "k", "v")) and s.get("layer_shown"):
         s["layer_shown"] = False  # your own arrays now, not the layer's
@@ -254,6 +259,11 @@ def _fit(s, before, asked, changed, sources):
     slopes = s.get("alibi_slopes")
     if slopes is not None and "alibi_slopes" not in asked and len(slopes) != n_heads(s):
         s["alibi_slopes"] = None  # slopes for other heads: the default's again
+    sinks = s.get("sinks")
+    if sinks is not None and "sinks" not in asked and len(sinks) != n_heads(s):
+        s["sinks"] = None  # sinks of other heads: none
+    if s.get("sinks") is None and s.get("summary") == "sink_share" and "summary" not in asked:
+        s["summary"] = ""  # no sinks left to colour the heads by
     if "head" not in changed and s["head"] >= n_heads(s):
         s["head"] = n_heads(s) - 1
     if "v" in changed and "value_basis" not in changed and not same(s.get("v"), before.get("v")):
@@ -355,6 +365,9 @@ def _check_state(s, asked):
     slopes = s.get("alibi_slopes")
     if slopes is not None and len(slopes) != n_heads(s):
         raise Refused(f"'alibi_slopes' must have one slope per head ({n_heads(s)}), got {len(slopes)}.")
+    sinks = s.get("sinks")
+    if sinks is not None and len(sinks) != n_heads(s):
+        raise Refused(f"'sinks' must have one sink logit per head ({n_heads(s)}), got {len(sinks)}.")
     if x is not None and x.shape[1] != v.shape[-1]:
         raise Refused(f"'x' must have the width of the values (the mix is added to it): v {shape(v)}, x {shape(x)}.")
     n = len(tokens)

@@ -27,6 +27,7 @@ FIELDS = RULED  # the state as the rules see it: what a page or a user may set, 
 TEMPERATURE_RANGE = (0.1, 5.0)
 POSITION_TRAITS = ("position", "rope_base", "alibi_slopes")  # the lab's own: a model's q and k carry its position
 SCALE_LIMIT = 1e10
+ENTRY_LIMIT = 1e300  # the largest size of an array's entry, or a sink's logit: sums of such numbers stay finite
 GUESS_TOLERANCE = 1e-6
 # What an exercise's row depends on: a change to any of them starts a new try.
 ROW_TRAITS = (
@@ -47,6 +48,7 @@ ROW_TRAITS = (
     "sink",
     "scale",
     "softcap",
+    "sinks",
     "position",
     "rope_base",
     "alibi_slopes",
@@ -66,6 +68,7 @@ STACK = (
     "mask_of_layer",
     "model_bias",
     "model_terms",
+    "model_sinks",
     "n_layers",
 )
 # What a widget of attention weights alone (from_attentions) cannot show, and why: stage -> message
@@ -97,6 +100,11 @@ NO_EFFECT = (
 NO_INDUCTION = (
     "summary='induction' colours the heads by their induction score, read by running the model on repeated random "
     "tokens: it needs a widget made from a model (from_transformers, from_nnsight or from_transformer_lens)."
+)
+NO_SINKS = (
+    "summary='sink_share' colours the heads by the share of each row their learnt attention sinks take: this widget "
+    "has none. Read a model with learnt sinks (gpt-oss and its kin) with from_transformers, or give your own arrays "
+    "sinks= (one logit per head)."
 )
 NO_QK_MAP = _NO_QK.format(what="query–key map (qk_map, query_key_map()): every point would be at (0, 0)")
 GENERATION_IS_CAUSAL = (
@@ -134,10 +142,11 @@ CONSTANTS = {
     "weights_bias": WEIGHTS_BIAS,
     "no_effect": NO_EFFECT,
     "no_induction": NO_INDUCTION,
+    "no_sinks": NO_SINKS,
     "no_qk_map": NO_QK_MAP,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
-    "entry_limit": 1e300,
+    "entry_limit": ENTRY_LIMIT,
     "generation_is_causal": GENERATION_IS_CAUSAL,
     "reads_both_ways": READS_BOTH_WAYS,
     "two_texts": TWO_TEXTS,
@@ -305,6 +314,21 @@ def check(name, value):
                 f"[{', '.join(num(m) for m in slopes)}]."
             )
         return tuple(slopes)  # (held whole: a list changed in place would leave the numbers computed from it)
+    if name == "sinks":
+        if value is None:
+            return None
+        if getattr(value, "ndim", None) == 1:  # a numpy array of logits
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)) or not all(_is_number(z) for z in value):
+            raise Refused(
+                "'sinks' must be a list of numbers, one learnt sink logit per head (one more column of each row's "
+                f"softmax, which no token gets), or None for none; got {show(value)}."
+            )
+        logits = [_number(name, z, "a number") for z in value]
+        if not all(math.isfinite(z) and abs(z) <= ENTRY_LIMIT for z in logits):
+            said = ", ".join(num(z) for z in logits)
+            raise Refused(f"'sinks' must be finite logits, each at most 1e+300 in size; got [{said}].")
+        return tuple(logits)  # (held whole, as alibi_slopes)
     if name == "goal":
         g = _number(name, value, "a number of effective tokens")
         if not (math.isfinite(g) and g >= 1):
