@@ -53,6 +53,9 @@ class ModelAttention:
     layer_numbers: list[int] | None = None
     # what each of the model's layers is, by number: "" for one in layers, else its kind in words; None: all are there
     layer_kinds: list[str] | None = None
+    # differential attention's λ, per layer in layers (DiffLlama: each layer's v holds both halves of the values, and
+    # head p's map − λ · head p + heads/2's is what it mixes them with); None for every other model
+    lambdas: list[float] | None = None
 
 
 @dataclass

@@ -206,6 +206,12 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         if mask is not None and same is None:
             seen.append(mask)
         masks.append(same if same is not None else mask)  # layers with one mask share one array
+    lambdas = [c.lam for c in calls]
+    if len({lam is None for lam in lambdas}) > 1:
+        raise NotImplementedError(
+            f"{name} (model_type {kind!r}) has differential attention in some layers only: attnwidget holds every "
+            "layer in one form"
+        )
     scale = calls[0].scaling
     return ModelAttention(
         tokens=tokens,
@@ -219,6 +225,7 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         softcap=calls[0].softcap,
         masks=masks if any(mk is not None for mk in masks) else None,
         projections=[c.out for c in calls],
+        lambdas=None if lambdas[0] is None else cast(list, lambdas),
     )
 
 
