@@ -87,3 +87,27 @@ def test_a_score_at_or_below_closed_gives_weight_0_in_the_page_as_in_numpy_at_an
         want = _softmax_rows(S.copy(), case["t"], None)
         np.testing.assert_allclose(js, want.ravel(), rtol=1e-12, atol=0)
         assert (np.array(js).reshape(4, 4)[S <= CLOSED] == 0).all() and not np.array(js)[12:].any()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+def test_the_differential_pair_and_difference_are_numpys():
+    from attnwidget.formulas import differential, pair_heads
+
+    rng = np.random.default_rng(11)
+    cases, want = [], []
+    for heads in (2, 4, 6, 8):
+        for head in range(heads):
+            n = int(rng.integers(1, 7))
+            q, k, v = (rng.normal(size=(2, n, 3)) for _ in range(3))
+            one, two = (attention(q[i], k[i], v[0], temperature=0.7, causal=True) for i in range(2))
+            lam = float(rng.uniform(-0.5, 1.5))
+            d = differential(one, two, lam, pair_heads(head, heads), "difference")
+            cases.append({"head": head, "heads": heads, "W1": one.weights.ravel().tolist(),
+                          "W2": two.weights.ravel().tolist(), "lam": lam})  # fmt: skip
+            want.append((list(pair_heads(head, heads)), d.difference.ravel()))
+    got = on_each(
+        cases, "(c) => ({ pair: A.pairHeads(c.head, c.heads), D: Array.from(A.difference(c.W1, c.W2, c.lam)) })"
+    )
+    for g, (pair, difference) in zip(got, want):
+        assert g["pair"] == pair
+        np.testing.assert_array_equal(g["D"], difference)  # the same two operations per cell: the same numbers

@@ -16,6 +16,8 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
+ * @property {import("../types").Pair | null} [pair]  a differential pair's (derived.js's)
+ * @property {() => Float64Array | null} [difference]  its map 1 − λ·map 2, rows × keys (null while its other map comes)
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -34,7 +36,7 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed }) {
+export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, pair = null, difference }) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -42,9 +44,11 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name}, token ${focus} (the tokens are 0 to ${n - 1}).`];
   if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
   if (secret === "row" && !hint) return [el("b", {}, name), "'s scores stay hidden until you reveal: they rank the tokens as its weights will."];
-  const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
+  // a differential pair's difference, where shown: its largest parts either way, and its budget 1 − λ
+  const D = stage !== "scores" && pair?.shown === "difference" && difference ? difference() : null;
+  const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : D ? D.subarray(focus * m, focus * m + m) : weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));
-  order.sort((a, b) => row[b] - row[a]);
+  order.sort(D ? (a, b) => Math.abs(row[b]) - Math.abs(row[a]) : (a, b) => row[b] - row[a]);
   // weights to three decimals, or, where the largest is below 0.01 (a long row's), two significant figures of it
   const largest = row[order[0]] ?? 0,
     weight = largest > 0 && largest < 0.01 ? figuresTo(largest) : fmt3;
@@ -53,7 +57,8 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
     .map((j) =>
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
-  const verb = stage === "scores" ? " scores " : " reads ";
-  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`];
+  const verb = stage === "scores" ? " scores " : D ? " mixes " : " reads ";
+  const budget = D ? [` — its row sums to ${fmt3(Array.from(row).reduce((a, b) => a + b, 0))}, 1 − λ (map 1 − λ·map 2)`] : null;
+  const tail = budget || (stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens`]);
   return [el("b", {}, name), verb, ...top.flatMap((s, i) => (i ? [", ", s] : [s])), order.length > 6 ? ", …" : "", ...tail];
 }
