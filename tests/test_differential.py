@@ -144,3 +144,16 @@ def test_the_difference_is_a_differential_models_own_and_not_an_exercise(tokeniz
     assert w.exercise == "" and w.difference_map
     w.set_vectors(q=w.q.copy(), k=w.k.copy(), v=w.v.copy())  # your own arrays: no layer's λ
     assert not w.difference_map and w.differential is None
+
+
+def test_what_a_pair_does_not_give_is_refused_with_why(tokenizer):
+    """A head is half of a pair: zeroing it alone is no ablation the model's mix defines, and the group norm between
+    the mix and the output projection leaves no linear map of a head's values for norms()."""
+    config = diffllama(len(tokenizer)).config
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
+    with pytest.raises(NotImplementedError, match="attention calls"):
+        w.head_effects()
+    with pytest.raises(ValueError, match="differential attention: a pair of heads' mix is normalised"):
+        w.norms()
