@@ -106,6 +106,7 @@ export function mount(host, model, { propose, flush }) {
     onTemperature: (t, final) => propose({ temperature: t }, { soon: !final }),
     onCausal: (b) => save("causal", b),
     onSink: (b) => save("sink", b),
+    onDifference: (b) => save("difference_map", b),
     onPosition: (scheme) => save("position", scheme),
     onSentence: (i) => save("sentence_index", i),
     onLayer: (i) => toHead({ layer: i }),
@@ -193,6 +194,9 @@ export function mount(host, model, { propose, flush }) {
         scores: Array.from(store.scores()),
         weights: Array.from(store.weights()),
         output: Array.from(store.output()),
+        // differential attention: the pair of the head shown, λ, the other map, and the difference and its mix (null
+        // while a live page waits for the other head)
+        differential: differentialNumbers(store),
         scale: store.scale(),
         temperature: get("temperature"),
         sink: store.sink(), // the head shown's learnt sink's logit, or null
@@ -279,7 +283,10 @@ function drawAll(p) {
   const shown = store.numbers();
   p.stages.start({ stage, tokens, keys, pal, ...shown }); // a worker's picture first: it computes while the page does
   const showWeights = stage === "weights" || stage === "blend";
-  const rowKey = store.weightRow(focus), // the same object exactly while the row's numbers are
+  const pair = store.pair(),
+    D = pair?.shown === "difference" ? store.difference() : null, // a differential pair's difference, shown
+    m = keys.length;
+  const rowKey = D ? D.subarray(focus * m, (focus + 1) * m) : store.weightRow(focus), // the same object exactly while the row's numbers are
     row = Array.from(rowKey);
   // what an exercise keeps secret until its reveal: the focused row's weights ("row") or effective tokens ("eff")
   const [ex, guess, revealed, goal] = /** @type {[State["exercise"], State["guess"], State["revealed"], State["goal"]]} */ (
@@ -317,6 +324,8 @@ function drawAll(p) {
     image: !!get("image"),
     terms: store.termNames(),
     learnt: store.sink(),
+    pair,
+    waiting: pair?.shown === "difference" && !D,
   });
   const warning = roundingWarning(store.agreement(), get("temperature"));
   p.notice.hidden = !warning;
@@ -345,7 +354,7 @@ function drawAll(p) {
   const cross = store.cross() ? keys : null; // the text read, below the tokens that read it
   const closedCell = store.closedCells(),
     closed = (/** @type {number} */ j) => closedCell(focus, j);
-  const stripRow = showWeights && secret !== "row" ? row : null;
+  const stripRow = showWeights && secret !== "row" && !D ? row : null; // (a signed row has no shares of 100 %)
   const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span(), image });
   // over the image: the strip's row, or the row of the measure drawn (neither while an exercise keeps the row)
   const measured = get("measure") && secret !== "row" ? p.measure.focusedRow() : null;
@@ -354,6 +363,24 @@ function drawAll(p) {
   // the first draw with every picture in it (a long input's weights come from a worker)
   if (!root.attnwidget.firstPaint && !p.stages.pending()) root.attnwidget.firstPaint = performance.now();
   return laidOut;
+}
+
+/** A differential pair's numbers for scripts (numbers().differential), or null for other widgets. @param {Store} store */
+function differentialNumbers(store) {
+  const pair = store.pair();
+  if (!pair) return null;
+  const other = store.otherWeights(),
+    D = store.difference(),
+    O = store.mixed();
+  return {
+    head: pair.head,
+    heads: pair.heads,
+    lambda: pair.lam,
+    shown: pair.shown,
+    other: other && Array.from(other),
+    difference: D && Array.from(D),
+    output: O && Array.from(O),
+  };
 }
 
 /** The controls' view of the state.
@@ -366,6 +393,7 @@ function controlsView(model, store, constants, stage) {
     temperature: get("temperature"),
     causal: get("causal"),
     sink: !!get("sink"),
+    difference: store.pair() ? !!get("difference_map") : null, // offered for a differential attention model's layer
     sentenceList: get("sentences") || [],
     sentenceIndex: get("sentence_index"),
     heldTexts: get("held_texts") || null,

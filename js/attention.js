@@ -212,6 +212,22 @@ export function output(W, v) {
   return O;
 }
 
+/** Differential attention's pair of head `head` (of `heads`): the heads whose softmax maps are its map 1
+ * and map 2, [p, p + heads/2] with p = head mod heads/2 (formulas.py's pair_heads).
+ * @param {number} head  @param {number} heads  @returns {[number, number]} */
+export function pairHeads(head, heads) {
+  const half = Math.floor(heads / 2);
+  return [head % half, (head % half) + half];
+}
+
+/** Differential attention's signed difference map1 − λ·map2, cell by cell (formulas.py's differential):
+ * each row sums to 1 − λ where it reads anything. @param {ArrayLike<number>} W1  @param {ArrayLike<number>} W2  @param {number} lam */
+export function difference(W1, W2, lam) {
+  const D = new Float64Array(W1.length);
+  for (let p = 0; p < D.length; p++) D[p] = W1[p] - lam * W2[p];
+  return D;
+}
+
 /** Weight × ‖value‖ of one head (Kobayashi et al., 2020) where the head adds its values as they
  * are (Python's core.attention_norms with no output projection): W[i, j]·‖v_j‖, rows × keys, float32
  * as Python sends a measure. W: rows × m; v: {rows: m, cols, data}.

@@ -2,7 +2,7 @@
 // identity of its inputs (the rule shown.py uses for `attention`): a changed input makes a new
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
-import { current as isCurrent } from "./requests.js";
+import { held, current as isCurrent } from "./requests.js";
 import { layerIndex, writing } from "./rules.js";
 
 /** @typedef {import("./state").State} State */
@@ -310,6 +310,33 @@ export function createStore(get) {
   const termsOf = memo((/** @type {Matrix | null} */ t, /** @type {number} */ h, /** @type {number} */ n, /** @type {number} */ m) =>
     t && t.rows === n && t.cols === m ? A.headOf(t, Math.min(h, t.heads - 1)) : null,
   );
+  // differential attention: the pair of the head shown (its two heads, the layer's λ, the map shown), and the
+  // other head's map at the same state, from its q and k where the page holds every head, else the kernel's
+  // (a live page gets a layer one head at a time: the "pair" view sends the other one's)
+  const pairOf = memo(
+    (/** @type {number[]} */ lambdas, /** @type {number} */ layer, /** @type {number} */ head, /** @type {number} */ heads, /** @type {boolean} */ d) => {
+      const [one, two] = A.pairHeads(head, heads);
+      return /** @type {import("./types").Pair} */ ({
+        head,
+        heads: [one, two],
+        lam: lambdas[layer],
+        shown: d ? "difference" : head === one ? "map 1" : "map 2",
+      });
+    },
+  );
+  const kernelPair = memo((/** @type {import("./state").Answer | null} */ a, /** @type {number} */ r) => {
+    if (!a?.q) return null; // (a refusal: {error, key})
+    const [q, k] = [a.q, a.k].map((m) => /** @type {Matrix} */ (firstRows(/** @type {Matrix} */ (A.decodeMatrix(m)), r)));
+    return { head: /** @type {number} */ (a.head), q, k };
+  });
+  const otherHead = { q: memo(A.headOf), k: memo(A.headOf) };
+  const otherBias = memo((/** @type {Matrix | null} */ b, /** @type {number} */ h, /** @type {number} */ n, /** @type {number} */ m) =>
+    b && b.rows === n && b.cols === m ? (b.heads > 1 ? A.headOf(b, Math.min(h, b.heads - 1)) : b) : null,
+  );
+  const otherScores = memo(A.scores),
+    otherWeights = memo(A.weights),
+    differenceOf = memo(A.difference),
+    mixedOf = memo(A.output);
   const growing = createGrowing(); // a step of generation computes only the new token's row
   const scores = memo(growing.scores),
     weights = memo(growing.weights),
@@ -468,6 +495,43 @@ export function createStore(get) {
       return row;
     },
     output: () => output(s.weights(), s.v()),
+    /** Differential attention (model_lambda) at the head shown: {heads: [map 1's, map 2's], lam: the layer's λ,
+     * shown: "map 1" | "map 2" | "difference"}; null for other widgets, and for your own arrays. */
+    pair: () => {
+      const lambdas = get("model_lambda");
+      if (!lambdas?.length || !get("layer_shown")) return null;
+      const heads = array("q").heads;
+      return pairOf(lambdas, shownLayer(), Math.min(get("head"), heads - 1), heads, !!get("difference_map"));
+    },
+    /** The weights of the pair's other head at the same state (temperature, mask, step); null without a pair, or while
+     * a live page waits for that head's arrays. */
+    otherWeights: () => {
+      const pair = s.pair();
+      if (!pair) return null;
+      const q = array("q"),
+        k = array("k"),
+        other = pair.heads[pair.heads[0] === pair.head ? 1 : 0];
+      const answer = q.only == null ? null : held(get, "pair", get("_constants").views.pair),
+        sent = answer && isCurrent(answer, get) ? kernelPair(answer, written()) : null;
+      if (q.only != null && (!sent || sent.head !== other)) return null;
+      const oq = sent ? sent.q : otherHead.q(q, other),
+        ok = sent ? sent.k : otherHead.k(k, other);
+      const S = otherScores(oq, ok, s.scale(), otherBias(array("bias"), other, q.rows, k.rows), s.softcap());
+      return otherWeights(S, oq.rows, get("temperature"), get("causal"), s.mask());
+    },
+    /** map 1 − λ·map 2 of the pair of the head shown (rows × keys): what the model mixes the values with; null as otherWeights. */
+    difference: () => {
+      const pair = s.pair(),
+        other = s.otherWeights();
+      if (!pair || !other) return null;
+      const own = s.weights();
+      return pair.heads[0] === pair.head ? differenceOf(own, other, pair.lam) : differenceOf(other, own, pair.lam);
+    },
+    /** The difference @ the values: the pair's mix, as the model hands it to its group norm; null as difference. */
+    mixed: () => {
+      const D = s.difference();
+      return D && mixedOf(D, s.v());
+    },
     /** Weight × ‖value‖ of the head shown, rows × keys (float32): an exported page's own, where the heads add their values as they are. */
     norms: () => norms(s.weights(), s.v()),
     scoreRange: () => scoreRange(s.scores()), // [lowest, highest]
@@ -542,6 +606,9 @@ export function createStore(get) {
       scoreRange: s.scoreRange,
       output: s.output,
       spread: s.spread,
+      pair: s.pair(),
+      difference: s.difference,
+      mixed: s.mixed,
       closed: s.closedCells(),
       closedWhy: s.closedWhy,
       selection: s.selection,

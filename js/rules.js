@@ -365,6 +365,8 @@ export const writing = (s) => 0 < (s.step || 0) && s.step < s.tokens.length;
  * (your own arrays and the lab's; a model's widget only where the model, or the block shown, reads causally).
  * @param {Pick<State, "n_layers" | "layer_shown" | "model_causal">} s */
 export const mayWrite = (s) => !s.n_layers || !s.layer_shown || !!s.model_causal;
+/** A differential attention model's layer is shown (its λ known): the difference map can be. @param {Partial<State>} s */
+export const differential = (s) => !!s.model_lambda?.length && !!s.layer_shown;
 
 /** The text the difference compares text `shown` with: the next of as many tokens (`lengths`: each
  * text's), or a thrown Refused saying why there is none.
@@ -589,6 +591,7 @@ function fit(s, before, asked, changed, sources) {
     s.bias = null; // a bias for other tokens, or other heads
   if (s.terms != null && (asked.has("bias") || s.bias == null)) s.terms = null; // the terms of the model's own bias only
   if (s.x == null && s.residual && !changed.has("residual")) s.residual = false; // nothing to add the mix to
+  if (s.difference_map && !differential(s) && !asked.has("difference_map")) s.difference_map = false; // your own arrays: no layer's λ
   const oldN = (before.tokens || []).length,
     stepped = asked.has("step");
   const brought = s.step != null && s.step !== before.step; // a model's text opens at its own step
@@ -733,6 +736,8 @@ export function checkState(s) {
     throw new Refused(`'block' must be ${have}; got ${show(s.block)}.`);
   }
   if (s.residual && x == null) throw new Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.");
+  if (s.difference_map && !differential(s)) throw new Refused(s._constants.no_difference);
+  if (s.difference_map && s.exercise) throw new Refused(s._constants.difference_exercise);
   const unknown = s._constants.weights_only[s.weights_only || ""] || {};
   if (unknown[s.stage]) throw new Refused(unknown[s.stage]);
   checkExercise(s, m);

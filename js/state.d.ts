@@ -39,6 +39,8 @@ export interface Constants {
   no_induction: string;
   no_sinks: string;
   no_qk_map: string;
+  no_difference: string;
+  difference_exercise: string;
   scale_limit: number;
   guess_tolerance: number;
   entry_limit: number;
@@ -94,6 +96,8 @@ export interface State {
   stage: "tokens" | "qk" | "scores" | "weights" | "blend";
   /** The head shown (0 for 2-D arrays). */
   head: number;
+  /** A differential attention model's widget (model_lambda): the weights and blend stages show the signed difference of the head shown's pair, map 1 − λ·map 2, which is what the model mixes the values with (rows sum to 1 − λ); False shows the head's own softmax, map 1 or map 2 of its pair (w.differential has all three). */
+  difference_map: boolean;
   /** The cell whose arithmetic is shown, (row, column) in the focused row; or None. */
   cell: [number, number] | null;
   /** The page's controls are shown: the stages' buttons, the temperature, the causal, sink and position switches, the texts', blocks' and layers' selects (with the model's name), the generation stepper and the PNG and SVG buttons. False for a figure, the stages alone (a slide, a course page's illustration). */
@@ -118,6 +122,8 @@ export interface State {
   layer_kinds: string[];
   /** The model's layers (by number) whose mask is sparse attention's choice of keys: each query reads the few keys an indexer chose (DeepSeek V3.2's top index_topk), not every key its rule allows. selection() and the page say how much of dense attention's weight the choice keeps. */
   sparse_layers: number[];
+  /** Differential attention's λ, one per layer held (DiffLlama; Ye et al., 2025): the model mixes a pair of heads' values with map 1 − λ·map 2, head p's softmax minus λ times head p + heads/2's, each row summing to 1 − λ; None for every other model. */
+  model_lambda: number[] | null;
   /** Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's in as q. */
   model_q?: ArrayValue | null;
   /** Every layer's keys, as model_q. */

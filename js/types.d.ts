@@ -121,6 +121,18 @@ export type ClosedWhy = "ahead" | "sink" | "mask";
 export type CellArithmetic = ReturnType<typeof import("./attention.js").cellArithmetic>;
 
 /** The numbers of the head shown and the settings they depend on, as the stages take them (derived.js numbers()). */
+/** Differential attention at the head shown (derived.js pair()). */
+export interface Pair {
+  /** The head shown. */
+  head: number;
+  /** The heads whose softmaxes are map 1 and map 2 of the pair. */
+  heads: [number, number];
+  /** The layer's λ: the model mixes the values with map 1 − λ·map 2. */
+  lam: number;
+  /** What the weights stage shows: the head's own map, or the pair's difference. */
+  shown: "map 1" | "map 2" | "difference";
+}
+
 export interface Shown {
   temperature: number;
   causal: boolean;
@@ -148,6 +160,9 @@ export interface Shown {
   scoreRange: () => [number, number];
   output: () => Float64Array;
   spread: () => number;
+  pair: Pair | null;
+  difference: () => Float64Array | null;
+  mixed: () => Float64Array | null;
   closed: (i: number, j: number) => boolean;
   closedWhy: (i: number, j: number) => ClosedWhy | null;
   selection: (i: number) => { chosen: number; kept: number } | null;
@@ -252,6 +267,10 @@ export interface Store {
   weights(): Float64Array;
   weightRow(i: number): Float64Array;
   output(): Float64Array;
+  pair(): Pair | null;
+  otherWeights(): Float64Array | null;
+  difference(): Float64Array | null;
+  mixed(): Float64Array | null;
   norms(): Float32Array;
   scoreRange(): [number, number];
   topWeight(): number;

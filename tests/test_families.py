@@ -187,6 +187,8 @@ def sort(kind: str, tokenizer) -> Result:
                     rtol=0,
                     err_msg=f"{kind} {block} {layer} {head}",
                 )
+    if w.model_lambda:  # (its own maps are exact, above; the pairs' mix is checked as it is read)
+        notes.append("differential attention: each head's own map, and each layer's λ and pairs' difference")
     return Result(EXACT, "; ".join(notes))
 
 

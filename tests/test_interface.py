@@ -255,21 +255,6 @@ def test_the_widget_names_where_position_enters_as_the_model_itself_does(family,
 # --- a family read wrong is refused, never shown -------------------------------------------
 
 
-def test_differential_attention_is_refused_by_name_not_shown_as_twice_the_layers(tokenizer):
-    """DiffLlama runs two softmaxes over the same queries and keys in each layer and mixes them
-    (softmax₁ − λ·softmax₂): one softmax of q·k is not what any of its tokens reads."""
-    from attnwidget import AttentionWidget
-
-    config = transformers.AutoConfig.for_model(
-        "diffllama", **{**BASE, "num_key_value_heads": 2, "vocab_size": len(tokenizer)}
-    )
-    torch.manual_seed(0)
-    model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
-    with pytest.raises(NotImplementedError, match=r"DiffLlamaModel \(model_type 'diffllama'\).*twice.*not one softmax"):
-        AttentionWidget.from_transformers(model, tokenizer, TEXT)
-    assert "eager" not in transformers.AttentionInterface._global_mapping
-
-
 CHANGES = {
     "mixed": lambda w: w * 0.98 + 0.02 / w.shape[-1],  # a mix of the softmax with a uniform row
     "tempered": lambda w: torch.softmax(torch.log(w.float().clamp_min(1e-30)) * 1.05, -1).to(w.dtype),  # learnt T

@@ -130,3 +130,26 @@ def test_a_learnt_sink_is_the_same_column_in_the_page_as_in_numpy():
         assert js["cell"]["sink"] == cell["sink"]
         for name in ("row_sum", "exp", "weight", "shift"):
             assert js["cell"][name if name != "row_sum" else "rowSum"] == pytest.approx(cell[name], rel=1e-9), name
+
+
+def test_the_differential_pair_and_difference_are_numpys():
+    from attnwidget.formulas import differential, pair_heads
+
+    rng = np.random.default_rng(11)
+    cases, want = [], []
+    for heads in (2, 4, 6, 8):
+        for head in range(heads):
+            n = int(rng.integers(1, 7))
+            q, k, v = (rng.normal(size=(2, n, 3)) for _ in range(3))
+            one, two = (attention(q[i], k[i], v[0], temperature=0.7, causal=True) for i in range(2))
+            lam = float(rng.uniform(-0.5, 1.5))
+            d = differential(one, two, lam, pair_heads(head, heads), "difference")
+            cases.append({"head": head, "heads": heads, "W1": one.weights.ravel().tolist(),
+                          "W2": two.weights.ravel().tolist(), "lam": lam})  # fmt: skip
+            want.append((list(pair_heads(head, heads)), d.difference.ravel()))
+    got = on_each(
+        cases, "(c) => ({ pair: A.pairHeads(c.head, c.heads), D: Array.from(A.difference(c.W1, c.W2, c.lam)) })"
+    )
+    for g, (pair, difference) in zip(got, want):
+        assert g["pair"] == pair
+        np.testing.assert_array_equal(g["D"], difference)  # the same two operations per cell: the same numbers

@@ -409,6 +409,7 @@ ALL = [
     "04_practice.ipynb",
     "05_head_atlas.ipynb",
     "06_position_and_images.ipynb",
+    "07_differential_attention.ipynb",
 ]
 
 
@@ -595,3 +596,28 @@ def test_the_vision_section_prints_what_its_widget_holds():
     assert kept + shared == pytest.approx(1, abs=2e-3)  # rollout's rows add up to 1, as the text says
     assert "learned positions" in run.printed_by("vision.position_about")
     assert "196 patches" in plain(run.markdown) and "r0c0 is the top-left patch" in plain(run.markdown)
+
+
+# --- 07: differential attention ---------------------------------------------------------
+
+DIFFERENTIAL = "07_differential_attention.ipynb"
+
+
+def test_differential_says_lambda_the_budget_and_the_mix_as_its_widgets_hold():
+    run = executed(DIFFERENTIAL)
+    text = plain(run.markdown)
+    lambdas = run.shown[0]["model_lambda"]
+    said = lambda x: f"{x:.3f}".replace("-", "−")
+    assert f"{said(lambdas[0])} in layer 0 and {said(lambdas[1])} in layer 1" in text
+    assert (run.shown[0]["layer"], run.shown[0]["head"], run.shown[0]["difference_map"]) == (1, 0, False)
+    assert f"the difference spends 1 − λ, {said(1 - lambdas[1])} here" in text
+    printed = run.printed_by("w.differential")
+    assert f"sums to {1 - lambdas[1]:.3f} = 1 − λ = {1 - lambdas[1]:.3f}" in printed
+    river = float(re.search(r"river (-\d\.\d+)", printed).group(1))  # bank's weight on river, in the difference
+    assert river < 0 and f"river comes out at {said(river)}" in text
+    worst = float(re.search(r"every layer and pair: (\S+)", run.printed_by("register_forward_pre_hook")).group(1))
+    assert worst < 1e-5  # "Float32's rounding, nothing more"
+    last = run.shown[-1]
+    assert last["difference_map"] and last["stage"] == "weights" and last["temperature"] == 1.0
+    hot = re.search(r"T = 0.5: .*difference (-\d\.\d+); most negative: river", run.printed_by("diff.temperature"))
+    assert hot and f"falls from {said(river)} to {said(float(hot.group(1)))}" in text

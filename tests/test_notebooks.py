@@ -85,6 +85,7 @@ measure=_w.measure,
             sense_resolved=_refused(lambda: _w.sense_resolved), output_spread=_refused(lambda: _w.output_spread),
             cell_arithmetic=_w.cell_arithmetic, head_weights=_heads(_w),
             exercise=_w.exercise, guess=_w.guess, revealed=_w.revealed, score=_w.score, goal=_w.goal, step=_w.step,
+            model_lambda=_w.model_lambda, difference_map=_w.difference_map,
         )
 with open({path!r}, "wb") as _f:
     _pickle.dump(_found, _f)
@@ -254,6 +255,7 @@ def test_the_course_notebooks_are_all_here():
         "04_practice.ipynb",
         "05_head_atlas.ipynb",
         "06_position_and_images.ipynb",
+        "07_differential_attention.ipynb",
     ]
 
 

@@ -171,6 +171,8 @@ def cases(draw):
         alibi_slopes=None,
         model_causal=False,
         text_lengths=[],
+        model_lambda=None,
+        difference_map=False,
     )
     state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
     sources = {"sentences": [], "blocks": {}, "layers": {}}
@@ -332,6 +334,9 @@ def cases(draw):
             "" if i in numbers else draw(st.sampled_from(["Mamba-2 state space", "short convolution"]))
             for i in range(total)
         ]
+    if kind in ("model", "texts") and draw(st.booleans()):  # differential attention: each layer's λ
+        state["model_lambda"] = [0.25 * (i + 1) for i in range(state["n_layers"])]
+        state["difference_map"] = state["layer_shown"] and not state["exercise"] and draw(st.booleans())
     n, m = len(state["tokens"]), len(state["key_tokens"])
     if state["n_layers"]:  # a model's own scheme, which it carries in its q and k
         state["position"] = draw(st.sampled_from(rules.MODEL_POSITIONS))

@@ -12,6 +12,7 @@ import { el, fill, fmtT, short } from "./dom.js";
  * @property {(t: number, released: boolean) => void} onTemperature
  * @property {(on: boolean) => void} onCausal
  * @property {(on: boolean) => void} onSink
+ * @property {(on: boolean) => void} onDifference
  * @property {(scheme: "none" | "rope" | "alibi") => void} onPosition
  * @property {(i: number) => void} onSentence
  * @property {(i: number) => void} onLayer
@@ -29,6 +30,7 @@ import { el, fill, fmtT, short } from "./dom.js";
  * @property {number} temperature
  * @property {boolean} causal
  * @property {boolean} sink
+ * @property {boolean | null} [difference]  a differential pair's difference shown; null: not a differential model's
  * @property {string[]} sentenceList
  * @property {number} sentenceIndex
  * @property {number[] | null} [heldTexts]  the texts an exported page holds, or null for all
@@ -64,7 +66,7 @@ const ROUND = /** @type {number[] & { findLastIndex(predicate: (r: number) => bo
  * @returns {Controls} */
 export function createControls(
   parent,
-  { get, stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
+  { get, stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onDifference, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
 ) {
   const [lo, hi] = range.map(Math.log);
   /** @param {number} p */
@@ -130,6 +132,15 @@ export function createControls(
     { class: "aw-toggle", hidden: true, title: "Attention sinks: leave out the first token's column and spread each row's budget over the rest" },
     sink,
     "hide first token",
+  );
+  // differential attention: the pair's difference, map 1 − λ·map 2, in the weights and blend stages
+  const difference = el("input", { type: "checkbox", class: "aw-difference" });
+  difference.addEventListener("change", () => onDifference(difference.checked));
+  const differenceBox = el(
+    "label",
+    { class: "aw-toggle", hidden: true, title: "Differential attention: show map 1 − λ·map 2, what the model mixes the pair's values with" },
+    difference,
+    "difference (map 1 − λ·map 2)",
   );
   // where position enters the lab's scores (a model's is its own, named beside its name)
   const schemes = el(
@@ -209,6 +220,7 @@ export function createControls(
       el("label", { class: "aw-temp" }, el("span", {}, "Temperature"), slider, value),
       el("label", { class: "aw-toggle", title: "Each token may read only itself and the tokens before it" }, causal, "causal"),
       sinkBox,
+      differenceBox,
       schemeBox,
       blocks,
       layerBox,
@@ -231,6 +243,7 @@ export function createControls(
       temperature,
       causal: isCausal,
       sink: isSink,
+      difference: showsDifference = null,
       sentenceList,
       sentenceIndex,
       heldTexts = null,
@@ -275,6 +288,8 @@ export function createControls(
       for (const b of /** @type {HTMLCollectionOf<HTMLElement>} */ (blocks.children)) b.setAttribute("aria-pressed", String(b.dataset.block === block));
       sink.checked = isSink;
       sinkBox.hidden = !isSink && layers < 1;
+      differenceBox.hidden = showsDifference == null;
+      difference.checked = !!showsDifference;
       layerBox.hidden = layers < 1;
       modelName.textContent = name;
       position.textContent = scheme;

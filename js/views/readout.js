@@ -19,6 +19,8 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {(i: number) => { chosen: number, kept: number } | null} [selection]  sparse attention's choice in row i
  * @property {(i: number, j: number) => [string, number][] | null} [scoreTerms]  a cell's score as the model's terms
  * @property {number | null} [sink]  the head's learnt sink's logit, or null
+ * @property {import("../types").Pair | null} [pair]  a differential pair's (derived.js's)
+ * @property {() => Float64Array | null} [difference]  its map 1 − λ·map 2, rows × keys (null while its other map comes)
  */
 
 /** The rounding warning for how far the page's numbers may be from Python's (derived.js's
@@ -37,7 +39,23 @@ export function roundingWarning(agree, temperature) {
  * view: as the stages' (stage, tokens, keys, focus, cross, secret, scores(), weightRow(i), closed(i, j));
  * secret: what an exercise keeps hidden until its reveal ("row": the weights, "eff": the effective tokens).
  * @param {RowView} view  @returns {(string | HTMLElement)[]} */
-export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, scores, weightRow, closed, selection, scoreTerms, sink = null }) {
+export function describeRow({
+  stage,
+  tokens,
+  keys,
+  focus,
+  cross,
+  secret,
+  hint,
+  scores,
+  weightRow,
+  closed,
+  selection,
+  scoreTerms,
+  sink = null,
+  pair = null,
+  difference,
+}) {
   const n = tokens.length,
     name = tokens[focus],
     m = keys.length,
@@ -45,9 +63,11 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
   if (stage === "tokens" || stage === "qk") return [`Focus: ${name}, token ${focus} (the tokens are 0 to ${n - 1}).`];
   if (secret === "row" && stage !== "scores") return [el("b", {}, name), "'s weights stay hidden until you reveal them."];
   if (secret === "row" && !hint) return [el("b", {}, name), "'s scores stay hidden until you reveal: they rank the tokens as its weights will."];
-  const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : weightRow(focus);
+  // a differential pair's difference, where shown: its largest parts either way, and its budget 1 − λ
+  const D = stage !== "scores" && pair?.shown === "difference" && difference ? difference() : null;
+  const row = stage === "scores" ? scores().subarray(focus * m, focus * m + m) : D ? D.subarray(focus * m, focus * m + m) : weightRow(focus);
   const order = Array.from({ length: m }, (_, j) => j).filter((j) => !closed(focus, j));
-  order.sort((a, b) => row[b] - row[a]);
+  order.sort(D ? (a, b) => Math.abs(row[b]) - Math.abs(row[a]) : (a, b) => row[b] - row[a]);
   // weights to three decimals, or, where the largest is below 0.01 (a long row's), two significant figures of it
   const largest = row[order[0]] ?? 0,
     weight = largest > 0 && largest < 0.01 ? figuresTo(largest) : fmt3;
@@ -56,15 +76,16 @@ export function describeRow({ stage, tokens, keys, focus, cross, secret, hint, s
     .map((j) =>
       el("span", { class: "aw-read", "data-index": j }, `${self && j === focus ? "itself" : keys[j]} ${stage === "scores" ? fmt2(row[j]) : weight(row[j])}`),
     );
-  const verb = stage === "scores" ? " scores " : " reads ";
+  const verb = stage === "scores" ? " scores " : D ? " mixes " : " reads ";
   // a learnt sink takes a share of the budget no token gets: said, and the effective tokens are of what the row keeps
   const learnt = sink != null && stage !== "scores";
   let kept = 0;
   for (let j = 0; j < m; j++) kept += row[j];
   const taken = learnt ? [el("span", { class: "aw-sink-share" }, `; its sink takes ${fmt3(1 - kept)} (no token gets it)`)] : [];
   const among = learnt ? " among what it keeps" : "";
+  const budget = D ? [` — its row sums to ${fmt3(Array.from(row).reduce((a, b) => a + b, 0))}, 1 − λ (map 1 − λ·map 2)`] : null;
   /** @type {(string | HTMLElement)[]} */
-  const tail = stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens${among}`];
+  const tail = budget || (stage === "scores" || secret === "eff" ? [] : [` — ${fmt2(A.effectiveTokens(row, m, 0))} effective tokens${among}`]);
   // sparse attention: the keys the indexer chose, and what dense attention would have given them
   const chose = stage === "scores" || secret ? null : (selection?.(focus) ?? null);
   if (chose)

@@ -125,6 +125,26 @@ const LEARNT_BLEND_NOTE =
 const SINK_NOTE = (first) =>
   `Sink view: the first token (${first}) is left out and each row's budget is spread over the rest; these are not the model's own weights (untick "hide first token" for them).`;
 
+/** The weights stage's and the blend's captions while they show a differential pair's difference (a Pair). */
+/** @param {import("../types").Pair} p */
+const DIFFERENCE_CAPTIONS = (p) => ({
+  weights: `Differential attention: the model mixes this pair's values with map 1 − λ·map 2, head ${p.heads[0]}'s softmax minus λ = ${fmt3(p.lam)} times head ${p.heads[1]}'s (the temperature divides both maps' scores). Each row sums to 1 − λ = ${fmt3(1 - p.lam)}, not 1, and a weight can be negative: purple adds that token's value, orange subtracts it.${CELL_HINT}`,
+  blend: `Differential attention: the focused row of map 1 − λ·map 2 times the value vectors, summed. Its weights sum to 1 − λ = ${fmt3(1 - p.lam)} and some are negative, so the mix can land outside the values' hull: it is what the model hands its group norm (then × (1 − λ_init)) before the output projection.`,
+});
+
+/** Said under the scores, weights and blend stages of a differential attention model: which map they show. */
+/** @param {Stage} stage  @param {import("../types").Pair} p  @param {boolean} waiting  the other map is on its way */
+function pairNote(stage, p, waiting) {
+  const [a, b] = p.heads,
+    own = p.head === a ? "map 1" : "map 2";
+  if (waiting) return `Head ${p.head}'s own softmax is shown while head ${p.head === a ? b : a}'s, the pair's other map, comes from the kernel.`;
+  if (p.shown === "difference")
+    return stage === "scores"
+      ? `These are head ${p.head}'s own scores (${own} of the pair): the weights stage shows map 1 − λ·map 2 of heads ${a} and ${b}.`
+      : "";
+  return `Differential attention: head ${p.head}'s softmax is ${own} of the pair of heads ${a} and ${b}; the model mixes the pair's values with map 1 − λ·map 2 (λ = ${fmt3(p.lam)} in this layer), not with either map alone: tick “difference” to see it.`;
+}
+
 /** Said under the query/key, scores and weights stages when position enters the lab's scores: what it did to the
  * focused token (`reader`, at position `focus`).
  * @param {Stage} stage  @param {Position} position  @param {string} reader  @param {number} focus */
@@ -149,10 +169,12 @@ function positionNote(stage, { scheme, slope, biased }, reader, focus) {
  * view: {stage, cross, causal, masked, secret, hint, bias, softcap, residual (shown, with x), sink, first (the first token),
  * given (weights alone), position (derived.js's: the lab's RoPE or ALiBi), reader and focus (the focused token and its place),
  * image (the tokens are an image's patches), terms (the names of the terms the scores are the sum of: DeBERTa's),
- * learnt (the head's learnt sink's logit, or null)}.
+ * learnt (the head's learnt sink's logit, or null), pair (a differential pair: derived.js's) and waiting (its other map
+ * is on its way)}.
  * @param {{ stage: Stage, cross: boolean, causal: boolean, masked: boolean, secret: string | null, hint: boolean, bias: boolean,
  *   softcap: number | null, residual: boolean, sink: boolean, first: string, given: boolean, position?: Position | null,
- *   reader?: string, focus?: number, image?: boolean, terms?: string[], learnt?: number | null }} view */
+ *   reader?: string, focus?: number, image?: boolean, terms?: string[], learnt?: number | null,
+ *   pair?: import("../types").Pair | null, waiting?: boolean }} view */
 export function captionOf({
   stage,
   cross,
@@ -172,8 +194,12 @@ export function captionOf({
   image = false,
   terms = [],
   learnt = null,
+  pair = null,
+  waiting = false,
 }) {
   let said = CAPTIONS[stage] || "";
+  const difference = pair?.shown === "difference" && !waiting ? DIFFERENCE_CAPTIONS(pair) : null;
+  if (difference && (stage === "weights" || stage === "blend") && secret !== "eff") said = difference[stage];
   if (stage === "tokens") said = cross ? CROSS_CAPTION : causal ? CAUSAL_TOKENS_CAPTION : masked ? MASKED_TOKENS_CAPTION : said;
   else if (stage === "weights" && secret === "eff") said = SECRET_EFF_CAPTION;
   else if (stage === "weights" && learnt != null) said = LEARNT_CAPTION(learnt);
@@ -190,8 +216,27 @@ export function captionOf({
   if (stage === "blend" && learnt != null) notes.push(LEARNT_BLEND_NOTE);
   if (stage === "blend" && residual) notes.push(RESIDUAL_NOTE);
   if (sink && stage !== "tokens" && stage !== "qk") notes.push(SINK_NOTE(first));
-  return notes.join(" ");
+  if (pair && ["scores", "weights", "blend"].includes(stage)) notes.push(pairNote(stage, pair, waiting));
+  return notes.filter(Boolean).join(" ");
 }
+
+/** The scores' and weights' titles: which map of a differential pair they show (`difference`: the weights are the
+ * pair's difference); "scores" and "weights" for other widgets.
+ * @param {import("../types").Pair | null} pair  @param {boolean} difference */
+export function mapTitles(pair, difference) {
+  if (!pair) return { scores: "scores", weights: "weights" };
+  const [a, b] = pair.heads,
+    own = `${pair.head === a ? "map 1" : "map 2"} of the pair of heads ${a} and ${b}`;
+  return {
+    scores: `scores of head ${pair.head} (${own})`,
+    weights: difference ? `map 1 − λ·map 2: head ${a}'s weights − ${fmt3(pair.lam)} × head ${b}'s` : `weights of head ${pair.head}: ${own}`,
+  };
+}
+/** A grid's figure caption set to `title`. @param {{ node: HTMLElement }} grid  @param {string} title */
+const titled = (grid, title) => {
+  const caption = grid.node.querySelector("figcaption");
+  if (caption && caption.textContent !== title) caption.textContent = title;
+};
 
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
@@ -253,7 +298,9 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         : capped
           ? ` = ${capped}`
           : "";
-    return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}`;
+    const D = view.pair?.shown === "difference" ? view.difference() : null; // a differential pair's, shown
+    const mixed = D ? `\nmap 1 − λ·map 2 ${why ? "0" : fmt3(D[i * m + j])}` : "";
+    return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}${mixed}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
   const qGrid = createGrid(qkPanel, {
@@ -438,6 +485,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}`,
       };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
+      titled(scoresGrid, mapTitles(view.pair, false).scores);
       // one range, the matrix's own; its colours are those of a scale centred on 0
       const { bias } = view;
       const alibi = view.position?.scheme === "alibi" ? view.position : null;
@@ -476,7 +524,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     weights(view) {
       const m = view.keys.length,
         T = view.temperature,
-        stretch = m > 64;
+        stretch = m > 64,
+        D = view.pair?.shown === "difference" ? view.difference() : null; // a differential pair's: signed
       // Long inputs spread the budget thin: past 64 tokens the colour runs up to the largest weight
       // (the legend says so), or the matrix would be a blank page of near-zero cells.
       let top = 1,
@@ -485,7 +534,10 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         /** @type {import("../picture.js").Painted | null | undefined} */
         picture,
         pending = false;
-      if (painted(view)) {
+      if (D) {
+        painter.release(); // (the worker paints softmaxes: the page draws the difference itself)
+        W = D;
+      } else if (painted(view)) {
         // the worker's picture; the numbers shown come from the rows alone
         const got = requestPicture(view);
         [picture, pending] = [got ? got.image : null, !got?.current];
@@ -495,8 +547,9 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         W = view.weights();
         if (stretch) top = view.topWeight();
       }
-      const color = weightColours(view.pal, top),
-        figures = figuresTo(top),
+      const [lo, hi] = D ? A.extent(D) : [0, top];
+      const color = D ? signedColours(view.pal, Math.max(1e-9, -lo, hi)) : weightColours(view.pal, top),
+        figures = D ? fmt2 : figuresTo(top),
         row = W ? (/** @type {number} */ i) => W.subarray(i * m, (i + 1) * m) : view.weightRow; // (the matrix's own rows, when it is at hand)
       /** @type {GridSpec} */
       const spec = {
@@ -516,20 +569,22 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
             { title: "Σ row", value: (/** @type {number} */ i) => fmt2(row(i).reduce((a, b) => a + b, 0)) },
             // a learnt sink's share: the part of the row's budget no token gets
             view.sink == null ? null : { title: "sink", value: (/** @type {number} */ i) => fmt2(1 - row(i).reduce((a, b) => a + b, 0)) },
-            // the temperature exercise keeps the effective tokens secret until its reveal
-            view.secret === "eff" ? null : { title: "eff.", value: (/** @type {number} */ i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
+            // the temperature exercise keeps the effective tokens secret until its reveal; a signed row has none
+            view.secret === "eff" || D ? null : { title: "eff.", value: (/** @type {number} */ i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
           ].filter(Boolean)
         ), // only for the rows drawn
-        ariaLabel: `weights at temperature ${fmt2(T)}`,
+        ariaLabel: D ? `map 1 − λ·map 2 at temperature ${fmt2(T)}, from ${fmt2(lo)} to ${fmt2(hi)}` : `weights at temperature ${fmt2(T)}`,
       };
       if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
       weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : null });
-      legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${figures(top)})` : "weight", color, 0, top, figures);
+      titled(weightsGrid, mapTitles(view.pair, !!D).weights);
+      if (D) legend(weightsLegend, `map 1 − λ·map 2, λ = ${fmt3(/** @type {import("../types").Pair} */ (view.pair).lam)} (colour centred on 0)`, color, lo, hi);
+      else legend(weightsLegend, top < 1 ? `weight (colour stretched to the largest, ${figures(top)})` : "weight", color, 0, top, figures);
     },
     blend(view) {
       draw.weights(view);
       const { v, x } = view,
-        O = view.output();
+        O = (view.pair?.shown === "difference" && view.mixed()) || view.output(); // a differential pair's mix, where shown
       blend.update({
         tokens: view.tokens,
         keys: view.keys,
@@ -539,7 +594,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         v,
         O,
         sense: A.senseResolved(O, v, view.focus),
-        spread: view.spread(),
+        spread: O === view.output() ? view.spread() : A.outputSpread(O, view.tokens.length, v.cols),
         axes: view.axes,
         x,
         residual: view.residual && !!x,

@@ -15,6 +15,7 @@ from typing import Callable
 import numpy as np
 
 from . import atlas, measures, qkmap, rules
+from .formulas import pair_heads
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
 from .mixing import rollout
@@ -127,6 +128,16 @@ def _query_key_map(inputs: Inputs) -> dict:
     }
 
 
+def _pair(inputs: Inputs) -> dict:
+    """The other head of a differential pair (a live page holds the head shown alone): its queries and keys as
+    the model made them, every token's, for the page to compute that map at any temperature."""
+    s = inputs.state
+    heads = rules.n_heads(s)
+    one, two = pair_heads(min(s["head"], heads - 1), heads)
+    other = two if min(s["head"], heads - 1) == one else one
+    return {"head": other, **{n: _buffer(s[n][other], s[n].dtype) for n in ("q", "k")}}
+
+
 def _induction(inputs: Inputs) -> dict:
     """The induction score alone: the model run on its own repeated texts (once), not the widget's texts."""
     scores = atlas.head_scores((), lambda: atlas.read_repeated(inputs))
@@ -237,6 +248,14 @@ VIEWS = {
             "computed",
             compute=_induction,
             asked_when={"summary": ["induction"]},
+        ),
+        # a differential pair's other head, for the page's difference map (its q and k: a live page holds one head)
+        View(
+            "pair",
+            ("block", "sentence_index", "layer", "head", "layer_shown"),
+            "computed",
+            compute=_pair,
+            asked_when={"difference_map": [True]},
         ),
         # one head's queries and keys of every text in 2-D (qkmap.py), beside the overview while qk_map is on
         View(

@@ -6,11 +6,12 @@ ones so the page can redraw without asking the kernel.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-__all__ = ["Attention", "attention", "default_scale", "principal_axes"]
+__all__ = ["Attention", "Differential", "attention", "default_scale", "principal_axes"]
 
 # Scores up to this size: a row's sums and differences stay finite in float64.
 SCORE_LIMIT = 1e300
@@ -322,6 +323,36 @@ class Attention:
         sq = (o * o).sum(axis=1)
         d2 = sq[:, None] + sq[None, :] - 2.0 * (o @ o.T)  # Gram form: O(n²) memory, not O(n²·d)
         return float(np.sqrt(max(d2.max(), 0.0)) * m)
+
+
+def pair_heads(head: int, heads: int) -> tuple[int, int]:
+    """Differential attention's pair of head ``head`` (of ``heads``): the heads whose softmax maps are its
+    map 1 and map 2, (p, p + heads/2) with p = head mod heads/2, as DiffLlama pairs them."""
+    half = heads // 2
+    return head % half, head % half + half
+
+
+@dataclass(frozen=True)
+class Differential:
+    """Differential attention at one pair of heads (Ye et al., 2025, "Differential Transformer"):
+    ``map1`` and ``map2`` are the two heads' own softmaxes (``heads``: which), ``lam`` the layer's λ,
+    ``difference`` = map1 − λ·map2 (each row sums to 1 − λ, where a row reads anything), what the model
+    mixes the pair's values with, and ``output`` = difference @ the values (the model's mix, before its
+    group norm). ``shown``: the map the weights stage shows, "map 1", "map 2" or "difference"."""
+
+    heads: tuple[int, int]
+    lam: float
+    map1: np.ndarray
+    map2: np.ndarray
+    difference: np.ndarray
+    output: np.ndarray
+    shown: str
+
+
+def differential(one: Attention, two: Attention, lam: float, heads: tuple[int, int], shown: str) -> Differential:
+    """The pair whose maps ``one`` (map 1) and ``two`` (map 2) computed, at the same temperature and mask."""
+    difference = one.weights - lam * two.weights
+    return Differential(heads, float(lam), one.weights, two.weights, difference, difference @ one.v, shown)
 
 
 def principal_axes(v):

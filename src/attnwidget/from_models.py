@@ -240,6 +240,7 @@ class FromModels(_Widget):
         summary = kwargs.pop("summary", "")  # set once the widget has its model: "effect" needs it
         measure = kwargs.pop("measure", "")  # (as summary: the difference needs its texts)
         qk_map = kwargs.pop("qk_map", False)  # (as summary: refused once it is known to have no queries and keys)
+        difference_map = kwargs.pop("difference_map", False)  # (as summary: a differential model's, once known)
         made = OPENING.set(True)  # its layer goes to the page once it is the model's (below): one head of it
         try:
             w: Widget = cast("type[AttentionWidget]", cls)(
@@ -268,6 +269,7 @@ class FromModels(_Widget):
             w.set_trait("layer_numbers", list(getattr(found, "layer_numbers", None) or []))
             w.set_trait("layer_kinds", list(getattr(found, "layer_kinds", None) or []))
             w.set_trait("sparse_layers", list(getattr(found, "sparse", None) or []))
+            w.set_trait("model_lambda", getattr(found, "lambdas", None))  # differential attention's λ per layer
             for name, value in w._sources.stack(block or "", index).items():
                 w.set_trait(name, value)
             w._sources.adopt(block or "", {n: getattr(w, n) for n in rules.STACK}, index)
@@ -286,6 +288,7 @@ class FromModels(_Widget):
             w.summary = summary
             w.measure = measure
             w.qk_map = qk_map
+            w.difference_map = difference_map
         except BaseException:
             w.close()
             raise

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from . import dense, rules
-from .formulas import Attention
+from .formulas import Attention, Differential, differential, pair_heads
 from .inputs import head_of, reading_mask
 from .position import positioned
 from .position import slopes as slopes_of
@@ -25,7 +25,7 @@ else:
 class Shown(_Widget):
     """The current head's numbers (``attention`` and the properties read from it)."""
 
-    _result = None  # (its inputs, the Attention computed at them)
+    _results: dict | None = None  # head -> (its inputs, the Attention computed at them): the head shown's, its pair's
 
     def _rows(self) -> int:
         """How many tokens there are: all of them, or while generating the first `step`."""
@@ -61,9 +61,11 @@ class Shown(_Widget):
         """The full :class:`~attnwidget.Attention` result for the current state and head."""
         return self._attention("w.attention")
 
-    def _attention(self, what: str) -> Attention:
-        """``attention``, asked for by ``what`` (named when it is refused past ``dense_limit``)."""
+    def _attention(self, what: str, head: int | None = None) -> Attention:
+        """``attention``, asked for by ``what`` (named when it is refused past ``dense_limit``); ``head``: another
+        head's at the same state (a differential pair's other map)."""
         self._dense_check(what)
+        head = self.head if head is None else head
         # Keyed on the inputs themselves (arrays by identity: each assignment stores a new one),
         # so even an observer called in the middle of set_vectors never sees stale numbers.
         key = (
@@ -73,7 +75,6 @@ class Shown(_Widget):
             self.temperature,
             self.causal,
             self.scale,
-            self.head,
             self.mask,
             self.sink,
             self.bias,
@@ -84,17 +85,21 @@ class Shown(_Widget):
             self.alibi_slopes,
             self.sinks,
         )
-        cached = self._result
-        if cached is None or not all(rules.same(a, b) for a, b in zip(cached[0], key)):
-            cached = self._result = (key, self._computed(self.mask))
-        return cached[1]
+        fresh = lambda kept: all(rules.same(a, b) for a, b in zip(kept, key))
+        results = {h: r for h, r in (self._results or {}).items() if fresh(r[0])}
+        if head not in results:
+            results[head] = (key, self._computed(self.mask, head))
+        self._results = results
+        return results[head][1]
 
-    def _computed(self, mask) -> Attention:
-        """The head shown's attention at the state as it stands, with ``mask`` for the widget's own."""
+    def _computed(self, mask, head: int | None = None) -> Attention:
+        """A head's attention (the head shown's by default) at the state as it stands, with ``mask`` for
+        the widget's own."""
+        head = self.head if head is None else head
         n, m = self._rows(), self._keys_read()  # while generating: the tokens written so far
-        q, k, v = (self._head(a)[:r].astype(float) for a, r in zip((self.q, self.k, self.v), (n, m, m)))  # float64
-        bias = None if self.bias is None else self._head(self.bias)[:n, :m]
-        q, k, bias = positioned(q, k, bias, self._position_state())
+        q, k, v = (head_of(a, head)[:r].astype(float) for a, r in zip((self.q, self.k, self.v), (n, m, m)))  # float64
+        bias = None if self.bias is None else head_of(self.bias, head)[:n, :m]
+        q, k, bias = positioned(q, k, bias, self._position_state(head))
         mask = reading_mask(mask, self.sink, len(self.tokens), len(cast(list, self.key_tokens)))
         return Attention(
             q,
@@ -106,12 +111,13 @@ class Shown(_Widget):
             mask=None if mask is None else mask[:n, :m],
             bias=bias,
             softcap=self.softcap,
-            sink=self._sink(),
+            sink=self._sink(head),
         )
 
-    def _sink(self) -> float | None:
-        """The head shown's learnt sink's logit, or None."""
-        return None if self.sinks is None else self.sinks[min(self.head, len(self.sinks) - 1)]
+    def _sink(self, head: int | None = None) -> float | None:
+        """A head's learnt sink's logit (the head shown's by default), or None."""
+        head = self.head if head is None else head
+        return None if self.sinks is None else self.sinks[min(head, len(self.sinks) - 1)]
 
     def selection(self) -> dict[str, np.ndarray]:
         """What sparse attention's choice keeps, in a layer of ``sparse_layers`` (DeepSeek V3.2's: each
@@ -146,10 +152,33 @@ class Shown(_Widget):
         chosen = np.ones(dense.shape, dtype=bool) if allowed is None else allowed
         return {"chosen": chosen.sum(axis=1), "dense": dense, "kept": np.where(chosen, dense, 0.0).sum(axis=1)}
 
-    def _position_state(self) -> dict:
-        """What position.positioned reads for the head shown: the lab's scheme (a model's is in its q and k)."""
+    @property
+    def differential(self) -> Differential | None:
+        """Differential attention (a model with ``model_lambda``: DiffLlama) at the head shown and the
+        current state: its pair's two heads (``heads``: p and p + heads/2), their own softmaxes ``map1``
+        and ``map2``, the layer's λ, their signed ``difference`` map1 − λ·map2 (rows sum to 1 − λ),
+        ``output`` = difference @ v (the model's mix of the pair, before its group norm), and ``shown``,
+        the map the weights stage shows ("map 1", "map 2", or with ``difference_map`` "difference").
+        The temperature divides both maps' scores. None for other widgets, and for your own arrays."""
+        lam = self._lambda()
+        if lam is None:
+            return None
+        heads = pair_heads(self.head, self.n_heads)
+        one, two = (self._attention("w.differential", h) for h in heads)
+        shown = "difference" if self.difference_map else ("map 1", "map 2")[heads.index(self.head)]
+        return differential(one, two, lam, heads, shown)
+
+    def _lambda(self) -> float | None:
+        """The λ of the layer shown, for a differential attention model's layer (None otherwise)."""
+        lambdas = self.model_lambda
+        if not lambdas or not self.layer_shown:
+            return None
+        return lambdas[rules.layer_index({"layer": self.layer, "layer_numbers": self.layer_numbers})]
+
+    def _position_state(self, head: int) -> dict:
+        """What position.positioned reads for ``head``: the lab's scheme (a model's is in its q and k)."""
         every = self.alibi_slopes or slopes_of(self.n_heads)
-        one = [every[min(self.head, len(every) - 1)]]  # (the head shown's own slope)
+        one = [every[min(head, len(every) - 1)]]  # (the head's own slope)
         return {"position": self.position, "rope_base": self.rope_base, "alibi_slopes": one, "n_layers": self.n_layers}
 
     def _frozen(self, a):

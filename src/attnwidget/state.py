@@ -144,6 +144,10 @@ FIELDS: tuple[Field, ...] = (
     F("stage", "choice", "tokens", writable=True, init_none=True, choices=STAGES,
       doc="""The stage shown: one of "tokens", "qk", "scores", "weights", "blend"."""),
     F("head", "index", 0, writable=True, doc="The head shown (0 for 2-D arrays)."),
+    F("difference_map", "flag", False, writable=True,
+      doc="""A differential attention model's widget (model_lambda): the weights and blend stages show the signed
+      difference of the head shown's pair, map 1 − λ·map 2, which is what the model mixes the values with (rows sum
+      to 1 − λ); False shows the head's own softmax, map 1 or map 2 of its pair (w.differential has all three)."""),
     F("cell", "cell", None, writable=True, nullable=True,
       doc="The cell whose arithmetic is shown, (row, column) in the focused row; or None."),
     F("controls", "flag", True, writable=True,
@@ -179,6 +183,10 @@ FIELDS: tuple[Field, ...] = (
       doc="""The model's layers (by number) whose mask is sparse attention's choice of keys: each query reads the
       few keys an indexer chose (DeepSeek V3.2's top index_topk), not every key its rule allows. selection() and
       the page say how much of dense attention's weight the choice keeps."""),
+    F("model_lambda", "numbers", None, nullable=True,
+      doc="""Differential attention's λ, one per layer held (DiffLlama; Ye et al., 2025): the model mixes a pair of
+      heads' values with map 1 − λ·map 2, head p's softmax minus λ times head p + heads/2's, each row summing to
+      1 − λ; None for every other model."""),
     F("model_q", "array", None, heads=True, nullable=True, travel="kept",
       doc="""Every layer's queries, (layers · heads) × tokens × width, kept here: a layer switch brings that layer's
       in as q."""),

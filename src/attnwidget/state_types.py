@@ -36,6 +36,7 @@ class StateFields(Protocol):
     focus: int
     stage: str
     head: int
+    difference_map: bool
     cell: tuple[int, int] | None
     controls: bool
     sentences: list[str]
@@ -48,6 +49,7 @@ class StateFields(Protocol):
     layer_numbers: list[int]
     layer_kinds: list[str]
     sparse_layers: list[int]
+    model_lambda: Sequence[float] | None
     model_q: np.ndarray | None
     model_k: np.ndarray | None
     model_v: np.ndarray | None
@@ -111,6 +113,7 @@ class Options(TypedDict, total=False):
     focus: int | None
     stage: str | None
     head: int
+    difference_map: bool
     cell: Sequence[int] | None
     controls: bool
     sentence_index: int

@@ -304,8 +304,9 @@ def trait(f: state.Field) -> traitlets.TraitType:
         t, tags = Tokens(default_value=default, **how), TEXT_SYNC
     elif f.writable:
         t, tags = Checked(default, **how), {"sync": True}
-    elif f.kind == "counts":
-        t, tags = traitlets.List(traitlets.Int(), default_value=default, **how), {"sync": True}
+    elif f.kind in ("counts", "numbers"):
+        each = traitlets.Int() if f.kind == "counts" else traitlets.Float()
+        t, tags = traitlets.List(each, default_value=default, **how), {"sync": True}
     elif f.kind == "answer":
         t = (
             traitlets.List(default_value=default, **how)

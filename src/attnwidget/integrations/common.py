@@ -59,6 +59,9 @@ class ModelAttention:
     # per layer, each head's learnt attention sink (a logit: one more column of every row's softmax, dropped
     # after it), or None for a layer without; None: no layer has one
     sinks: list[np.ndarray | None] | None = None
+    # differential attention's λ, per layer in layers (DiffLlama: each layer's v holds both halves of the values, and
+    # head p's map − λ · head p + heads/2's is what it mixes them with); None for every other model
+    lambdas: list[float] | None = None
 
 
 @dataclass

@@ -214,6 +214,12 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         if mask is not None and same is None:
             seen.append(mask)
         masks.append(same if same is not None else mask)  # layers with one mask share one array
+    lambdas = [c.lam for c in calls]
+    if len({lam is None for lam in lambdas}) > 1:
+        raise NotImplementedError(
+            f"{name} (model_type {kind!r}) has differential attention in some layers only: attnwidget holds every "
+            "layer in one form"
+        )
     scale = calls[0].scaling
     return ModelAttention(
         tokens=tokens,
@@ -228,6 +234,7 @@ def _assemble(calls, tokens, name: str, kind, key_tokens=None) -> ModelAttention
         masks=masks if any(mk is not None for mk in masks) else None,
         projections=[c.out for c in calls],
         sinks=[c.sinks for c in calls] if any(c.sinks is not None for c in calls) else None,
+        lambdas=None if lambdas[0] is None else cast(list, lambdas),
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..formulas import _softmax_rows, scores_of
+from . import differential
 
 
 @dataclass
@@ -36,6 +37,9 @@ class Caught:
     out: Projection | str | None = None  # the output projection the call's result is fed to, or why it was not found
     # each head's learnt sink (gpt-oss): a logit, one more column of every row's softmax, dropped after it; or None
     sinks: np.ndarray | None = None
+    # differential attention's λ (differential.py): v holds both halves of the values, and head p's map 1 −
+    # λ · head p + heads/2's map 2 is what the layer mixes them with; None for every other layer
+    lam: float | None = None
 
     def weights(self) -> np.ndarray:
         """Each head's weights from what this call caught, in float64 (for checking): the core's
@@ -99,7 +103,8 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     caught: list[Caught] = []
     names = {id(m): name for name, m in model.named_modules()}
     family = f"{type(model).__name__} (model_type {getattr(getattr(model, 'config', None), 'model_type', None)!r})"
-    last: list = [None, None]  # the last call's module and query: a layer that calls attention again on them
+    # the last call's module, query, key and output: a layer that calls attention again on them (differential attention)
+    last: list = [None, None, None, None]
 
     def recording(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
         if query.shape[0] != 1:
@@ -112,14 +117,15 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
                 f"reads one logit per head, the same for every row (gpt-oss's, {query.shape[1]} here); it shows "
                 "nothing rather than other weights"
             )
-        if module is last[0] and (query is last[1] or torch.equal(query, last[1])):
+        again = module is last[0] and all(a is b or torch.equal(a, b) for a, b in ((query, last[1]), (key, last[2])))
+        lam = differential.strength(module) if again and caught[-1].lam is None else None
+        if module is last[0] and (query is last[1] or torch.equal(query, last[1])) and lam is None:
             raise NotImplementedError(
                 f"{family} computes attention twice in each layer over the same queries and keys "
                 f"({type(module).__name__}) and combines the results, as differential attention does: what its "
                 "tokens read is not one softmax of q·k, so attnwidget cannot show it, and shows nothing rather than "
                 "something else. Pass weights you have computed yourself to AttentionWidget.from_attentions"
             )
-        last[:] = module, query
         groups = query.shape[1] // key.shape[1]
         k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
         scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
@@ -139,43 +145,52 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             bias = None  # T5's layers without a position bias of their own pass zeros
         softcap = kwargs.get("softcap")
         layer = getattr(module, "layer_idx", None)
-        caught.append(
-            Caught(
-                len(caught) if layer is None else layer,
-                _numpy(query[0]),
-                _numpy(k[0]),
-                _numpy(v[0]),
-                scale,
-                open_,
-                softcap or None,
-                bias,
-                names.get(id(module), ""),
-                sinks=None if sinks is None else _numpy(sinks),
-            )
+        call = Caught(
+            len(caught) if layer is None else layer,
+            _numpy(query[0]),
+            _numpy(k[0]),
+            _numpy(v[0]),
+            scale,
+            open_,
+            softcap or None,
+            bias,
+            names.get(id(module), ""),
+            sinks=None if sinks is None else _numpy(sinks),
         )
-        if on_call is not None:
-            on_call(len(caught))
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
         result = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         output, weights = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
-        check(caught[-1], output, weights, query.dtype, family, (query[0], k[0], v[0]))
-        projections.expect(caught[-1], output)
+        check(call, output, weights, query.dtype, family, (query[0], k[0], v[0]))
+        if lam is not None:  # differential attention's second call: the layer's other half of the values
+            first = caught[-1]
+            first.v, first.lam, first.out = np.concatenate([first.v, call.v], axis=-1), lam, differential.UNREAD
+            projections.done()
+            mixes.expect(module, first, last[3], output)
+        else:
+            caught.append(call)
+            projections.expect(call, output)
+        last[:] = module, query, key, output
+        if on_call is not None:
+            on_call(len(caught))
         return result
 
     mapping = AttentionInterface._global_mapping
     had = mapping.get("eager")
     mapping["eager"] = recording  # "eager" is looked up here first, before the model's own default
     projections = _Projections(names)
+    mixes = differential.Mixes(family)
     try:
         with _eager(model), torch.no_grad(), projections.watching(model):
             run() if run is not None else model(**inputs)
     finally:
+        mixes.remove()
         if had is None:
             mapping.pop("eager", None)
         else:
             mapping["eager"] = had
     projections.done()
+    mixes.done()
     if not caught:
         kind = getattr(getattr(model, "config", None), "model_type", None)
         raise NotImplementedError(

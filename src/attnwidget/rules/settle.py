@@ -7,9 +7,11 @@ import math
 
 from ..formulas import overflow_message
 from .values import (
+    DIFFERENCE_EXERCISE,
     FIELDS,
     GENERATION_IS_CAUSAL,
     GUESS_TOLERANCE,
+    NO_DIFFERENCE,
     NO_EFFECT,
     NO_INDUCTION,
     NO_QK_MAP,
@@ -75,6 +77,11 @@ def may_write(state) -> bool:
     prefix's own (your own arrays and the lab's, also set on a model's widget; a model's layers
     only where the model, or the block shown, reads causally)."""
     return not state.get("n_layers") or not state.get("layer_shown") or bool(state.get("model_causal"))
+
+
+def differential(state) -> bool:
+    """A differential attention model's layer is shown (its λ known): the difference map can be."""
+    return bool(state.get("model_lambda")) and bool(state.get("layer_shown"))
 
 
 def other_text(lengths, shown) -> int:
@@ -229,6 +236,8 @@ def _fit(s, before, asked, changed, sources):
         s["terms"] = None  # the terms of the model's own bias only
     if s.get("x") is None and s.get("residual") and "residual" not in changed:
         s["residual"] = False  # nothing to add the mix to
+    if s.get("difference_map") and not differential(s) and "difference_map" not in asked:
+        s["difference_map"] = False  # your own arrays: no layer's λ
     old_n, stepped = len(before.get("tokens") or []), "step" in asked
     brought = s["step"] is not None and s["step"] != before.get("step")  # a model's text opens at its own step
     if not stepped and (s["step"] is None or (not brought and n != old_n and (s["step"] == old_n or s["step"] > n))):
@@ -397,6 +406,10 @@ def _check_state(s, asked):
         raise Refused(f"'block' must be {have}; got {show(s['block'])}.")
     if s["residual"] and x is None:
         raise Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.")
+    if s.get("difference_map") and not differential(s):
+        raise Refused(NO_DIFFERENCE)
+    if s.get("difference_map") and s["exercise"]:
+        raise Refused(DIFFERENCE_EXERCISE)
     unknown = WEIGHTS_ONLY.get(s.get("weights_only") or "", {})
     if s["stage"] in unknown:
         raise Refused(unknown[s["stage"]])

@@ -107,6 +107,14 @@ NO_SINKS = (
     "sinks= (one logit per head)."
 )
 NO_QK_MAP = _NO_QK.format(what="query–key map (qk_map, query_key_map()): every point would be at (0, 0)")
+NO_DIFFERENCE = (
+    "'difference_map' shows a differential attention model's pair of maps, map 1 − λ·map 2: it needs a widget of "
+    "such a model's layer (from_transformers of a DiffLlama model, whose model_lambda holds each layer's λ)."
+)
+DIFFERENCE_EXERCISE = (
+    "An exercise is about one head's softmax, whose rows sum to 1, and the difference map's rows sum to 1 − λ: set "
+    "difference_map=False or exercise='' first."
+)
 GENERATION_IS_CAUSAL = (
     "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
     "tokens)."
@@ -144,6 +152,8 @@ CONSTANTS = {
     "no_induction": NO_INDUCTION,
     "no_sinks": NO_SINKS,
     "no_qk_map": NO_QK_MAP,
+    "no_difference": NO_DIFFERENCE,
+    "difference_exercise": DIFFERENCE_EXERCISE,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": ENTRY_LIMIT,
