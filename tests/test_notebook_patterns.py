@@ -410,6 +410,7 @@ ALL = [
     "05_head_atlas.ipynb",
     "06_position_and_images.ipynb",
     "07_differential_attention.ipynb",
+    "08_hybrid_and_sparse_attention.ipynb",
 ]
 
 
@@ -417,7 +418,8 @@ ALL = [
 def test_heads_and_layers_the_text_names_are_python_numbers_of_its_widgets(name):
     run = executed(name)
     heads = max([s["n_heads"] for s in run.widgets.values()] + [0])
-    layers = max([s["n_layers"] for s in run.widgets.values()] + [0])
+    # (a hybrid's layers by the model's own numbers: every one of its layers, attention or not)
+    layers = max([max(s["n_layers"], len(s.get("layer_kinds") or ())) for s in run.widgets.values()] + [0])
     text = plain(run.markdown)
     # counted from 0, as w.head and w.layer are (and as the page now labels them)
     for word, limit in (("head", heads), ("layer", layers)):
@@ -621,3 +623,22 @@ def test_differential_says_lambda_the_budget_and_the_mix_as_its_widgets_hold():
     assert last["difference_map"] and last["stage"] == "weights" and last["temperature"] == 1.0
     hot = re.search(r"T = 0.5: .*difference (-\d\.\d+); most negative: river", run.printed_by("diff.temperature"))
     assert hot and f"falls from {said(river)} to {said(float(hot.group(1)))}" in text
+
+
+# --- 08: hybrid models and sparse attention ---------------------------------------------
+
+HYBRID = "08_hybrid_and_sparse_attention.ipynb"
+
+
+def test_hybrid_and_sparse_say_the_layers_and_the_choice_as_its_widgets_hold():
+    run = executed(HYBRID)
+    text = plain(run.markdown)
+    jamba, sparse = run.shown[0], run.shown[-1]
+    assert jamba["layer_numbers"] == [1, 3] and jamba["layer"] == 1  # "the model's own numbers, 1 and 3"
+    assert [i for i, kind in enumerate(jamba["layer_kinds"]) if kind.startswith("Mamba")] == [0, 2]
+    assert "own numbers, 1 and 3, and opens on layer 1" in text and "Layers 0 and 2 are Mamba layers" in text
+    assert "the layer shown is still 1" in run.printed_by("w.layer = 0")
+    assert sparse["sparse_layers"] == [0, 1] and sparse["tokens"][sparse["focus"]] == "book"
+    printed = run.printed_by("s.selection()")
+    reads, kept = re.search(r"book reads (\d+) keys; dense attention would give them (\d\.\d+)", printed).groups()
+    assert f"book reads {reads} of its {sparse['focus'] + 1} keys" in text and f"only {kept} of its row" in text

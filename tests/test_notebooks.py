@@ -86,6 +86,8 @@ measure=_w.measure,
             cell_arithmetic=_w.cell_arithmetic, head_weights=_heads(_w),
             exercise=_w.exercise, guess=_w.guess, revealed=_w.revealed, score=_w.score, goal=_w.goal, step=_w.step,
             model_lambda=_w.model_lambda, difference_map=_w.difference_map,
+            layer_numbers=list(_w.layer_numbers), layer_kinds=list(_w.layer_kinds),
+            sparse_layers=list(_w.sparse_layers),
         )
 with open({path!r}, "wb") as _f:
     _pickle.dump(_found, _f)
@@ -256,6 +258,7 @@ def test_the_course_notebooks_are_all_here():
         "05_head_atlas.ipynb",
         "06_position_and_images.ipynb",
         "07_differential_attention.ipynb",
+        "08_hybrid_and_sparse_attention.ipynb",
     ]
 
 
