@@ -638,7 +638,7 @@ export function createStore(get) {
     closedCells: () => closedOf(get("causal"), s.mask(), s.m()),
     /** Sparse attention's choice in row i, in a layer of sparse_layers (each query reads the keys its indexer
      * chose; shown.py's selection()): how many keys the row reads, and the share of dense attention's weight
-     * (the same scores, every key the causal rule allows) those keys had; null for any other layer. */
+     * (the same scores, every key the causal rule allows) those keys had, and that dense row; null for any other layer. */
     selection: (i) => {
       // (the choice is the layer's own mask under the model's causal rule: with another rule, or the first token
       // hidden, the keys open are not the indexer's; shown.py's selection() refuses them)
@@ -654,7 +654,7 @@ export function createStore(get) {
           chosen++;
           kept += dense[j];
         }
-      return { chosen, kept };
+      return { chosen, kept, dense };
     },
   };
   return s;

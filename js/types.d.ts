@@ -165,7 +165,7 @@ export interface Shown {
   mixed: () => Float64Array | null;
   closed: (i: number, j: number) => boolean;
   closedWhy: (i: number, j: number) => ClosedWhy | null;
-  selection: (i: number) => { chosen: number; kept: number } | null;
+  selection: (i: number) => { chosen: number; kept: number; dense: Float64Array } | null;
   cellArithmetic: (i: number, j: number) => CellArithmetic;
   /** The terms the scores are the sum of (DeBERTa's "c2c", "c2p", "p2c"), or [] (derived.js termNames). */
   termNames: string[];
@@ -290,7 +290,7 @@ export interface Store {
   closedWhy(i: number, j: number): ClosedWhy | null;
   closed(i: number, j: number): boolean;
   closedCells(): (i: number, j: number) => boolean;
-  selection(i: number): { chosen: number; kept: number } | null;
+  selection(i: number): { chosen: number; kept: number; dense: Float64Array } | null;
 }
 
 declare global {

@@ -16,7 +16,7 @@ import { el, figuresTo, fmt2, fmt3, fmtE, fmtT } from "./dom.js";
  * @property {() => Float32Array | Float64Array} scores  every row's, rows × keys
  * @property {(i: number) => Float32Array | Float64Array} weightRow
  * @property {(i: number, j: number) => boolean} closed
- * @property {(i: number) => { chosen: number, kept: number } | null} [selection]  sparse attention's choice in row i
+ * @property {(i: number) => { chosen: number, kept: number, dense: Float64Array } | null} [selection]  sparse attention's choice in row i
  * @property {(i: number, j: number) => [string, number][] | null} [scoreTerms]  a cell's score as the model's terms
  * @property {number | null} [sink]  the head's learnt sink's logit, or null
  * @property {import("../types").Pair | null} [pair]  a differential pair's (derived.js's)

@@ -282,7 +282,13 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
     const view = /** @type {StageView} */ (at); // (a cell is described once drawn)
     const m = view.keys.length,
       why = view.closedWhy(i, j);
-    const weight = why ? `0 (masked: ${CLOSED[why].tip})` : fmt3(view.weightRow(i)[j]);
+    // a key sparse attention's indexer did not choose: what dense attention would have given it
+    const chose = why === "mask" ? view.selection(i) : null;
+    const weight = chose
+      ? `0 (not among the keys its indexer chose; dense attention would give it ${fmt3(chose.dense[j])})`
+      : why
+        ? `0 (masked: ${CLOSED[why].tip})`
+        : fmt3(view.weightRow(i)[j]);
     const bias = view.bias,
       score = fmt3(view.scores()[i * m + j]);
     // (read only where there is a bias or a cap)

@@ -37,6 +37,16 @@ def test_the_page_says_what_the_indexers_choice_keeps(browser, tmp_path, tokeniz
                 text = page.locator(".aw-selection").inner_text()
                 assert f"reads the {int(said['chosen'][w.focus])} keys its indexer chose" in text
                 assert f"dense attention would give {kept:.3f} of the row" in text
+        # a key not chosen: its cell says what dense attention would have given it
+        j = next(j for j in range(w.focus) if w.weights[w.focus, j] == 0)
+        canvas = page.locator(".aw-panel:not([hidden]) canvas.aw-grid").first
+        box, ds = canvas.bounding_box(), canvas.evaluate("c => ({...c.dataset})")
+        page.mouse.move(
+            box["x"] + float(ds["left"]) + (j + 0.5) * float(ds["cellWidth"]),
+            box["y"] + float(ds["top"]) + (w.focus + 0.5) * float(ds["cellHeight"]),
+        )
+        tip = page.locator(".aw-tip:not([hidden])").first.inner_text()
+        assert f"dense attention would give it {w.selection()['dense'][w.focus, j]:.3f}" in tip, tip
         page.evaluate(f"{ROOT}.model.set('causal', false)")  # (another rule: the keys open are not the choice)
         page.wait_for_function("!document.querySelector('.aw-selection')")
         page.evaluate(f"{ROOT}.model.set('causal', true)")
