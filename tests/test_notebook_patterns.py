@@ -633,7 +633,7 @@ HYBRID = "08_hybrid_and_sparse_attention.ipynb"
 def test_hybrid_and_sparse_say_the_layers_and_the_choice_as_its_widgets_hold():
     run = executed(HYBRID)
     text = plain(run.markdown)
-    jamba, sparse = run.shown[0], run.shown[-1]
+    jamba, sparse = run.widgets["w"], run.widgets["s"]
     assert jamba["layer_numbers"] == [1, 3] and jamba["layer"] == 1  # "the model's own numbers, 1 and 3"
     assert [i for i, kind in enumerate(jamba["layer_kinds"]) if kind.startswith("Mamba")] == [0, 2]
     assert "own numbers, 1 and 3, and opens on layer 1" in text and "Layers 0 and 2 are Mamba layers" in text
@@ -642,3 +642,6 @@ def test_hybrid_and_sparse_say_the_layers_and_the_choice_as_its_widgets_hold():
     printed = run.printed_by("s.selection()")
     reads, kept = re.search(r"book reads (\d+) keys; dense attention would give them (\d\.\d+)", printed).groups()
     assert f"book reads {reads} of its {sparse['focus'] + 1} keys" in text and f"only {kept} of its row" in text
+    said = re.search(r"river (\S+) = c2c (\S+) \+ c2p (\S+) \+ p2c (\S+)", run.printed_by("d.score_terms()")).groups()
+    score, c2c, c2p, p2c = (x.replace("-", "−") for x in said)
+    assert f"c2c alone is {c2c}, but c2p adds {c2p} and p2c {p2c}, for a score of {score}" in text
