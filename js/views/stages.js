@@ -229,7 +229,10 @@ export function mapTitles(pair, difference) {
     own = `${pair.head === a ? "map 1" : "map 2"} of the pair of heads ${a} and ${b}`;
   return {
     scores: `scores of head ${pair.head} (${own})`,
-    weights: difference ? `map 1 − λ·map 2: head ${a}'s weights − ${fmt3(pair.lam)} × head ${b}'s` : `weights of head ${pair.head}: ${own}`,
+    // (a negative λ adds map 2: said as a sum, not as "− −0.120")
+    weights: difference
+      ? `map 1 − λ·map 2: head ${a}'s weights ${pair.lam < 0 ? "+" : "−"} ${fmt3(Math.abs(pair.lam))} × head ${b}'s`
+      : `weights of head ${pair.head}: ${own}`,
   };
 }
 /** A grid's figure caption set to `title`. @param {{ node: HTMLElement }} grid  @param {string} title */
