@@ -473,7 +473,9 @@ export function createStore(get) {
       // a head the thumbnails have already scored needs no second pass (the same arithmetic)
       const job = s.headJob(),
         h = s.jobIndex();
-      return job.rows[h] === job.q.rows && job.scores[h] ? job.scores[h] : scores(s.q(), s.k(), s.scale(), s.bias(), s.softcap());
+      // (not where every layer has a bias of its own: the thumbnails add the layer's, and a bias set by hand is the state's)
+      const kept = job.rows[h] === job.q.rows && !(s.model("q") && get("model_bias")) ? job.scores[h] : null;
+      return kept || scores(s.q(), s.k(), s.scale(), s.bias(), s.softcap());
     },
     weights: () => weights(s.scores(), s.q().rows, get("temperature"), get("causal"), s.mask(), s.sink()),
     /** Row i of the weights, computed alone (the same arithmetic): a long input's whole matrix is

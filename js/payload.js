@@ -202,8 +202,10 @@ export function decodePayload(payload) {
   if (state.layer_shown && layerIndex(state) >= 0) {
     // a layer's own: cut from the stacks (or held whole), not sent twice; its bias too when it has one of its own
     // (a layer the model does not hold: refused below)
+    // (a bias and its terms only where Python left them out as the layer's: one set by hand is the state's own)
     const shown = sources.layer(state.block || "", layerIndex(state), texts ? first : 0);
-    Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...("bias" in shown ? ["bias"] : []), ...("terms" in shown ? ["terms"] : [])]));
+    const own = /** @type {const} */ (["bias", "terms"]).filter((n) => n in shown && !(n in state));
+    Object.assign(state, pick(shown, ["q", "k", "v", "value_basis", ...own]));
   }
   checkLoaded(state);
   return { state, sources };

@@ -479,6 +479,14 @@ export function settle(state, change, sources = null, page = false) {
   if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
   if (asked.has("qk_map") && s.qk_map && s.weights_only) throw new Refused(C.no_qk_map);
   if (asked.has("summary") && s.summary === "sink_share" && s.sinks == null) throw new Refused(C.no_sinks);
+  if (
+    asked.has("sinks") &&
+    s.sinks != null &&
+    s.layer_shown &&
+    s.model_sinks == null &&
+    !(/** @type {(keyof State)[]} */ (["q", "k", "v"]).some((n) => asked.has(n)))
+  )
+    throw new Refused(C.model_sinks); // (your own arrays with them: not the model's layer any more)
   position(s, before, asked, C);
   if (asked.has("key_tokens")) s.cross = s.key_tokens != null; // the columns' own labels: cross-attention; null: self-attention again
   bringIn(s, before, asked, sources);

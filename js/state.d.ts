@@ -38,6 +38,7 @@ export interface Constants {
   no_effect: string;
   no_induction: string;
   no_sinks: string;
+  model_sinks: string;
   no_qk_map: string;
   no_difference: string;
   difference_exercise: string;

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnwidget import AttentionWidget
+from attnwidget.formulas import pair_heads
 from attnwidget.integrations.interface import capture
 
 torch = pytest.importorskip("torch")
@@ -157,3 +158,18 @@ def test_what_a_pair_does_not_give_is_refused_with_why(tokenizer):
         w.head_effects()
     with pytest.raises(ValueError, match="differential attention: a pair of heads' mix is normalised"):
         w.norms()
+
+
+def test_the_widget_holds_at_most_the_head_shown_and_its_pair(tokenizer):
+    from test_byhand import build
+
+    w = AttentionWidget.from_transformers(build("deberta-v2", len(tokenizer)), tokenizer, "I sat on the river bank")
+    for head in range(w.n_heads):
+        w.head = head
+        w.weights  # noqa: B018  (computed, and kept)
+    assert set(w._results) == {w.n_heads - 1}  # (not one matrix per head ever shown)
+    d = AttentionWidget.from_transformers(diffllama(len(tokenizer)), tokenizer, "I sat on the river bank")
+    for head in range(d.n_heads):
+        d.head = head
+        d.differential  # noqa: B018
+    assert set(d._results) == set(pair_heads(d.head, d.n_heads))

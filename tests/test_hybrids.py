@@ -107,15 +107,26 @@ def test_a_hybrids_other_layers_offer_their_implicit_attention(kind, tokenizer):
         assert alphas.shape[-2:] == (len(w.tokens), len(w.tokens)) and not np.triu(alphas, 1).any()
         np.testing.assert_allclose(alphas.astype(float) @ found.x, found.y, atol=1e-5, rtol=0)
     assert w.implicit_attention().layer == 0
-    with pytest.raises(ValueError, match=r"without attention weights: 0 \(.*\), 2 \(.*\); got 3"):
+    with pytest.raises(ValueError, match=r"with implicit attention: 0 \(.*\), 2 \(.*\); got 3 \(the model's layer 3: "):
         w.implicit_attention(3)
+
+
+@pytest.mark.parametrize("kind", ["falcon_h1", "zamba2"])
+def test_a_scan_beside_attention_offers_its_implicit_attention_too(kind, tokenizer):
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModel.from_config(tiny_config(kind, len(tokenizer)), attn_implementation="eager")
+    w = AttentionWidget.from_transformers(model.eval(), tokenizer, TEXT)
+    found = w.implicit_attention(1)  # (layer 1 holds attention and a Mamba-2 scan)
+    np.testing.assert_allclose(found.alphas().astype(float) @ found.x, found.y, atol=1e-5, rtol=0)
 
 
 def test_implicit_attention_is_refused_where_every_layer_is_attention(tokenizer):
     config = tiny_config("llama", len(tokenizer))
     model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
     w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
-    with pytest.raises(ValueError, match="every layer of this widget's model is attention"):
+    with pytest.raises(ValueError, match="this widget's model has none read here"):
         w.implicit_attention()
 
 
@@ -140,3 +151,9 @@ def test_a_hybrids_head_effects_are_its_attention_layers_by_place(tokenizer):
             finally:
                 handle.remove()
             assert effects[place, head] == pytest.approx(float(ablated[best] - clean[best]), abs=1e-5)
+
+
+def test_a_model_of_scans_alone_is_pointed_to_its_implicit_attention(tokenizer):
+    model = transformers.AutoModel.from_config(tiny_config("mamba", len(tokenizer))).eval()
+    with pytest.raises(NotImplementedError, match=r"computes no attention: .*integrations.implicit_attention"):
+        AttentionWidget.from_transformers(model, tokenizer, TEXT)

@@ -259,3 +259,15 @@ def test_nnsight_reads_the_sinks_in_its_own_trace(words):
         for head in range(w.n_heads):
             w.head = head
             np.testing.assert_allclose(w.weights, want[layer][0, head].double().numpy(), atol=1e-5, rtol=0)
+
+
+def test_a_models_layer_without_sinks_takes_none_but_your_own_arrays_do(words):
+    w = AttentionWidget.from_transformers(tiny("llama", words), words, "I sat on the river bank")
+    before = w.weights.copy()
+    with pytest.raises(traitlets.TraitError, match="this model has none"):
+        w.sinks = [0.5] * w.n_heads
+    assert w.sinks is None and np.array_equal(w.weights, before)
+    q, k, v = (np.array(a) for a in (w.q, w.k, w.v))
+    w.set_vectors(q=q, k=k, v=v)  # your own arrays: sinks of your own
+    w.sinks = [0.5] * w.n_heads
+    assert not w.layer_shown and w.weights[0, 0] < 1

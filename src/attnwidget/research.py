@@ -362,27 +362,14 @@ class Research(_Widget):
         return {n: scores[n] for n in names}
 
     def implicit_attention(self, layer: int | None = None):
-        """The implicit attention of one of a hybrid model's layers without attention weights (a Mamba
-        scan, gated DeltaNet, lightning attention, a short convolution: ``layer_kinds`` names them), on
-        the text shown, by the model's own layer number (the first such layer by default): an
-        :class:`~attnwidget.integrations.implicit.ImplicitLayer`, whose ``alpha()`` is the matrix α
-        with y = α · x for the layer's scan input x and output y (``alpha(c)``: one channel's or head's).
-        α is not a softmax: its entries are signed and its rows do not sum to 1. The model runs again
-        once per text."""
-        others = [i for i, kind in enumerate(self.layer_kinds) if kind]
-        if not others:
-            raise ValueError(
-                "implicit_attention() is for a hybrid model's layers without attention weights (state-space scans, "
-                "linear attention, convolutions: layer_kinds names them); every layer of this widget's model is "
-                "attention, shown as it is"
-            )
-        layer = others[0] if layer is None else layer
-        if layer not in others:
-            said = ", ".join(f"{i} ({self.layer_kinds[i]})" for i in others)
-            raise ValueError(
-                f"layer must be one of the model's layers without attention weights: {said}; got {layer!r}"
-            )
-        rerun = getattr(self._sources.found("", self.sentence_index), "rerun", None)
+        """The implicit attention of one of a hybrid model's state-space, linear-attention or
+        convolution layers (``layer_kinds`` names those without attention; Falcon-H1 and Zamba2 run
+        one beside attention), on the text shown, by the model's own layer number (the first read by
+        default): an :class:`~attnwidget.integrations.implicit.ImplicitLayer`, whose ``alpha()`` is
+        the matrix α with y = α · x for the layer's scan input x and output y (``alpha(c)``: one
+        channel's or head's). α is not a softmax: its entries are signed and its rows do not sum to
+        1. The model runs again once per text."""
+        rerun = getattr(self._sources.found("", self.sentence_index), "rerun", None) if not self.blocks else None
         if rerun is None or rerun.library != "transformers":
             raise ValueError("implicit_attention() reads the model again: make the widget with from_transformers")
         kept = self.__dict__.setdefault("_implicit_kept", {})
@@ -391,11 +378,20 @@ class Research(_Widget):
 
             kept[self.sentence_index] = implicit_attention(rerun.model, input_ids=rerun.ids)
         read = kept[self.sentence_index]
-        found = next((one for one in read.layers if one.layer == layer), None)
-        if found is None:
-            why = read.skipped.get(layer, "its kind is not read")
-            raise ValueError(f"the model's layer {layer} ({self.layer_kinds[layer]}) has no implicit attention: {why}")
-        return found
+        offered = {one.layer: one for one in read.layers}
+        if not offered:
+            raise ValueError(
+                "implicit_attention() is for a hybrid model's state-space, linear-attention or convolution layers; "
+                f"this widget's model has none read here (attention layers are shown as they are): {read.skipped}"
+            )
+        layer = min(offered) if layer is None else layer
+        if layer not in offered:
+            said = ", ".join(f"{i} ({one.kind})" for i, one in sorted(offered.items()))
+            why = f" (the model's layer {layer}: {read.skipped[layer]})" if layer in read.skipped else ""
+            raise ValueError(
+                f"layer must be one of the model's layers with implicit attention: {said}; got {layer!r}{why}"
+            )
+        return offered[layer]
 
     def query_key_map(self, layer: int | None = None, head: int | None = None, method: str = "pca") -> dict:
         """One head's every query and key of every text of the widget in one 2-D picture (after

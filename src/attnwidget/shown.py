@@ -86,7 +86,10 @@ class Shown(_Widget):
             self.sinks,
         )
         fresh = lambda kept: all(rules.same(a, b) for a, b in zip(kept, key))
-        results = {h: r for h, r in (self._results or {}).items() if fresh(r[0])}
+        # kept: the head asked for and, of the rest, those a differential pair of the head shown needs (at most two
+        # heads' matrices are held, not one per head ever shown)
+        wanted = {head, self.head, *(pair_heads(self.head, self.n_heads) if self._lambda() is not None else ())}
+        results = {h: r for h, r in (self._results or {}).items() if h in wanted and fresh(r[0])}
         if head not in results:
             results[head] = (key, self._computed(self.mask, head))
         self._results = results
@@ -139,7 +142,7 @@ class Shown(_Widget):
         texts = len(self.sentences) > 1 and not self.blocks
         own = self._sources.layer(
             self.block,
-            self.layer_numbers.index(self.layer) if self.layer_numbers else self.layer,
+            self._place(),
             self.sentence_index if texts else 0,
         ).get("mask")
         if self.mask is not own or self.causal != self.model_causal or self.sink:
@@ -173,7 +176,11 @@ class Shown(_Widget):
         lambdas = self.model_lambda
         if not lambdas or not self.layer_shown:
             return None
-        return lambdas[rules.layer_index({"layer": self.layer, "layer_numbers": self.layer_numbers})]
+        return lambdas[self._place()]
+
+    def _place(self) -> int:
+        """The layer shown's place among the layers held (``layer`` is the model's own number)."""
+        return rules.layer_index({"layer": self.layer, "layer_numbers": self.layer_numbers})
 
     def _position_state(self, head: int) -> dict:
         """What position.positioned reads for ``head``: the lab's scheme (a model's is in its q and k)."""
@@ -213,7 +220,7 @@ class Shown(_Widget):
                 "from_transformers of a DeBERTa model); this widget's scores are scale · q · kᵀ"
                 + ("" if self.bias is None else " plus its bias")
             )
-        own = self._sources.layer(self.block, self.layer, self.sentence_index)
+        own = self._sources.layer(self.block, self._place(), self.sentence_index)
         if not self.layer_shown or not all(
             rules.same(getattr(self, n), own.get(n, getattr(found, n, None))) for n in ("q", "k", "bias")
         ):
@@ -222,7 +229,7 @@ class Shown(_Widget):
                 "since: set w.layer again to show the model's"
             )
         n = self._rows()
-        return terms.of(self.layer, self._head(self.q)[:n], self._head(self.k)[:n], self.head)
+        return terms.of(self._place(), self._head(self.q)[:n], self._head(self.k)[:n], self.head)
 
     @property
     def weights(self) -> np.ndarray:

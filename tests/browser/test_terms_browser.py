@@ -98,3 +98,21 @@ w
         assert errors == []
     finally:
         page.context.close()
+
+
+def test_an_exported_page_keeps_a_bias_set_by_hand(browser, tmp_path, gpt2_tokenizer):
+    w = AttentionWidget.from_transformers(build("deberta-v3", len(gpt2_tokenizer)), gpt2_tokenizer, TEXT, focus=FOCUS)
+    n = len(w.tokens)
+    w.bias = np.random.default_rng(0).normal(size=(w.n_heads, n, n))  # your own: its terms are gone
+    assert w.terms is None
+    for layers in (None, [1]):
+        path = tmp_path / f"own-bias-{layers}.html"
+        w.to_html(path, layers=layers)
+        page = browser.new_context(viewport={"width": 1100, "height": 1200}, bypass_csp=True).new_page()
+        try:
+            page.goto(path.as_uri())
+            got = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n))
+            np.testing.assert_allclose(got, w.weights, rtol=0, atol=1e-9)  # the bias set, not the layer's
+            assert page.locator(".aw-terms").count() == 0
+        finally:
+            page.context.close()

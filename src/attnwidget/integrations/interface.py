@@ -193,6 +193,14 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     mixes.done()
     if not caught:
         kind = getattr(getattr(model, "config", None), "model_type", None)
+        from .implicit_readers import READERS
+
+        if any(type(m).__name__ in READERS for m in model.modules()):  # (a state-space model: Mamba, ...)
+            raise NotImplementedError(
+                f"{type(model).__name__} (model_type {kind!r}) computes no attention: its layers are state-space or "
+                "linear-attention scans, whose implicit attention (α with y = α · x) "
+                "attnwidget.integrations.implicit_attention(model, tokenizer, text) reads"
+            )
         raise NotImplementedError(
             f"attnwidget cannot read attention from {type(model).__name__} (model_type {kind!r}): it computes "
             "attention without transformers' attention interface, where attnwidget reads it (every model built on the "

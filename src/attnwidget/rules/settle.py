@@ -11,6 +11,7 @@ from .values import (
     FIELDS,
     GENERATION_IS_CAUSAL,
     GUESS_TOLERANCE,
+    MODEL_SINKS,
     NO_DIFFERENCE,
     NO_EFFECT,
     NO_INDUCTION,
@@ -119,6 +120,9 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(NO_QK_MAP)
     if "summary" in asked and s["summary"] == "sink_share" and s.get("sinks") is None:
         raise Refused(NO_SINKS)
+    if "sinks" in asked and s.get("sinks") is not None and s.get("layer_shown") and s.get("model_sinks") is None:
+        if not asked & {"q", "k", "v"}:  # (your own arrays with them: not the model's layer any more)
+            raise Refused(MODEL_SINKS)
     _position(s, before, asked)
     if "key_tokens" in asked:  # the columns' own labels: cross-attention; None: self-attention again
         s["cross"] = s["key_tokens"] is not None

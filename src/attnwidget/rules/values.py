@@ -106,6 +106,11 @@ NO_SINKS = (
     "has none. Read a model with learnt sinks (gpt-oss and its kin) with from_transformers, or give your own arrays "
     "sinks= (one logit per head)."
 )
+MODEL_SINKS = (
+    "'sinks' on a model's layer are the model's own learnt sinks, and this model has none: its weights are what it "
+    "computes without them. To try sinks, give the widget your own q, k and v first (w.set_vectors(q=..., k=..., "
+    "v=...)), then set w.sinks."
+)
 NO_QK_MAP = _NO_QK.format(what="query–key map (qk_map, query_key_map()): every point would be at (0, 0)")
 NO_DIFFERENCE = (
     "'difference_map' shows a differential attention model's pair of maps, map 1 − λ·map 2: it needs a widget of "
@@ -151,6 +156,7 @@ CONSTANTS = {
     "no_effect": NO_EFFECT,
     "no_induction": NO_INDUCTION,
     "no_sinks": NO_SINKS,
+    "model_sinks": MODEL_SINKS,
     "no_qk_map": NO_QK_MAP,
     "no_difference": NO_DIFFERENCE,
     "difference_exercise": DIFFERENCE_EXERCISE,
