@@ -173,3 +173,14 @@ def test_the_widget_holds_at_most_the_head_shown_and_its_pair(tokenizer):
         d.head = head
         d.differential  # noqa: B018
     assert set(d._results) == set(pair_heads(d.head, d.n_heads))
+
+
+def test_head_effects_say_a_head_is_half_of_a_pair(tokenizer):
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(diffllama(len(tokenizer)).config).eval()
+    w = AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank")
+    assert not w.next_token  # (the page offers no "effect" summary)
+    with pytest.raises(ValueError, match="a head is half of a pair, so it cannot be ablated alone"):
+        w.head_effects()

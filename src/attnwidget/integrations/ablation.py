@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -97,6 +97,11 @@ def refusal(rerun: Rerun | None, vision: str = "") -> str | None:
         return (
             f"{name} computes attention without transformers' attention interface, where heads are ablated; a model of "
             "the GPT-2 or Llama families (or a TransformerLens bridge of one, from_transformer_lens) has head effects"
+        )
+    if any(hasattr(m, "lambda_q1") for m in cast(Any, model).modules()):  # differential attention (differential.py)
+        return (
+            f"{name} mixes each pair of heads' values with map 1 − λ·map 2 (differential attention): a head is half "
+            "of a pair, so it cannot be ablated alone"
         )
     return None
 
