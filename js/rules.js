@@ -746,6 +746,7 @@ export function checkState(s) {
   if (s.residual && x == null) throw new Refused("'residual' needs token embeddings: pass x= (tokens × value width) first.");
   if (s.difference_map && !differential(s)) throw new Refused(s._constants.no_difference);
   if (s.difference_map && s.exercise) throw new Refused(s._constants.difference_exercise);
+  if (s.exercise === "predict" && s.sinks != null && s.sinks[Math.min(s.head, s.sinks.length - 1)] > -1e29) throw new Refused(s._constants.sink_exercise);
   const unknown = s._constants.weights_only[s.weights_only || ""] || {};
   if (unknown[s.stage]) throw new Refused(unknown[s.stage]);
   checkExercise(s, m);

@@ -42,6 +42,7 @@ export interface Constants {
   no_qk_map: string;
   no_difference: string;
   difference_exercise: string;
+  sink_exercise: string;
   scale_limit: number;
   guess_tolerance: number;
   entry_limit: number;

@@ -271,3 +271,13 @@ def test_a_models_layer_without_sinks_takes_none_but_your_own_arrays_do(words):
     w.set_vectors(q=q, k=k, v=v)  # your own arrays: sinks of your own
     w.sinks = [0.5] * w.n_heads
     assert not w.layer_shown and w.weights[0, 0] < 1
+
+
+def test_the_predict_exercise_is_refused_on_a_head_whose_sink_takes_a_share():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 5, 3)) for _ in range(3))
+    w = AttentionWidget(tokens=list("abcde"), q=q, k=k, v=v, sinks=[-1e30, 1.0])  # head 1's sink is open
+    w.exercise = "predict"  # head 0: its sink takes nothing, each row sums to 1
+    with pytest.raises(traitlets.TraitError, match="this head's learnt sink takes part of every row"):
+        w.head = 1
+    assert w.head == 0 and w.exercise == "predict"

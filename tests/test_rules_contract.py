@@ -368,6 +368,9 @@ def cases(draw):
     state["head"] = draw(st.integers(0, (state["q"].shape[0] if state["q"].ndim == 3 else 1) - 1))
     if draw(st.booleans()):
         state["cell"] = (state["focus"], draw(st.integers(0, (m if cross else r) - 1)))
+    sinks = state["sinks"]
+    if state["exercise"] == "predict" and sinks is not None and sinks[min(state["head"], len(sinks) - 1)] > -1e29:
+        state["exercise"] = ""  # (a head whose sink takes a share has no row of 1 to predict)
     if state["exercise"] == "predict" and draw(st.booleans()):
         state["guess"] = _even_guess(state)
         state["revealed"] = state["guess"] is not None and draw(st.booleans())

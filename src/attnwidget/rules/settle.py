@@ -21,6 +21,7 @@ from .values import (
     POSITIONS,
     READS_BOTH_WAYS,
     ROW_TRAITS,
+    SINK_EXERCISE,
     STACK,
     TWO_TEXTS,
     WEIGHTS_BIAS,
@@ -414,6 +415,9 @@ def _check_state(s, asked):
         raise Refused(NO_DIFFERENCE)
     if s.get("difference_map") and s["exercise"]:
         raise Refused(DIFFERENCE_EXERCISE)
+    sinks = s.get("sinks")
+    if s["exercise"] == "predict" and sinks is not None and sinks[min(s["head"], len(sinks) - 1)] > -1e29:
+        raise Refused(SINK_EXERCISE)
     unknown = WEIGHTS_ONLY.get(s.get("weights_only") or "", {})
     if s["stage"] in unknown:
         raise Refused(unknown[s["stage"]])

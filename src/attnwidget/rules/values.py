@@ -120,6 +120,10 @@ DIFFERENCE_EXERCISE = (
     "An exercise is about one head's softmax, whose rows sum to 1, and the difference map's rows sum to 1 − λ: set "
     "difference_map=False or exercise='' first."
 )
+SINK_EXERCISE = (
+    "The predict exercise asks for a row that sums to 1, and this head's learnt sink takes part of every row: choose "
+    "a head without a sink (its logit −1e30), or set exercise='' first."
+)
 GENERATION_IS_CAUSAL = (
     "A text written one token at a time is causal: causal=False needs every token written (step = the number of "
     "tokens)."
@@ -160,6 +164,7 @@ CONSTANTS = {
     "no_qk_map": NO_QK_MAP,
     "no_difference": NO_DIFFERENCE,
     "difference_exercise": DIFFERENCE_EXERCISE,
+    "sink_exercise": SINK_EXERCISE,
     "scale_limit": SCALE_LIMIT,
     "guess_tolerance": GUESS_TOLERANCE,
     "entry_limit": ENTRY_LIMIT,
