@@ -126,41 +126,23 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
                 "tokens read is not one softmax of q·k, so attnwidget cannot show it, and shows nothing rather than "
                 "something else. Pass weights you have computed yourself to AttentionWidget.from_attentions"
             )
-        groups = query.shape[1] // key.shape[1]
-        k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
-        scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
-        open_, bias = None, kwargs.get("position_bias")
-        bias = None if bias is None else _numpy(bias[0, :, :, : key.shape[-2]])
-        if attention_mask is not None:
-            m = attention_mask[0, :, :, : key.shape[-2]]
-            # an additive mask closes a cell with its dtype's minimum (or -inf); a boolean one with False
-            opens = m > torch.finfo(m.dtype).min / 2 if m.dtype.is_floating_point else m.bool()
-            open_ = opens[0].cpu().numpy()
-            if m.dtype.is_floating_point and bool((torch.where(opens, m, 0) != 0).any()):  # finite terms: a bias
-                extra = _numpy(torch.where(opens, m, 0))
-                bias = extra if bias is None else bias + extra
-            if open_.all():
-                open_ = None
-        if bias is not None and not bias.any():
-            bias = None  # T5's layers without a position bias of their own pass zeros
-        softcap = kwargs.get("softcap")
-        layer = getattr(module, "layer_idx", None)
-        call = Caught(
-            len(caught) if layer is None else layer,
-            _numpy(query[0]),
-            _numpy(k[0]),
-            _numpy(v[0]),
-            scale,
-            open_,
-            softcap or None,
-            bias,
+        call = caught_call(
+            len(caught) if getattr(module, "layer_idx", None) is None else module.layer_idx,
             names.get(id(module), ""),
-            sinks=None if sinks is None else _numpy(sinks),
+            query,
+            key,
+            value,
+            attention_mask,
+            scaling,
+            kwargs,
+            sinks,
         )
         # then the model's own eager attention: the forward pass is the model's
         own = sys.modules[type(module).__module__].eager_attention_forward
         result = own(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
         output, weights = (result[0], result[1]) if isinstance(result, tuple) else (result, None)
+        groups = query.shape[1] // key.shape[1]
+        k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
         check(call, output, weights, query.dtype, family, (query[0], k[0], v[0]))
         if lam is not None:  # differential attention's second call: the layer's other half of the values
             first = caught[-1]
@@ -207,6 +189,42 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             "interface is read, and BLOOM, MPT, XGLM and DeBERTa by hand)"
         )
     return caught
+
+
+def caught_call(layer: int, name: str, query, key, value, attention_mask, scaling, kwargs, sinks=None) -> Caught:
+    """One attention call's arguments (batch 1, as transformers' attention functions take them: keys and values
+    before grouped-query heads are repeated, the model's 4-D mask or None) as a ``Caught``."""
+    import torch
+
+    groups = query.shape[1] // key.shape[1]
+    k, v = (t.repeat_interleave(groups, dim=1) for t in (key, value))
+    scale = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
+    open_, bias = None, kwargs.get("position_bias")
+    bias = None if bias is None else _numpy(bias[0, :, :, : key.shape[-2]])
+    if attention_mask is not None:
+        m = attention_mask[0, :, :, : key.shape[-2]]
+        # an additive mask closes a cell with its dtype's minimum (or -inf); a boolean one with False
+        opens = m > torch.finfo(m.dtype).min / 2 if m.dtype.is_floating_point else m.bool()
+        open_ = opens[0].cpu().numpy()
+        if m.dtype.is_floating_point and bool((torch.where(opens, m, 0) != 0).any()):  # finite terms: a bias
+            extra = _numpy(torch.where(opens, m, 0))
+            bias = extra if bias is None else bias + extra
+        if open_.all():
+            open_ = None
+    if bias is not None and not bias.any():
+        bias = None  # T5's layers without a position bias of their own pass zeros
+    return Caught(
+        layer,
+        _numpy(query[0]),
+        _numpy(k[0]),
+        _numpy(v[0]),
+        scale,
+        open_,
+        kwargs.get("softcap") or None,
+        bias,
+        name,
+        sinks=None if sinks is None else _numpy(sinks),
+    )
 
 
 def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
