@@ -115,17 +115,25 @@ class FromModels(_Widget):
 
     @classmethod
     def from_nnsight(
-        cls, model, text: str | list[str], *, layer: int | None = None, head: int = 0, **kwargs
+        cls,
+        model,
+        text: str | list[str],
+        *,
+        layer: int | None = None,
+        head: int = 0,
+        remote: bool | str = False,
+        **kwargs,
     ) -> AttentionWidget:
         """Every head of one layer of an nnsight-wrapped Hugging Face model (``LanguageModel``):
         the q, k, v, masks and terms ``from_transformers`` reads, caught during nnsight's own
         trace of the model (see :func:`attnwidget.integrations.from_nnsight`); a list of texts
-        as from_transformers reads one."""
+        as from_transformers reads one. ``remote``: the trace run on a server (True, or its
+        address) or serialised as for one and run here (``"local"``), attention then read inside it."""
         from .integrations import from_nnsight
 
         if callable(getattr(model, "tokenizer", None)):
             cls._texts_fit(text, lambda t: len(model.tokenizer(t)["input_ids"]))
-        return cls._from_model(from_nnsight(model, text, lazy=True), layer, head, kwargs, texts=text)
+        return cls._from_model(from_nnsight(model, text, lazy=True, remote=remote), layer, head, kwargs, texts=text)
 
     @classmethod
     def from_attentions(

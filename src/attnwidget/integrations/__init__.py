@@ -130,18 +130,23 @@ def texts_of(texts) -> list[str]:
 
 
 def from_nnsight(
-    model, text: str | list[str], lazy: bool = False
+    model, text: str | list[str], lazy: bool = False, remote: bool | str = False
 ) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
     or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read
     through transformers' attention interface as ``from_transformers`` reads them, during a trace
     of nnsight's own (``model.trace``), so the forward pass is nnsight's, with the model's tokenizer.
 
-    The trace runs here, on this machine. A remote trace (``remote=True``, on an NDIF server) runs
-    only the trace's body on the server, so the attention interface cannot be hooked there: the
-    same numbers would be saved from each attention module instead (q, k and v after rotary,
-    ``.save()``-d) and travel back, layers × heads × tokens × d_head × 3 numbers: about 100 MB a
-    layer for Llama-3-8B at 2,048 tokens in float32.
+    ``remote`` (passed to ``model.trace``): True (the NDIF server nnsight is configured for), a
+    server's address, or ``"local"`` (the trace serialised as for a server and run here). Only the
+    trace's body runs there, so attention is read inside it instead (integrations/remote.py): each
+    attention module's call to its attention function, one of nnsight's source operations, is saved
+    (q, k and v after rotary, keys and values before grouped-query heads are repeated, the mask, the
+    attention's output) and checked here as a local read is; ``fetched`` says how many bytes came back
+    (per layer, heads × tokens × d_head numbers for q and the output, key-value heads × ... for k and v,
+    plus an eager model's tokens × tokens mask). Families read by hand (BLOOM, MPT, XGLM, DeBERTa),
+    encoder–decoders and models loaded with another kernel than eager or sdpa are refused remotely.
+    Head effects and norms need the model here: a remote read has neither.
     """
     _require(("torch", "transformers", "nnsight"), "nnsight")
     from . import hf
@@ -154,6 +159,8 @@ def from_nnsight(
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer
+    if remote is not False:
+        return _from_nnsight_remote(model, text, lazy, remote)
     _check_loaded(module)
 
     def run(inputs):  # nnsight's own pass: an empty trace runs the model on the inputs
@@ -166,6 +173,28 @@ def from_nnsight(
         shared = hf.reader(module, tokenizer, run)
         return [cast(ModelAttention, hf.lazy(module, tokenizer, t, run, shared)) for t in texts_of(text)]
     return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
+
+
+def _from_nnsight_remote(model, text, lazy: bool, remote) -> ModelAttention | list[ModelAttention]:
+    if not (remote is True or isinstance(remote, str)):
+        raise TypeError(
+            f'remote must be False, True (NDIF), "local" (a serialised trace run here) or a server\'s address; '
+            f"got {remote!r}"
+        )
+    from . import hf
+    from .common import LazyText
+    from .remote import read
+
+    if isinstance(text, str):
+        return read(model, text, remote)
+
+    def one(t: str) -> ModelAttention:
+        if not lazy:
+            return read(model, t, remote)
+        ids, tokens = hf.extract(model._module, model.tokenizer, t, check_only=True)
+        return cast(ModelAttention, LazyText(lambda: read(model, t, remote), tokens, ids, None))
+
+    return [one(t) for t in texts_of(text)]
 
 
 def implicit_attention(model, tokenizer=None, text=None, *, input_ids=None):

@@ -62,6 +62,7 @@ class ModelAttention:
     # differential attention's λ, per layer in layers (DiffLlama: each layer's v holds both halves of the values, and
     # head p's map − λ · head p + heads/2's is what it mixes them with); None for every other model
     lambdas: list[float] | None = None
+    fetched: int | None = None  # the bytes a remote trace (from_nnsight's remote=) brought back, or None
 
 
 @dataclass

@@ -1,0 +1,84 @@
+"""from_nnsight(..., remote=...): attention read inside nnsight's trace through the attention function's call in
+each attention module (its source operation), saving only tensors, so that the trace can run on a server. Run
+here with remote="local", which serialises the trace as for a server and runs it with attnwidget's own modules
+hidden: every layer and head equals what the local read (transformers' attention interface) gives."""
+
+import warnings
+
+import numpy as np
+import pytest
+from test_integrations import gpt2_tokenizer, tf  # (fixtures)
+
+from attnwidget import AttentionWidget
+from attnwidget.integrations import from_nnsight
+
+TEXT = "I sat on the riverbank and read by the water"  # longer than the sliding windows below
+BASE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+FAMILIES = {
+    "gpt2": dict(n_embd=32, n_head=4, n_layer=2, n_positions=64),
+    "llama": dict(BASE, num_key_value_heads=2),  # grouped-query heads, rotary
+    "mistral": dict(BASE, num_key_value_heads=2, sliding_window=5),
+    "gemma2": dict(  # a soft cap; its even layers slide a window of 5
+        BASE, num_key_value_heads=2, head_dim=8, sliding_window=5, attn_logit_softcapping=5.0, query_pre_attn_scalar=8
+    ),
+}
+
+
+def wrap(tf, tokenizer, family, implementation=None, **extra):
+    nnsight = pytest.importorskip("nnsight")
+    import torch
+
+    torch.manual_seed(0)
+    config = tf.AutoConfig.for_model(family, vocab_size=len(tokenizer), **{**FAMILIES.get(family, {}), **extra})
+    model = tf.AutoModelForCausalLM.from_config(config, attn_implementation=implementation).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return nnsight.TransformersModel(model, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize(
+    ("family", "implementation"),
+    [(f, i) for f in FAMILIES for i in ("eager", "sdpa") if (f, i) != ("gemma2", "sdpa")],  # (Gemma 2: eager only)
+)
+def test_a_remote_read_equals_the_local_read_in_every_layer_and_head(tf, gpt2_tokenizer, family, implementation):
+    lm = wrap(tf, gpt2_tokenizer, family, implementation)
+    here = from_nnsight(lm, TEXT)
+    there = from_nnsight(lm, TEXT, remote="local")
+    assert there.tokens == here.tokens and len(there.layers) == len(here.layers) == 2
+    assert (there.causal, there.softcap, there.architecture) == (here.causal, here.softcap, here.architecture)
+    assert there.scale == here.scale
+    for (q, k, v), (q0, k0, v0) in zip(there.layers, here.layers):
+        for a, b in ((q, q0), (k, k0), (v, v0)):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+    assert (there.masks is None) == (here.masks is None)
+    for a, b in zip(there.masks or [], here.masks or []):
+        assert (a is None and b is None) or np.array_equal(a, b)
+    if family in ("mistral", "gemma2"):  # a window narrower than the text: the last token cannot read the first
+        assert not there.masks[0][-1, 0]
+    w, w0 = (AttentionWidget.from_nnsight(lm, TEXT, remote=r) for r in ("local", False))
+    for layer in range(2):
+        for head in range(4):
+            w.layer, w.head, w0.layer, w0.head = layer, head, layer, head
+            np.testing.assert_allclose(w.weights, w0.weights, atol=1e-6)
+
+
+def test_the_bytes_a_remote_trace_brings_back_are_counted(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "llama", "sdpa")
+    found = from_nnsight(lm, TEXT, remote="local")
+    n = len(found.tokens)
+    # per layer: q (4 heads), k and v (2 heads each, before they are repeated) and the attention's output (4 heads),
+    # 8 wide, float32; sdpa's causal mask is not made, so none travels
+    assert found.fetched == 2 * (4 + 2 + 2 + 4) * n * 8 * 4
+    assert from_nnsight(lm, TEXT).fetched is None  # a local read brings nothing back
+
+
+def test_a_family_read_by_hand_is_refused_remotely_naming_it(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "bloom", hidden_size=32, n_layer=2, n_head=4)
+    with pytest.raises(NotImplementedError, match="BloomForCausalLM.*'bloom'.*remote"):
+        from_nnsight(lm, TEXT, remote="local")
+
+
+def test_remote_takes_true_false_local_or_an_address(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "gpt2")
+    with pytest.raises(TypeError, match="remote must be"):
+        from_nnsight(lm, TEXT, remote=3)
