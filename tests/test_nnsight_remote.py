@@ -82,3 +82,9 @@ def test_remote_takes_true_false_local_or_an_address(tf, gpt2_tokenizer):
     lm = wrap(tf, gpt2_tokenizer, "gpt2")
     with pytest.raises(TypeError, match="remote must be"):
         from_nnsight(lm, TEXT, remote=3)
+
+
+def test_a_module_that_skips_its_attention_function_is_refused_in_words(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "gpt2", "eager", reorder_and_upcast_attn=True)  # (its own upcast attention instead)
+    with pytest.raises(NotImplementedError, match="GPT2LMHeadModel.*'gpt2'.*did not call its attention function"):
+        from_nnsight(lm, TEXT, remote="local")

@@ -57,7 +57,16 @@ def read(lm, text: str, remote: bool | str) -> ModelAttention:
     inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
     if device.type != "meta":
         inputs = {key: val.to(device) for key, val in inputs.items()}
-    saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote)
+    from nnsight.intervention.interleaver import OutOfOrderError
+
+    try:
+        saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote)
+    except OutOfOrderError as e:  # an operation asked for that the pass never ran
+        raise NotImplementedError(
+            f"{family} did not call its attention function in every attention module during the pass (it computes "
+            "attention another way in this configuration, such as GPT-2's reorder_and_upcast_attn), so a remote "
+            f"trace cannot read it; read it on this machine (from_nnsight without remote=). nnsight said: {e}"
+        ) from e
     if len(saved) != len(sites):
         raise RuntimeError(f"the trace brought back {len(saved)} attention calls of the {len(sites)} asked for")
     calls, fetched = [], 0
