@@ -88,3 +88,13 @@ def test_a_module_that_skips_its_attention_function_is_refused_in_words(tf, gpt2
     lm = wrap(tf, gpt2_tokenizer, "gpt2", "eager", reorder_and_upcast_attn=True)  # (its own upcast attention instead)
     with pytest.raises(NotImplementedError, match="GPT2LMHeadModel.*'gpt2'.*did not call its attention function"):
         from_nnsight(lm, TEXT, remote="local")
+
+
+def test_a_list_of_texts_is_read_remotely_each_alone(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "llama", "sdpa")
+    both = from_nnsight(lm, [TEXT, "I sat on the riverbank"], remote="local")
+    alone = from_nnsight(lm, "I sat on the riverbank", remote="local")
+    assert both[1].tokens == alone.tokens and len(both[0].tokens) > len(alone.tokens)
+    np.testing.assert_array_equal(both[1].layers[1][0], alone.layers[1][0])
+    w = AttentionWidget.from_nnsight(lm, [TEXT, "I sat on the riverbank"], remote="local")
+    assert w.tokens == both[0].tokens
