@@ -8,10 +8,11 @@ arrays swapped in, causal on while writing, an exercise restarted), or raises :c
 with the message a user reads. ``validate`` gives that message, or None; ``settle_checked``
 also refuses numbers whose scores would overflow float64.
 
-``values.py`` holds the names, limits and messages and the checks of one value; ``settle.py``
-the whole change. ``js/rules.js`` is the same module for the page, with the same names and the same messages; a
-differential test (tests/test_rules_contract.py) runs both on generated cases and compares every
-field. A rule changed on one side only fails it.
+``values.py`` holds the names, limits and messages and the checks of one value; ``layers.py`` a
+model's layers by their own numbers; ``settle.py`` the whole change. ``js/rules.js`` is the same
+module for the page, with the same names and the same messages; a differential test
+(tests/test_rules_contract.py) runs both on generated cases and compares every field. A rule
+changed on one side only fails it.
 
 ``sources`` gives what a follow-up brings in (None when there is nothing to bring):
 ``sentence(i)`` → dicts of traits (a model's text: its tokens, bias, opening step and every
@@ -22,6 +23,9 @@ arrays, ``basis(v)`` → the value axes of new values.
 
 from __future__ import annotations
 
+from .layers import held_layer as held_layer
+from .layers import layer_index as layer_index
+from .layers import layer_number as layer_number
 from .settle import may_write as may_write
 from .settle import other_text as other_text
 from .settle import page_may_set as page_may_set

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ..formulas import overflow_message
+from .layers import _check_layer, held_layer, layer_index
 from .values import (
     DIFFERENCE_EXERCISE,
     FIELDS,
@@ -28,15 +29,12 @@ from .values import (
     WEIGHTS_ONLY,
     WRITABLE,
     Refused,
-    _check_layer,
     _in_range,
     _one_of,
     _so_far,
     check,
     closed_keys,
-    held_layer,
     keys_read,
-    layer_index,
     n_heads,
     num,
     rows,
