@@ -6,6 +6,7 @@ in every layer and pair, within 1e-5 in float32."""
 
 import numpy as np
 import pytest
+import traitlets
 
 from attnwidget import AttentionWidget
 from attnwidget.formulas import pair_heads
@@ -154,7 +155,7 @@ def test_what_a_pair_does_not_give_is_refused_with_why(tokenizer):
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     w = AttentionWidget.from_transformers(model, tokenizer, TEXT)
-    with pytest.raises(NotImplementedError, match="attention calls"):
+    with pytest.raises(ValueError, match="a head is half of a pair, so it cannot be ablated alone"):
         w.head_effects()
     with pytest.raises(ValueError, match="differential attention: a pair of heads' mix is normalised"):
         w.norms()
@@ -182,5 +183,5 @@ def test_head_effects_say_a_head_is_half_of_a_pair(tokenizer):
     model = transformers.AutoModelForCausalLM.from_config(diffllama(len(tokenizer)).config).eval()
     w = AttentionWidget.from_transformers(model, tokenizer, "I sat on the river bank")
     assert not w.next_token  # (the page offers no "effect" summary)
-    with pytest.raises(ValueError, match="a head is half of a pair, so it cannot be ablated alone"):
-        w.head_effects()
+    with pytest.raises(traitlets.TraitError, match="summary='effect'"):
+        w.summary = "effect"
