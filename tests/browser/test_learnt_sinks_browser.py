@@ -6,6 +6,7 @@ switch."""
 
 import numpy as np
 import pytest
+from pages import RECORD_CANVAS_TEXT
 
 from attnwidget import AttentionWidget
 
@@ -15,14 +16,6 @@ torch = pytest.importorskip("torch")
 
 ROOT = "document.querySelector('.aw-root').attnwidget"
 TEXT = "I sat on the riverbank and the river sat on the bank."
-RECORD_CANVAS_TEXT = """(() => {
-  window.__drawn = [];
-  const fillText = CanvasRenderingContext2D.prototype.fillText;
-  CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
-    window.__drawn.push(String(text));
-    return fillText.call(this, text, ...rest);
-  };
-})()"""
 # a gpt-oss small enough for a test, its heads' sinks spread out (random ones are near 0)
 CONFIG = """
 import torch, transformers
