@@ -222,16 +222,11 @@ function checkLoaded(state) {
   if (!state.n_layers && !C.positions.includes(state.position))
     throw new Refused(`'position' must be one of ${C.positions.map(pyStr).join(", ")}; got ${show(state.position)}.`);
   for (const problem of [imageProblem(state.image, state.tokens.length), overflow(state)]) if (problem) throw new Refused(problem);
-  /** @param {"head" | "layer" | "focus" | "sentence_index"} name  @param {number} count  @param {string} what */
+  /** @param {"head" | "focus" | "sentence_index"} name  @param {number} count  @param {string} what */
   const within = (name, count, what) => {
     if (!(state[name] >= 0 && state[name] < count)) throw new Refused(`'${name}' must be ${what} from 0 to ${count - 1}, got ${state[name]}.`);
   };
   within("head", nHeads(state), "a head index");
-  if (state.layer_numbers?.length && !state.layer_numbers.includes(state.layer))
-    throw new Refused(
-      `'layer' must be one of the model's layers with attention weights, by its own number: ${state.layer_numbers.join(", ")}; got ${state.layer}.`,
-    );
-  if (!state.layer_numbers?.length) within("layer", Math.max(1, state.n_layers || 0), "a layer index");
   within("focus", state.tokens.length, "a token index");
   if ((state.sentences || []).length > 1) within("sentence_index", state.sentences.length, "a text's index");
   if (state.step > state.tokens.length) throw new Refused(`'step' must be from 0 to ${state.tokens.length}, got ${state.step}.`);
