@@ -17,6 +17,15 @@ export function createFetching(model, store, { propose, said, schedule }) {
   const refused = () => {
     if (fetching && (get("layer") !== fetching.layer || get("head") !== fetching.head)) fetching = null; // the kernel put the page back
   };
+  // a remote model's layer read on its server meanwhile: the kernel says so ({kind: "remote", text})
+  /** @param {{ kind?: string, text?: string } | null | undefined} msg */
+  const remote = (msg) => {
+    if (msg?.kind === "remote" && fetching && typeof msg.text === "string") {
+      fetching.label = msg.text;
+      schedule();
+    }
+  };
+  model.on("msg:custom", remote);
   model.on("change:layer_arrays", arrived);
   model.on("change:layer", refused);
   model.on("change:head", refused);
@@ -35,6 +44,7 @@ export function createFetching(model, store, { propose, said, schedule }) {
     /** What is on its way ("layer 3", "head 2"), or "" when nothing is. */
     label: () => (fetching === null ? "" : fetching.label),
     destroy() {
+      model.off("msg:custom", remote);
       model.off("change:layer_arrays", arrived);
       model.off("change:layer", refused);
       model.off("change:head", refused);

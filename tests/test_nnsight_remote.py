@@ -62,14 +62,60 @@ def test_a_remote_read_equals_the_local_read_in_every_layer_and_head(tf, gpt2_to
             np.testing.assert_allclose(w.weights, w0.weights, atol=1e-6)
 
 
-def test_the_bytes_a_remote_trace_brings_back_are_counted(tf, gpt2_tokenizer):
+def overview_bytes(layers, heads, n):
+    """What a remote read's overview brings back: per head a thumbnail (uint8, at most 84 × 84), its largest mean
+    and four summaries (float32)."""
+    return layers * heads * (min(n, 84) ** 2 + 4 + 4 * 4)
+
+
+def test_a_remote_read_brings_back_the_layer_shown_and_the_overview_then_each_layer_when_shown(tf, gpt2_tokenizer):
     lm = wrap(tf, gpt2_tokenizer, "llama", "sdpa")
-    found = from_nnsight(lm, TEXT, remote="local")
-    n = len(found.tokens)
-    # per layer: q (4 heads), k and v (2 heads each, before they are repeated) and the attention's output (4 heads),
-    # 8 wide, float32; sdpa's causal mask is not made, so none travels
-    assert found.fetched == 2 * (4 + 2 + 2 + 4) * n * 8 * 4
-    assert from_nnsight(lm, TEXT).fetched is None  # a local read brings nothing back
+    w = AttentionWidget.from_nnsight(lm, TEXT, remote="local", layer=1)
+    here = AttentionWidget.from_nnsight(lm, TEXT, layer=1)
+    n = len(w.tokens)
+    one_layer = (4 + 2 + 2) * n * 8 * 4  # q (4 heads), k and v (2 heads each, before they are repeated), float32
+    found = w._sources.model
+    assert found.fetched == one_layer + overview_bytes(2, 4, n)  # sdpa's causal mask is not made: none travels
+    assert found.remote.missing == {0}
+    w._answer("overview")
+    here._answer("overview")
+    assert found.fetched == one_layer + overview_bytes(2, 4, n)  # the overview was the server's: nothing more read
+    a, b = w.overview, here.overview
+    assert (
+        np.abs(
+            np.frombuffer(a["thumbs"]["view"], np.uint8).astype(int) - np.frombuffer(b["thumbs"]["view"], np.uint8)
+        ).max()
+        <= 1
+    )
+    np.testing.assert_allclose(a["top"], b["top"], rtol=1e-5)
+    assert set(a["summaries"]) == set(b["summaries"]) - {"effect"}  # (head effects need the model here)
+    for name in a["summaries"]:
+        np.testing.assert_allclose(a["summaries"][name], b["summaries"][name], rtol=1e-5, atol=1e-6)
+    assert a["key"] == b["key"]
+    np.testing.assert_allclose(w.weights, here.weights, atol=1e-6)
+    w.layer, here.layer = 0, 0  # another layer: one more trace brings its q, k and v
+    assert found.fetched == 2 * one_layer + overview_bytes(2, 4, n) and not found.remote.missing
+    for head in range(4):
+        w.head, here.head = head, head
+        np.testing.assert_allclose(w.weights, here.weights, atol=1e-6)
+        np.testing.assert_allclose(w.output, here.output, atol=1e-5)
+
+
+def test_the_overview_at_other_settings_reads_every_layer_first(tf, gpt2_tokenizer):
+    lm = wrap(tf, gpt2_tokenizer, "mistral", "eager")
+    w = AttentionWidget.from_nnsight(lm, TEXT, remote="local")
+    here = AttentionWidget.from_nnsight(lm, TEXT)
+    assert w._sources.model.remote.missing == {1}
+    w.temperature = here.temperature = 0.5  # not the model's own: the server's overview does not hold
+    w._answer("overview")
+    here._answer("overview")
+    assert not w._sources.model.remote.missing
+    assert bytes(w.overview["thumbs"]["view"]) == bytes(here.overview["thumbs"]["view"])
+    assert w.overview["summaries"] == {k: v for k, v in here.overview["summaries"].items() if k != "effect"}
+
+
+def test_the_bytes_a_local_read_brings_back_are_none(tf, gpt2_tokenizer):
+    assert from_nnsight(wrap(tf, gpt2_tokenizer, "gpt2"), TEXT).fetched is None
 
 
 def test_a_family_read_by_hand_is_refused_remotely_naming_it(tf, gpt2_tokenizer):

@@ -133,7 +133,9 @@ class FromModels(_Widget):
 
         if callable(getattr(model, "tokenizer", None)):
             cls._texts_fit(text, lambda t: len(model.tokenizer(t)["input_ids"]))
-        return cls._from_model(from_nnsight(model, text, lazy=True, remote=remote), layer, head, kwargs, texts=text)
+        return cls._from_model(
+            from_nnsight(model, text, lazy=True, remote=remote, layer=layer), layer, head, kwargs, texts=text
+        )
 
     @classmethod
     def from_attentions(
@@ -263,6 +265,7 @@ class FromModels(_Widget):
         finally:
             OPENING.reset(made)
         w._sources = sources
+        sources.tell = lambda text: w.send({"kind": "remote", "text": text})  # (a remote model's layer being read)
         w._device = getattr(found, "device", None)  # where the overview is computed: the model's own device
         with w.hold_trait_notifications():
             w.set_trait("model_name", found.model_name)

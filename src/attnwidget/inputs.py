@@ -102,7 +102,7 @@ class Inputs:
             else (len(state["tokens"]), len(state["key_tokens"] or state["tokens"]))
         )
         if state["layer_shown"]:
-            found = [self.sources.layer(state["block"], i, text) for i in range(state["n_layers"])]
+            found = self.sources.layers(state["block"], state["n_layers"], text)
             # each layer's own mask where the model has them; else the widget's, for the text shown only
             masks = [f.get("mask", state["mask"] if other is None else None) for f in found]
             return [
@@ -123,7 +123,34 @@ class Inputs:
     @cached_property
     def cells(self) -> int:
         """How many cells of weights every layer's heads have: what computing them costs."""
+        stack = self.state.get("model_q") if self.state["layer_shown"] and self.other is None else None
+        if stack is not None:  # (from the stack's shape: no remote layer is read to count them)
+            return stack.size // stack.shape[-1] * self.keys
         return sum(q.size // q.shape[-1] * self.keys for q, *_ in self.layers)
+
+    def served(self) -> dict | None:
+        """A remote model's overview as its server computed it (thumbs, top, summaries: per layer), where some of
+        its layers are not read yet and the widget's numbers are the model's own (temperature 1, its causal rule,
+        scale, soft cap, masks and sinks, every token written); else None: computed here from every layer."""
+        s = self.state
+        if not s["layer_shown"] or self.other is not None:
+            return None
+        found = self.sources.found(s["block"], self.text)
+        remote, served = getattr(found, "remote", None), getattr(found, "served", None)
+        if remote is None or not remote.missing or served is None:
+            return None
+        own = (
+            s["temperature"] == 1
+            and not s["sink"]
+            and s["causal"] == found.causal
+            and s["scale"] == found.scale
+            and s["softcap"] == found.softcap
+            and not rules.writing(s)
+            and (s["bias"] is None) == (found.bias is None)
+            and (s.get("mask_of_layer") or s["mask"] is None)
+            and (s.get("model_sinks") is not None or s["sinks"] is None)
+        )
+        return served if own else None
 
     def texts(self):
         """(tokens, Inputs) of each of the widget's texts in turn (its sentences, or a model's

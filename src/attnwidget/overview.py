@@ -59,6 +59,13 @@ def compute(inputs: Inputs) -> dict:
         peak = t.max(axis=(1, 2))
         return np.rint(255 * t / np.where(peak > 0, peak, 1)[:, None, None]).astype(np.uint8), peak, summaries
 
+    served = inputs.served()
+    if served is not None:  # a remote model's, as its server computed it (integrations/on_server.overview)
+        thumbs = [t.numpy() for t in served["thumbs"]]
+        top = [float(p) for peaks in served["top"] for p in peaks]
+        names = ("first", "self", "previous", "effective_tokens", "sink_share")
+        rows = [dict(zip(names, np.asarray(r, dtype=float))) for r in served["summaries"]]
+        return _assembled(inputs, thumbs, top, rows)
     # layers summed up at once: one per core, while their weights stay within IN_FLIGHT bytes
     q = inputs.layers[0][0]
     layer_bytes = (q.size // q.shape[-1] if q.ndim == 3 else q.shape[0]) * inputs.keys * 8
@@ -70,9 +77,13 @@ def compute(inputs: Inputs) -> dict:
             if len(pending) >= workers:
                 done.append(pending.pop(0).result())
         done += [p.result() for p in pending]
-    thumbs = [t for t, _, _ in done]
-    top = [float(p) for _, peak, _ in done for p in peak]
-    rows = [r for _, _, r in done]
+    return _assembled(
+        inputs, [t for t, _, _ in done], [float(p) for _, peak, _ in done for p in peak], [r for *_, r in done]
+    )
+
+
+def _assembled(inputs: Inputs, thumbs: list, top: list, rows: list) -> dict:
+    """The overview from each layer's thumbnails (uint8), their largest means and summaries (name: per head)."""
     stack = np.ascontiguousarray(np.concatenate(thumbs))
     n, m = inputs.rows, inputs.keys
     summaries = {name: [None if np.isnan(v) else float(v) for r in rows for v in r[name]] for name in rows[0]}

@@ -35,14 +35,16 @@ def stacked(found, axes: bool = True) -> dict:
     Each layer is copied in and then replaced by views of the stacks, so that a model's arrays
     are held twice only one layer at a time (a large model's reading peaks lower). ``axes``
     False: without model_basis (the blend's axes, for a text only computed from: with_axes)."""
+    held = found.layers  # (a remote read's: its layers not read yet are stand-ins, read into the stacks later)
     columns = [
-        [layer[i] for layer in found.layers] for i in range(3)
+        [layer[i] for layer in list.__iter__(held)] for i in range(3)
     ]  # the only hold on them: each is dropped once copied
     found.layers = []
     try:
         stacks = [_into_stack(column) for column in columns]
     finally:  # (refused, the model keeps its layers: copied ones as views, the same numbers)
-        found.layers = list(zip(*columns))
+        held[:] = list(zip(*columns))
+        found.layers = held
     arrays: dict[str, object] = {name: own(st) for name, st in zip(("model_q", "model_k", "model_v"), stacks)}
     if axes:
         with_axes(arrays, len(found.layers))
@@ -90,14 +92,15 @@ def _into_stack(arrays: list) -> np.ndarray:
     copied in and replaced in the list by its view of the stack, one at a time, so that they are
     held twice only one at a time."""
     dtype = np.float32 if all(np.asarray(a).dtype == np.float32 for a in arrays) else np.float64
-    stack = np.empty((sum(len(a) for a in arrays), *np.shape(arrays[0])[1:]), dtype=dtype)
+    stack = np.zeros((sum(len(a) for a in arrays), *np.shape(arrays[0])[1:]), dtype=dtype)  # (untouched: no memory)
     start = 0
     for j, a in enumerate(arrays):
         if not np.isfinite(a).all():
             raise ValueError(
                 f"an array this widget switches to holds {a[~np.isfinite(a)][0]}: every number must be finite"
             )
-        stack[start : start + len(a)] = a
+        if any(np.asarray(a).strides):  # (a remote layer not read yet is a stand-in of zeros: nothing to copy)
+            stack[start : start + len(a)] = a
         arrays[j], start = stack[start : start + len(a)], start + len(a)
     return stack
 
@@ -129,6 +132,7 @@ class Sources:
         self._shown: tuple | None = None  # the (block, text) the widget shows: its arrays are the widget's own
         self._kept: set = set()  # the texts kept while they fit HOLD, and their bytes
         self._kept_bytes = 0
+        self.tell = None  # says in the page what a remote model's server is reading (``text``), where set
 
     def sentence(self, i: int, axes: bool = True) -> dict:
         """A sentence's arrays; a model's text: its every layer, as a block's (see block), and the step it opens at
@@ -221,8 +225,21 @@ class Sources:
             self._layers[key] = self._layer(*key)
         return self._layers[key]
 
+    def layers(self, block: str, count: int, text: int = 0) -> list[dict]:
+        """Every layer's arrays (as ``layer``'s); a remote model's not read yet are read in one trace first."""
+        remote = getattr(self.found(block, text), "remote", None)
+        if remote is not None and remote.missing:
+            remote.tell = self.tell
+            remote.ensure(range(count))
+        return [self.layer(block, i, text) for i in range(count)]
+
     def _layer(self, block: str, text: int, i: int) -> dict:
         f, arrays = self.found(block, text), self.stack(block, text, axes=(block, text) == self._shown)
+        remote = getattr(f, "remote", None)
+        if remote is not None:  # a remote model's layer not read yet: read into the stacks now (one more trace)
+            remote.tell = self.tell
+            remote.ensure([i])
+            _axes_read(remote, arrays)
         heads = len(arrays["model_q"]) // arrays["n_layers"]
         part = slice(i * heads, (i + 1) * heads)
         masks, which = arrays.get("model_masks"), arrays.get("mask_of_layer") or ()
@@ -242,6 +259,19 @@ class Sources:
     @staticmethod
     def basis(v):
         return principal_axes(v)
+
+
+def _axes_read(remote, arrays: dict) -> None:
+    """The value axes of a remote model's layers read since its stacks were made (they were a stand-in's)."""
+    basis = arrays.get("model_basis")
+    heads = len(arrays["model_v"]) // arrays["n_layers"]
+    for i in sorted(remote.axes_due):
+        if basis is not None:
+            part = slice(i * heads, (i + 1) * heads)
+            basis.setflags(write=True)
+            basis[part] = principal_axes(arrays["model_v"][part])
+            basis.setflags(write=False)
+        remote.axes_due.discard(i)
 
 
 def _keys(found):

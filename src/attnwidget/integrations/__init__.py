@@ -130,7 +130,7 @@ def texts_of(texts) -> list[str]:
 
 
 def from_nnsight(
-    model, text: str | list[str], lazy: bool = False, remote: bool | str = False
+    model, text: str | list[str], lazy: bool = False, remote: bool | str = False, layer: int | None = None
 ) -> ModelAttention | dict[str, ModelAttention] | list[ModelAttention]:
     """Q, K, V of every layer and head of an nnsight-wrapped Hugging Face model (``LanguageModel``
     or its successor ``TransformersModel``) on ``text`` (or, for a list, on each text alone): read
@@ -160,7 +160,7 @@ def from_nnsight(
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer
     if remote is not False:
-        return _from_nnsight_remote(model, text, lazy, remote)
+        return _from_nnsight_remote(model, text, lazy, remote, layer)
     _check_loaded(module)
 
     def run(inputs):  # nnsight's own pass: an empty trace runs the model on the inputs
@@ -175,7 +175,7 @@ def from_nnsight(
     return [cast(ModelAttention, hf.extract(module, tokenizer, t, run=run)) for t in texts_of(text)]
 
 
-def _from_nnsight_remote(model, text, lazy: bool, remote) -> ModelAttention | list[ModelAttention]:
+def _from_nnsight_remote(model, text, lazy: bool, remote, layer) -> ModelAttention | list[ModelAttention]:
     if not (remote is True or isinstance(remote, str)):
         raise TypeError(
             f'remote must be False, True (NDIF), "local" (a serialised trace run here) or a server\'s address; '
@@ -186,13 +186,13 @@ def _from_nnsight_remote(model, text, lazy: bool, remote) -> ModelAttention | li
     from .remote import read
 
     if isinstance(text, str):
-        return read(model, text, remote)
+        return read(model, text, remote, layer)
 
     def one(t: str) -> ModelAttention:
         if not lazy:
-            return read(model, t, remote)
+            return read(model, t, remote, layer)
         ids, tokens = hf.extract(model._module, model.tokenizer, t, check_only=True)
-        return cast(ModelAttention, LazyText(lambda: read(model, t, remote), tokens, ids, None))
+        return cast(ModelAttention, LazyText(lambda: read(model, t, remote, layer), tokens, ids, None))
 
     return [one(t) for t in texts_of(text)]
 

@@ -63,6 +63,10 @@ class ModelAttention:
     # head p's map − λ · head p + heads/2's is what it mixes them with); None for every other model
     lambdas: list[float] | None = None
     fetched: int | None = None  # the bytes a remote trace (from_nnsight's remote=) brought back, or None
+    # a remote read's: what reads its layers not read yet (remote.Remote; they are stand-ins until then), and the
+    # overview its server computed (thumbs, top, summaries: per layer); None for every other read
+    remote: object | None = None
+    served: dict | None = None
 
 
 @dataclass

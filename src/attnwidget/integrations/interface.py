@@ -248,66 +248,40 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
     cannot be told from rounding there."""
     import torch
 
-    half = dtype in (torch.float16, torch.bfloat16)
-    f32 = torch.finfo(torch.float32).eps
-    work = torch.float64 if dtype == torch.float64 else torch.float32
-    eps = max(torch.finfo(dtype).eps, f32)  # a score as the softmax takes it, and each weight it returns
-    acc = f32 if half else torch.finfo(dtype).eps
-    if half and qkv is not None and qkv[0].is_cuda:  # (cuBLAS may add up half-precision products in half precision)
-        reduced = torch.backends.cuda.matmul
-        if reduced.allow_fp16_reduced_precision_reduction or reduced.allow_bf16_reduced_precision_reduction:
-            acc = torch.finfo(dtype).eps
-    mine = torch.finfo(work).eps
+    from .on_server import gap
+
     q, k, v = qkv if qkv is not None else (torch.from_numpy(a) for a in (call.q, call.k, call.v))
-    q, k, v = (t.detach().to(work) for t in (q, k, v))
-    heads, n, d = q.shape
+    heads, n, _ = q.shape
     m = k.shape[1]
-    device, scale = q.device, abs(call.scaling)
-    # what the scores of a row can reach: ‖q_i‖ · the longest key (bounds Σ|q||k| for the accumulation's error)
-    reach = (acc + mine) * d * scale * q.norm(dim=-1) * k.norm(dim=-1).amax(-1, keepdim=True)
-    bias = None if call.bias is None else torch.from_numpy(np.ascontiguousarray(call.bias)).to(device, work)
+    if weights is not None and tuple(weights.shape[1:]) != (heads, n, m):
+        raise NotImplementedError(
+            f"{family}'s attention at layer {call.layer} returns weights of shape {tuple(weights.shape)} "
+            f"where attnwidget caught {heads} heads × {n} queries × {m} keys: a form of attention attnwidget "
+            "does not read; nothing is shown"
+        )
+    if weights is None and tuple(output.shape[1:]) != (n, heads, v.shape[-1]):
+        raise NotImplementedError(
+            f"{family}'s attention at layer {call.layer} returns neither weights nor an output of "
+            "queries × heads × width, so attnwidget cannot check what it caught against it; nothing is shown"
+        )
+    reduced = False
+    if dtype in (torch.float16, torch.bfloat16) and q.is_cuda:  # (cuBLAS may add up half-precision products so)
+        matmul = torch.backends.cuda.matmul
+        reduced = matmul.allow_fp16_reduced_precision_reduction or matmul.allow_bf16_reduced_precision_reduction
+    device = q.device
+    bias = None if call.bias is None else torch.from_numpy(np.ascontiguousarray(call.bias)).to(device)
     closed = None if call.open is None else torch.from_numpy(~call.open).to(device)
-    sinks = None if call.sinks is None else torch.from_numpy(call.sinks).to(device, work)[:, None, None]
-    rows = max(1, 2**22 // max(1, heads * m))  # a block of rows at a time: no n × n held for a long text
-    worst = 0.0
-    for r0 in range(0, n, rows):
-        at = slice(r0, min(n, r0 + rows))
-        s = q[:, at] @ k.transpose(-1, -2) * call.scaling
-        if call.softcap is not None:
-            s = call.softcap * torch.tanh(s / call.softcap)
-        size = s.abs()
-        if bias is not None:
-            s = s + bias[:, at]
-            size += bias[:, at].abs()
-        top = size.amax(-1) if sinks is None else torch.maximum(size.amax(-1), sinks[..., 0].abs())
-        delta = (eps + mine) * top + reach[:, at]  # each row's largest move of a score (closed ones too)
-        if closed is not None:
-            s.masked_fill_(closed[at], -torch.inf)
-        if sinks is None:
-            ours = torch.softmax(s, -1).nan_to_num(0.0)  # a row that reads nothing: zeros, as the widget's
-        else:  # each head's sink, a column of its own in the softmax, dropped after it
-            ours = torch.softmax(torch.cat([s, sinks.expand(-1, s.shape[1], 1)], -1), -1)[..., :-1]
-        spread = torch.expm1(2 * delta)[..., None]  # each weight's relative bound
-        if weights is not None:
-            if tuple(weights.shape[1:]) != (heads, n, m):
-                raise NotImplementedError(
-                    f"{family}'s attention at layer {call.layer} returns weights of shape {tuple(weights.shape)} "
-                    f"where attnwidget caught {heads} heads × {n} queries × {m} keys: a form of attention attnwidget "
-                    "does not read; nothing is shown"
-                )
-            theirs = weights[0, :, at].detach().to(device, work)
-            gap = (ours - theirs).abs_().sub_(torch.maximum(ours, theirs.abs()).mul_(2 * spread).add_(4 * eps))
-        else:  # the output alone: batch × queries × heads × width, as transformers' attention functions give it
-            if tuple(output.shape[1:]) != (n, heads, v.shape[-1]):
-                raise NotImplementedError(
-                    f"{family}'s attention at layer {call.layer} returns neither weights nor an output of "
-                    "queries × heads × width, so attnwidget cannot check what it caught against it; nothing is shown"
-                )
-            theirs = output[0, at].detach().to(device, work).transpose(0, 1)
-            held = ours @ v.abs()
-            room = (spread * ours) @ v.abs() + (acc * m + 2 * eps) * held
-            gap = (ours @ v - theirs).abs() - 2 * (room + 2 * eps * held.amax(-1, keepdim=True))
-        worst = max(worst, float(gap.nan_to_num(torch.inf).max()))
+    sinks = None if call.sinks is None else torch.from_numpy(call.sinks).to(device)
+    refuse(
+        call,
+        gap(q, k, v, call.scaling, call.softcap, bias, closed, sinks, weights, output, dtype, reduced),
+        dtype,
+        family,
+    )
+
+
+def refuse(call: Caught, worst: float, dtype, family: str) -> None:
+    """Raises where ``worst`` (on_server.gap's) says the model's own result lies past rounding from what was caught."""
     if worst > 0 and call.sinks is not None:
         raise NotImplementedError(
             f"{family} adds learnt attention sinks at layer {call.layer} ({call.name or 'its attention module'}) in a "

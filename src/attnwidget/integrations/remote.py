@@ -17,22 +17,27 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import torch
 
-from . import byhand, hf, layers
+from . import byhand, hf, layers, on_server
 from .common import ModelAttention
 from .configs import position_of
-from .interface import caught_call, check
+from .interface import Caught, _numpy, refuse
 
 OP = "attention_interface"  # the name transformers' attention modules give their attention function
 CALL = f"{OP}_1"  # nnsight's name for its call: ``attention_interface = ...`` is ``_0``, the call ``_1``
 
 
-def read(lm, text: str, remote: bool | str) -> ModelAttention:
+def read(lm, text: str, remote: bool | str, layer: int | None = None) -> ModelAttention:
     """``text`` read by ``lm`` (an nnsight model of a Hugging Face causal or encoder model) in one trace
     with ``remote`` passed to it: ``"local"`` (serialised as for a server, run here), True (the NDIF
-    server nnsight is configured for) or a server's address. ``found.fetched``: the bytes the trace
-    brought back (the saved tensors' nbytes)."""
+    server nnsight is configured for) or a server's address.
+
+    The server checks every layer (on_server.gap) and computes its overview (on_server.overview); only the
+    layer ``layer`` (the model's number; None: the first) brings its q, k and v back, in the model's dtype,
+    with each layer's mask, scale, soft cap and sinks. Every other layer is read when first needed
+    (``found.remote``: one more trace). ``found.fetched``: the bytes brought back so far."""
     module, tokenizer = lm._module, lm.tokenizer
     base = hf._base_model(module)
     config = base.config
@@ -52,39 +57,51 @@ def read(lm, text: str, remote: bool | str) -> ModelAttention:
             'load it with attn_implementation="eager" or "sdpa"'
         )
     sites = _sites(lm, module, base, family)
+    numbers = [number for _, _, number in sites]
+    if layer is not None and layer not in numbers:
+        raise ValueError(
+            f"layer must be one of the model's attention layers, by its own number: {numbers}; got {layer}"
+        )
+    shown = 0 if layer is None else numbers.index(layer)
     ids, tokens = hf.extract(module, tokenizer, text, check_only=True)
     device = next(module.parameters()).device
     inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
     if device.type != "meta":
         inputs = {key: val.to(device) for key, val in inputs.items()}
-    from nnsight.intervention.interleaver import OutOfOrderError
-
-    try:
-        saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote)
-    except OutOfOrderError as e:  # an operation asked for that the pass never ran
-        raise NotImplementedError(
-            f"{family} did not call its attention function in every attention module during the pass (it computes "
-            "attention another way in this configuration, such as GPT-2's reorder_and_upcast_attn), so a remote "
-            f"trace cannot read it; read it on this machine (from_nnsight without remote=). nnsight said: {e}"
-        ) from e
-    if len(saved) != len(sites):
-        raise RuntimeError(f"the trace brought back {len(saved)} attention calls of the {len(sites)} asked for")
-    calls, fetched = [], 0
-    for (name, _, layer), (q, k, v, mask, scaling, softcap, sinks, is_causal, out) in zip(sites, saved):
-        fetched += sum(t.nbytes for t in (q, k, v, mask, sinks, out) if isinstance(t, torch.Tensor))
-        if sinks is not None and tuple(sinks.shape) != (q.shape[1],):
+    causal = [getattr(_module_at(base, name), "is_causal", True) for name, _, _ in sites]
+    saved = _run(lm, family, sites, inputs, remote, [shown], causal)  # the check and overview of every layer
+    if len(saved["layers"]) != len(sites):
+        raise RuntimeError(
+            f"the trace brought back {len(saved['layers'])} attention calls of the {len(sites)} asked for"
+        )
+    n = len(ids)
+    calls = []
+    for (name, _, number), one in zip(sites, saved["layers"]):
+        heads, d, dv = one["shape"]
+        sinks = one["sinks"]
+        if sinks is not None and tuple(sinks.shape) != (heads,):
             raise NotImplementedError(
                 f"{family} adds learnt attention sinks of shape {tuple(sinks.shape)} to its rows' softmax, where "
-                f"attnwidget reads one logit per head ({q.shape[1]} here); it shows nothing rather than other weights"
+                f"attnwidget reads one logit per head ({heads} here); it shows nothing rather than other weights"
             )
-        n, m = q.shape[-2], k.shape[-2]
-        causal = is_causal if is_causal is not None else getattr(_module_at(base, name), "is_causal", True)
-        if mask is None and implementation == "sdpa" and causal and n > 1:  # SDPA's own causal rule, no mask made
-            mask = torch.ones(n, m, dtype=torch.bool).tril(m - n)[None, None]
-        call = caught_call(layer, name, q, k, v, mask, scaling, {"softcap": softcap}, sinks)
-        groups = q.shape[1] // k.shape[1]
-        k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
-        check(call, out, None, q.dtype, family, (q[0], k[0], v[0]))
+        if one["terms"]:
+            raise NotImplementedError(
+                f"{family} adds a term to its scores through its mask at layer {number}, which a remote trace does "
+                "not bring back; read it on this machine (from_nnsight without remote=)"
+            )
+        index = one["mask"]
+        closed = (
+            saved["masks"][index].numpy()
+            if index >= 0
+            else np.triu(np.ones((n, n), dtype=bool), 1)
+            if index == -2
+            else None
+        )
+        scaling = float(one["scaling"] if one["scaling"] is not None else d**-0.5)
+        q, k, v = (np.broadcast_to(np.float32(0), (heads, n, w)) for w in (d, d, dv))  # read when first needed
+        call = Caught(number, q, k, v, scaling, None if closed is None else ~closed, one["softcap"] or None, name=name)
+        call.sinks = None if sinks is None else _numpy(sinks)
+        refuse(call, one["worst"], one["dtype"], family)
         calls.append(call)
     found = hf._assemble(calls, tokens, hf._display_name(config, module), kind)
     names = [c.name for c in calls]
@@ -94,38 +111,167 @@ def read(lm, text: str, remote: bool | str) -> ModelAttention:
     found.sparse = layers.sparse(base, names, found.layer_numbers or list(range(len(calls)))) or None
     found.position = position_of(config)
     found.device = "cpu"  # the numbers came back to this machine
-    found.fetched = fetched
+    found.served = {key: [one[key] for one in saved["layers"]] for key in ("thumbs", "top", "summaries")}
+    found.remote = reader = Remote(lm, family, sites, inputs, remote, found, set(range(len(sites))))
+    found.layers = held = Held(found.layers)
+    held.remote = reader
+    found.fetched = saved["bytes"]
+    reader.fill({shown: reader.to_numpy(saved["qkv"][0])})
     return found
 
 
-def _trace(lm, envoys: list, inputs: dict, remote: bool | str) -> list:
-    """One trace of ``lm`` on ``inputs``: each attention module's call, its arguments and its output,
-    saved. Its body is what a server runs: it uses nnsight and torch alone (attnwidget is not there),
-    and saves copies, so no view carries the larger tensor it is cut from."""
+class Remote:
+    """What reads a remote model's other layers when first needed: one more trace, bringing back their q, k
+    and v. ``missing``: the places (in ``found.layers``) not read yet; ``tell(text)``, where set, says what
+    is being read while the server works (the widget's page)."""
+
+    def __init__(self, lm, family, sites, inputs, remote, found, missing: set):
+        self.lm, self.family, self.sites, self.inputs, self.remote = lm, family, sites, inputs, remote
+        self.found, self.missing = found, missing
+        self.axes_due: set[int] = set()
+        self.tell = None
+
+    def read(self, places: list[int]) -> dict:
+        """The q, k and v of the layers at ``places`` (keys and values repeated to the query heads), float32."""
+        if self.tell is not None:
+            numbers = [self.sites[i][2] for i in places]
+            self.tell(f"layer{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))} from the server")
+        saved = _run(self.lm, self.family, self.sites, self.inputs, self.remote, places, None)
+        self.found.fetched = (self.found.fetched or 0) + saved["bytes"]
+        return {i: self.to_numpy(qkv) for i, qkv in zip(places, saved["qkv"])}
+
+    @staticmethod
+    def to_numpy(qkv) -> tuple:
+        q, k, v = qkv
+        groups = q.shape[1] // k.shape[1]
+        return tuple(_numpy(t[0].repeat_interleave(g, dim=0)) for t, g in ((q, 1), (k, groups), (v, groups)))
+
+    def ensure(self, places) -> None:
+        """The layers at ``places`` read, those not read yet in one trace."""
+        due = sorted(set(places) & self.missing)
+        if due:
+            self.fill(self.read(due))
+
+    def fill(self, got: dict) -> None:
+        """The layers read into ``found.layers``: in place of their stand-ins, or, once the widget has stacked
+        them, into the stacks its layers are views of (``axes_due``: the layers whose value axes are now due)."""
+        held = self.found.layers
+        for i, new in got.items():
+            now = list.__getitem__(held, i)
+            if not any(now[0].strides):  # a stand-in (zeros, no memory)
+                list.__setitem__(held, i, new)
+            else:
+                for view, a in zip(now, new):
+                    base = view.base if view.base is not None else view
+                    was = base.flags.writeable
+                    base.setflags(write=True)
+                    view[...] = a
+                    base.setflags(write=was)
+            self.missing.discard(i)
+            self.axes_due.add(i)
+
+
+class Held(list):
+    """A remote read's layers, (q, k, v) each: a layer not read yet is read (one more trace) when first asked
+    for; the list's own methods (list.__getitem__, list.__iter__) give its stand-ins as they are."""
+
+    remote: Remote
+
+    def __getitem__(self, i):
+        self.remote.ensure(range(len(self))[i] if isinstance(i, slice) else [range(len(self))[i]])
+        return list.__getitem__(self, i)
+
+    def __iter__(self):
+        self.remote.ensure(range(len(self)))
+        return list.__iter__(self)
+
+
+def _run(lm, family, sites, inputs, remote, keep: list[int], causal) -> dict:
+    """One trace: the q, k and v of the layers at ``keep``; with ``causal`` (each layer's own rule, for SDPA's
+    unmade mask), every layer's check, overview, mask, scale, soft cap and sinks too. ``bytes``: what came back."""
+    from nnsight.intervention.interleaver import OutOfOrderError
+
+    try:
+        saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote, keep, causal)
+    except OutOfOrderError as e:  # an operation asked for that the pass never ran
+        raise NotImplementedError(
+            f"{family} did not call its attention function in every attention module during the pass (it computes "
+            "attention another way in this configuration, such as GPT-2's reorder_and_upcast_attn), so a remote "
+            f"trace cannot read it; read it on this machine (from_nnsight without remote=). nnsight said: {e}"
+        ) from e
+    saved["bytes"] = _bytes(saved)
+    return saved
+
+
+def _bytes(x) -> int:
+    if isinstance(x, torch.Tensor):
+        return x.nbytes
+    if isinstance(x, dict):
+        return sum(_bytes(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(_bytes(v) for v in x)
+    return 0
+
+
+def _trace(lm, envoys: list, inputs: dict, remote: bool | str, keep: list[int], causal: list | None) -> dict:
+    """The trace's body: what a server runs. It uses nnsight, torch and on_server (sent by value) alone, and saves
+    copies, so no view carries the larger tensor it is cut from."""
     import nnsight
 
-    got: list = []
+    nnsight.register(on_server)
     with lm.trace(inputs, remote=remote):
-        for envoy in envoys:
+        qkv: list = []
+        each: list = []
+        masks: list = []
+        for i, envoy in enumerate(envoys):
             args, kwargs = envoy.source.attention_interface_1.inputs
+            q, k, v = args[1], args[2], args[3]
+            if i in keep:
+                qkv.append((q.clone(), k.clone(), v.clone()))
+            if causal is None:
+                continue
             out = envoy.source.attention_interface_1.output
-            q, k, v, mask = args[1], args[2], args[3], args[4] if len(args) > 4 else kwargs.get("attention_mask")
-            sinks = kwargs.get("s_aux", kwargs.get("sinks"))
-            got.append(
-                nnsight.save(
-                    (
-                        q.clone(),
-                        k.clone(),
-                        v.clone(),
-                        None if mask is None else mask[:1, :1].clone(),
-                        kwargs.get("scaling"),
-                        kwargs.get("softcap"),
-                        None if sinks is None else sinks.clone(),
-                        kwargs.get("is_causal"),
-                        out[0].clone(),
-                    )
-                )
+            mask = args[4] if len(args) > 4 else kwargs.get("attention_mask")
+            is_causal = kwargs.get("is_causal")
+            closed, terms = on_server.closed(
+                mask, q.shape[-2], k.shape[-2], causal[i] if is_causal is None else is_causal
             )
+            index = on_server.find(masks, closed, k.shape[-2])
+            groups = q.shape[1] // k.shape[1]
+            kk, vv = (t[0].repeat_interleave(groups, dim=0) for t in (k, v))
+            sinks = kwargs.get("s_aux", kwargs.get("sinks"))
+            worst = on_server.gap(
+                q[0],
+                kk,
+                vv,
+                kwargs.get("scaling") or q.shape[-1] ** -0.5,
+                kwargs.get("softcap"),
+                None,
+                closed,
+                sinks,
+                None,
+                out[0],
+                q.dtype,
+            )
+            thumbs, top, summaries = on_server.overview(
+                q[0], kk, kwargs.get("scaling") or q.shape[-1] ** -0.5, kwargs.get("softcap"), closed, sinks
+            )
+            each.append(
+                {
+                    "shape": (q.shape[1], q.shape[-1], v.shape[-1]),
+                    "mask": index,
+                    "terms": terms,
+                    "scaling": kwargs.get("scaling"),
+                    "softcap": kwargs.get("softcap"),
+                    "sinks": None if sinks is None else sinks.detach().clone(),
+                    "dtype": q.dtype,
+                    "worst": worst,
+                    "thumbs": thumbs,
+                    "top": top,
+                    "summaries": summaries,
+                }
+            )
+        got = nnsight.save({"qkv": qkv, "layers": each, "masks": masks})
     return got
 
 
