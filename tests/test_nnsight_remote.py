@@ -144,3 +144,20 @@ def test_a_list_of_texts_is_read_remotely_each_alone(tf, gpt2_tokenizer):
     np.testing.assert_array_equal(both[1].layers[1][0], alone.layers[1][0])
     w = AttentionWidget.from_nnsight(lm, [TEXT, "I sat on the riverbank"], remote="local")
     assert w.tokens == both[0].tokens
+
+
+def test_an_8b_shaped_read_brings_back_one_layer_in_its_dtype_and_the_overview(tf, gpt2_tokenizer):
+    """Llama 3.1 8B's attention shape (32 query heads, 8 key-value heads, 128 wide, bfloat16) with 2 of its 32
+    layers: the first read brings back one layer's q, k and v in bfloat16 and the overview, exactly; at 2,048
+    tokens that is about 25 MB, where its 32 layers in float32 are 32 · (32 + 8 + 8) · 2048 · 128 · 4 B, 1.6 GB."""
+    import torch
+
+    shape = dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128)
+    lm = wrap(tf, gpt2_tokenizer, "llama", "sdpa", **shape, intermediate_size=64, max_position_embeddings=4096)
+    lm._module.to(torch.bfloat16)
+    found = from_nnsight(lm, gpt2_tokenizer.decode(list(range(1, 200))), remote="local")
+    n = len(found.tokens)
+    first = lambda n: (32 + 8 + 8) * n * 128 * 2 + overview_bytes(2, 32, n)
+    assert found.fetched == first(n)
+    assert first(2048) < 26e6 and 32 * (32 + 8 + 8) * 2048 * 128 * 4 > 1.6e9
+    assert found.layers[0][0].shape == (32, n, 128) and found.remote.missing == {1}
