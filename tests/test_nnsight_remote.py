@@ -161,3 +161,14 @@ def test_an_8b_shaped_read_brings_back_one_layer_in_its_dtype_and_the_overview(t
     assert found.fetched == first(n)
     assert first(2048) < 26e6 and 32 * (32 + 8 + 8) * 2048 * 128 * 4 > 1.6e9
     assert found.layers[0][0].shape == (32, n, 128) and found.remote.missing == {1}
+
+
+def test_an_exported_remote_page_reads_every_layer_first(tf, gpt2_tokenizer, tmp_path):
+    lm = wrap(tf, gpt2_tokenizer, "gemma2", "eager")
+    here = AttentionWidget.from_nnsight(lm, TEXT)
+    w = AttentionWidget.from_nnsight(lm, TEXT, remote="local", layer=1)
+    assert w._sources.model.remote.missing == {0}
+    w.to_html(tmp_path / "all.html")  # its measures need every layer: the other one read first, into the stacks
+    assert not w._sources.model.remote.missing
+    for name in ("model_q", "model_k", "model_v", "model_basis"):
+        np.testing.assert_allclose(getattr(w, name), getattr(here, name), atol=1e-6, err_msg=name)

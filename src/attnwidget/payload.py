@@ -126,7 +126,7 @@ def held_texts(sources, shown: int, layers=None, budget: float = BUDGET) -> bool
     if len(texts) < 2 or layers is not None:
         return False
     one = texts[shown]
-    arrays = sum(np.asarray(a).nbytes for layer in one.layers for a in layer)
+    arrays = sum(np.asarray(a).nbytes for layer in list.__iter__(one.layers) for a in layer)  # (none read for it)
     biases = sum(np.asarray(b).nbytes for b in (getattr(one, "biases", None) or ())) * (
         2 if getattr(getattr(one, "terms", None), "split", False) else 1
     )  # (and their first terms: DeBERTa's)
@@ -187,6 +187,8 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
         raise ValueError(f"{problem} Make the widget again: from_transformers(model, image_processor, image).")
     src = inputs.sources
     held = held_layers(widget, inputs, layers, budget)
+    if held is None and widget.layer_shown:  # every layer in the page: a remote model's not read yet, read now
+        src.complete(widget.block, widget.sentence_index)
     # a live page's state, and a model's every layer (a live page gets the overview instead, from the kernel)
     layered = by_head({"weights_only": widget.weights_only})  # a bias per layer is the layer's too
     live = [
@@ -208,6 +210,8 @@ def page_payload(widget, inputs, own, effects=None, layers=None, budget: float =
     held_text = None  # the texts an exported page holds, when not all: its buttons say which
     if len(src.texts) > 1:  # a model's texts: the one shown has its stacks in the state; the others while they fit
         every = held_texts(src, widget.sentence_index, layers, budget)
+        for i in range(len(src.texts)) if every else ():
+            src.complete("", i)
         sources["sentences"] = [
             encoded(widget, _text(src.sentence(i), i == widget.sentence_index))
             if every or i == widget.sentence_index

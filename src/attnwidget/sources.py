@@ -227,11 +227,19 @@ class Sources:
 
     def layers(self, block: str, count: int, text: int = 0) -> list[dict]:
         """Every layer's arrays (as ``layer``'s); a remote model's not read yet are read in one trace first."""
-        remote = getattr(self.found(block, text), "remote", None)
+        self.complete(block, text)
+        return [self.layer(block, i, text) for i in range(count)]
+
+    def complete(self, block: str = "", text: int = 0) -> None:
+        """A remote model's layers not read yet read now, in one trace (its stacks are then whole); else nothing."""
+        f = self.found(block, text) if self.texts or self.model is not None or block else None
+        remote = getattr(f, "remote", None)
         if remote is not None and remote.missing:
             remote.tell = self.tell
-            remote.ensure(range(count))
-        return [self.layer(block, i, text) for i in range(count)]
+            remote.ensure(range(len(getattr(f, "layers", ()))))
+            key = (block, text if self.texts else 0)
+            if key in self._stacks:
+                _axes_read(remote, self._stacks[key])
 
     def _layer(self, block: str, text: int, i: int) -> dict:
         f, arrays = self.found(block, text), self.stack(block, text, axes=(block, text) == self._shown)

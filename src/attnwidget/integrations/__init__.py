@@ -140,12 +140,15 @@ def from_nnsight(
     ``remote`` (passed to ``model.trace``): True (the NDIF server nnsight is configured for), a
     server's address, or ``"local"`` (the trace serialised as for a server and run here). Only the
     trace's body runs there, so attention is read inside it instead (integrations/remote.py): each
-    attention module's call to its attention function, one of nnsight's source operations, is saved
-    (q, k and v after rotary, keys and values before grouped-query heads are repeated, the mask, the
-    attention's output) and checked here as a local read is; ``fetched`` says how many bytes came back
-    (per layer, heads × tokens × d_head numbers for q and the output, key-value heads × ... for k and v,
-    plus an eager model's tokens × tokens mask). Families read by hand (BLOOM, MPT, XGLM, DeBERTa),
-    encoder–decoders and models loaded with another kernel than eager or sdpa are refused remotely.
+    attention module's call to its attention function, one of nnsight's source operations. The server
+    checks every layer against the attention's own output and computes the overview
+    (integrations/on_server.py); what comes back is the layer ``layer`` (the model's number; None: the
+    first): its q, k and v in the model's dtype (keys and values before grouped-query heads are
+    repeated), each layer's mask once (none for the causal rule alone), and per head a thumbnail and its
+    summaries. Every other layer is read when first needed (one more trace: a widget's layer switch, or
+    anything computed across layers); ``fetched`` counts the bytes. Families read by hand (BLOOM, MPT,
+    XGLM, DeBERTa), encoder–decoders and models loaded with another kernel than eager or sdpa are refused
+    remotely; docs/remote.md says what travels and what it costs.
     Head effects and norms need the model here: a remote read has neither.
     """
     _require(("torch", "transformers", "nnsight"), "nnsight")
