@@ -22,10 +22,10 @@ import torch
 import transformers
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from test_families import EXACT, TEXT, _build, _cut  # noqa: E402
-from tiny_families import families  # noqa: E402
+from test_families import EXACT, TEXT, _build, _cut
+from tiny_families import families
 
-from attnwidget.integrations import from_nnsight  # noqa: E402
+from attnwidget.integrations import from_nnsight
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
