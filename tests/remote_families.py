@@ -41,7 +41,7 @@ def sort(kind: str, tokenizer) -> tuple[str, str]:
     model = _build(kind, len(tokenizer))
     if getattr(model, "main_input_name", "input_ids") != "input_ids" or getattr(model.config, "is_encoder_decoder", 0):
         return "", ""  # (not read from a text alone)
-    model.config._attn_implementation = "sdpa" if model._supports_sdpa else "eager"
+    model.config._attn_implementation = "eager"  # (as the local read runs it: the same passes, the same rounding)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = nnsight.TransformersModel(model, tokenizer=tokenizer, task="feature-extraction")
@@ -58,7 +58,7 @@ def sort(kind: str, tokenizer) -> tuple[str, str]:
     assert there.tokens == here.tokens and len(there.layers) == len(here.layers), kind
     for (q, k, v), (q0, k0, v0) in zip(there.layers, here.layers):
         for a, b in ((q, q0), (k, k0), (v, v0)):
-            np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=kind)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=kind)
     return "same", ""
 
 
@@ -73,7 +73,8 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()
     tokenizer = gpt2_tokenizer.__wrapped__(transformers, Folders())
-    kinds = [k for k in exact_text_families() if k in families()]
+    known = set(families())
+    kinds = [k for k in exact_text_families() if k in known]
     results, failed = {}, []
     for kind in kinds:
         torch.manual_seed(0)

@@ -129,7 +129,7 @@ def closed(mask, n: int, m: int, causal: bool) -> tuple:
     rule) shuts, n × m (None: none), and whether it adds finite terms besides (a bias through the mask)."""
     if mask is None:
         return (torch.ones(n, m, dtype=torch.bool, device="cpu").triu(m - n + 1) if causal and n > 1 else None), False
-    mask = mask[0, 0, :, :m]
+    mask = mask[0, 0, :, :m].expand(n, m)  # (a mask of the keys alone, 1 × m, is every row's)
     if not mask.dtype.is_floating_point:
         return ~mask.bool(), False
     shut = mask <= torch.finfo(mask.dtype).min / 2

@@ -68,7 +68,9 @@ def read(lm, text: str, remote: bool | str, layer: int | None = None) -> ModelAt
     inputs = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
     if device.type != "meta":
         inputs = {key: val.to(device) for key, val in inputs.items()}
+    # without a mask, SDPA applies the module's causal rule itself (transformers' default: causal); eager applies none
     causal = [getattr(_module_at(base, name), "is_causal", True) for name, _, _ in sites]
+    causal = [rule if implementation == "sdpa" else None for rule in causal]
     saved = _run(lm, family, sites, inputs, remote, [shown], causal)  # the check and overview of every layer
     if len(saved["layers"]) != len(sites):
         raise RuntimeError(
@@ -187,8 +189,8 @@ class Held(list):
 
 
 def _run(lm, family, sites, inputs, remote, keep: list[int], causal) -> dict:
-    """One trace: the q, k and v of the layers at ``keep``; with ``causal`` (each layer's own rule, for SDPA's
-    unmade mask), every layer's check, overview, mask, scale, soft cap and sinks too. ``bytes``: what came back."""
+    """One trace: the q, k and v of the layers at ``keep``; with ``causal`` (each layer's own rule where SDPA runs,
+    for its unmade mask; None where eager runs, which has none), every layer's check, overview, mask, scale, soft cap and sinks too. ``bytes``: what came back."""
     from nnsight.intervention.interleaver import OutOfOrderError
 
     try:
@@ -233,9 +235,8 @@ def _trace(lm, envoys: list, inputs: dict, remote: bool | str, keep: list[int], 
             out = envoy.source.attention_interface_1.output
             mask = args[4] if len(args) > 4 else kwargs.get("attention_mask")
             is_causal = kwargs.get("is_causal")
-            closed, terms = on_server.closed(
-                mask, q.shape[-2], k.shape[-2], causal[i] if is_causal is None else is_causal
-            )
+            rule = causal[i] is not None and (causal[i] if is_causal is None else is_causal)  # (SDPA's: else None)
+            closed, terms = on_server.closed(mask, q.shape[-2], k.shape[-2], bool(rule))
             index = on_server.find(masks, closed, k.shape[-2])
             groups = q.shape[1] // k.shape[1]
             kk, vv = (t[0].repeat_interleave(groups, dim=0) for t in (k, v))
@@ -298,6 +299,15 @@ def _sites(lm, module, base, family: str) -> list[tuple[str, object, int]]:
             )
         layer = getattr(m, "layer_idx", None)
         sites.append((name, envoy, len(sites) if layer is None else layer))
+    numbers = [getattr(_module_at(base, name), "layer_idx", None) for name, _, _ in sites]
+    known = [x for x in numbers if x is not None]
+    count = getattr(getattr(base, "config", None), "num_hidden_layers", None)
+    if len(set(known)) < len(known) or (sites and not known and isinstance(count, int) and len(sites) < count):
+        raise NotImplementedError(
+            f"{family} runs its attention modules more than once in a pass ({len(sites)} modules for "
+            f"{count} layers: layers shared or repeated), and a remote trace reads each module's first call; "
+            "read it on this machine (from_nnsight without remote=)"
+        )
     if not sites:
         raise NotImplementedError(
             f"attnwidget cannot read {family} in a remote trace: no module of it calls transformers' attention "
