@@ -190,7 +190,8 @@ class Held(list):
 
 def _run(lm, family, sites, inputs, remote, keep: list[int], causal) -> dict:
     """One trace: the q, k and v of the layers at ``keep``; with ``causal`` (each layer's own rule where SDPA runs,
-    for its unmade mask; None where eager runs, which has none), every layer's check, overview, mask, scale, soft cap and sinks too. ``bytes``: what came back."""
+    for its unmade mask; None where eager runs, which has none), every layer's check, overview, mask, scale, soft
+    cap and sinks too. ``bytes``: what came back."""
     from nnsight.intervention.interleaver import OutOfOrderError
 
     try:
