@@ -64,8 +64,8 @@ def test_a_remote_read_equals_the_local_read_in_every_layer_and_head(tf, gpt2_to
 
 def overview_bytes(layers, heads, n):
     """What a remote read's overview brings back: per head a thumbnail (uint8, at most 84 × 84), its largest mean
-    and four summaries (float32)."""
-    return layers * heads * (min(n, 84) ** 2 + 4 + 4 * 4)
+    and five summaries (float32: the sink share too, 0 without sinks)."""
+    return layers * heads * (min(n, 84) ** 2 + 4 + 5 * 4)
 
 
 def test_a_remote_read_brings_back_the_layer_shown_and_the_overview_then_each_layer_when_shown(tf, gpt2_tokenizer):
@@ -172,3 +172,59 @@ def test_an_exported_remote_page_reads_every_layer_first(tf, gpt2_tokenizer, tmp
     assert not w._sources.model.remote.missing
     for name in ("model_q", "model_k", "model_v", "model_basis"):
         np.testing.assert_allclose(getattr(w, name), getattr(here, name), atol=1e-6, err_msg=name)
+
+
+def test_a_remote_model_with_learnt_sinks_has_the_servers_overview_and_the_same_weights(tf, gpt2_tokenizer):
+    import torch
+
+    lm = wrap(
+        tf,
+        gpt2_tokenizer,
+        "gpt_oss",
+        "eager",
+        **dict(BASE, intermediate_size=32),
+        num_key_value_heads=2,
+        head_dim=8,
+        num_local_experts=2,
+        num_experts_per_tok=1,
+        sliding_window=5,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    with torch.no_grad():
+        for layer in lm._module.model.layers:
+            layer.self_attn.sinks.normal_(0, 2)  # (learnt sinks that take a share)
+    text = gpt2_tokenizer.decode(list(range(1, 120)))  # past 84 tokens: the thumbnails are block means
+    w, here = AttentionWidget.from_nnsight(lm, text, remote="local"), AttentionWidget.from_nnsight(lm, text)
+    w._answer("overview")
+    here._answer("overview")
+    assert w._sources.model.remote.missing == {1}  # (the server's overview)
+    a, b = w.overview, here.overview
+    assert bytes(a["thumbs"]["view"]) == bytes(b["thumbs"]["view"])
+    for name in ("first", "self", "previous", "effective_tokens", "sink_share"):
+        np.testing.assert_allclose(a["summaries"][name], b["summaries"][name], rtol=1e-5, atol=1e-6, err_msg=name)
+    for layer in range(2):
+        w.layer, here.layer = layer, layer
+        for head in range(4):
+            w.head, here.head = head, head
+            np.testing.assert_allclose(w.weights, here.weights, atol=1e-6)
+
+
+def test_a_layer_read_on_two_threads_at_once_is_read_once(tf, gpt2_tokenizer):
+    import threading
+
+    lm = wrap(tf, gpt2_tokenizer, "llama", "sdpa", num_hidden_layers=4)
+    found = from_nnsight(lm, TEXT, remote="local")
+    reads = []
+    slow = found.remote.read
+    found.remote.read = lambda places: (reads.append(places), slow(places))[1]
+    threads = [threading.Thread(target=found.remote.ensure, args=(range(4),)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    found.remote.ensure([2])
+    for t in threads:
+        t.join()
+    assert not found.remote.missing and sorted(p for places in reads for p in places) == [1, 2, 3]
+    local = from_nnsight(lm, TEXT)
+    for there, here in zip(found.layers, local.layers):
+        for a, b in zip(there, here):
+            np.testing.assert_allclose(a, b, atol=1e-6)

@@ -64,7 +64,10 @@ def compute(inputs: Inputs) -> dict:
         thumbs = [t.numpy() for t in served["thumbs"]]
         top = [float(p) for peaks in served["top"] for p in peaks]
         names = ("first", "self", "previous", "effective_tokens", "sink_share")
-        rows = [dict(zip(names, np.asarray(r, dtype=float))) for r in served["summaries"]]
+        rows = [
+            dict(zip(names[: 5 if inputs.state.get("model_sinks") is not None else 4], np.asarray(r, dtype=float)))
+            for r in served["summaries"]
+        ]
         return _assembled(inputs, thumbs, top, rows)
     # layers summed up at once: one per core, while their weights stay within IN_FLIGHT bytes
     q = inputs.layers[0][0]

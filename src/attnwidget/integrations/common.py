@@ -67,6 +67,7 @@ class ModelAttention:
     # overview its server computed (thumbs, top, summaries: per layer); None for every other read
     remote: object | None = None
     served: dict | None = None
+    ids: list | None = None  # the token ids read, where nothing else holds them (a remote read has no rerun)
 
 
 @dataclass

@@ -264,17 +264,13 @@ def check(call: Caught, output, weights, dtype, family: str, qkv=None) -> None:
             f"{family}'s attention at layer {call.layer} returns neither weights nor an output of "
             "queries × heads × width, so attnwidget cannot check what it caught against it; nothing is shown"
         )
-    reduced = False
-    if dtype in (torch.float16, torch.bfloat16) and q.is_cuda:  # (cuBLAS may add up half-precision products so)
-        matmul = torch.backends.cuda.matmul
-        reduced = matmul.allow_fp16_reduced_precision_reduction or matmul.allow_bf16_reduced_precision_reduction
     device = q.device
     bias = None if call.bias is None else torch.from_numpy(np.ascontiguousarray(call.bias)).to(device)
     closed = None if call.open is None else torch.from_numpy(~call.open).to(device)
     sinks = None if call.sinks is None else torch.from_numpy(call.sinks).to(device)
     refuse(
         call,
-        gap(q, k, v, call.scaling, call.softcap, bias, closed, sinks, weights, output, dtype, reduced),
+        gap(q, k, v, call.scaling, call.softcap, bias, closed, sinks, weights, output, dtype),
         dtype,
         family,
     )

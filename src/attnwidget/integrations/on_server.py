@@ -9,18 +9,23 @@ from __future__ import annotations
 import torch
 
 
-def gap(q, k, v, scaling, softcap, bias, closed, sinks, weights, output, dtype, reduced: bool = False) -> float:
+@torch.no_grad()
+def gap(q, k, v, scaling, softcap, bias, closed, sinks, weights, output, dtype, reduced: bool | None = None) -> float:
     """How far the model's own weights (or its output, weights × values) lie past rounding from the softmax
     of ``q·k`` (heads × tokens × width, keys and values repeated to the query heads): 0 within it. ``bias``
     (heads or 1 × n × m), ``closed`` (n × m, True: shut) and ``sinks`` (one logit per head) may be None;
     ``weights`` (1 × heads × n × m) or ``output`` (1 × n × heads × width) is the model's; ``dtype`` the model's;
-    ``reduced``: half-precision products were added up in half precision (cuBLAS may).
+    ``reduced``: half-precision products were added up in half precision (None: as torch's settings let cuBLAS).
 
     The bound: a score reaches the softmax rounded to ε (its dtype's, or float32's where the softmax runs in
     float32, as transformers' does) times itself and its bias, plus the accumulator's ε times d · scale · ‖q‖ ·
     ‖k‖; the check's own scores, in float32 (float64 for a float64 model), add their own. A softmax whose
     inputs move by at most δ moves each weight by at most (e^{2δ} − 1) times itself."""
     half = dtype in (torch.float16, torch.bfloat16)
+    if reduced is None:
+        matmul = torch.backends.cuda.matmul
+        allowed = matmul.allow_fp16_reduced_precision_reduction or matmul.allow_bf16_reduced_precision_reduction
+        reduced = half and q.is_cuda and bool(allowed)
     f32 = torch.finfo(torch.float32).eps
     work = torch.float64 if dtype == torch.float64 else torch.float32
     eps = max(torch.finfo(dtype).eps, f32)  # a score as the softmax takes it, and each weight it returns
@@ -67,6 +72,7 @@ def gap(q, k, v, scaling, softcap, bias, closed, sinks, weights, output, dtype, 
     return worst
 
 
+@torch.no_grad()
 def overview(q, k, scaling, softcap, closed, sinks, side: int = 84) -> tuple:
     """A layer's overview at the model's own settings (temperature 1), as overview.compute draws it: each
     head's thumbnail (block means of its weights, at most ``side`` × ``side``, scaled to its largest and
@@ -121,7 +127,7 @@ def overview(q, k, scaling, softcap, closed, sinks, side: int = 84) -> tuple:
     where[3] = where[4] = may.any(dim=1)
     found = (each * where[:, None]).sum(-1) / where.sum(-1).clamp(min=1)[:, None]
     found[~where.any(-1)] = torch.nan  # a summary no row has
-    return thumbs.cpu(), top.cpu(), found[: 4 if sinks is None else 5].cpu()
+    return thumbs.cpu(), top.cpu(), found.cpu()  # (a layer without sinks: a share of 0, dropped where none has any)
 
 
 def closed(mask, n: int, m: int, causal: bool) -> tuple:

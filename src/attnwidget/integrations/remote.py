@@ -16,6 +16,7 @@ known to be importable.
 from __future__ import annotations
 
 import inspect
+import threading
 
 import numpy as np
 import torch
@@ -118,6 +119,7 @@ def read(lm, text: str, remote: bool | str, layer: int | None = None) -> ModelAt
     found.layers = held = Held(found.layers)
     held.remote = reader
     found.fetched = saved["bytes"]
+    found.ids = ids  # (what it read: the duplicate-token score's ids)
     reader.fill({shown: reader.to_numpy(saved["qkv"][0])})
     return found
 
@@ -130,6 +132,7 @@ class Remote:
     def __init__(self, lm, family, sites, inputs, remote, found, missing: set):
         self.lm, self.family, self.sites, self.inputs, self.remote = lm, family, sites, inputs, remote
         self.found, self.missing = found, missing
+        self.lock = threading.Lock()  # (one trace of a model at a time: the overview's thread, the kernel's)
         self.axes_due: set[int] = set()
         self.tell = None
 
@@ -150,9 +153,10 @@ class Remote:
 
     def ensure(self, places) -> None:
         """The layers at ``places`` read, those not read yet in one trace."""
-        due = sorted(set(places) & self.missing)
-        if due:
-            self.fill(self.read(due))
+        with self.lock:
+            due = sorted(set(places) & self.missing)
+            if due:
+                self.fill(self.read(due))
 
     def fill(self, got: dict) -> None:
         """The layers read into ``found.layers``: in place of their stand-ins, or, once the widget has stacked
@@ -186,6 +190,19 @@ class Held(list):
     def __iter__(self):
         self.remote.ensure(range(len(self)))
         return list.__iter__(self)
+
+    def __reversed__(self):
+        self.remote.ensure(range(len(self)))
+        return list.__reversed__(self)
+
+    def copy(self) -> list:
+        return list(self)
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __radd__(self, other):
+        return list(other) + list(self)
 
 
 def _run(lm, family, sites, inputs, remote, keep: list[int], causal) -> dict:
@@ -242,6 +259,7 @@ def _trace(lm, envoys: list, inputs: dict, remote: bool | str, keep: list[int], 
             groups = q.shape[1] // k.shape[1]
             kk, vv = (t[0].repeat_interleave(groups, dim=0) for t in (k, v))
             sinks = kwargs.get("s_aux", kwargs.get("sinks"))
+            sinks = None if sinks is None else sinks.detach()
             worst = on_server.gap(
                 q[0],
                 kk,
