@@ -104,8 +104,8 @@ def _trace(lm, envoys: list, inputs: dict, remote: bool | str) -> list:
     and saves copies, so no view carries the larger tensor it is cut from."""
     import nnsight
 
-    got: list = []
     with lm.trace(inputs, remote=remote):
+        got = nnsight.save([])  # (a server sends back what is saved, by its name here: the list itself)
         for envoy in envoys:
             args, kwargs = envoy.source.attention_interface_1.inputs
             out = envoy.source.attention_interface_1.output
