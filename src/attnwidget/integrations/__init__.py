@@ -156,6 +156,8 @@ def from_nnsight(
             "from_nnsight takes an nnsight model of a Hugging Face model (nnsight.TransformersModel), got "
             f"{type(model).__name__}"
         )
+    if remote is not False and remote != "local":  # the server holds the weights: the model stays as it is here
+        return _from_nnsight_remote(model, text, lazy, remote)
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer
@@ -181,9 +183,13 @@ def _from_nnsight_remote(model, text, lazy: bool, remote) -> ModelAttention | li
             f'remote must be False, True (NDIF), "local" (a serialised trace run here) or a server\'s address; '
             f"got {remote!r}"
         )
-    from . import hf
+    from . import hf, remote_errors
     from .common import LazyText
-    from .remote import read
+    from .remote import read as read_here
+
+    def read(model, t: str, remote) -> ModelAttention:  # a failure said in words (remote_errors.py)
+        with remote_errors.explained(model, remote):
+            return read_here(model, t, remote)
 
     if isinstance(text, str):
         return read(model, text, remote)
