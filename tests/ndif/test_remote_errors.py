@@ -38,6 +38,7 @@ OLD_CLIENT = "Client nnsight version 0.8.1 is below the minimum supported 99.0. 
 NOT_READY = "Service temporarily unavailable: compute backend is reconnecting. Please try again in a few minutes."
 NOT_DEPLOYED = "Could not deploy this model. could not read 'no/such-model' from the Hub: Repository Not Found"
 TIMED_OUT = "Your job exceeded the execution timeout of 0.001s."
+EVICTED = "Replica was evicted while processing your request. Sorry for the inconvenience. Please try again later."
 UNREADABLE = (
     "Your request payload could not be read (UnpicklingError: invalid load key). It may be truncated or corrupted "
     "in transit, or compressed differently than the request declared. Re-sending it usually resolves this; if it "
@@ -53,6 +54,7 @@ class Answer:
     status: int = 200
     detail: str = ""
     then: str = ""
+    delay: float = 0.0  # seconds before answering /request
     keys: list = field(default_factory=list)  # the API key of each request received
 
 
@@ -63,9 +65,10 @@ class Subscribe(tornado.websocket.WebSocketHandler):
 
 
 class Request(tornado.web.RequestHandler):
-    def post(self):
+    async def post(self):
         answer: Answer = self.application.settings["answer"]
         answer.keys.append(self.request.headers.get("ndif-api-key"))
+        await asyncio.sleep(answer.delay)
         if answer.status != 200:
             self.set_status(answer.status)
             self.finish({"detail": answer.detail})
@@ -174,6 +177,14 @@ def test_a_job_past_the_servers_time_limit_is_said_so(lm, key):
     assert "shorter text" in said
 
 
+def test_a_server_that_does_not_answer_in_time_is_said_so(lm, key, monkeypatch):
+    # (nnsight waits 600 s for an answer to its request: its own limit, shortened here)
+    monkeypatch.setattr("nnsight.intervention.backends.remote._READ_TIMEOUT", 0.5)
+    said, cause, host = fails(lm, Answer(delay=3))
+    assert isinstance(cause, remote_error()) and type(cause.__cause__).__name__ == "ReadTimeout"
+    assert said.startswith(f"the NDIF server at {host} did not answer in time (ReadTimeout: timed out)")
+
+
 def test_a_server_not_ready_says_to_wait(lm, key):
     said, cause, _ = fails(lm, Answer(503, NOT_READY))
     assert isinstance(cause, remote_error()) and f"is not ready to run jobs ({NOT_READY})" in said
@@ -182,14 +193,16 @@ def test_a_server_not_ready_says_to_wait(lm, key):
 @pytest.mark.parametrize(
     ("then", "how", "raised"),
     [("close", "it closed the job's connection", "ValidationError"),
-     ("drop", "the connection to it was lost", "WebSocketConnectionClosedException")],
+     ("drop", "the connection to it was lost", "WebSocketConnectionClosedException"),
+     (EVICTED, f"it said: {EVICTED}", "RemoteError")],
+    ids=["closed", "dropped", "evicted"],
 )  # fmt: skip
 def test_a_server_that_stops_during_the_job_is_said_so(lm, key, then, how, raised):
-    # nnsight reads the empty message of a closed websocket as a status, and pydantic refuses it
+    # closed: nnsight reads the empty message of a closed websocket as a status, and pydantic refuses it;
+    # evicted: what ndif says when it is stopped while the job runs
     said, cause, host = fails(lm, Answer(then=then))
     assert type(cause).__name__ == raised
-    assert f"the NDIF server at {host} stopped answering before the read ended ({how}" in said
-    assert "nothing was read: run it again" in said
+    assert said == f"the NDIF server at {host} stopped before the read ended ({how}): nothing was read; run it again"
 
 
 def test_an_address_where_nothing_listens_is_said_so(lm, key):

@@ -3,10 +3,10 @@
 nnsight 0.8.1 reports a failed remote trace in several shapes: its ``RemoteError`` carrying the server's
 words (an HTTP refusal's ``detail``, or a job's ERROR status), the socket's own ``OSError`` when nothing
 answers, websocket-client's exceptions, and pydantic's ``ValidationError`` when the server closes the
-job's websocket before the job ends (nnsight then parses the empty close message as a status). Each
-becomes a ``RuntimeError`` (``ValueError`` for a model the server does not host) that names the problem,
-the server, and what to do, chained to nnsight's exception. Nothing of a failed trace is kept: the read
-raises, so no widget is half-filled.
+job's websocket before the job ends (nnsight then parses the empty closing message as a status). Each
+becomes a ``RuntimeError`` (``ValueError`` for a model the server does not host, or cannot be named to
+it) that names the problem, the server and what to do, chained to nnsight's exception. Nothing of a
+failed trace is kept: the read raises, so no widget is half-filled.
 
 Imported only by ``attnwidget.integrations.from_nnsight``, after nnsight is known to be importable.
 """
@@ -26,6 +26,7 @@ NOT_HOSTED = (
     "could not deploy this model", "unavailable for deployment", "is not dedicated", "hotswapping is not supported",
     "not deployed", "repository not found",
 )  # fmt: skip
+STOPPED = ("was evicted while processing", "cancelled or preempted")
 OTHER_VERSION = ("nnsight version", "python version", "payload could not be read", "architecture on this server")
 
 
@@ -119,6 +120,8 @@ def said(e: Exception, host: str, name: str, has_key: bool) -> Exception:
             f"said: {words} Install the versions it runs ({VERSIONS}; pip install --upgrade nnsight), restart "
             "Python, and run this again"
         )
+    if any(s in lower for s in STOPPED):
+        return RuntimeError(stopped(host, f"it said: {words}"))
     if "timeout" in lower or "timed out" in lower:
         return RuntimeError(
             f"{at} stopped the read when it had run longer than the server allows ({words}); nothing was read. "
@@ -130,10 +133,7 @@ def said(e: Exception, host: str, name: str, has_key: bool) -> Exception:
 
 
 def stopped(host: str, how: str) -> str:
-    return (
-        f"the NDIF server at {host} stopped answering before the read ended ({how}: the server stopped or "
-        "restarted); nothing was read: run it again"
-    )
+    return f"the NDIF server at {host} stopped before the read ended ({how}): nothing was read; run it again"
 
 
 def unreachable(host: str, why) -> str:
