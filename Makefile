@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean docs lint format fuzz compat types
+.PHONY: demo test build chromium bench clean docs lint format fuzz compat types test-ndif redis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,26 @@ compat: build
 	PYTHONPATH=src .venv-oldest/bin/python -m pytest -q -p no:cacheprovider tests/test_sync.py tests/test_widget.py tests/test_trust.py \
 	  tests/test_exercise.py tests/test_step.py tests/test_rules_contract.py tests/test_layers.py tests/test_cross.py
 
+# A real NDIF server on this machine, and remote reads against it (tests/ndif/stack.sh, docs/remote.md):
+# Redis, a Ray head with ndif's controller and CPU model actors, and ndif's API, every one on 127.0.0.1,
+# serving tiny random models from a local folder; stopped whatever happens. Opt-in, not part of `make test`:
+# a few minutes and about 4 GB while it runs. The server has its own virtualenv, .venv-ndif (Python 3.12,
+# as ndif asks; tests/ndif/requirements.txt); its CPU shims are in tests/ndif/server/.
+NDIF_PYTHON ?= $(firstword $(wildcard /root/.pyenv/versions/3.12*/bin/python) python3.12)
+.venv-ndif/.installed: tests/ndif/requirements.txt
+	$(NDIF_PYTHON) -m venv .venv-ndif
+	.venv-ndif/bin/pip install -q --upgrade pip
+	.venv-ndif/bin/pip install -q -r tests/ndif/requirements.txt
+	touch $@
+
+redis:
+	@command -v redis-server >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
+	  else echo "make test-ndif needs Redis: run 'sudo apt-get install redis-server'." >&2; exit 1; fi; }
+
+test-ndif: $(VENV)/.test-installed .venv-ndif/.installed redis
+	bash tests/ndif/stack.sh
+
 # Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc, and
 # tsconfig.json: the page's JavaScript, with JSDoc types, checked strict by TypeScript), and the types
 # made from the state's declaration up to date; `make format` rewrites what the format checks refuse,
@@ -105,4 +125,4 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/python benchmarks/atlas.py
 
 clean:
-	rm -rf $(VENV) .venv-oldest node_modules src/attnwidget/static dist tests/artifacts build
+	rm -rf $(VENV) .venv-oldest .venv-ndif node_modules src/attnwidget/static dist tests/artifacts build

@@ -159,6 +159,8 @@ def from_nnsight(
             "from_nnsight takes an nnsight model of a Hugging Face model (nnsight.TransformersModel), got "
             f"{type(model).__name__}"
         )
+    if remote is not False and remote != "local":  # the server holds the weights: the model stays as it is here
+        return _from_nnsight_remote(model, text, lazy, remote, layer)
     if getattr(model, "dispatched", True) is False:  # a model nnsight has not loaded yet (meta tensors): load it first
         model.dispatch()
     module, tokenizer = model._module, model.tokenizer

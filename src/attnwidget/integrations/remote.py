@@ -21,7 +21,7 @@ import threading
 import numpy as np
 import torch
 
-from . import byhand, hf, layers, on_server
+from . import byhand, hf, layers, on_server, remote_errors
 from .common import ModelAttention
 from .configs import position_of
 from .interface import Caught, _numpy, refuse
@@ -212,7 +212,8 @@ def _run(lm, family, sites, inputs, remote, keep: list[int], causal) -> dict:
     from nnsight.intervention.interleaver import OutOfOrderError
 
     try:
-        saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote, keep, causal)
+        with remote_errors.explained(lm, remote):  # (a failure said in words, what to do with it; nothing kept)
+            saved = _trace(lm, [envoy for _, envoy, _ in sites], inputs, remote, keep, causal)
     except OutOfOrderError as e:  # an operation asked for that the pass never ran
         raise NotImplementedError(
             f"{family} did not call its attention function in every attention module during the pass (it computes "
