@@ -46,15 +46,12 @@ def sort(kind: str, tokenizer) -> tuple[str, str]:
         warnings.simplefilter("ignore")
         lm = nnsight.TransformersModel(model, tokenizer=tokenizer, task="feature-extraction")
     try:
-        here = from_nnsight(lm, TEXT)
-    except (NotImplementedError, ValueError) as e:
-        return "", f"(not read locally through nnsight: {_cut(str(e))})"
-    try:
         there = from_nnsight(lm, TEXT, remote="local")
     except (NotImplementedError, ValueError) as e:
         name = type(model).__name__
         assert name in str(e) or repr(kind) in str(e), f"{kind}: a refusal that does not name the family: {e}"
-        return "refused", _cut(str(e).split(": ", 1)[-1] if name in str(e) else str(e))
+        return "refused", _cut(str(e).replace(f"{name} (model_type {kind!r}) ", "").replace(f"{name} ", ""), 200)
+    here = from_nnsight(lm, TEXT)
     assert there.tokens == here.tokens and len(there.layers) == len(here.layers), kind
     for (q, k, v), (q0, k0, v0) in zip(there.layers, here.layers):
         for a, b in ((q, q0), (k, k0), (v, v0)):

@@ -57,6 +57,14 @@ def test_a_read_on_the_server_equals_the_read_here_in_every_layer_and_head(read,
             for a, b in ((q, q0), (k, k0), (v, v0)):
                 np.testing.assert_allclose(a, b, atol=1e-6)
     w, w0 = AttentionWidget.from_nnsight(lm, TEXT, remote=HOST), AttentionWidget.from_nnsight(lm, TEXT)
+    assert w._sources.model.remote.missing == {1}  # the first read: layer 0 and the overview the server computed
+    w._answer("overview")
+    w0._answer("overview")
+    assert w._sources.model.remote.missing == {1}
+    thumbs = [np.frombuffer(x.overview["thumbs"]["view"], np.uint8).astype(int) for x in (w, w0)]
+    assert np.abs(thumbs[0] - thumbs[1]).max() <= 1
+    for name, values in w.overview["summaries"].items():
+        np.testing.assert_allclose(values, w0.overview["summaries"][name], rtol=1e-5, atol=1e-6, err_msg=name)
     for layer in range(2):
         for head in range(4):
             w.layer, w.head, w0.layer, w0.head = layer, head, layer, head

@@ -1,7 +1,9 @@
 """What a remote trace computes beside the model, on the server (integrations/remote.py): the check that the
 softmax of the q·k caught is what the model mixed its values with, and a layer's overview (thumbnails and
 summaries). torch alone: attnwidget is not installed on a server, so this module travels with the trace by value
-(nnsight.register), and a local read's check (interface.check) runs the same code.
+(nnsight.register), and a local read's check (interface.check) runs the same code. The trace calls them with
+every argument given and under torch.no_grad(): a function sent by value may arrive without its defaults or
+decorators.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import torch
 
 
-@torch.no_grad()
 def gap(q, k, v, scaling, softcap, bias, closed, sinks, weights, output, dtype, reduced: bool | None = None) -> float:
     """How far the model's own weights (or its output, weights × values) lie past rounding from the softmax
     of ``q·k`` (heads × tokens × width, keys and values repeated to the query heads): 0 within it. ``bias``
@@ -72,7 +73,6 @@ def gap(q, k, v, scaling, softcap, bias, closed, sinks, weights, output, dtype, 
     return worst
 
 
-@torch.no_grad()
 def overview(q, k, scaling, softcap, closed, sinks, side: int = 84) -> tuple:
     """A layer's overview at the model's own settings (temperature 1), as overview.compute draws it: each
     head's thumbnail (block means of its weights, at most ``side`` × ``side``, scaled to its largest and

@@ -261,22 +261,12 @@ def _trace(lm, envoys: list, inputs: dict, remote: bool | str, keep: list[int], 
             kk, vv = (t[0].repeat_interleave(groups, dim=0) for t in (k, v))
             sinks = kwargs.get("s_aux", kwargs.get("sinks"))
             sinks = None if sinks is None else sinks.detach()
-            worst = on_server.gap(
-                q[0],
-                kk,
-                vv,
-                kwargs.get("scaling") or q.shape[-1] ** -0.5,
-                kwargs.get("softcap"),
-                None,
-                closed,
-                sinks,
-                None,
-                out[0],
-                q.dtype,
-            )
-            thumbs, top, summaries = on_server.overview(
-                q[0], kk, kwargs.get("scaling") or q.shape[-1] ** -0.5, kwargs.get("softcap"), closed, sinks
-            )
+            with torch.no_grad():  # (a model's learnt sinks are parameters; every argument given: see on_server)
+                scaling = kwargs.get("scaling") or q.shape[-1] ** -0.5
+                worst = on_server.gap(
+                    q[0], kk, vv, scaling, kwargs.get("softcap"), None, closed, sinks, None, out[0], q.dtype, None
+                )
+                thumbs, top, summaries = on_server.overview(q[0], kk, scaling, kwargs.get("softcap"), closed, sinks, 84)
             each.append(
                 {
                     "shape": (q.shape[1], q.shape[-1], v.shape[-1]),
