@@ -50,7 +50,13 @@ def sort(kind: str, tokenizer) -> tuple[str, str]:
     except (NotImplementedError, ValueError) as e:
         name = type(model).__name__
         assert name in str(e) or repr(kind) in str(e), f"{kind}: a refusal that does not name the family: {e}"
-        return "refused", _cut(str(e).replace(f"{name} (model_type {kind!r}) ", "").replace(f"{name} ", ""), 200)
+        return "refused", _cut(
+            str(e)
+            .replace(f"{name} (model_type {kind!r})'s ", "its ")
+            .replace(f"{name} (model_type {kind!r}) ", "")
+            .replace(f"{name} ", ""),
+            200,
+        )
     here = from_nnsight(lm, TEXT)
     assert there.tokens == here.tokens and len(there.layers) == len(here.layers), kind
     for (q, k, v), (q0, k0, v0) in zip(there.layers, here.layers):

@@ -290,8 +290,12 @@ def _sites(lm, module, base, family: str) -> list[tuple[str, object, int]]:
     """Every attention module of ``base`` whose ``forward`` calls transformers' attention function once:
     its name in ``base``, its envoy in ``lm`` and its layer number, in the model's order."""
     prefix = next(name for name, m in module.named_modules() if m is base)
+    text = getattr(base, "language_model", None)  # a model of images or sound besides text: its text model's alone
+    inside = next((name for name, m in base.named_modules() if m is text), None) if text is not None else None
     sites: list[tuple[str, object, int]] = []
     for name, m in base.named_modules():
+        if inside is not None and not (name == inside or name.startswith(f"{inside}.") or not inside):
+            continue  # (its vision or audio tower does not run on a text)
         try:
             code = inspect.getsource(type(m).forward)
         except (OSError, TypeError):
@@ -314,8 +318,9 @@ def _sites(lm, module, base, family: str) -> list[tuple[str, object, int]]:
     count = getattr(getattr(base, "config", None), "num_hidden_layers", None)
     if len(set(known)) < len(known) or (sites and not known and isinstance(count, int) and len(sites) < count):
         raise NotImplementedError(
-            f"{family} runs its attention modules more than once in a pass ({len(sites)} modules for "
-            f"{count} layers: layers shared or repeated), and a remote trace reads each module's first call; "
+            f"{family} runs its attention modules more than once in a pass ({len(sites)} modules"
+            f"{f' for {count} layers' if isinstance(count, int) else ''}: layers shared or repeated), and a remote "
+            "trace reads each module's first call; "
             "read it on this machine (from_nnsight without remote=)"
         )
     if not sites:
