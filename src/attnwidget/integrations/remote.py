@@ -318,7 +318,7 @@ def _sites(lm, module, base, family: str) -> list[tuple[str, object, int]]:
     count = getattr(getattr(base, "config", None), "num_hidden_layers", None)
     if len(set(known)) < len(known) or (sites and not known and isinstance(count, int) and len(sites) < count):
         raise NotImplementedError(
-            f"{family} runs its attention modules more than once in a pass ({len(sites)} modules"
+            f"{family} runs its attention modules more than once in a pass ({len(sites)} module{'s' * (len(sites) > 1)}"
             f"{f' for {count} layers' if isinstance(count, int) else ''}: layers shared or repeated), and a remote "
             "trace reads each module's first call; "
             "read it on this machine (from_nnsight without remote=)"
