@@ -124,7 +124,9 @@ w
     page, kernel, errors = open_notebook("cross.ipynb", [setup])
     try:
         page.locator(".aw-root .aw-block[data-block=decoder]").click()
-        assert kernel.wait_for("(w.block, w.causal, len(w.key_tokens))", lambda r: r == ("decoder", True, 4))
+        # (as one string: the kernel's eval gives a mixed tuple back as strings, which no tuple equals)
+        said = kernel.wait_for("f'{w.block} {w.causal} {len(w.key_tokens)}'", lambda r: r == "decoder True 4")
+        assert said == "decoder True 4"
         page.wait_for_function(f"{ROOT}.model.get('causal') === true && {ROOT}.model.get('key_tokens').length === 4")
         weights = np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (4, 4))
         np.testing.assert_allclose(weights, np.array(kernel.eval("w.weights.tolist()")), rtol=0, atol=1e-12)
@@ -132,7 +134,7 @@ w
         page.wait_for_function("document.querySelectorAll('.aw-root .aw-key-token').length === 6")
         # another text's block: the page's own arrays are the layer's, so its clicks still settle and reach Python
         page.locator(".aw-root .aw-block[data-block=encoder]").click()
-        assert kernel.wait_for("(w.block, len(w.tokens))", lambda r: r == ("encoder", 6))
+        assert kernel.wait_for("f'{w.block} {len(w.tokens)}'", lambda r: r == "encoder 6") == "encoder 6"
         page.wait_for_function(f"{ROOT}.model.get('tokens').length === 6")
         page.locator(".aw-root .aw-token").nth(5).click()
         assert kernel.wait_for("w.focus", lambda f: f == 5) == 5
