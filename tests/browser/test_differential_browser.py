@@ -98,8 +98,9 @@ def test_a_live_page_gets_the_pairs_other_head_from_the_kernel(open_notebook):
             if (layer, head) != (0, 2):
                 page.locator(f".aw-head[data-layer='{layer}'][data-head='{head}']").click()
                 assert kernel.wait_for("[m.layer, m.head]", lambda x, want=[layer, head]: x == want) == [layer, head]
-            page.wait_for_function(
-                f"(() => {{ const d = {ROOT}.numbers().differential; return d && d.difference; }})()"
+            page.wait_for_function(  # (the head's arrays, and its pair's, are the kernel's: the new head's, drawn)
+                f"(() => {{ const d = {ROOT}.numbers().differential, a = {ROOT}.model.get('layer_arrays'); "
+                f"return d && d.difference && d.head === {head} && a && a[1] === {layer} && a[2] === {head}; }})()"
             )
             got = page.evaluate(f"{ROOT}.numbers().differential")
             want = [
