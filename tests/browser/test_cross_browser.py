@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from pages import evaluated
 
 from attnwidget import AttentionWidget
 
@@ -22,7 +23,7 @@ def open_page(browser, w, path, width=1100):
 
 
 def numbers(page, n, m):
-    got = page.evaluate(f"{ROOT}.numbers()")
+    got = evaluated(page, f"{ROOT}.numbers()")
     return {name: np.reshape(got[name], (n, -1)) for name in ("scores", "weights", "output")}
 
 

@@ -6,7 +6,7 @@ switch."""
 
 import numpy as np
 import pytest
-from pages import RECORD_CANVAS_TEXT
+from pages import RECORD_CANVAS_TEXT, evaluated
 
 from attnwidget import AttentionWidget
 
@@ -46,7 +46,7 @@ def tiny_gpt_oss(vocab):
 
 
 def numbers(page):
-    return page.evaluate(f"{ROOT}.numbers()")
+    return evaluated(page, f"{ROOT}.numbers()")
 
 
 def test_every_layer_and_head_in_the_page_is_pythons(browser, tmp_path, words):

@@ -4,6 +4,7 @@ arithmetic say the cap."""
 
 import numpy as np
 import pytest
+from pages import evaluated
 
 from attnwidget import AttentionWidget
 
@@ -25,7 +26,7 @@ def test_the_page_caps_the_scores_as_python_does(browser, tmp_path, n):
     page = browser.new_context(viewport={"width": 1100, "height": 1000}, bypass_csp=True).new_page()
     try:
         page.goto(path.as_uri())
-        numbers = page.evaluate(f"{ROOT}.numbers()")
+        numbers = evaluated(page, f"{ROOT}.numbers()")
         np.testing.assert_allclose(np.reshape(numbers["scores"], (n, n)), w.scores, rtol=0, atol=1e-12)
         np.testing.assert_allclose(np.reshape(numbers["weights"], (n, n)), w.weights, rtol=0, atol=1e-12)
         assert "score = 2.500 · tanh(scale · q · k / 2.500)" in page.locator(".aw-legend:visible").first.inner_text()
@@ -42,7 +43,7 @@ def test_the_page_caps_the_scores_as_python_does(browser, tmp_path, n):
             "return c && !c.hasAttribute('data-pending') && c.dataset.left; })()"
         )
         np.testing.assert_allclose(
-            np.reshape(page.evaluate(f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, rtol=0, atol=1e-12
+            np.reshape(evaluated(page, f"{ROOT}.numbers()")["weights"], (n, n)), w.weights, rtol=0, atol=1e-12
         )
         if n >= 512:  # the worker capped the scores too: its picture is the one the page paints itself
             from test_engine_browser import PIXELS
