@@ -43,11 +43,11 @@ def byte_chars():
     return chars
 
 
-@pytest.fixture(scope="module")
-def gpt2_tokenizer(tf, tmp_path_factory):
-    """A byte-level BPE tokenizer with merges for a few whole words, so "riverbank"
-    splits into "Ġriver" + "bank"; saved and reloaded so it has a name_or_path."""
-    d = tmp_path_factory.mktemp("gpt2-tokenizer")
+def byte_level_tokenizer(folder):
+    """GPT-2's byte-level BPE with merges for a few whole words, so "riverbank" splits into "Ġriver" + "bank",
+    written to ``folder`` (vocab.json, merges.txt)."""
+    import transformers as tf
+
     vocab = {c: i for i, c in enumerate(byte_chars().values())}
     merges = []
     for word in ("Ġsat", "Ġon", "Ġthe", "Ġriver", "bank"):
@@ -56,9 +56,17 @@ def gpt2_tokenizer(tf, tmp_path_factory):
                 merges.append(f"{word[: end - 1]} {word[end - 1]}")
                 vocab[word[:end]] = len(vocab)
     vocab["<|endoftext|>"] = len(vocab)
-    (d / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    (d / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
-    tf.GPT2Tokenizer(str(d / "vocab.json"), str(d / "merges.txt")).save_pretrained(d)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    return tf.GPT2Tokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+
+
+@pytest.fixture(scope="module")
+def gpt2_tokenizer(tf, tmp_path_factory):
+    """byte_level_tokenizer's, saved and reloaded so it has a name_or_path."""
+    d = tmp_path_factory.mktemp("gpt2-tokenizer")
+    byte_level_tokenizer(d).save_pretrained(d)
     return tf.AutoTokenizer.from_pretrained(d)
 
 

@@ -14,7 +14,7 @@ import sys
 import warnings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from test_integrations import byte_chars
+from test_integrations import byte_level_tokenizer as tokenizer
 
 CONFIGS = {
     "llama": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -22,24 +22,6 @@ CONFIGS = {
     "gpt2": dict(n_embd=32, n_head=4, n_layer=2, n_positions=64),
 }  # fmt: skip
 FOLDERS = {"llama": "llama", "gpt2": "gpt2", "timed": "llama"}  # folder: family
-
-
-def tokenizer(folder: pathlib.Path):
-    """GPT-2's byte-level BPE with merges for a few whole words (as tests/test_integrations.py's fixture)."""
-    import transformers as tf
-
-    vocab = {c: i for i, c in enumerate(byte_chars().values())}
-    merges = []
-    for word in ("Ġsat", "Ġon", "Ġthe", "Ġriver", "bank"):
-        for end in range(2, len(word) + 1):
-            if word[:end] not in vocab:
-                merges.append(f"{word[: end - 1]} {word[end - 1]}")
-                vocab[word[:end]] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
-    (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
-    return tf.GPT2Tokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
 
 
 def build(root: pathlib.Path) -> dict[str, pathlib.Path]:
