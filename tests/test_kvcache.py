@@ -1,0 +1,148 @@
+"""The kept keys of each KV-cache compression method against its definition written here from whole
+weight matrices, on random layers (grouped heads, budgets past the text, windows, pooling), and
+what a row loses reading only them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnwidget import kvcache
+
+
+def causal_weights(q, k, group):
+    heads, n, d = q.shape
+    kk = np.repeat(k, group, axis=0)
+    s = np.einsum("hid,hjd->hij", q, kk) / np.sqrt(d)
+    s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def top(scores, count, among):
+    """The ``count`` keys of ``among`` with the highest score, the earlier key first among equals."""
+    return set(sorted(among, key=lambda j: (-scores[j], j))[:count])
+
+
+def expected(method, budget, w, group, sinks=4, window=None, kernel=5, pooling="avg", normalise=False):
+    heads, n, _ = w.shape
+    out = []
+    for g in range(heads // group):
+        mine = w[g * group : (g + 1) * group]
+        if method == "streaming":
+            keep = set(range(min(sinks, budget, n))) | set(
+                range(max(0, n - (budget - sinks)), n) if budget > sinks else ()
+            )
+        elif method == "h2o":
+            recent = min(budget // 2 if window is None else window, n)
+            score = mine.sum(axis=1).mean(axis=0)
+            if normalise:
+                score = score / np.array([n - j for j in range(n)])
+            keep = set(range(n - recent, n)) | top(score, min(budget, n) - recent, range(n - recent))
+        else:
+            recent = min(min(64, budget) if window is None else window, n)
+            votes = mine[:, n - recent :, : n - recent].mean(axis=1)  # each head's window's mean weights
+            pooled = np.zeros_like(votes)
+            for j in range(n - recent):
+                near = [t for t in range(j - kernel // 2, j - kernel // 2 + kernel)]
+                got = [
+                    votes[:, t] if 0 <= t < n - recent else np.full(len(votes), 0.0 if pooling == "avg" else -np.inf)
+                    for t in near
+                ]
+                pooled[:, j] = np.mean(got, axis=0) if pooling == "avg" else np.max(got, axis=0)
+            score = pooled.mean(axis=0)
+            keep = set(range(n - recent, n)) | top(score, min(budget, n) - recent, range(n - recent))
+        out.append(sorted(keep))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 40),
+    kv=st.sampled_from([1, 2]),
+    group=st.sampled_from([1, 2, 3]),
+    method=st.sampled_from(["streaming", "h2o", "snapkv"]),
+    budget=st.integers(1, 48),
+    window=st.one_of(st.none(), st.integers(0, 12)),
+    kernel=st.integers(1, 7),
+    pooling=st.sampled_from(["avg", "max"]),
+    normalise=st.booleans(),
+    sinks=st.integers(0, 6),
+)
+def test_kept_keys_are_each_methods_definition(
+    seed, n, kv, group, method, budget, window, kernel, pooling, normalise, sinks
+):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(kv * group, n, 8)) * 2
+    k = rng.normal(size=(kv, n, 8))
+    if method == "snapkv" and window == 0:
+        with pytest.raises(ValueError, match="queries that vote"):
+            kvcache.kept(method, budget, q, k, window=0)
+        return
+    if window is not None and window > budget:
+        with pytest.raises(ValueError, match="at most the budget"):
+            kvcache.kept(method, budget, q, k, window=window) if method != "streaming" else kvcache.choose(
+                method, budget, n, window=window
+            )
+        return
+    options = dict(window=window, kernel=kernel, pooling=pooling, normalise=normalise, sinks=sinks)
+    got = kvcache.kept(method, budget, q, k, **options)
+    want = expected(method, budget, causal_weights(q, k, group), group, **options)
+    assert got.shape == (kv, n)
+    assert [sorted(np.flatnonzero(row)) for row in got] == want
+    assert (got.sum(axis=1) == min(budget, n)).all()
+
+
+def test_snapkv_kept_from_a_band_at_a_time_equals_whole_rows():
+    """The blockwise path (bands of 3 rows) keeps what the whole weights do, column sums included."""
+    from attnwidget.blockwise import Heads
+
+    rng = np.random.default_rng(1)
+    q, k = rng.normal(size=(4, 50, 8)), rng.normal(size=(2, 50, 8))
+    w = causal_weights(q, k, 2)
+    heads = Heads(q, k, k, causal=True, block=3)
+    assert np.allclose(kvcache.column_sums(heads, 3), w[3].sum(axis=0))
+    for method in ("h2o", "snapkv"):
+        got = kvcache.from_heads(heads, method, 20, window=6)
+        assert [sorted(np.flatnonzero(r)) for r in got] == expected(method, 20, w, 2, window=6)
+
+
+def test_mask_keeps_what_you_give_and_says_what_is_wrong():
+    keep = np.zeros(10, bool)
+    keep[[0, 3, 9]] = True
+    assert (kvcache.choose("mask", 0, 10, mask=keep, kv_heads=2) == keep).all()
+    for bad, why in [(np.ones(9, bool), "one per key"), (np.ones(10), "booleans")]:
+        with pytest.raises(ValueError, match=why):
+            kvcache.choose("mask", 0, 10, mask=bad)
+    with pytest.raises(ValueError, match="method must be one of"):
+        kvcache.choose("h2", 4, 10)
+    with pytest.raises(ValueError, match="budget"):
+        kvcache.choose("h2o", 0, 10, columns=np.ones((1, 10)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(2, 30), dv=st.integers(1, 5))
+def test_losses_are_the_retained_mass_and_the_outputs_move(seed, n, dv):
+    rng = np.random.default_rng(seed)
+    w = rng.dirichlet(np.ones(n), size=3)
+    v = rng.normal(size=(3, n, dv))
+    keep = rng.random((3, n)) < 0.5
+    keep[:, 0] = True
+    got = kvcache.losses(w, v, keep)
+    outs, outs2 = [], []
+    for h in range(3):
+        o = sum(w[h, j] * v[h, j] for j in range(n))
+        mass = sum(w[h, j] for j in range(n) if keep[h, j])
+        o2 = sum(w[h, j] * v[h, j] for j in range(n) if keep[h, j]) / mass
+        assert got["retained"][h] == pytest.approx(mass)
+        assert got["change"][h] == pytest.approx(np.linalg.norm(o2 - o) / np.linalg.norm(o))
+        outs.append(o)
+        outs2.append(o2)
+    whole = np.linalg.norm(np.concatenate(outs2) - np.concatenate(outs)) / np.linalg.norm(np.concatenate(outs))
+    assert got["layer_change"] == pytest.approx(whole)
+    assert got["layer_retained"] == pytest.approx(got["retained"].mean())
+    everything = kvcache.losses(w, v, np.ones((3, n), bool))
+    assert np.allclose(everything["retained"], 1) and np.allclose(everything["change"], 0)
