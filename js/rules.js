@@ -251,6 +251,15 @@ const among = (choices, value) => choices.includes(value);
 
 /** A field's value as the state holds it, or Refused: its kind and its own range. @param {string} name  @param {unknown} value  @param {Constants} C  @returns {unknown} */
 export function check(name, value, C) {
+  if (name === "kv_budget") {
+    if (!isInt(value) || value < 1) throw new Refused(`'kv_budget' must be a whole number ≥ 1 (the keys each head keeps), got ${show(value)}.`);
+    return value;
+  }
+  if (name === "kv_keys") {
+    if (!Array.isArray(value) || !value.every((j) => isInt(j) && j >= 0))
+      throw new Refused(`'kv_keys' must be a list of key positions (whole numbers ≥ 0), got ${show(value)}.`);
+    return [...new Set(value)].sort((a, b) => a - b);
+  }
   if (/** @type {string[]} */ (C.indices).includes(name)) return index(name, value);
   if (/** @type {string[]} */ (C.flags).includes(name)) return flag(name, value);
   if (name === "temperature") {
@@ -324,6 +333,7 @@ export function check(name, value, C) {
     ["exercise", C.exercises.filter((e) => e)],
     ["summary", C.summaries],
     ["measure", C.measures],
+    ["kv_method", C.kv_methods],
   ]))
     if (name === field) {
       if (typeof value !== "string" || !(value === "" || allowed.includes(value)))

@@ -23,6 +23,7 @@ export interface Constants {
   exercises: State["exercise"][];
   summaries: State["summary"][];
   measures: State["measure"][];
+  kv_methods: State["kv_method"][];
   positions: State["position"][];
   model_positions: State["position"][];
   temperature_range: number[];
@@ -176,6 +177,12 @@ export interface State {
   measure_data: Answer | null;
   /** {view: its answer for the page, at the state in its "key"} for the other views computed_views.py declares (head_scores), computed here when the page asks; a view's answer is dropped when the state it is for changes. */
   computed: Answer | null;
+  /** A compressed KV cache shown over the head's weights and the tokens (kvcache.py, w.kv_keep()): the keys "streaming" (StreamingLLM: the first tokens and the most recent), "h2o" (heavy hitters: the largest column sums, and the most recent), "snapkv" (the last queries' votes) or "mask" (kv_keys) keeps, kv_budget per head, and what the focused row loses without the rest; "" for none. */
+  kv_method: "" | "streaming" | "h2o" | "snapkv" | "mask";
+  /** The keys each head's compressed cache keeps (kv_method), a whole number ≥ 1; past the keys read, all. */
+  kv_budget: number;
+  /** The keys kv_method "mask" keeps, by position (the same in every head); empty for none. */
+  kv_keys: number[];
   /** The model's name, for the page's title. */
   model_name: string;
   /** The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name. */

@@ -146,3 +146,45 @@ def test_losses_are_the_retained_mass_and_the_outputs_move(seed, n, dv):
     assert got["layer_retained"] == pytest.approx(got["retained"].mean())
     everything = kvcache.losses(w, v, np.ones((3, n), bool))
     assert np.allclose(everything["retained"], 1) and np.allclose(everything["change"], 0)
+
+
+def test_a_widgets_kv_keep_is_its_layers_weights_compressed():
+    from attnwidget import AttentionWidget
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(3, 12, 4)) for _ in range(3))
+    w = AttentionWidget(tokens=[f"t{i}" for i in range(12)], q=q, k=k, v=v, causal=True, temperature=0.7, focus=9)
+    weights = causal_weights(q / 0.7, k, 1)  # (temperature 0.7 divides every score)
+    assert np.allclose(weights[w.head], w.weights)
+    for method in ("streaming", "h2o", "snapkv"):
+        got = w.kv_keep(method, 5, window=2)
+        keep = [sorted(np.flatnonzero(r)) for r in got["kept"]]
+        assert keep == expected(method, 5, weights, 1, window=2)
+        for h in range(3):
+            row, kept = weights[h, 9], got["kept"][h]
+            o, o2 = row @ v[h], (row * kept) @ v[h] / (row * kept).sum()
+            assert got["retained"][h] == pytest.approx((row * kept).sum())
+            assert got["change"][h] == pytest.approx(np.linalg.norm(o2 - o) / np.linalg.norm(o))
+    w.kv_method, w.kv_budget, w.kv_keys = "mask", 3, [7, 0]
+    got = w.kv_keep()
+    assert [sorted(np.flatnonzero(r)) for r in got["kept"]] == [[0, 7]] * 3 and got["row"] == 9
+    shared = w.kv_keep("h2o", 4, group=3)  # one cache for the three heads: their column sums averaged
+    assert (shared["kept"] == shared["kept"][0]).all()
+    assert [sorted(np.flatnonzero(shared["kept"][0]))] == expected("h2o", 4, weights, 3)
+
+
+def test_bad_kv_settings_say_what_to_fix_and_keep_the_last_good_ones():
+    from traitlets import TraitError
+
+    from attnwidget import AttentionWidget
+
+    w = AttentionWidget("She sat by the river bank", kv_method="h2o", kv_budget=3)
+    for name, bad, why in [("kv_budget", 0, "≥ 1"), ("kv_method", "H2O", "one of"), ("kv_keys", [1, -2], "positions")]:
+        with pytest.raises(TraitError, match=why):
+            setattr(w, name, bad)
+    assert (w.kv_method, w.kv_budget, w.kv_keys) == ("h2o", 3, [])
+    w.kv_keys = [40]
+    with pytest.raises(ValueError, match="past the 6 keys read"):
+        w.kv_keep("mask")
+    with pytest.raises(ValueError, match="say which keys to keep"):
+        AttentionWidget("a b").kv_keep()

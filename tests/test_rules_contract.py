@@ -173,6 +173,9 @@ def cases(draw):
         text_lengths=[],
         model_lambda=None,
         difference_map=False,
+        kv_method=draw(st.sampled_from(["", *rules.KV_METHODS])),
+        kv_budget=draw(st.integers(1, 6)),
+        kv_keys=[],
     )
     state["key_tokens"] = draw(texts(m)) if cross else state["tokens"]
     sources = {"sentences": [], "blocks": {}, "layers": {}}
@@ -471,6 +474,12 @@ def changes(draw, state, A, rng, page):
             out[name] = draw(st.sampled_from(["", *rules.SUMMARIES, "mean"]))
         elif name == "measure":
             out[name] = draw(st.sampled_from(["", *rules.MEASURES, "weights"]))
+        elif name == "kv_method":
+            out[name] = draw(st.sampled_from(["", *rules.KV_METHODS, "H2O", None]))
+        elif name == "kv_budget":
+            out[name] = draw(st.sampled_from([1, 4, 100, 0, -1, 2.5, True]))
+        elif name == "kv_keys":
+            out[name] = draw(st.one_of(st.lists(st.integers(-1, 6), max_size=4), st.just([1, "a"]), st.just(3)))
         elif name == "block":
             out[name] = draw(st.sampled_from(["", *rules.BLOCKS, *(state.get("blocks") or ()), "middle"]))
         elif name == "cell":

@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import atlas, measures, qkmap, rules
+from . import atlas, kvcache, measures, qkmap, rules
 from .formulas import pair_heads
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
@@ -144,6 +144,37 @@ def _induction(inputs: Inputs) -> dict:
     return {"summaries": {"induction": [float(v) for v in scores["induction"].ravel()]}, "best": {}}
 
 
+def kv_keep(inputs: Inputs, method: str = "", budget: int | None = None, **options) -> dict:
+    """The layer shown's compressed KV cache (kvcache.of_layer): the widget's kv_method and kv_budget unless
+    given, its focused row, every head its own cache unless ``group`` says how many share one."""
+    s = inputs.state
+    method = method or s["kv_method"]
+    if not method:
+        raise ValueError(f"say which keys to keep: method one of {', '.join(map(repr, kvcache.METHODS))}")
+    weights = measures.layer_weights(inputs)
+    v = s["v"]
+    v = None if v is None else (v if v.ndim == 3 else v[None])
+    row = min(s["focus"], inputs.rows - 1)
+    budget = s["kv_budget"] if budget is None else budget
+    found = kvcache.of_layer(weights, v, row, method, budget, keys=s["kv_keys"], causal=inputs.causal, **options)
+    return {**found, "row": row, "method": method, "budget": budget}
+
+
+def _kv_cache(inputs: Inputs) -> dict:
+    found = kv_keep(inputs)
+
+    def plain(a):
+        return [None if np.isnan(x) else float(x) for x in np.ravel(a)]
+
+    return {
+        "kept": _buffer(found["kept"], np.uint8),
+        "retained": plain(found["retained"]),
+        "change": plain(found["change"]),
+        **{n: plain(found[n])[0] for n in ("layer_retained", "layer_change")},
+        "row": found["row"],
+    }
+
+
 _MEASURE = KEY + ARRAYS + _OWN + ("layer",)
 VIEWS = {
     v.name: v
@@ -256,6 +287,14 @@ VIEWS = {
             "computed",
             compute=_pair,
             asked_when={"difference_map": [True]},
+        ),
+        # the layer shown's compressed KV cache (kvcache.py): every head's kept keys and the focused row's losses
+        View(
+            "kv_cache",
+            (*KEY, *ARRAYS, *_OWN, "model_q", "layer_shown", "layer", "focus", "kv_method", "kv_budget", "kv_keys"),
+            "computed",
+            compute=_kv_cache,
+            asked_when={"kv_method": list(kvcache.METHODS)},
         ),
         # one head's queries and keys of every text in 2-D (qkmap.py), beside the overview while qk_map is on
         View(

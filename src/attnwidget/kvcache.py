@@ -130,16 +130,14 @@ def choose(
     return keep
 
 
-def kept(method: str, budget: int, q=None, k=None, *, scale=None, causal: bool = True, **options) -> np.ndarray:
+def kept(method: str, budget: int, q, k, *, scale=None, causal: bool = True, **options) -> np.ndarray:
     """The keys kept, kv_heads × n booleans, from a layer's queries (heads × n × d, after any
     rotation) and keys (kv_heads × n × d, before they are repeated for grouped heads), computed
     block by block (nothing n × n): see the module's docstring for the methods and ``options``."""
     from .blockwise import Heads
 
-    if method in ("streaming", "mask"):
-        n = np.shape(k)[1] if k is not None else len(np.atleast_1d(options.get("mask"))[-1])
-        kv = np.shape(k)[0] if k is not None else None
-        return choose(method, budget, n, kv_heads=kv, **options)
+    if method in ("streaming", "mask"):  # (the text's length is all they need)
+        return choose(method, budget, np.shape(k)[1], kv_heads=np.shape(k)[0], **options)
     heads = Heads(q, k, k, scale=scale, causal=causal)
     return from_heads(heads, method, budget, **options)
 
@@ -194,3 +192,42 @@ def losses(weights: np.ndarray, v: np.ndarray, keep: np.ndarray) -> dict:
         "layer_retained": float(retained.mean()),
         "layer_change": float(layer) if np.isfinite(layer) else float("nan"),
     }
+
+
+def of_layer(weights, v, row: int, method: str, budget: int, *, keys=(), group: int = 1, causal=True, **options):
+    """A widget's layer compressed: ``weights`` heads × n × m (every row read), ``v`` heads × m × dv
+    (or None: no values, so no change of output), the focused ``row``; ``keys``: the positions
+    "mask" keeps; ``group`` query heads share a cache. {"kept": heads × m (each query head's, its
+    group's), and losses()'s of the row}."""
+    w = np.asarray(weights, dtype=np.float64)
+    heads, n, m = w.shape
+    if heads % group:
+        raise ValueError(f"group ({group}) must divide the {heads} heads: each key-value head serves that many")
+    mask = None
+    if method == "mask":
+        bad = [j for j in keys if not 0 <= j < m]
+        if bad:
+            raise ValueError(f"kv_keys holds {bad[0]}, past the {m} keys read (0 to {m - 1}): keep keys that exist")
+        mask = np.zeros(m, bool)
+        mask[list(keys)] = True
+    window = options.get("window")
+    if method == "snapkv":
+        _check(method, budget, m, SINKS, window, options.get("kernel", KERNEL), options.get("pooling", "avg"))
+        window = options["window"] = min(min(SNAP_WINDOW, budget) if window is None else window, n, m)
+    keep = choose(
+        method,
+        budget,
+        m,
+        columns=w.sum(axis=1),
+        votes=w[:, n - window :, : m - window].mean(axis=1) if method == "snapkv" else None,
+        group=group,
+        kv_heads=heads // group,
+        causal=causal,
+        mask=mask,
+        **options,
+    )
+    keep = np.repeat(keep, group, axis=0)
+    if v is None:
+        v = np.zeros((heads, m, 1))
+    v = np.broadcast_to(np.asarray(v, dtype=np.float64)[..., :m, :], (heads, m, np.shape(v)[-1]))
+    return {"kept": keep, **losses(w[:, row], v, keep)}

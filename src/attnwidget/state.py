@@ -35,6 +35,7 @@ SUMMARIES = (
     "entropy",
 )
 MEASURES = ("norms", "mean", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
+KV_METHODS = ("streaming", "h2o", "snapkv", "mask")  # a compressed KV cache's choices of keys (kvcache.py)
 # where position enters: the lab's choices, and the schemes a model's widget names (configs.position_of; "": unknown)
 POSITIONS = ("none", "rope", "alibi")
 MODEL_POSITIONS = ("rope", "alibi", "relative", "learned", "sinusoidal", "")
@@ -264,6 +265,15 @@ FIELDS: tuple[Field, ...] = (
       doc="""{view: its answer for the page, at the state in its "key"} for the other views computed_views.py
       declares (head_scores), computed here when the page asks; a view's answer is dropped when the state it
       is for changes."""),
+    F("kv_method", "choice", "", writable=True, choices=("", *KV_METHODS),
+      doc="""A compressed KV cache shown over the head's weights and the tokens (kvcache.py, w.kv_keep()): the keys
+      "streaming" (StreamingLLM: the first tokens and the most recent), "h2o" (heavy hitters: the largest column
+      sums, and the most recent), "snapkv" (the last queries' votes) or "mask" (kv_keys) keeps, kv_budget per head,
+      and what the focused row loses without the rest; "" for none."""),
+    F("kv_budget", "index", 16, writable=True,
+      doc="The keys each head's compressed cache keeps (kv_method), a whole number ≥ 1; past the keys read, all."),
+    F("kv_keys", "counts", (), writable=True,
+      doc="""The keys kv_method "mask" keeps, by position (the same in every head); empty for none."""),
     F("model_name", "text", "", doc="The model's name, for the page's title."),
     F("position_about", "text", "",
       doc="""The page's words for a model's scheme ("RoPE, base 500,000"), shown beside its name."""),

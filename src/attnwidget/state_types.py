@@ -75,6 +75,9 @@ class StateFields(Protocol):
     offered_measures: list[str]
     measure_data: dict | None
     computed: dict | None
+    kv_method: str
+    kv_budget: int
+    kv_keys: list[int]
     model_name: str
     position_about: str
     image: dict | None
@@ -121,6 +124,9 @@ class Options(TypedDict, total=False):
     summary: str
     qk_map: bool
     measure: str
+    kv_method: str
+    kv_budget: int
+    kv_keys: Sequence[int]
     step: int | None
     exercise: str
     goal: float

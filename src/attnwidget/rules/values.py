@@ -12,6 +12,7 @@ from ..state import (
     EXERCISES,
     FLAGS,
     INDICES,
+    KV_METHODS,
     MEASURES,
     MODEL_POSITIONS,
     POSITIONS,
@@ -145,6 +146,7 @@ CONSTANTS = {
     "exercises": list(EXERCISES),
     "summaries": list(SUMMARIES),
     "measures": list(MEASURES),
+    "kv_methods": list(KV_METHODS),
     "positions": list(POSITIONS),
     "model_positions": list(MODEL_POSITIONS),
     "temperature_range": list(TEMPERATURE_RANGE),
@@ -172,6 +174,10 @@ CONSTANTS = {
     "reads_both_ways": READS_BOTH_WAYS,
     "two_texts": TWO_TEXTS,
 }
+
+
+# the fields that hold one of a list of names, or "" for none
+CHOICES = (("exercise", EXERCISES[1:]), ("summary", SUMMARIES), ("measure", MEASURES), ("kv_method", KV_METHODS))
 
 
 class Refused(ValueError):
@@ -274,6 +280,10 @@ def _text_list(name, value, allow_none=False):
 def check(name, value):
     """``value`` as the state holds it, or Refused: its kind and its own range, before the rest of the state
     is looked at."""
+    if name == "kv_budget":
+        if not _is_int(value) or value < 1:
+            raise Refused(f"'kv_budget' must be a whole number ≥ 1 (the keys each head keeps), got {show(value)}.")
+        return int(value)
     if name in INDICES:
         return _index(name, value)
     if name in FLAGS:
@@ -361,7 +371,11 @@ def check(name, value):
         if not isinstance(value, str) or value not in STAGES:
             raise Refused(f"'stage' must be one of {', '.join(STAGES)}; got {show(value)}.")
         return value
-    for field, allowed in (("exercise", EXERCISES[1:]), ("summary", SUMMARIES), ("measure", MEASURES)):
+    if name == "kv_keys":
+        if not isinstance(value, (list, tuple)) or not all(_is_int(j) and j >= 0 for j in value):
+            raise Refused(f"'kv_keys' must be a list of key positions (whole numbers ≥ 0), got {show(value)}.")
+        return sorted({int(j) for j in value})
+    for field, allowed in CHOICES:
         if name == field:
             if not isinstance(value, str) or value not in ("", *allowed):
                 raise Refused(f"'{name}' must be one of {_one_of(allowed)}, or '' for none; got {show(value)}.")
