@@ -42,6 +42,8 @@ def by_hand(w) -> dict[str, np.ndarray]:
                 if copies:
                     scores["duplicate"][layer, h] = np.mean(copies)
                 scores["entropy"][layer, h] = np.mean([-sum(x * np.log(x) for x in row if x > 0) for row in W])
+                near = [sum(W[i, j] for j in range(len(W[i])) if j < 4 or abs(i - j) < 64) for i in range(n)]
+                scores["streaming"][layer, h] = np.mean(near)
         per_text.append(scores)
     for name in atlas.SCORES:
         with np.errstate(all="ignore"), warnings.catch_warnings():

@@ -188,3 +188,58 @@ def test_bad_kv_settings_say_what_to_fix_and_keep_the_last_good_ones():
         w.kv_keep("mask")
     with pytest.raises(ValueError, match="say which keys to keep"):
         AttentionWidget("a b").kv_keep()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31),
+    n=st.integers(1, 150),
+    causal=st.booleans(),
+    window=st.one_of(st.none(), st.integers(1, 90)),
+    sink=st.booleans(),
+    block=st.integers(1, 40),
+)
+def test_streaming_share_from_bands_is_each_rows_weight_near_it_and_on_the_first_tokens(
+    seed, n, causal, window, sink, block
+):
+    """The streaming share of every row, a band at a time, against the definition on whole weights:
+    Σ_j w_ij over j < 4 or |i − j| < 64; and atlas's score is its mean over rows."""
+    from attnwidget import atlas
+    from attnwidget.blockwise import Heads
+
+    window = window if causal else None
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(2, n, 8)) * 1.5, rng.normal(size=(1, n, 8))
+    heads = Heads(q, k, k, causal=causal, window=window, sink=sink, block=block)
+    rows = np.arange(n)
+    whole = heads.rows(rows).weights  # heads × n × n, exact
+    for h in range(2):
+        sums, share = kvcache.one_pass(heads, h)
+        want = [sum(whole[h, i, j] for j in range(n) if j < 4 or abs(i - j) < 64) for i in range(n)]
+        assert np.allclose(share, want, atol=1e-6)
+        assert np.allclose(sums, whole[h].sum(axis=0), atol=1e-6)
+    if causal and not window and not sink:
+        scores = atlas.text_scores(whole, [str(i) for i in range(n)])
+        assert np.allclose(scores["streaming"], [kvcache.one_pass(heads, h)[1].mean() for h in range(2)])
+
+
+def test_a_long_reads_streaming_scores_and_kv_cache_equal_the_widgets():
+    """LongAttention (q, k, v held, block by block) against the widget's own numbers on the same layer."""
+    from attnwidget import AttentionWidget, LongAttention, atlas
+    from attnwidget.long import LongLayer
+
+    rng = np.random.default_rng(5)
+    n = 90
+    q, k, v = rng.normal(size=(4, n, 8)), rng.normal(size=(2, n, 8)), rng.normal(size=(2, n, 3))
+    tokens = [f"t{i}" for i in range(n)]
+    long = LongAttention(tokens, {0: LongLayer(q, k, v, causal=True)})
+    w = AttentionWidget(tokens=tokens, q=q, k=np.repeat(k, 2, 0), v=np.repeat(v, 2, 0), causal=True, focus=n - 1)
+    weights = causal_weights(q, k, 2)
+    assert np.allclose(long.head_scores()["streaming"][0], atlas.text_scores(weights, tokens)["streaming"])
+    for method in ("streaming", "h2o", "snapkv"):
+        got, want = long.kv_keep(0, method, 24, window=8), w.kv_keep(method, 24, window=8, group=2)
+        assert (np.repeat(got["kept"], 2, axis=0) == want["kept"]).all()
+        for name in ("retained", "change", "layer_retained", "layer_change"):
+            assert np.allclose(got[name], want[name])
+    with pytest.raises(ValueError, match='"streaming"'):
+        long.head_scores(["retrieval"])

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .inputs import Inputs
+from .kvcache import STREAMING
 from .sources import Sources
 
-SCORES = ("sink", "previous", "self", "duplicate", "induction", "entropy")
+SCORES = ("sink", "previous", "self", "duplicate", "induction", "entropy", "streaming")
 SINK_HEAD = 0.3  # a head whose sink score passes this is a sink head (Gu et al., ICLR 2025)
 # the induction score's texts: COUNT sequences of COPY random ordinary tokens, each repeated twice (seeded)
 COPY, COUNT, SEED = 50, 4, 0
@@ -36,7 +37,11 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
     - ``"self"``: the mean over rows of W[i, i];
     - ``"duplicate"``: over rows whose token appeared earlier, the mean of the weight on its
       earlier copies, summed (NaN when no token repeats);
-    - ``"entropy"``: the mean over rows of the row's entropy in nats (0·ln 0 = 0).
+    - ``"entropy"``: the mean over rows of the row's entropy in nats (0·ln 0 = 0);
+    - ``"streaming"``: the mean over rows of the row's weight on the first kvcache.STREAMING[0] tokens
+      and its neighbours, |i − j| < STREAMING[1] (under the causal rule: the most recent), what a
+      streaming cache keeps (DuoAttention's split: near 1 a streaming head, lower a head that reads
+      far back); NaN in cross-attention.
     """
     if weights.ndim < 2 or 0 in weights.shape[-2:]:  # (no row or no column: no weight to score)
         raise ValueError(
@@ -53,6 +58,7 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
             "self": nan,
             "duplicate": nan,
             "entropy": -(weights * logw).sum(axis=-1).mean(axis=-1),
+            "streaming": nan,
         }
     rows = np.arange(n)
     text = np.array([str(t) for t in tokens[:n]], dtype=object)
@@ -64,7 +70,16 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
         "self": weights[..., rows, rows].mean(axis=-1),
         "duplicate": (weights * earlier).sum(axis=-1)[..., repeats].mean(axis=-1) if repeats.any() else nan,
         "entropy": -(weights * logw).sum(axis=-1).mean(axis=-1),
+        "streaming": (weights * streamed(n, weights.shape[-1])).sum(axis=-1).mean(axis=-1),
     }
+
+
+def streamed(n: int, m: int) -> np.ndarray:
+    """The cells a streaming cache keeps for each row (n × m): the first STREAMING[0] columns and those
+    within STREAMING[1] of the row."""
+    sinks, local = STREAMING
+    i, j = np.arange(n)[:, None], np.arange(m)[None, :]
+    return (j < sinks) | (np.abs(i - j) < local)
 
 
 def repeated(reader, copy: int = COPY, count: int = COUNT, seed: int = SEED) -> tuple[list[list[int]], int, int]:

@@ -264,13 +264,13 @@ VIEWS = {
             title="this text − “{other}”, head {head}",
             reads="how much more {t} reads each patch here than in the other text",
         ),
-        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate" and "entropy"
+        # head scores over every text (atlas.py): the overview's summaries "sink", "duplicate", "entropy", "streaming"
         View(
             "head_scores",
             KEY + ARRAYS + ("q", "k", "model_q", "layer_shown"),
             "computed",
             compute=_head_scores,
-            asked_when={"summary": ["sink", "duplicate", "entropy"]},
+            asked_when={"summary": ["sink", "duplicate", "entropy", "streaming"]},
         ),
         # a model's induction score (atlas.py), on texts of its own: asked for alone, as running the model is not cheap
         View(

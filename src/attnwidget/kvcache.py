@@ -34,6 +34,9 @@ __all__ = ["METHODS", "choose", "from_heads", "kept", "losses"]
 METHODS = ("streaming", "h2o", "snapkv", "mask")
 SINKS = 4  # StreamingLLM's first tokens kept (kvpress's n_sink)
 SNAP_WINDOW, KERNEL = 64, 5  # SnapKV's observation window and pooling kernel (kvpress's defaults)
+# a head's streaming share: each row's weight on the first 4 tokens and the 64 nearest (|i − j| < 64), as a streaming
+# cache of StreamingLLM's shape keeps them (head scores' "streaming"; DuoAttention's streaming heads read little else)
+STREAMING = (4, 64)
 
 
 def _count(value, name: str, least: int) -> int:
@@ -144,14 +147,33 @@ def kept(method: str, budget: int, q, k, *, scale=None, causal: bool = True, **o
 
 def column_sums(heads, h: int) -> np.ndarray:
     """Σ_i w_ij of head h of blockwise.Heads ``heads``, over every row, a band at a time."""
-    sums = np.zeros((heads.parts, heads.m))
+    return one_pass(heads, h)[0]
+
+
+def one_pass(heads, h: int, streaming: tuple[int, int] = STREAMING) -> tuple[np.ndarray, np.ndarray]:
+    """Head h of blockwise.Heads ``heads`` in one pass over its bands of rows: its column sums (m) and
+    each row's streaming share (n), its weight on the first ``streaming[0]`` keys and on those within
+    ``streaming[1]`` of it, |i − j| < streaming[1] (gathered, not a mask of the band)."""
+    sinks, local = streaming
+    be, sums, share = heads.be, np.zeros((heads.parts, heads.m)), np.zeros(heads.n)
+    offsets = np.arange(-local + 1, local)
 
     def add(part, band):
-        _, _, c0, c1, w, _, _ = band  # (the band's weights, rows × columns c0..c1)
-        sums[part, c0:c1] += heads.be.numpy(w.sum(axis=0))
+        r0, r1, c0, c1, w, _, _ = band  # (the band's weights, rows × columns c0..c1)
+        if c1 <= c0:  # (rows that read nothing: no weight anywhere)
+            return
+        sums[part, c0:c1] += be.numpy(w.sum(axis=0))
+        rows = np.arange(r0, r1)
+        near = rows[:, None] + offsets[None, :]  # each row's neighbours past the first keys, within the band's columns
+        ok = (near >= max(sinks, c0)) & (near < c1)
+        got = be.numpy(
+            w[be.ints((rows - r0)[:, None].repeat(near.shape[1], axis=1)), be.ints(np.where(ok, near - c0, 0))]
+        )
+        first = be.numpy(w[:, : max(0, min(sinks, c1) - c0)].sum(axis=1)) if c0 < sinks else 0.0
+        share[r0:r1] = first + np.where(ok, got, 0.0).sum(axis=1)
 
     heads._each_band(h, add)
-    return sums.sum(axis=0)
+    return sums.sum(axis=0), share
 
 
 def from_heads(heads, method: str, budget: int, **options) -> np.ndarray:

@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from . import kvcache
 from .blockwise import Cells, Heads
 from .integrations.long import LongLayer, capture_long
 
@@ -170,6 +171,36 @@ class LongAttention:
     def output(self, layer: int, head: int) -> np.ndarray:
         """One head's output, its weights × values (n × d_v), a band of rows at a time."""
         return self.heads(layer).output(head)
+
+    def head_scores(self, names=("streaming",), progress=None) -> dict[str, np.ndarray]:
+        """Scores of every head over this text, layers × heads, block by block: ``"streaming"``, the mean
+        over rows of each row's weight on the first kvcache.STREAMING[0] tokens and its nearest
+        STREAMING[1] (atlas.text_scores' "streaming", nothing n × n held). The retrieval score needs the
+        model to write: attnwidget.needle."""
+        names = (names,) if isinstance(names, str) else tuple(names)
+        if not names or set(names) - {"streaming"}:
+            raise ValueError(f'a long text\'s head scores are "streaming"; got {list(names)!r}')
+        count, done, out = sum(self.heads(x).heads for x in self.layers), 0, []
+        for x in self.layers:
+            heads, row = self.heads(x), []
+            for h in range(heads.heads):
+                row.append(float(kvcache.one_pass(heads, h)[1].mean()))
+                done += 1
+                if progress is not None:
+                    progress(done / count)
+            out.append(row)
+        return {"streaming": np.array(out)}
+
+    def kv_keep(self, layer: int, method: str, budget: int, position: int = -1, **options) -> dict:
+        """A compressed KV cache of ``layer`` (kvcache's methods and options; the model's grouped heads
+        share their key-value head's keys): {"kept": kv_heads × n booleans, and for the row at
+        ``position`` each query head's "retained" mass and output "change" (‖o′ − o‖ / ‖o‖), with
+        "layer_retained" and "layer_change"}, computed block by block."""
+        heads = self.heads(layer)
+        keep = kvcache.from_heads(heads, method, budget, **options)
+        row = self.rows(layer, [position]).weights[:, 0]  # heads × n, exact
+        v = np.repeat(heads.be.numpy(heads.v), heads.group, axis=0)
+        return {"kept": keep, **kvcache.losses(row, v, np.repeat(keep, heads.group, axis=0))}
 
     def overview(self, size: int = 32, progress=None) -> dict:
         """Every head at a glance, in one pass over each: {"thumbnails": layers × heads × size × size

@@ -335,8 +335,10 @@ class Research(_Widget):
         """What each head does over every text of the widget (its sentences, or a model's texts;
         the one it has otherwise): ``"sink"`` (the mean over rows of the weight on the first
         token), ``"previous"`` (on token i − 1, rows i ≥ 1), ``"self"``, ``"duplicate"`` (over rows
-        whose token appeared earlier, the weight on its earlier copies, summed) and ``"entropy"``
-        (of each row, in nats), each a layers × heads array, the mean over the texts (see
+        whose token appeared earlier, the weight on its earlier copies, summed), ``"entropy"`` (of
+        each row, in nats) and ``"streaming"`` (each row's weight on the first 4 tokens and its 64
+        nearest, what a streaming cache keeps: near 1 for a head that reads only those), each a
+        layers × heads array, the mean over the texts (see
         :func:`attnwidget.atlas.text_scores`), at the current temperature, causal rule, masks, sink
         and step. One text's layers are scored at a time; a model's texts are kept while they fit
         ``sources.HOLD`` bytes, past it read again when needed; progress is said on long runs.
