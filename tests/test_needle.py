@@ -115,10 +115,11 @@ def by_definition(model, tokenizer, text: str, ids: list[int], start: int, end: 
         )
     tokens = out.sequences[0].tolist()
     written = tokens[len(ids) :]
-    copied = [[set() for _ in range(HEADS)] for _ in range(LAYERS)]
-    for step, layers in enumerate(out.attentions):  # step t: the query is the last token read
-        for layer, weights in enumerate(layers):
-            for head in range(HEADS):
+    layers, heads = len(out.attentions[0]), out.attentions[0][0].shape[1]
+    copied = [[set() for _ in range(heads)] for _ in range(layers)]
+    for step, every in enumerate(out.attentions):  # step t: the query is the last token read
+        for layer, weights in enumerate(every):
+            for head in range(heads):
                 j = int(weights[0, head, -1].argmax())
                 if start <= j < end and tokens[j] == written[step]:
                     copied[layer][head].add(j)
@@ -185,6 +186,46 @@ def test_each_heads_score_is_the_share_of_the_needle_it_copies_while_the_model_d
             between += int(((want > 0) & (want < 1)).sum())
         np.testing.assert_allclose(got["retrieval"], got["each"].mean(axis=0))
     assert between > 5
+
+
+def test_a_rotary_model_with_grouped_heads_scores_as_its_own_decoding(tokenizer):
+    """Random Llamas (rotary positions, two query heads to each key-value head) that write only A, B
+    or C, on a needle of those letters filling most of the haystack: heads copy some by chance."""
+    keep = tokenizer.convert_tokens_to_ids(list("ABC"))
+
+    def llama(seed, implementation):
+        torch.manual_seed(seed)
+        config = transformers.LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=64,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=512,
+            eos_token_id=len(tokenizer) - 1,
+            attn_implementation=implementation,
+        )
+        model = transformers.LlamaForCausalLM(config).double().eval()
+        with torch.no_grad():
+            w = model.lm_head.weight
+            letters = w[keep].clone()
+            w.zero_()
+            w[keep] = 10 * letters
+        return model
+
+    text, texts, seen = "ABCCABACBA", ["xyz qrs"], 0
+    for seed in range(2):
+        got = needle.retrieval_scores(
+            llama(seed, "sdpa"), tokenizer, needle=text, filler=texts, lengths=(14, 20), depths=(0.2, 0.9), prompt=":"
+        )
+        for r, (n, d) in enumerate(zip(got["lengths"], got["depths"])):
+            stack = needle.haystack(tokenizer, n, d, needle=text, filler=texts, prompt=":")
+            want, written = by_definition(llama(seed, "eager"), tokenizer, text, stack.ids, *stack.span)
+            np.testing.assert_array_equal(got["each"][r], want, err_msg=f"seed {seed}, run {r}")
+            assert got["written"][r] == written
+            seen += int((want > 0).sum())
+    assert seen > 5
 
 
 def test_the_one_head_that_copies_is_found_and_no_other(tokenizer):

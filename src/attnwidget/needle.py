@@ -56,7 +56,7 @@ EXTRA = 5  # tokens the model may write past the needle's length
 SEED = 0  # the built-in filler's
 LENGTHS = (1000, 2000, 4000)
 DEPTHS = (0.0, 0.25, 0.5, 0.75, 1.0)
-# the built-in filler's words: ordinary ones, drawn at random into sentences (the needle's words are not among them)
+# the built-in filler's words: ordinary ones, drawn at random into sentences (none of NEEDLE's own: a sandwich, a park)
 WORDS = tuple(
     """the a of and to in on at by with from for as it was is were had has this that there they we you he she
     people town river road hill field house window door garden morning evening winter summer year day week
