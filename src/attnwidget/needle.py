@@ -33,8 +33,8 @@ token t reads from position P − 1 + t (P: the prompt's tokens), the token it w
 causal model that row is the cached step's own: the query, keys and values of a position depend
 only on the tokens up to it, the same tokens in both, so the cache holds exactly the keys the one
 pass makes, and the row reads them under the same mask. The two differ only in rounding (another
-kernel, sums in another order), which can move an argmax only between keys whose weights tie
-within it.
+kernel, sums in another order, float32 here where the model may compute in bfloat16), which can
+move an argmax only between keys whose weights tie within it.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def recall(answer, pin) -> float:
 
 
 def _writer(model):
-    """The model's kind, refused unless it writes one token at a time from those before it."""
+    """Refuses a model that does not write one token at a time from the tokens before it."""
     head = getattr(model, "get_output_embeddings", None)
     if not callable(head) or head() is None:
         raise ValueError(
@@ -222,12 +222,14 @@ def _answer(model, ids: list[int], steps: int) -> list[int]:
     (model.generate: one beam, no sampling, no repetition penalty), ended by its end-of-text token."""
     import torch
 
+    from .integrations.common import _evaluating
+
     config = getattr(model, "generation_config", None) or model.config
     eos = getattr(config, "eos_token_id", None)
     pad = getattr(config, "pad_token_id", None)
     pad = pad if pad is not None else eos[0] if isinstance(eos, (list, tuple)) else eos
     x = torch.tensor([ids], device=next(model.parameters()).device)
-    with torch.no_grad():
+    with _evaluating(model), torch.no_grad():  # (dropout off)
         out = model.generate(
             x,
             attention_mask=torch.ones_like(x),
