@@ -457,7 +457,7 @@ function drawHeads(p, pal, maxWidth, secret) {
       held,
       colourBy: differenceSummary(get) || effectSummary(get) || computedSummary(p),
       offered: get("head_effects") ? ["effect"] : [],
-      unavailable: get("reads_model") ? [] : ["induction"], // (the rules refuse it: no model to read again)
+      unavailable: get("reads_model") ? [] : ["induction", "retrieval"], // (the rules refuse them: no model to read again)
       map: !!get("qk_map"),
       mappable: !get("weights_only"), // attention weights alone: no queries and keys to map (the rules refuse qk_map)
       estimated: overview?.effect_exact?.map((/** @type {boolean} */ exact) => !exact) ?? null, // (the kernel's: estimated, then the largest exact)
@@ -522,8 +522,10 @@ const computedSummary = (p) => {
   const { answer, spec } = found,
     summary = get("summary"),
     texts = answer.texts > 1 ? `${answer.texts} texts` : "this text";
-  // (the induction score reads texts of its own: random tokens repeated)
-  const over = summary === "induction" ? "on repeated random tokens" : `over ${texts}`;
+  // (the induction and retrieval scores read texts of their own: random tokens repeated; a needle in long texts)
+  /** @type {Record<string, string>} */
+  const own = { induction: "on repeated random tokens", retrieval: "copying a needle out of long texts" };
+  const over = own[summary] ?? `over ${texts}`;
   return { name: summary, label: `its ${summary} score ${over}`, values: answer.summaries[summary], signed: spec.signed };
 };
 

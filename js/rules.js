@@ -486,7 +486,7 @@ export function settle(state, change, sources = null, page = false) {
   const asked = new Set(names.filter((n) => !same(field(s, n), field(before, n)))); // a value as it was is no change (traitlets' rule too)
   if (asked.has("bias") && s.weights_only) throw new Refused(C.weights_bias);
   if (asked.has("summary") && s.summary === "effect" && !s.next_token) throw new Refused(C.no_effect);
-  if (asked.has("summary") && s.summary === "induction" && !s.reads_model) throw new Refused(C.no_induction);
+  if (asked.has("summary") && (s.summary === "induction" || s.summary === "retrieval") && !s.reads_model) throw new Refused(C.no_induction);
   if (asked.has("qk_map") && s.qk_map && s.weights_only) throw new Refused(C.no_qk_map);
   if (asked.has("summary") && s.summary === "sink_share" && s.sinks == null) throw new Refused(C.no_sinks);
   if (

@@ -163,8 +163,21 @@ export interface State {
   overview: Answer | null;
   /** q, k and v are the current layer's (not your own arrays): a layer switch brings them in from model_q, model_k and model_v. */
   layer_shown: boolean;
-  /** The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt sinks), one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy", "streaming"), or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
-  summary: "" | "first" | "self" | "previous" | "effective_tokens" | "sink_share" | "effect" | "sink" | "duplicate" | "induction" | "entropy" | "streaming";
+  /** The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt sinks), one of head_scores()'s over every text ("sink", "duplicate", "entropy", "streaming"), a model's own "induction" or "retrieval", or a causal language model's "effect" (head_effects()), each computed when asked; "" for none. */
+  summary:
+    | ""
+    | "first"
+    | "self"
+    | "previous"
+    | "effective_tokens"
+    | "sink_share"
+    | "effect"
+    | "sink"
+    | "duplicate"
+    | "induction"
+    | "entropy"
+    | "streaming"
+    | "retrieval";
   /** Beside the overview, the head shown's every query and key of every text in one 2-D map (query_key_map()), computed when the page shows it. */
   qk_map: boolean;
   /** The panel beyond one head's weights (measures.py): "norms" (weight × ‖value‖, the head shown), "mean" (the layer's heads' mean weights), "rollout" or "flow" (up to the layer shown), "difference" (two texts), or "" for none. */

@@ -152,7 +152,14 @@ def page_types() -> str:
     ]
     for f in state.FIELDS:
         # kept in the kernel (an exported page carries it): a live page's model has no such field
-        lines += [doc(f), f"  {f.name}{'' if f.travel == 'synced' else '?'}: {_page_type(f)};"]
+        line = f"  {f.name}{'' if f.travel == 'synced' else '?'}: {_page_type(f)};"
+        if len(line) > 160 and f.kind == "choice":  # (past biome's line width: one choice a line, as it writes them)
+            line = (
+                line[: line.index(": ") + 1]
+                + "".join(f"\n    | {c}" for c in line[line.index(": ") + 2 : -1].split(" | "))
+                + ";"
+            )
+        lines += [doc(f), line]
     lines += ["  _constants: Constants;", "}", ""]
     return "\n".join(lines)
 

@@ -75,7 +75,7 @@ def test_every_score_is_the_models_own_attention_averaged_over_the_texts(tf, gpt
     model = models(tf, gpt2_tokenizer)[kind]()
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, TEXTS)
     got = w.head_scores()
-    assert set(got) == set(atlas.SCORES) and w.reads_model
+    assert set(got) == set(atlas.SCORES) - {"retrieval"} and w.reads_model  # (retrieval only when asked)
     want = own_scores(model, gpt2_tokenizer, TEXTS)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, atol=1e-6, rtol=0, err_msg=name)

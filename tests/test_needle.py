@@ -282,3 +282,20 @@ def test_a_model_without_a_language_model_head_is_refused(tokenizer):
     model = copying_model(tokenizer, "QXJ").transformer
     with pytest.raises(ValueError, match="language-model head"):
         needle.retrieval_scores(model, tokenizer, needle="QXJ", lengths=(20,))
+
+
+def test_a_widgets_retrieval_score_finds_the_copying_head_and_colours_the_overview(tokenizer):
+    from attnwidget import AttentionWidget, computed_views
+
+    model = copying_model(tokenizer, "HQWDNAKT", implementation="sdpa")
+    w = AttentionWidget.from_transformers(model, tokenizer, "a b c", layer=1)
+    options = dict(needle="HQWDNAKT", filler=filler(3), lengths=(60,), depths=(0.0, 1.0), prompt=PROMPT)
+    scores = w.head_scores(["retrieval"], needle=options)["retrieval"]
+    want = needle.retrieval_scores(model, tokenizer, **options)["retrieval"]
+    assert np.array_equal(scores, want) and scores[COPIER] == 1.0 and scores.sum() == 1.0
+    assert "retrieval" not in w.head_scores()  # (only when asked: the model writes many long texts)
+    w.summary = "retrieval"  # the overview's colours: the score kept, not read again
+    answer = computed_views.answer("retrieval", w._inputs())
+    assert answer["summaries"]["retrieval"] == [float(v) for v in want.ravel()]
+    with pytest.raises(ValueError, match="retrieval score has the model write"):
+        AttentionWidget("a b").head_scores(["retrieval"])

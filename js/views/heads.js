@@ -69,11 +69,12 @@ const SUMMARIES = [
   ["induction", "induction score (random tokens repeated)"], // a model's: offered when it can read it again
   ["entropy", "entropy of its rows (nats), every text"],
   ["streaming", "streaming share (weight on the first 4 and nearest 64 tokens), every text"],
+  ["retrieval", "retrieval score (a needle copied from a long text)"], // a model's that writes: as induction
 ];
 // scores from 0 to 1 (a weight, or a mean or sum of weights): coloured on that whole scale, every head alike, so a head
 // at 0.08 is pale beside one at 0.66; the others (entropy, effective tokens, an effect, a difference) are stretched to
 // the largest head's, and their legend says so
-const BOUNDED = new Set(["first", "self", "previous", "sink_share", "sink", "duplicate", "induction", "streaming"]);
+const BOUNDED = new Set(["first", "self", "previous", "sink_share", "sink", "duplicate", "induction", "streaming", "retrieval"]);
 // listed only where the heads have it (a widget with learnt sinks)
 const OWN = new Set(["sink_share"]);
 const whole = (/** @type {number} */ v) => String(v); // a bounded scale's ends: 0 and 1

@@ -16,7 +16,8 @@ from .inputs import Inputs
 from .kvcache import STREAMING
 from .sources import Sources
 
-SCORES = ("sink", "previous", "self", "duplicate", "induction", "entropy", "streaming")
+SCORES = ("sink", "previous", "self", "duplicate", "induction", "entropy", "streaming", "retrieval")
+OWN_TEXTS = ("induction", "retrieval")  # read on texts of the score's own, by running the model again
 SINK_HEAD = 0.3  # a head whose sink score passes this is a sink head (Gu et al., ICLR 2025)
 # the induction score's texts: COUNT sequences of COPY random ordinary tokens, each repeated twice (seeded)
 COPY, COUNT, SEED = 50, 4, 0
@@ -113,9 +114,10 @@ def induction(weights: np.ndarray, start: int, m: int) -> np.ndarray:
 
 
 def check_names(names, model: bool) -> tuple:
-    """The scores asked for (every one a widget has, ``model``: "induction" too, for None), checked."""
+    """The scores asked for (for None every one a widget has, ``model``: "induction" too; "retrieval"
+    only when asked, as the model writes many long texts), checked."""
     if names is None:
-        return tuple(n for n in SCORES if model or n != "induction")
+        return tuple(n for n in SCORES if n != "retrieval" and (model or n != "induction"))
     names = (names,) if isinstance(names, str) else tuple(names)
     if not names:
         raise ValueError(
@@ -127,7 +129,31 @@ def check_names(names, model: bool) -> tuple:
         raise ValueError(f"head scores are {', '.join(map(repr, SCORES))}; got {bad[0]!r}")
     if "induction" in names and not model:
         raise ValueError(NOT_A_MODEL)
+    if "retrieval" in names and not model:
+        raise ValueError(NOT_A_MODEL.replace("the induction score runs the model on repeated random tokens", NO_WRITER))
     return names
+
+
+NO_WRITER = "the retrieval score has the model write (a needle in a long text, needle.py)"
+
+
+def read_needle(reader, step=lambda fraction: None, **options) -> np.ndarray:
+    """Each head's retrieval score (needle.retrieval_scores, layers × heads) for the model ``reader``
+    reads, at ``options`` (needle.retrieval_scores'; by default its own, with the needle.LENGTHS that
+    fit the model's positions, else the longest that fits), kept by the reader: the last read is the
+    one the overview shows."""
+    from . import needle
+
+    if options or "retrieval" not in reader.kept:
+        if reader.model is None or not hasattr(reader.model, "generate"):
+            raise ValueError(
+                f"{NO_WRITER}: it needs a widget from_transformers of a model that generates (a causal language "
+                "model); call attnwidget.needle.retrieval_scores(model, tokenizer) for other models"
+            )
+        room = int(min(reader.positions, 10**6)) - 200  # (the BOS, the needle, the question and the answer)
+        options.setdefault("lengths", [n for n in needle.LENGTHS if n <= room] or [room])
+        reader.kept["retrieval"] = needle.retrieval_scores(reader.model, reader.tokenizer, progress=step, **options)
+    return reader.kept["retrieval"]["retrieval"]
 
 
 def read_already(reader) -> bool:
@@ -164,7 +190,7 @@ def head_scores(texts, repeats=None, best: dict | None = None) -> dict[str, np.n
     counts: dict[str, np.ndarray] = {}
     tops: dict[str, np.ndarray] = {}
     best = {} if best is None else best
-    names = [n for n in SCORES if n != "induction"]
+    names = [n for n in SCORES if n not in OWN_TEXTS]
     for t, (tokens, inputs) in enumerate(texts):
         layers = [text_scores(w, tokens, inputs.cross) for w, _ in inputs.weights()]
         for name in names:

@@ -138,6 +138,15 @@ def _pair(inputs: Inputs) -> dict:
     return {"head": other, **{n: _buffer(s[n][other], s[n].dtype) for n in ("q", "k")}}
 
 
+def _retrieval(inputs: Inputs) -> dict:
+    """The retrieval score alone: the model writes a needle from long texts of its own (needle.py), once."""
+    reader = inputs.extra.get("reader")
+    if reader is None:
+        raise ValueError(atlas.NO_WRITER + ": it needs a widget made from a model")
+    scores = atlas.read_needle(reader)
+    return {"summaries": {"retrieval": [None if np.isnan(v) else float(v) for v in scores.ravel()]}, "best": {}}
+
+
 def _induction(inputs: Inputs) -> dict:
     """The induction score alone: the model run on its own repeated texts (once), not the widget's texts."""
     scores = atlas.head_scores((), lambda: atlas.read_repeated(inputs))
@@ -280,6 +289,8 @@ VIEWS = {
             compute=_induction,
             asked_when={"summary": ["induction"]},
         ),
+        # a model's retrieval score (atlas.py, needle.py): the model writes a needle out of long texts of its own
+        View("retrieval", ("layer_shown",), "computed", compute=_retrieval, asked_when={"summary": ["retrieval"]}),
         # a differential pair's other head, for the page's difference map (its q and k: a live page holds one head)
         View(
             "pair",

@@ -331,7 +331,7 @@ class Research(_Widget):
         elif str(overview.get("error", "")).startswith("head effects:"):
             values["overview"] = None
 
-    def head_scores(self, names=None) -> dict[str, np.ndarray]:
+    def head_scores(self, names=None, *, needle: dict | None = None) -> dict[str, np.ndarray]:
         """What each head does over every text of the widget (its sentences, or a model's texts;
         the one it has otherwise): ``"sink"`` (the mean over rows of the weight on the first
         token), ``"previous"`` (on token i − 1, rows i ≥ 1), ``"self"``, ``"duplicate"`` (over rows
@@ -347,20 +347,30 @@ class Research(_Widget):
         tokenizer's ordinary vocabulary, repeated twice (``atlas.COUNT`` seeded sequences of
         ``atlas.COPY`` tokens, after the tokens a text begins with), each head's mean over the second
         copy's rows i of W[i, i − m + 1], m the length of a copy (Olsson et al., 2022); read once,
-        kept for other temperatures. ``names``: the scores to compute (every one the widget has by
-        default); "induction" on a widget not from a model raises ValueError.
+        kept for other temperatures. A widget from_transformers of a model that writes has
+        ``"retrieval"`` when asked (not by default: the model writes a needle out of long texts, 15 runs
+        of up to 4,000 tokens): attnwidget.needle.retrieval_scores at its defaults, or at ``needle``
+        (its keyword arguments: your needle, filler texts, lengths, depths, prompt), read once and kept
+        (the overview's "retrieval" shows the last).
+        ``names``: the scores to compute (every one the widget has but "retrieval" by default);
+        "induction" or "retrieval" on a widget not from a model raises ValueError.
 
         A head is a sink head when its ``"sink"`` passes ``attnwidget.atlas.SINK_HEAD`` (0.3, Gu et
         al. 2025); ``atlas.sink_heads`` counts them."""
         self._dense_check("w.head_scores()")
         names = atlas.check_names(names, self._reader() is not None)
         inputs = self._inputs()
-        count = max(1, len(self.sentences)) if set(names) - {"induction"} else 0
+        count = max(1, len(self.sentences)) if set(names) - set(atlas.OWN_TEXTS) else 0
         reads = atlas.COUNT if "induction" in names and not atlas.read_already(self._reader()) else 0
         with progress("head scores: text", count + reads) as step:
             texts = (step(t) or pair for t, pair in enumerate(inputs.texts(), 1)) if count else ()
             repeats = (lambda: atlas.read_repeated(inputs, lambda i: step(count + i))) if "induction" in names else None
             scores = atlas.head_scores(texts, repeats)
+        if "retrieval" in names:
+            with progress("retrieval score (the model copies a needle), per cent done:", 100) as step:
+                scores["retrieval"] = atlas.read_needle(
+                    self._reader(), lambda f: step(round(100 * f)), **(needle or {})
+                )
         return {n: scores[n] for n in names}
 
     def kv_keep(self, method: str = "", budget: int | None = None, **options) -> dict[str, np.ndarray]:

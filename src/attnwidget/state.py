@@ -34,6 +34,7 @@ SUMMARIES = (
     "induction",
     "entropy",
     "streaming",
+    "retrieval",
 )
 MEASURES = ("norms", "mean", "rollout", "flow", "difference")  # the panel beyond one head (measures.py)
 KV_METHODS = ("streaming", "h2o", "snapkv", "mask")  # a compressed KV cache's choices of keys (kvcache.py)
@@ -244,8 +245,9 @@ FIELDS: tuple[Field, ...] = (
       model_k and model_v."""),
     F("summary", "choice", "", writable=True, choices=("", *SUMMARIES),
       doc="""The heads' overview coloured by one of head_summary()'s names ("sink_share" where the heads have learnt
-      sinks), one of head_scores()'s over every text ("sink", "duplicate", "induction", "entropy", "streaming"), or a
-      causal language model's "effect" (head_effects()), each computed when asked; "" for none."""),
+      sinks), one of head_scores()'s over every text ("sink", "duplicate", "entropy", "streaming"), a model's own
+      "induction" or "retrieval", or a causal language model's "effect" (head_effects()), each computed when asked;
+      "" for none."""),
     F("qk_map", "flag", False, writable=True,
       doc="""Beside the overview, the head shown's every query and key of every text in one 2-D map
       (query_key_map()), computed when the page shows it."""),

@@ -83,6 +83,7 @@ class Reader:
     positions: float  # how many tokens the model reads at most
     fixed: tuple | None = None  # (prefix, suffix) where the model says (TransformerLens); else the tokenizer's
     kept: dict = field(default_factory=dict)  # what was read on the repeated tokens, once per (copy, count, seed)
+    model: object = None  # the model itself where it can write (transformers): the retrieval score's needle
 
     def ends(self) -> tuple[list, list]:
         """The ids a text begins and ends with (see ``specials``)."""

@@ -147,7 +147,7 @@ def reader(model, tokenizer, run=None) -> Reader:
     read = lambda ids: cast(ModelAttention, extract(model, tokenizer, "", run=run, ids=ids))
     positions = _positions(config, getattr(config, "model_type", None))[0]
     size = _vocabulary(config)[0]
-    return Reader(read, tokenizer, int(size) if math.isfinite(size) else len(tokenizer), positions)
+    return Reader(read, tokenizer, int(size) if math.isfinite(size) else len(tokenizer), positions, model=model)
 
 
 def lazy(model, tokenizer, text: str, run=None, shared: Reader | None = None) -> LazyText:

@@ -113,7 +113,7 @@ def settle(state, change, sources=None, *, page=False):
         raise Refused(WEIGHTS_BIAS)
     if "summary" in asked and s["summary"] == "effect" and not s.get("next_token"):
         raise Refused(NO_EFFECT)
-    if "summary" in asked and s["summary"] == "induction" and not s.get("reads_model"):
+    if "summary" in asked and s["summary"] in ("induction", "retrieval") and not s.get("reads_model"):
         raise Refused(NO_INDUCTION)
     if "qk_map" in asked and s["qk_map"] and s.get("weights_only"):
         raise Refused(NO_QK_MAP)

@@ -99,8 +99,8 @@ NO_EFFECT = (
     "language-model head (AutoModelForCausalLM, HookedTransformer)."
 )
 NO_INDUCTION = (
-    "summary='induction' colours the heads by their induction score, read by running the model on repeated random "
-    "tokens: it needs a widget made from a model (from_transformers, from_nnsight or from_transformer_lens)."
+    "summary='induction' or 'retrieval' colours the heads by a score read by running the model again (on repeated "
+    "random tokens; on a needle in a long text): it needs a widget made from a model (from_transformers, …)."
 )
 NO_SINKS = (
     "summary='sink_share' colours the heads by the share of each row their learnt attention sinks take: this widget "
