@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CHROMIUM := /usr/bin/chromium
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: demo test build chromium bench clean docs lint format fuzz compat types test-ndif redis
+.PHONY: demo test build chromium bench clean docs lint format fuzz compat types test-ndif redis test-kvpress
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,25 @@ redis:
 test-ndif: $(VENV)/.test-installed .venv-ndif/.installed redis
 	bash tests/ndif/stack.sh
 
+# kvcache.kept against kvpress 0.5.5's own presses (StreamingLLM, SnapKV, ObservedAttention) on the
+# same tiny random models and prompt, key for key (tests/against_kvpress, docs/kvcache-kvpress.md).
+# Opt-in, not part of `make test`. kvpress needs transformers < 5.3, so it runs in .venv-kvpress, on
+# .venv's Python, with the pins of tests/against_kvpress/requirements.txt; torch is .venv's own, read
+# through a .pth file rather than installed twice.
+.venv-kvpress/.installed: tests/against_kvpress/requirements.txt | $(VENV)/.test-installed
+	rm -rf .venv-kvpress
+	$(BIN)/python -m venv .venv-kvpress
+	mkdir .venv-kvpress/torch
+	site=$$($(BIN)/python -c 'import os, torch; print(os.path.dirname(os.path.dirname(os.path.realpath(torch.__file__))))') && \
+	  for p in torch torchgen functorch $$(cd $$site && ls -d torch-*.dist-info); do ln -s $$site/$$p .venv-kvpress/torch/; done
+	echo "$(CURDIR)/.venv-kvpress/torch" > $$(.venv-kvpress/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torch.pth
+	.venv-kvpress/bin/pip install -q --no-deps -r tests/against_kvpress/requirements.txt
+	.venv-kvpress/bin/pip check
+	touch $@
+
+test-kvpress: build .venv-kvpress/.installed
+	PYTHONPATH=src .venv-kvpress/bin/python -m pytest -q -p no:cacheprovider tests/against_kvpress
+
 # Lint, format and type checks (pyproject.toml's [tool.ruff] and [tool.mypy], biome.jsonc, and
 # tsconfig.json: the page's JavaScript, with JSDoc types, checked strict by TypeScript), and the types
 # made from the state's declaration up to date; `make format` rewrites what the format checks refuse,
@@ -125,4 +144,4 @@ bench: build $(VENV)/.test-installed
 	$(BIN)/python benchmarks/atlas.py
 
 clean:
-	rm -rf $(VENV) .venv-oldest .venv-ndif node_modules src/attnwidget/static dist tests/artifacts build
+	rm -rf $(VENV) .venv-oldest .venv-ndif .venv-kvpress node_modules src/attnwidget/static dist tests/artifacts build

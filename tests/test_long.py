@@ -106,6 +106,31 @@ def test_a_layer_read_wrong_is_refused_by_name():
     assert transformers.AttentionInterface._global_mapping.get("doubled") is doubled  # put back as it was
 
 
+def test_a_kernel_wrapped_in_transformers_own_table_is_read_through_its_wrapper():
+    """A library that wraps a kernel in the table models read (kvpress does at import:
+    ALL_ATTENTION_FUNCTIONS[name] = wrapped, an entry of that table alone, read before the registered
+    one): the reading records around the wrapper, reads what it read without it, and leaves it there."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as table
+
+    model, tokens = tiny("llama", "sdpa"), ids(seed=6)
+    plain = read(model, tokens)
+    own, calls = table["sdpa"], []
+
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return own(*args, **kwargs)
+
+    table["sdpa"] = wrapped
+    try:
+        long = read(model, tokens)
+        assert table["sdpa"] is wrapped
+    finally:
+        del table["sdpa"]
+    assert len(calls) == len(long.layers) == len(plain.layers)
+    for x in long.layers:
+        np.testing.assert_array_equal(long.rows(x, range(N)).weights, plain.rows(x, range(N)).weights)
+
+
 @pytest.mark.parametrize(
     ("inputs", "said"),
     [

@@ -82,12 +82,16 @@ def capture_long(model, on_call=None, samples: int = SAMPLED, **inputs) -> dict[
     FlashAttention kernel's causal flag and ``sliding_window``."""
     import torch
     from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     config = getattr(model, "config", None)
     impl = getattr(config, "_attn_implementation", None) or "eager"
     family = f"{type(model).__name__} (model_type {getattr(config, 'model_type', None)!r})"
     names = {id(m): name for name, m in model.named_modules()}
-    mapping = AttentionInterface._global_mapping
+    # the kernel the model calls: a wrapper another library set in the table models read (kvpress sets
+    # one at import), which comes before the registered one, or the registered one
+    local = getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", {})
+    mapping = local if impl in local else AttentionInterface._global_mapping
     had = mapping.get(impl)
     if (had is None and impl != "eager") or impl.startswith("flex"):
         raise NotImplementedError(
