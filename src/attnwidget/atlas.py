@@ -40,7 +40,7 @@ def text_scores(weights: np.ndarray, tokens, cross: bool = False) -> dict[str, n
       earlier copies, summed (NaN when no token repeats);
     - ``"entropy"``: the mean over rows of the row's entropy in nats (0·ln 0 = 0);
     - ``"streaming"``: the mean over rows of the row's weight on the first kvcache.STREAMING[0] tokens
-      and its neighbours, |i − j| < STREAMING[1] (under the causal rule: the most recent), what a
+      and its neighbours, ``|i − j| < STREAMING[1]`` (under the causal rule: the most recent), what a
       streaming cache keeps (DuoAttention's split: near 1 a streaming head, lower a head that reads
       far back); NaN in cross-attention.
     """

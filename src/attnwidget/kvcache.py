@@ -153,7 +153,7 @@ def column_sums(heads, h: int) -> np.ndarray:
 def one_pass(heads, h: int, streaming: tuple[int, int] = STREAMING) -> tuple[np.ndarray, np.ndarray]:
     """Head h of blockwise.Heads ``heads`` in one pass over its bands of rows: its column sums (m) and
     each row's streaming share (n), its weight on the first ``streaming[0]`` keys and on those within
-    ``streaming[1]`` of it, |i − j| < streaming[1] (gathered, not a mask of the band)."""
+    ``streaming[1]`` of it, ``|i − j| < streaming[1]`` (gathered, not a mask of the band)."""
     sinks, local = streaming
     be, sums, share = heads.be, np.zeros((heads.parts, heads.m)), np.zeros(heads.n)
     offsets = np.arange(-local + 1, local)
