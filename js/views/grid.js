@@ -45,6 +45,7 @@ const TAG_CACHED = "cached",
  * @property {Cached | null} [cached]
  * @property {number} [written]
  * @property {readonly [number, number] | number[] | null} [cell]
+ * @property {Uint8Array | null} [evicted]  the columns a compressed KV cache evicts (1 each): dimmed, their labels muted
  */
 /** Where the cells, labels and extra columns lie (layout()). */
 /**
@@ -112,7 +113,7 @@ function labels(ctx, s, b, pal) {
     ctx.font = `${colFont}px ${pal.font}`;
     s.colLabels.forEach((t, j) => {
       const cx = b.left + j * b.cell + b.cell / 2;
-      ctx.fillStyle = pal.fg;
+      ctx.fillStyle = s.evicted?.[j] ? pal.muted : pal.fg;
       if (b.rotate) {
         ctx.save();
         ctx.translate(cx, b.top - 6);
@@ -148,6 +149,29 @@ function extraColumns(ctx, s, b, pal) {
     }
     x0 += w;
   });
+}
+
+// the columns a compressed KV cache evicts: dimmed toward the background, a dashed line down each
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal */
+function evictions(ctx, s, b, pal) {
+  const gone = /** @type {Uint8Array} */ (s.evicted); // (drawn only where there is one)
+  const veil = rgb(pal.bg);
+  veil.opacity = 0.72;
+  ctx.fillStyle = veil.formatRgb();
+  const h = s.rows * b.cellH;
+  for (let j = 0; j < s.cols; j++) if (gone[j]) ctx.fillRect(b.left + j * b.cell, b.top, b.cell, h);
+  if (b.cell < 8) return;
+  ctx.strokeStyle = pal.muted;
+  ctx.lineWidth = 1;
+  ctx.setLineDash([3, 3]);
+  ctx.beginPath();
+  for (let j = 0; j < s.cols; j++)
+    if (gone[j]) {
+      ctx.moveTo(b.left + (j + 0.5) * b.cell, b.top);
+      ctx.lineTo(b.left + (j + 0.5) * b.cell, b.top + h);
+    }
+  ctx.stroke();
+  ctx.setLineDash([]);
 }
 
 // the focused row's outline, the window a detail view shows (on the overview) and the cell whose arithmetic is shown
@@ -366,6 +390,7 @@ export function createGrid(parent, { title, onPick, describe }) {
         }
       }
     borders(ctx, s, b, pal);
+    if (s.evicted) evictions(ctx, s, b, pal);
     labels(ctx, s, b, pal);
     extraColumns(ctx, s, b, pal);
     marks(ctx, s, b, pal);
