@@ -52,7 +52,7 @@ export function describeKv({ kv, row, reader, m, head, heads, layer }) {
   const what = kv.method === "mask" ? "your keys" : `${methodName(kv.method)}, ${kv.budget} key${kv.budget === 1 ? "" : "s"} a head`;
   const intro = [el("b", {}, "KV cache"), ` (${what}): `];
   if (kv.error || !row) return [...intro, kv.error || ""];
-  const keeps = row.kept === m ? `keeps all ${m} keys` : `keeps ${row.kept} of ${m} keys`;
+  const keeps = row.kept === m ? `keeps all ${m} keys` : `keeps ${row.kept} of ${m} keys (the others struck out)`;
   const who = heads > 1 ? `head ${head} ` : "";
   /** @type {(string | HTMLElement)[]} */
   const out = [...intro, `${who}${keeps} · for ${t}: `, ...terms(row.retained, row.change, t)];
