@@ -188,3 +188,19 @@ def test_bad_kv_settings_say_what_to_fix_and_keep_the_last_good_ones():
         w.kv_keep("mask")
     with pytest.raises(ValueError, match="say which keys to keep"):
         AttentionWidget("a b").kv_keep()
+
+
+def test_the_kv_cache_answer_says_which_row_and_cache_it_is_for():
+    from attnwidget import AttentionWidget
+    from attnwidget.computed_views import answer
+
+    w = AttentionWidget("She sat by the river bank", kv_method="mask", kv_keys=[2, 0], focus=4)
+    key = answer("kv_cache", w._inputs())["key"]  # (the page compares it with the state it shows)
+    assert {n: key[n] for n in ("focus", "kv_method", "kv_budget", "kv_keys")} == {
+        "focus": 4,
+        "kv_method": "mask",
+        "kv_budget": 16,
+        "kv_keys": [0, 2],
+    }
+    exported = w.page_state()["state"]["computed"]["kv_cache"]  # an exported page carries it, at the state exported
+    assert exported["key"] == key and exported["layer_retained"] == pytest.approx(w.kv_keep()["layer_retained"])
