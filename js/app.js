@@ -17,6 +17,7 @@ import { createExercise } from "./views/exercise.js";
 import { createGeneration } from "./views/generation.js";
 import { createHeads } from "./views/heads.js";
 import { createImage, createPicture } from "./views/image.js";
+import { describeKv, methodName } from "./views/kv.js";
 import { createMeasure } from "./views/measure.js";
 import { createQkMap } from "./views/qkmap.js";
 import { describeRow, roundingWarning } from "./views/readout.js";
@@ -54,6 +55,7 @@ import { createTokenStrip } from "./views/tokens.js";
  * @property {HTMLParagraphElement} caption
  * @property {HTMLDivElement} body
  * @property {HTMLParagraphElement} readout
+ * @property {HTMLParagraphElement} kvReadout  the compressed KV cache in words
  * @property {ReturnType<typeof createCell>} cellView
  * @property {ReturnType<typeof createMeasure>} measure
  * @property {ReturnType<typeof createExercise>} exercise
@@ -112,6 +114,8 @@ export function mount(host, model, { propose, flush }) {
     onLayer: (i) => toHead({ layer: i }),
     onBlock: (b) => toHead({ block: b }),
     onStep: (s) => save("step", s), // the rules move the focus to the new token's row, with the causal rule on
+    onKvMethod: (method) => save("kv_method", method),
+    onKvBudget: (budget) => save("kv_budget", budget),
     onSave: (kind) =>
       savePicture(root, kind, `attention-${get("stage")}`).catch((err) => {
         notice.hidden = false; // said where the reader looks, until the next redraw
@@ -145,14 +149,23 @@ export function mount(host, model, { propose, flush }) {
     onOpen: (text, position) =>
       propose(text !== get("sentence_index") && (get("sentences") || []).length > 1 ? { sentence_index: text, focus: position } : { focus: position }),
   });
-  const strip = createTokenStrip(root, { onFocus });
+  // a click on a token focuses it; with your own keys kept (kv_method "mask"), a key's keeps or evicts it (in
+  // cross-attention the keys are the text read, below)
+  /** @param {number} j  @param {boolean} read  a token of the text read */
+  const onToken = (j, read) => {
+    if (get("kv_method") !== "mask" || (!read && store.cross())) return read ? undefined : onFocus(j);
+    const keys = get("kv_keys") || [];
+    save("kv_keys", keys.includes(j) ? keys.filter((k) => k !== j) : [...keys, j]);
+  };
+  const strip = createTokenStrip(root, { onFocus, onPick: onToken });
   const generation = createGeneration(root); // the K and V cache while generating
   const caption = el("p", { class: "aw-caption" });
   const body = el("div", { class: "aw-body" });
   const readout = el("p", { class: "aw-readout", "aria-live": "polite" });
+  const kvReadout = el("p", { class: "aw-kv", hidden: true });
   root.append(caption, body);
   const cellView = createCell(root, { onClose: () => save("cell", null) });
-  root.append(readout);
+  root.append(readout, kvReadout);
   const measure = createMeasure(root, { onMeasure: (m) => save("measure", /** @type {State["measure"]} */ (m)), onFocus, views: constants.views }); // (one offered)
   // the predict / temperature exercise, at the top of the weights stage (views/exercise.js)
   const exercise = createExercise(body, {
@@ -170,7 +183,7 @@ export function mount(host, model, { propose, flush }) {
     onWindow: () => schedule(),
   });
   const parts = /** @type {Parts} */ ({ root, model, store, get, constants, live, requests, shows, fetching, notice }); // (the views: next)
-  Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, cellView, measure, exercise, stages, imageView, picture });
+  Object.assign(parts, { controls, heads, qk, strip, generation, caption, body, readout, kvReadout, cellView, measure, exercise, stages, imageView, picture });
 
   // --- drawing, batched to one frame ---
   let frame = 0,
@@ -203,6 +216,28 @@ export function mount(host, model, { propose, flush }) {
         effective_tokens: Array.from({ length: store.q().rows }, (_, i) => effectiveTokens(store.weightRow(i), store.m(), 0)),
         exact: !warning,
         notice: warning,
+      };
+    },
+    /** The compressed KV cache of the head shown as the page computes it, and the layer's as the kernel sent it:
+     * {method, budget, keep (1 a key kept), error, row, retained, change (null where it cannot be said), layer
+     * ({retained, change}, or null while the page holds none for the state shown)}; null while kv_method is "". */
+    kv: () => {
+      const kv = store.kv();
+      if (!kv) return null;
+      const focus = Math.min(get("focus"), get("tokens").length - 1),
+        row = store.kvRow(focus),
+        layer = kvLayer(parts);
+      /** @param {number | null | undefined} x */
+      const plain = (x) => (x == null || Number.isNaN(x) ? null : x);
+      return {
+        method: kv.method,
+        budget: kv.budget,
+        keep: kv.keep ? Array.from(kv.keep) : null,
+        error: kv.error,
+        row: focus,
+        retained: plain(row?.retained),
+        change: plain(row?.change),
+        layer: typeof layer === "string" ? null : layer,
       };
     },
     /** How many rows the page's last computation of the scores, weights and output computed (one for a step of generation). */
@@ -332,8 +367,12 @@ function drawAll(p) {
   p.notice.textContent = warning || "";
   // what the stages draw: the state shown, and the numbers of the head shown (computed only if drawn)
   const row0 = showWeights || stage === "qk" ? row : null;
-  const view = { stage, tokens, keys, focus, cell, row: row0, pal, maxWidth, secret, hint, written, ...shown };
+  // a compressed KV cache: the keys the head shown evicts, marked over its map and the tokens (not while an exercise hides the row)
+  const kv = secret === "row" ? null : store.kv(),
+    evicted = kv?.keep ? kv.keep.map((k) => 1 - k) : null;
+  const view = { stage, tokens, keys, focus, cell, row: row0, pal, maxWidth, secret, hint, written, evicted, ...shown };
   fill(p.readout, describeRow(view));
+  drawKv(p, kv, tokens[focus], focus, keys.length, stage);
   drawHeads(p, pal, maxWidth, secret);
   drawMeasure(p, tokens, keys, focus, pal, maxWidth, secret, image);
   p.cellView.update(
@@ -355,7 +394,18 @@ function drawAll(p) {
   const closedCell = store.closedCells(),
     closed = (/** @type {number} */ j) => closedCell(focus, j);
   const stripRow = showWeights && secret !== "row" && !D ? row : null; // (a signed row has no shares of 100 %)
-  const laidOut = p.strip.update({ tokens, keys: cross, focus, row: stripRow, rowKey, closed, pal, span: cross ? null : p.stages.span(), image });
+  const laidOut = p.strip.update({
+    tokens,
+    keys: cross,
+    focus,
+    row: stripRow,
+    rowKey,
+    closed,
+    pal,
+    span: cross ? null : p.stages.span(),
+    image,
+    evicted: evicted && { keys: evicted, said: `evicted from ${kvWhose(p, /** @type {import("./types").KvCache} */ (kv))}` },
+  });
   // over the image: the strip's row, or the row of the measure drawn (neither while an exercise keeps the row)
   const measured = get("measure") && secret !== "row" ? p.measure.focusedRow() : null;
   const [layer, head] = [get("layer") || 0, get("head")];
@@ -363,6 +413,33 @@ function drawAll(p) {
   // the first draw with every picture in it (a long input's weights come from a worker)
   if (!root.attnwidget.firstPaint && !p.stages.pending()) root.attnwidget.firstPaint = performance.now();
   return laidOut;
+}
+
+/** Whose compressed cache: "head 2's compressed KV cache (H2O, 16 keys)". @param {Parts} p  @param {import("./types").KvCache} kv */
+const kvWhose = (p, kv) =>
+  `${p.store.all("q").heads > 1 ? `head ${p.get("head")}'s ` : "the "}compressed KV cache (${kv.method === "mask" ? "your keys" : `${methodName(kv.method)}, ${kv.budget} keys`})`;
+
+/** The layer's compressed cache for the state shown, {retained, change}: the kernel's answer (or the one an exported
+ * page carries) while it is for the state shown; else what the page says instead.
+ * @param {Parts} p  @returns {{ retained: number | null, change: number | null } | string} */
+function kvLayer(p) {
+  const { get, live } = p,
+    spec = p.constants.views.kv_cache;
+  const answer = spec ? held(get, "kv_cache", spec) : null,
+    edited = live ? [] : p.model.edited?.() || []; // (an exported page's answer: of its arrays as brought in)
+  if (answer && current(answer, get) && !edited.length)
+    return answer.error ? `cannot say: ${answer.error}` : { retained: answer.layer_retained, change: answer.layer_change };
+  return live ? "computing…" : "in a live notebook (this page holds the layer's numbers at the state exported only)";
+}
+
+/** The compressed KV cache in words, under the focused row's (scores, weights and blend).
+ * @param {Parts} p  @param {import("./types").KvCache | null} kv  @param {string} reader  @param {number} focus  @param {number} m  @param {string} stage */
+function drawKv(p, kv, reader, focus, m, stage) {
+  const shown = !!kv && ["scores", "weights", "blend"].includes(stage);
+  p.kvReadout.hidden = !shown;
+  if (!shown) return;
+  const cache = /** @type {import("./types").KvCache} */ (kv); // (shown: there is one)
+  fill(p.kvReadout, describeKv({ kv: cache, row: p.store.kvRow(focus), reader, m, head: p.get("head"), heads: p.store.all("q").heads, layer: kvLayer(p) }));
 }
 
 /** A differential pair's numbers for scripts (numbers().differential), or null for other widgets. @param {Store} store */
@@ -412,6 +489,7 @@ function controlsView(model, store, constants, stage) {
         ? null
         : { step: model.get("step") || all.length, n: all.length, tokens: all, cross: store.cross(), still: store.written() > 0 },
     absent: Object.keys(constants.weights_only[get("weights_only") || ""] || {}), // attention weights alone: no query/key or scores stage
+    kv: { method: get("kv_method") || "", budget: get("kv_budget") ?? 16 },
   };
 }
 

@@ -2,6 +2,7 @@
 // identity of its inputs (the rule shown.py uses for `attention`): a changed input makes a new
 // object, so nothing can be stale, and nothing is computed twice. No list of what to keep.
 import * as A from "./attention.js";
+import * as KV from "./kvcache.js";
 import { held, current as isCurrent } from "./requests.js";
 import { layerIndex, writing } from "./rules.js";
 
@@ -403,6 +404,12 @@ export function createStore(get) {
     every ? Array.from(every.data, A.sinkLogit) : own ? own.map(A.sinkLogit) : null,
   );
 
+  // the compressed KV cache of the head shown (kvcache.js): its keys kept, once per weights and setting
+  const kvKept = memo(
+    (/** @type {string} */ method, /** @type {number} */ budget, /** @type {number[]} */ keys, /** @type {Float64Array} */ W, /** @type {number} */ m) =>
+      KV.choose(method, budget, W, W.length / m, m, keys),
+  );
+
   /** @type {Store} */
   const s = {
     all: (name) => array(name), // every head, decoded
@@ -638,6 +645,22 @@ export function createStore(get) {
     closed: (i, j) => s.closedCells()(i, j),
     /** closed(i, j) for the state as it stands, made once per causal rule and mask: what a grid asks of every cell. */
     closedCells: () => closedOf(get("causal"), s.mask(), s.m()),
+    /** The compressed KV cache of the head shown (kv_method, kv_budget; kv_keys for "mask"): {method, budget, keep (1 a key
+     * kept) or error}; null while it is off. */
+    kv: () => {
+      const method = get("kv_method") || "";
+      if (!method) return null;
+      const budget = get("kv_budget") ?? 16;
+      return { method, budget, ...kvKept(method, budget, get("kv_keys") || [], s.weights(), s.m()) };
+    },
+    /** What row i of the head shown loses reading only the keys its compressed cache keeps: {kept (how many),
+     * retained (Σ of its weight on them), change (‖o′ − o‖ / ‖o‖; NaN where it cannot be said)}; null while it is off. */
+    kvRow: (i) => {
+      const kv = s.kv();
+      if (!kv?.keep) return null;
+      const m = s.m();
+      return KV.losses(s.weights().subarray(i * m, (i + 1) * m), s.v(), kv.keep);
+    },
     /** Sparse attention's choice in row i, in a layer of sparse_layers (each query reads the keys its indexer
      * chose; shown.py's selection()): how many keys the row reads, and the share of dense attention's weight
      * (the same scores, every key the causal rule allows) those keys had, and that dense row; null for any other layer. */

@@ -19,7 +19,9 @@ export function held(get, name, spec) {
  * @param {Answer | null | undefined} answer  @param {Get} get  @returns {boolean} */
 export const current = (answer, get) =>
   !!answer?.key &&
-  Object.entries(answer.key).every(([k, v]) => v === (get(/** @type {keyof import("./types").PageState} */ (k)) ?? (typeof v === "string" ? "" : null))); // (a key names fields of the state)
+  Object.entries(answer.key).every(([k, v]) => same(v, get(/** @type {keyof import("./types").PageState} */ (k)) ?? (typeof v === "string" ? "" : null))); // (a key names fields of the state)
+/** A key's value and the state's: equal, a list (kv_keys) by its items. @param {unknown} a  @param {unknown} b */
+const same = (a, b) => a === b || (Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => x === b[i]));
 
 /** createRequests(model, get, still) -> {want(name), destroy()}: `want` says the page needs view
  * `name` now; it is asked for (one timer for every view) until what the page holds is current, or

@@ -173,8 +173,8 @@ function boxOf(node, css, out, pic) {
     });
   }
   // the focused token's outline, and the chosen head's ring (a box shadow of spread only)
-  /** @param {number} offset  @param {number} width  @param {string} c */
-  const ring = (offset, width, c) => {
+  /** @param {number} offset  @param {number} width  @param {string} c  @param {boolean} [dashed] */
+  const ring = (offset, width, c, dashed = false) => {
     const d = offset + width / 2;
     out.append(
       make("rect", {
@@ -185,11 +185,13 @@ function boxOf(node, css, out, pic) {
         rx: rx ? rx + d : null,
         fill: "none",
         "stroke-width": width,
+        "stroke-dasharray": dashed ? `${num(3 * width)} ${num(2 * width)}` : null, // (a token a compressed cache evicts)
         ...paint("stroke", c),
       }),
     );
   };
-  if (css.outlineStyle !== "none" && parseFloat(css.outlineWidth) > 0) ring(parseFloat(css.outlineOffset) || 0, parseFloat(css.outlineWidth), css.outlineColor);
+  if (css.outlineStyle !== "none" && parseFloat(css.outlineWidth) > 0)
+    ring(parseFloat(css.outlineOffset) || 0, parseFloat(css.outlineWidth), css.outlineColor, css.outlineStyle === "dashed");
   const shadow = css.boxShadow.match(/^(rgba?\([^)]*\)) 0px 0px 0px ([\d.]+)px$/);
   if (shadow) ring(0, parseFloat(shadow[2]), shadow[1]);
 }
@@ -330,6 +332,14 @@ function text(node, out, pic) {
     const t = make("text", { x: x - pic.x0, y: line.top - pic.y0 + base, "text-anchor": anchor === "start" ? null : anchor, ...font }, words);
     if (/^\s|\s$|\s\s/.test(words)) t.setAttributeNS("http://www.w3.org/XML/1998/namespace", "xml:space", "preserve");
     out.append(t);
+    if (css.textDecorationLine.includes("line-through")) {
+      // struck out (a token a compressed cache evicts): a line through the middle of its letters
+      const y = line.top - pic.y0 + base - parseFloat(css.fontSize) * 0.3;
+      const width = parseFloat(css.textDecorationThickness) || 1;
+      out.append(
+        make("line", { x1: line.left - pic.x0, x2: line.right - pic.x0, y1: y, y2: y, "stroke-width": width, ...paint("stroke", css.textDecorationColor) }),
+      );
+    }
   }
 }
 

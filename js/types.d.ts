@@ -74,6 +74,17 @@ export interface Model {
 export interface PageApi {
   numbers(): { scores: number[]; weights: number[]; output: number[]; scale: number; temperature: number; exact: boolean; notice: string | null };
   work(): Work;
+  /** The compressed KV cache of the head shown, and the layer's as the kernel sent it (app.js); null while off. */
+  kv(): {
+    method: string;
+    budget: number;
+    keep: number[] | null;
+    error: string | null;
+    row: number;
+    retained: number | null;
+    change: number | null;
+    layer: { retained: number | null; change: number | null } | null;
+  } | null;
   measure(): ReturnType<import("./views/measure.js").Measure["numbers"]>;
   image(): import("./views/image.js").ImageNumbers;
   snapshot(kind: string, scale?: number): ReturnType<typeof import("./snapshot.js").snapshotSVG> | ReturnType<typeof import("./snapshot.js").snapshotPNG>;
@@ -291,7 +302,14 @@ export interface Store {
   closed(i: number, j: number): boolean;
   closedCells(): (i: number, j: number) => boolean;
   selection(i: number): { chosen: number; kept: number; dense: Float64Array } | null;
+  /** The compressed KV cache of the head shown (kvcache.js), or null while kv_method is "". */
+  kv(): KvCache | null;
+  /** What row i loses reading only the keys the cache keeps, or null. */
+  kvRow(i: number): { retained: number; change: number; kept: number } | null;
 }
+
+/** The compressed KV cache of the head shown (derived.js kv()): the keys kept, one byte each, or why it cannot say. */
+export type KvCache = { method: string; budget: number } & import("./kvcache.js").Kept;
 
 declare global {
   interface Uint8ArrayConstructor {

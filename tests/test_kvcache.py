@@ -42,7 +42,7 @@ def expected(method, budget, w, group, sinks=4, window=None, kernel=5, pooling="
                 score = score / np.array([n - j for j in range(n)])
             keep = set(range(n - recent, n)) | top(score, min(budget, n) - recent, range(n - recent))
         else:
-            recent = min(min(64, budget) if window is None else window, n)
+            recent = min(min(64, max(1, budget // 2)) if window is None else window, n)
             votes = mine[:, n - recent :, : n - recent].mean(axis=1)  # each head's window's mean weights
             pooled = np.zeros_like(votes)
             for j in range(n - recent):
@@ -243,3 +243,19 @@ def test_a_long_reads_streaming_scores_and_kv_cache_equal_the_widgets():
             assert np.allclose(got[name], want[name])
     with pytest.raises(ValueError, match='"streaming"'):
         long.head_scores(["retrieval"])
+
+
+def test_the_kv_cache_answer_says_which_row_and_cache_it_is_for():
+    from attnwidget import AttentionWidget
+    from attnwidget.computed_views import answer
+
+    w = AttentionWidget("She sat by the river bank", kv_method="mask", kv_keys=[2, 0], focus=4)
+    key = answer("kv_cache", w._inputs())["key"]  # (the page compares it with the state it shows)
+    assert {n: key[n] for n in ("focus", "kv_method", "kv_budget", "kv_keys")} == {
+        "focus": 4,
+        "kv_method": "mask",
+        "kv_budget": 16,
+        "kv_keys": [0, 2],
+    }
+    exported = w.page_state()["state"]["computed"]["kv_cache"]  # an exported page carries it, at the state exported
+    assert exported["key"] == key and exported["layer_retained"] == pytest.approx(w.kv_keep()["layer_retained"])

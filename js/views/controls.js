@@ -19,6 +19,8 @@ import { el, fill, fmtT, short } from "./dom.js";
  * @property {(name: string) => void} onBlock
  * @property {(step: number) => void} onStep
  * @property {(kind: "png" | "svg") => void} onSave
+ * @property {(method: State["kv_method"]) => void} onKvMethod
+ * @property {(budget: number) => void} onKvBudget
  */
 /**
  * A text written one token at a time: the step, every token (as text), and whether it is still being written (rules.js writing).
@@ -45,12 +47,22 @@ import { el, fill, fmtT, short } from "./dom.js";
  * @property {string} [block]
  * @property {Writing | null} [generation]  offered where Python would write it
  * @property {string[]} [absent]  stages this widget has not got
+ * @property {{ method: string, budget: number }} [kv]  the compressed KV cache shown ("" for none)
  */
 /** @typedef {{ node: HTMLElement, update(view: ControlsView): void, destroy(): void }} Controls */
 
 // Each stage's name on its button; which stages there are, and their order, come from Python.
 /** @type {Record<string, string>} */
 const LABELS = { tokens: "Tokens", qk: "Query · Key", scores: "Scores", weights: "Weights", blend: "Blend" };
+// The compressed KV cache's methods (kvcache.py's), named in the menu, with what each keeps.
+/** @type {[State["kv_method"], string, string][]} */
+export const KV_METHODS = [
+  ["", "off", "Every key kept"],
+  ["streaming", "StreamingLLM", "StreamingLLM: the first 4 tokens (attention sinks) and the most recent ones"],
+  ["h2o", "H2O", "H2O (heavy hitters): the most recent half of the budget, and the keys with the most weight summed over every row"],
+  ["snapkv", "SnapKV", "SnapKV: the last queries (up to 64) vote with their weights for the earlier keys; the window and the top-voted are kept"],
+  ["mask", "my keys", "Your own choice: click tokens to keep or evict them"],
+];
 const STEPS = 1000; // slider resolution along the log axis
 // Round temperatures, for the arrow keys: two significant digits, 0.10 to 9.9.
 // (findLastIndex is ES2023, past the checker's library: typed here as the browsers have it)
@@ -66,7 +78,25 @@ const ROUND = /** @type {number[] & { findLastIndex(predicate: (r: number) => bo
  * @returns {Controls} */
 export function createControls(
   parent,
-  { get, stages, blockNames, range, onStage, onTemperature, onCausal, onSink, onDifference, onPosition, onSentence, onLayer, onBlock, onStep, onSave },
+  {
+    get,
+    stages,
+    blockNames,
+    range,
+    onStage,
+    onTemperature,
+    onCausal,
+    onSink,
+    onDifference,
+    onPosition,
+    onSentence,
+    onLayer,
+    onBlock,
+    onStep,
+    onSave,
+    onKvMethod,
+    onKvBudget,
+  },
 ) {
   const [lo, hi] = range.map(Math.log);
   /** @param {number} p */
@@ -157,6 +187,34 @@ export function createControls(
     "position",
     schemes,
   );
+  // a compressed KV cache: the keys a method keeps for a budget, marked over the weights and the tokens
+  const kvMethod = el(
+    "select",
+    { class: "aw-kv-method", "aria-label": "Compressed KV cache: which keys each head keeps" },
+    KV_METHODS.map(([value, label, title]) => el("option", { value, title }, label)),
+  );
+  kvMethod.addEventListener("change", () => onKvMethod(/** @type {State["kv_method"]} */ (kvMethod.value))); // (its options' values)
+  const kvBudget = el("input", { type: "number", min: 1, step: 1, class: "aw-kv-budget", "aria-label": "Budget: the keys each head keeps" });
+  kvBudget.addEventListener("change", () => {
+    const b = Number(kvBudget.value);
+    if (Number.isInteger(b) && b >= 1) onKvBudget(b);
+    else kvBudget.value = String(shownBudget); // (not a budget: the one shown stays)
+  });
+  let shownBudget = 16;
+  const kvBudgetBox = el("label", { class: "aw-kv-budget-box", title: "The keys each head's cache keeps (its budget)" }, "keeps", kvBudget, "keys");
+  const kvHint = el("span", { class: "aw-kv-hint", hidden: true }, "click tokens to keep or evict them");
+  const kvBox = el(
+    "span",
+    { class: "aw-kv-box", role: "group", "aria-label": "Compressed KV cache" },
+    el(
+      "label",
+      { title: "A compressed KV cache keeps only some keys (and their values) per head: see which, and what the focused token loses" },
+      "KV cache",
+      kvMethod,
+    ),
+    kvBudgetBox,
+    kvHint,
+  );
   const sentences = el("div", { class: "aw-sentences", role: "group", "aria-label": "Sentences", hidden: true });
   // a real model's layers
   const layerSelect = el("select", { class: "aw-layer", "aria-label": "Layer (counted from 0, as w.layer is)" });
@@ -224,6 +282,7 @@ export function createControls(
       schemeBox,
       blocks,
       layerBox,
+      kvBox,
       genBox,
       el(
         "span",
@@ -258,6 +317,7 @@ export function createControls(
       block = "",
       generation = null,
       absent = [],
+      kv = { method: "", budget: 16 },
     }) {
       node.style.display = get("controls") === false ? "none" : ""; // a figure: the stages alone (an older page's state has no such field)
       // generation = {step, n, tokens (every token, as text), cross, still (still writing: rules.js writing)}
@@ -334,6 +394,11 @@ export function createControls(
         b.classList.toggle("aw-sentence-away", away);
         b.title = away ? "not in this page: export it with a larger max_mb to have every text" : "";
       }
+      kvMethod.value = kv.method;
+      kvBudgetBox.hidden = !kv.method || kv.method === "mask"; // (your own keys: as many as you click)
+      kvHint.hidden = kv.method !== "mask";
+      shownBudget = kv.budget;
+      if (document.activeElement !== kvBudget) kvBudget.value = String(kv.budget); // (not under the reader's typing)
       current = stage;
       offered = STAGES.map(([name]) => name).filter((name) => !absent.includes(name));
       stageButtons.forEach((b) => {

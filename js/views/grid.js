@@ -45,6 +45,7 @@ const TAG_CACHED = "cached",
  * @property {Cached | null} [cached]
  * @property {number} [written]
  * @property {readonly [number, number] | number[] | null} [cell]
+ * @property {Uint8Array | null} [evicted]  the columns a compressed KV cache evicts (1 each): dimmed, their labels muted
  */
 /** Where the cells, labels and extra columns lie (layout()). */
 /**
@@ -112,17 +113,32 @@ function labels(ctx, s, b, pal) {
     ctx.font = `${colFont}px ${pal.font}`;
     s.colLabels.forEach((t, j) => {
       const cx = b.left + j * b.cell + b.cell / 2;
-      ctx.fillStyle = pal.fg;
+      const gone = !!s.evicted?.[j]; // a key the compressed KV cache evicts: muted and struck out
+      ctx.fillStyle = gone ? pal.muted : pal.fg;
+      const label = short(t, 18);
+      /** @param {number} x0  @param {number} y  @param {number} most */
+      const strike = (x0, y, most) => {
+        if (!gone) return;
+        const w = Math.min(most, ctx.measureText(label).width);
+        ctx.strokeStyle = pal.muted;
+        ctx.lineWidth = 1.2;
+        ctx.beginPath();
+        ctx.moveTo(x0 - (ctx.textAlign === "center" ? w / 2 : 0), y);
+        ctx.lineTo(x0 + (ctx.textAlign === "center" ? w / 2 : w), y);
+        ctx.stroke();
+      };
       if (b.rotate) {
         ctx.save();
         ctx.translate(cx, b.top - 6);
         ctx.rotate(-Math.PI / 4);
         ctx.textAlign = "left";
-        ctx.fillText(short(t, 18), 0, 0, 110);
+        ctx.fillText(label, 0, 0, 110);
+        strike(0, 0, 110);
         ctx.restore();
       } else {
         ctx.textAlign = "center";
-        ctx.fillText(short(t, 18), cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
+        ctx.fillText(label, cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
+        strike(cx, b.top - LABEL_FONT / 2 - 4, b.cell - 2);
       }
     });
   }
@@ -148,6 +164,35 @@ function extraColumns(ctx, s, b, pal) {
     }
     x0 += w;
   });
+}
+
+// the columns a compressed KV cache evicts: dimmed toward the background (their cells' numbers, drawn over it in the
+// muted ink, stay legible), and where there are no numbers a dashed line down each
+/** @param {Palette} pal */
+const veilOf = (pal) => {
+  const veil = rgb(pal.bg);
+  veil.opacity = 0.72;
+  return veil.formatRgb();
+};
+/** @param {CanvasRenderingContext2D} ctx  @param {GridSpec} s  @param {Box} b  @param {Palette} pal
+ * @param {boolean} veiled  its cells dimmed already (drawn one by one)  @param {boolean} numbers  the cells show their numbers */
+function evictions(ctx, s, b, pal, veiled, numbers) {
+  const gone = /** @type {Uint8Array} */ (s.evicted); // (drawn only where there is one)
+  const h = s.rows * b.cellH;
+  ctx.fillStyle = veilOf(pal);
+  if (!veiled) for (let j = 0; j < s.cols; j++) if (gone[j]) ctx.fillRect(b.left + j * b.cell, b.top, b.cell, h);
+  if (b.cell < 8 || numbers) return;
+  ctx.strokeStyle = pal.muted;
+  ctx.lineWidth = 1;
+  ctx.setLineDash([3, 3]);
+  ctx.beginPath();
+  for (let j = 0; j < s.cols; j++)
+    if (gone[j]) {
+      ctx.moveTo(b.left + (j + 0.5) * b.cell, b.top);
+      ctx.lineTo(b.left + (j + 0.5) * b.cell, b.top + h);
+    }
+  ctx.stroke();
+  ctx.setLineDash([]);
 }
 
 // the focused row's outline, the window a detail view shows (on the overview) and the cell whose arithmetic is shown
@@ -319,7 +364,9 @@ export function createGrid(parent, { title, onPick, describe }) {
     // cells: one pixel per cell, scaled up, when cells are too small for anything else, and on
     // screen whenever they hold no number: one image, not a fill (and a colour string) per cell
     const small = b.cell < 6 || b.cellH < 6;
-    if ((s.picture !== undefined || s.color?.domain) && (small || (!record && !showNumbers)) && !(record && s.rows * s.cols <= record.vectorCells)) {
+    const asImage =
+      (s.picture !== undefined || !!s.color?.domain) && (small || (!record && !showNumbers)) && !(record && s.rows * s.cols <= record.vectorCells);
+    if (asImage) {
       const image = s.picture !== undefined ? s.picture : cellImage(s, pal);
       if (image && image !== shown) {
         pixels.width = image.width;
@@ -353,12 +400,18 @@ export function createGrid(parent, { title, onPick, describe }) {
             }
             continue;
           }
-          const v = s.value(i, j);
+          const v = s.value(i, j),
+            gone = !!s.evicted?.[j];
           ctx.fillStyle = s.color ? s.color(v) : pal.bg;
           ctx.fillRect(x, y, b.cell, b.cellH);
+          const ink = s.color ? inkOn(/** @type {string} */ (ctx.fillStyle)) : pal.fg;
+          if (gone) {
+            ctx.fillStyle = veilOf(pal);
+            ctx.fillRect(x, y, b.cell, b.cellH);
+          }
           if (showNumbers) {
             ctx.font = `${CELL_FONT}px ${pal.font}`;
-            ctx.fillStyle = s.color ? inkOn(/** @type {string} */ (ctx.fillStyle)) : pal.fg;
+            ctx.fillStyle = gone ? pal.muted : ink;
             ctx.textAlign = "center";
             ctx.textBaseline = "middle";
             ctx.fillText(/** @type {(v: number) => string} */ (s.text)(v), x + b.cell / 2, y + b.cellH / 2 + 0.5, b.cell - 3); // (a long number narrowed to its cell)
@@ -366,6 +419,7 @@ export function createGrid(parent, { title, onPick, describe }) {
         }
       }
     borders(ctx, s, b, pal);
+    if (s.evicted) evictions(ctx, s, b, pal, !asImage, !!showNumbers);
     labels(ctx, s, b, pal);
     extraColumns(ctx, s, b, pal);
     marks(ctx, s, b, pal);

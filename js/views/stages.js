@@ -23,7 +23,8 @@ import { createGrid } from "./grid.js";
  * What the stages draw: the state shown, and the numbers of the head shown (store.numbers()).
  * @typedef {import("../types").Shown & {
  *   stage: Stage, tokens: string[], keys: string[], focus: number, cell: [number, number] | null, row: number[] | null,
- *   pal: import("./dom.js").Palette, maxWidth: number, secret: string | null, hint: boolean, written: number }} StageView
+ *   pal: import("./dom.js").Palette, maxWidth: number, secret: string | null, hint: boolean, written: number,
+ *   evicted?: Uint8Array | null }} StageView
  */
 /** What start() needs: a worker's picture is asked for before the page computes its own numbers. */
 /** @typedef {import("../types").Shown & { stage: Stage, tokens: string[], keys: string[], pal: import("./dom.js").Palette }} StartView */
@@ -241,6 +242,9 @@ const titled = (grid, title) => {
   if (caption && caption.textContent !== title) caption.textContent = title;
 };
 
+/** A map's label with a compressed KV cache shown: its dimmed columns. @param {StageView} view */
+const EVICTED_LABEL = (view) => (view.evicted?.includes(1) ? "; dimmed columns: keys the compressed KV cache evicts" : "");
+
 const ZOOM_FROM = 96; // tokens: past this the matrix gets a detail view of a window of it
 const PAINT_FROM = 512; // tokens: from here the weights picture is painted by a worker
 
@@ -309,7 +313,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
           : "";
     const D = view.pair?.shown === "difference" ? view.difference() : null; // a differential pair's, shown
     const mixed = D ? `\nmap 1 − λ·map 2 ${why ? "0" : fmt3(D[i * m + j])}` : "";
-    return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}${mixed}`;
+    const gone = view.evicted?.[j] ? `\n${keyName(j)} is evicted from the compressed KV cache` : "";
+    return `${name(i)} reads ${keyName(j)}\nscore ${score}${terms}\nweight ${weight}${mixed}${gone}`;
   };
   const emptyGrid = createGrid(tokensPanel, { title: "who reads whom", onPick: onFocus, describe: (i, j) => `${name(i)} reads ${keyName(j)}` });
   const qGrid = createGrid(qkPanel, {
@@ -390,6 +395,7 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
       maxWidth: Math.min(view.maxWidth, 760),
       value: (/** @type {number} */ i, /** @type {number} */ j) => spec.value(r0 + i, c0 + j),
       masked: spec.masked && ((/** @type {number} */ i, /** @type {number} */ j) => view.closed(r0 + i, c0 + j)),
+      evicted: spec.evicted?.subarray(c0, c0 + w) ?? null,
       data: null,
       key: null,
       causal: false,
@@ -491,7 +497,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
         cell: view.cell,
         key: S,
         data: S,
-        ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}`,
+        evicted: view.evicted ?? null,
+        ariaLabel: `scores from ${fmt2(lo)} to ${fmt2(hi)}${EVICTED_LABEL(view)}`,
       };
       scoresGrid.update({ ...spec, frame: zoomed(view, scoresDetail, spec) });
       titled(scoresGrid, mapTitles(view.pair, false).scores);
@@ -582,7 +589,8 @@ export function createStages(body, { onFocus, onPickCell, onQuery, onQueryEnd, o
             view.secret === "eff" || D ? null : { title: "eff.", value: (/** @type {number} */ i) => fmt2(A.effectiveTokens(row(i), m, 0)) },
           ].filter(Boolean)
         ), // only for the rows drawn
-        ariaLabel: D ? `map 1 − λ·map 2 at temperature ${fmt2(T)}, from ${fmt2(lo)} to ${fmt2(hi)}` : `weights at temperature ${fmt2(T)}`,
+        evicted: view.evicted ?? null,
+        ariaLabel: `${D ? `map 1 − λ·map 2 at temperature ${fmt2(T)}, from ${fmt2(lo)} to ${fmt2(hi)}` : `weights at temperature ${fmt2(T)}`}${EVICTED_LABEL(view)}`,
       };
       if (view.stage !== "weights") weightsDetail.node.hidden = true; // the blend shows the whole matrix alone
       weightsGrid.update({ ...spec, frame: view.stage === "weights" ? zoomed(view, weightsDetail, spec) : null });

@@ -9,6 +9,7 @@ const ARC_H = 64;
 const MAX_ARCS = 40; // past this many, only the strongest arcs are drawn (and the page says so)
 const CONDENSE = 150; // past this many tokens the strip drops the percentages under each token
 const LINK_H = 56;
+const EVICTED_TAIL = ": it holds no key or value for it"; // (a struck-out token's title ends so)
 
 /** @typedef {import("./dom.js").Palette} Palette */
 /** @typedef {import("./image.js").Picture} Picture */
@@ -23,15 +24,18 @@ const LINK_H = 56;
  * @property {Palette} pal
  * @property {number[] | null} [span]  [first, count] of a detail window's columns, kept in view
  * @property {Picture | null} [image]  a vision model's picture: its patches drawn as tiles
+ * @property {{ keys: Uint8Array, said: string } | null} [evicted]  the keys a compressed KV cache evicts (1 each), and
+ *   whose cache: struck out, and said in their titles
  */
 /** @typedef {{ node: HTMLElement, list: HTMLElement, update(view: StripView): boolean, destroy(): void }} TokenStrip */
 /** @typedef {{ tokens: string[], keys: string[] | null, focus: number, span: number[] | null, image: Picture | null, condensed: boolean }} Drawn */
 
-/** createTokenStrip(parent, {onFocus(i)}) -> {update({tokens, keys, focus, row}), destroy()}
+/** createTokenStrip(parent, {onFocus(i), onPick(j)}) -> {update({tokens, keys, focus, row}), destroy()}: the arrow
+ * keys move the focus; a click picks a token (focuses it, or in the text read below, nothing), `onPick` says what it does.
  * @param {HTMLElement} parent
- * @param {{ onFocus: (i: number) => void }} options
+ * @param {{ onFocus: (i: number) => void, onPick?: (j: number, read: boolean) => void }} options
  * @returns {TokenStrip} */
-export function createTokenStrip(parent, { onFocus }) {
+export function createTokenStrip(parent, { onFocus, onPick = (j, read) => (read ? undefined : onFocus(j)) }) {
   const arcs = svg("svg", { class: "aw-arcs", height: ARC_H, "aria-hidden": "true" });
   const list = el("div", { class: "aw-tokens", role: "toolbar", "aria-label": "Tokens: click one to focus it" });
   const arcNote = el("p", { class: "aw-arc-note", hidden: true });
@@ -70,6 +74,13 @@ export function createTokenStrip(parent, { onFocus }) {
     buttons[i].focus();
   }
   list.addEventListener("keydown", onKey);
+  // cross-attention: a token of the text read, clicked (a compressed cache of your own keys keeps or evicts it)
+  /** @param {MouseEvent} ev */
+  const onKeyClick = (ev) => {
+    const item = /** @type {HTMLElement | null} */ (/** @type {Element} */ (ev.target).closest(".aw-key-token"));
+    if (item) onPick(Number(item.dataset.index), true);
+  };
+  keyList.addEventListener("click", onKeyClick);
 
   /** @param {string[]} tokens  @param {Picture | null} image  @param {boolean} condensed */
   function rebuild(tokens, image, condensed) {
@@ -87,7 +98,7 @@ export function createTokenStrip(parent, { onFocus }) {
           class: tile ? "aw-token aw-token-patch" : "aw-token",
           type: "button",
           "data-index": i,
-          onclick: () => onFocus(i),
+          onclick: () => onPick(i, false),
           "aria-label": tile && condensed && t,
           title: tile && t,
         },
@@ -198,7 +209,7 @@ export function createTokenStrip(parent, { onFocus }) {
      * rowKey: an object that is the same exactly while the row's numbers are (the store's row).
      * Returns false when the arcs could not be laid out (the strip is hidden for a moment);
      * image: a vision model's picture (views/image.js), whose patches are drawn as tiles, or null. */
-    update({ tokens, keys = null, focus, row, rowKey = null, closed = () => false, pal, span = null, image = null }) {
+    update({ tokens, keys = null, focus, row, rowKey = null, closed = () => false, pal, span = null, image = null, evicted = null }) {
       // a long strip is condensed: the tint alone says how much each token is read
       const condensed = Math.max(tokens.length, keys ? keys.length : 0) > CONDENSE;
       const rebuilt = !last || last.tokens !== tokens || last.image !== image || (image && last.condensed !== condensed);
@@ -229,8 +240,14 @@ export function createTokenStrip(parent, { onFocus }) {
           b.setAttribute("aria-pressed", pressed);
           b.tabIndex = i === focus ? 0 : -1;
         }
+        // a key the compressed cache evicts: struck out (the row cannot read it from the cache)
+        const gone = !!evicted?.keys[i];
+        if (b.classList.contains("aw-evicted") !== gone) b.classList.toggle("aw-evicted", gone);
         // condensed: no per-token tint either, so a redraw changes no layout; the arcs carry it
-        if (condensed) return;
+        if (condensed) {
+          if (gone || b.title.endsWith(EVICTED_TAIL)) b.title = gone ? `${names[i]} · ${evicted?.said}${EVICTED_TAIL}` : "";
+          return;
+        }
         const w = row ? row[i] : null,
           shut = w != null && closed(i); // a token the row may not read: it gets nothing (0%, as the article says), and why
         // the tint says how much the token is read; its text takes the ink that reads on it
@@ -239,6 +256,7 @@ export function createTokenStrip(parent, { onFocus }) {
         b.style.color = inkOn(tint);
         /** @type {ChildNode} */ (b.lastChild).textContent = w == null ? "" : `${/** @type {number[]} */ (shares)[i]}%`; // (a row: its shares)
         b.title = w == null ? names[i] : shut ? `${tokens[focus]} cannot read ${names[i]}` : `${tokens[focus]} → ${names[i]}: ${w.toFixed(3)}`;
+        if (gone) b.title += ` · ${evicted?.said}${EVICTED_TAIL}`;
       });
       if (spanMoved && !moved && node.scrollWidth > node.clientWidth) {
         // the detail window moved: show its columns' tokens
@@ -266,6 +284,7 @@ export function createTokenStrip(parent, { onFocus }) {
     },
     destroy() {
       list.removeEventListener("keydown", onKey);
+      keyList.removeEventListener("click", onKeyClick);
       resized.disconnect();
       node.remove();
       arcNote.remove();

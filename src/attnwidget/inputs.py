@@ -376,8 +376,9 @@ def sink_column(torch, sinks, device, dtype=None):
     return torch.from_numpy(z).to(device=device, dtype=dtype or torch.float64)
 
 
-# the plain values a key may hold besides KEY's: the view's own choices of layer and head
-PLAIN = ("layer", "head", "measure")
+# the plain values a key may hold besides KEY's: the view's own choices of layer and head, and the compressed KV
+# cache's row and setting (so a page knows the layer's numbers it holds are for the row and cache it shows)
+PLAIN = ("layer", "head", "measure", "focus", "kv_method", "kv_budget", "kv_keys")
 ACROSS_CROSS = (
     "{what} follows a text through its own layers: it is for self-attention, not cross-attention; "
     "show the encoder's or the decoder's self-attention instead (w.block = 'encoder' or 'decoder')"

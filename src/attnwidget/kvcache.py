@@ -10,8 +10,9 @@ forward pass): each key-value head keeps B of the n keys, chosen by
   by their accumulated weight, the column sums Σ_i w_ij of the whole text's rows (``normalise``:
   each divided by the rows that may read it, n − j under the causal rule, as kvpress's
   ObservedAttentionPress does);
-- ``"snapkv"`` (SnapKV, Li et al. 2024): the last ``window`` queries (default 64) vote, each key
-  before them scored by their mean weight on it, pooled over ``kernel`` neighbours (``pooling``
+- ``"snapkv"`` (SnapKV, Li et al. 2024): the last ``window`` queries (default half the budget, at
+  most 64) vote, each key before them scored by their mean weight on it, pooled over ``kernel``
+  neighbours (``pooling``
   "avg", zeros past the ends counted, or "max"); the window's own keys and the top B − window of
   the others are kept;
 - ``"mask"``: the keys you choose (a boolean per key, or per key-value head and key).
@@ -59,6 +60,12 @@ def _pool(votes: np.ndarray, kernel: int, pooling: str) -> np.ndarray:
         return windows.mean(axis=-1)[..., : votes.shape[-1]]
     padded = np.pad(votes, [(0, 0)] * (votes.ndim - 1) + [(pad, pad)], constant_values=-np.inf)
     return np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=-1).max(axis=-1)[..., : votes.shape[-1]]
+
+
+def snap_window(budget: int) -> int:
+    """SnapKV's voting window by default: half the budget, at most SNAP_WINDOW (kvpress's 64), so that
+    the other half is chosen by the votes."""
+    return min(SNAP_WINDOW, max(1, budget // 2))
 
 
 def _check(method, budget, n, sinks, window, kernel, pooling):
@@ -121,7 +128,7 @@ def choose(
         if normalise:
             scores = scores / (n - np.arange(n) if causal else n)
     else:
-        recent = min(min(SNAP_WINDOW, budget) if window is None else window, n)
+        recent = min(snap_window(budget) if window is None else window, n)
         votes = np.asarray(votes, dtype=np.float64)
         scores = grouped(_pool(votes, kernel, pooling) if votes.shape[-1] else votes)
         scores = np.concatenate([scores, np.zeros((scores.shape[0], n - scores.shape[1]))], axis=-1)
@@ -187,7 +194,7 @@ def from_heads(heads, method: str, budget: int, **options) -> np.ndarray:
     if method == "snapkv":
         window = opts.get("window")
         _check(method, budget, n, SINKS, window, opts.get("kernel", KERNEL), opts.get("pooling", "avg"))
-        window = min(SNAP_WINDOW, budget, n) if window is None else min(window, n)
+        window = min(snap_window(budget) if window is None else window, n)
         rows = heads.rows(np.arange(heads.n - window, heads.n)).weights  # heads × window × m, exact
         opts["window"] = window
         return choose(method, budget, n, votes=rows[:, :, : n - window].mean(axis=1), **kw, **opts)
@@ -235,7 +242,7 @@ def of_layer(weights, v, row: int, method: str, budget: int, *, keys=(), group: 
     window = options.get("window")
     if method == "snapkv":
         _check(method, budget, m, SINKS, window, options.get("kernel", KERNEL), options.get("pooling", "avg"))
-        window = options["window"] = min(min(SNAP_WINDOW, budget) if window is None else window, n, m)
+        window = options["window"] = min(snap_window(budget) if window is None else window, n, m)
     keep = choose(
         method,
         budget,

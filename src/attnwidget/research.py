@@ -374,16 +374,16 @@ class Research(_Widget):
         return {n: scores[n] for n in names}
 
     def kv_keep(self, method: str = "", budget: int | None = None, **options) -> dict[str, np.ndarray]:
-        """A compressed KV cache of the layer shown (attnwidget.kvcache): the keys each head keeps for a
-        budget of ``budget`` keys (default: kv_budget), chosen by ``method`` (default: kv_method):
-        "streaming" (StreamingLLM: the first ``sinks`` = 4 tokens and the most recent), "h2o" (H2O: the
-        ``window`` most recent, default half the budget, and the largest column sums Σ_i w_ij over every
-        row read; ``normalise=True`` divides each by the rows that read it), "snapkv" (SnapKV: the last
-        ``window`` = 64 rows vote with their mean weights, pooled over ``kernel`` = 5 keys) or "mask" (the
-        keys in kv_keys). Each head has a cache of its own unless ``group`` heads share one (a model's
-        grouped-query heads: their scores averaged). Computed at the widget's temperature, rules, masks
-        and step. Returns {"kept": heads × keys booleans, for the focused row ``"row"``: "retained" (each
-        head's weight on the kept keys), "change" (‖o′ − o‖ / ‖o‖, o′ the output from the kept keys
+        """A compressed KV cache of the layer shown (attnwidget.kvcache): the keys each head keeps for a budget of
+        ``budget`` keys (default: kv_budget), chosen by ``method`` (default: kv_method): "streaming"
+        (StreamingLLM: the first ``sinks`` = 4 tokens and the most recent), "h2o" (H2O: the ``window`` most
+        recent, default half the budget, and the largest column sums Σ_i w_ij over every row read;
+        ``normalise=True`` divides each by the rows that read it), "snapkv" (SnapKV: the last ``window``
+        rows, half the budget and at most 64, vote with their mean weights, pooled over ``kernel`` = 5 keys)
+        or "mask" (the keys in kv_keys). Each head has a cache of its own unless ``group`` heads share one
+        (a model's grouped-query heads: their scores averaged). Computed at the widget's temperature, rules,
+        masks and step. Returns {"kept": heads × keys booleans, for the focused row ``"row"``: "retained"
+        (each head's weight on the kept keys), "change" (‖o′ − o‖ / ‖o‖, o′ the output from the kept keys
         alone, their weights renormalised; NaN without values), "layer_retained" (the heads' mean) and
         "layer_change" (of every head's output side by side)}."""
         self._dense_check("w.kv_keep()")

@@ -19,6 +19,13 @@ test("an answer is current when every part of its key is the state shown", () =>
   assert.equal(current(null, get), false);
 });
 
+test("a key's list (the compressed cache's own keys) is current when its items are the state's", () => {
+  const { get } = page({ focus: 3, kv_method: "mask", kv_keys: [0, 4] });
+  assert.equal(current({ key: { focus: 3, kv_method: "mask", kv_keys: [0, 4] } }, get), true);
+  assert.equal(current({ key: { focus: 3, kv_method: "mask", kv_keys: [0] } }, get), false);
+  assert.equal(current({ key: { focus: 2, kv_method: "mask", kv_keys: [0, 4] } }, get), false);
+});
+
 test("a view the page no longer shows is not asked for again", async () => {
   const state = { measure: "norms", measure_data: null };
   const p = page(state);
