@@ -101,3 +101,23 @@ def test_a_click_on_a_head_shows_it_on_the_text_where_its_score_is_highest(brows
             )
     finally:
         page.context.close()
+
+
+def test_an_exported_page_colours_the_heads_by_their_streaming_share(browser, tmp_path):
+    """Heads from reading only their neighbours (ALiBi's steep slope) to reading everywhere (none)."""
+    rng = np.random.default_rng(1)
+    n = 150
+    q, k, v = rng.normal(size=(3, 4, n, 4))
+    w = AttentionWidget(
+        tokens=[f"t{i}" for i in range(n)], q=q, k=k, v=v, causal=True, position="alibi",
+        alibi_slopes=[0.0, 0.01, 0.05, 0.5], summary="streaming", stage="weights",
+    )  # fmt: skip
+    want = w.head_scores(["streaming"])["streaming"]
+    assert want[0, 0] < 0.9 < want[0, 3]  # (the heads differ: the colours have something to show)
+    page = opened(browser, w, tmp_path / "streaming.html")
+    try:
+        for (_, head), value in values_on_page(page).items():
+            assert abs(float(value) - want[0, head]) < 1e-12
+        assert "its streaming score over this text" in page.locator(".aw-heads-caption").text_content()
+    finally:
+        page.context.close()
