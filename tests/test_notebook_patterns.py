@@ -411,6 +411,7 @@ ALL = [
     "06_position_and_images.ipynb",
     "07_differential_attention.ipynb",
     "08_hybrid_and_sparse_attention.ipynb",
+    "09_long_context.ipynb",
 ]
 
 

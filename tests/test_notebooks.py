@@ -259,6 +259,7 @@ def test_the_course_notebooks_are_all_here():
         "06_position_and_images.ipynb",
         "07_differential_attention.ipynb",
         "08_hybrid_and_sparse_attention.ipynb",
+        "09_long_context.ipynb",
     ]
 
 
