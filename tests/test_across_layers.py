@@ -233,6 +233,24 @@ def test_a_layers_heads_share_the_cores_with_blas_in_one_thread_and_leave_it_as_
     assert blas() == before and threads._INSIDE == 0
 
 
+def test_a_blas_loaded_after_the_first_layer_runs_in_one_thread_too():
+    """scipy's own OpenBLAS, loaded after a first layer (in a fresh process), is limited like numpy's."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("scipy")
+    code = (
+        "import threadpoolctl; from attnwidget import threads\n"
+        "with threads.one_blas_thread(): pass\n"
+        "import scipy.linalg\n"
+        "with threads.one_blas_thread():\n"
+        "    print(sorted({i['num_threads'] for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[1]"
+
+
 def test_a_widget_of_your_own_arrays_computes_its_views_without_importing_torch():
     """Only a model on a GPU takes torch's path: a lab widget's summaries and rollout do not pay torch's import."""
     import subprocess

@@ -47,7 +47,7 @@ FAMILIES = {
     "kimi_linear": (dict(mlp_layer_types=["dense", "dense"], linear_num_heads=4, linear_head_dim=8, **LONG), KDA, 1),
     "bailing_hybrid": ({}, KDA, 1),
     "minimax": (
-        dict(block_size=4, num_local_experts=1),
+        dict(block_size=4, num_local_experts=1, **LONG),
         "lightning attention (linear attention with a fixed decay per head)",
         1,
     ),
@@ -179,7 +179,9 @@ def test_alpha_is_the_same_whatever_the_block(kind, monkeypatch):
 )
 def test_alpha_times_x_is_y_for_any_weights_and_length(seed, n, kind):
     layer = implicit.implicit_attention(tiny(kind, seed), input_ids=ids(n, seed)).layers[-1]
-    np.testing.assert_allclose(layer.alphas(dtype=np.float64) @ layer.x, layer.y, atol=TOL)
+    # a float32 model's y is within float32's precision of its largest value (MiniMax's reach 90: 2e-5 apart)
+    tol = TOL * max(1.0, np.abs(layer.y).max()) if kind in SINGLE else TOL
+    np.testing.assert_allclose(layer.alphas(dtype=np.float64) @ layer.x, layer.y, atol=tol)
     assert layer.error <= TOL
 
 

@@ -6,8 +6,8 @@ product between each: 1.4 s with BLAS's threads, 1.0 s without)."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,14 +39,20 @@ def one_blas_thread():
 _LIMITED, _INSIDE, _LOCK = None, 0, threading.Lock()  # the limit set, and how many blocks are in it
 
 
-@functools.cache
 def _controller():
-    """threadpoolctl's view of the BLAS libraries loaded (made once: finding them takes a few ms), or None."""
+    """threadpoolctl's view of the BLAS libraries loaded, or None: found again only when modules were imported
+    since (finding them takes a few ms), as one may have loaded another BLAS (scipy's own OpenBLAS)."""
+    global _SCANNED
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
         return None
-    return ThreadpoolController()
+    if _SCANNED[1] != len(sys.modules):
+        _SCANNED = (ThreadpoolController(), len(sys.modules))
+    return _SCANNED[0]
+
+
+_SCANNED: tuple = (None, -1)  # the last view of the BLAS libraries, and how many modules were imported then
 
 
 def count() -> int:

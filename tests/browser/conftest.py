@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -51,8 +52,8 @@ class Server:
         self.stop()
         raise RuntimeError(f"{name} did not start within {timeout:.0f} s:\n{self.log_path.read_text()[-3000:]}")
 
-    def get(self, path: str, headers=None) -> bytes:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+    def get(self, path: str, headers=None, method: str = "GET") -> bytes:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {}, method=method)
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.read()
 
@@ -117,12 +118,30 @@ class Lab:
         ]
         self.server = Server(app, cmd, root, env, "/api/status", {"Authorization": f"token {self.token}"})
         self.port = self.server.port
+        self.closing: list[threading.Thread] = []
 
-    def api(self, path: str):
-        return json.loads(self.server.get(path, {"Authorization": f"token {self.token}"}) or b"null")
+    def api(self, path: str, method: str = "GET"):
+        return json.loads(self.server.get(path, {"Authorization": f"token {self.token}"}, method) or b"null")
 
     def url(self, path: str) -> str:
+        for t in self.closing:  # a page opened next finds no kernel of a closed one still running
+            t.join()
         return f"http://127.0.0.1:{self.port}{path}?token={self.token}"
+
+    def shut_down(self, notebook: str):
+        """Shut the notebook's kernel down (its page is closed), in the background: thirty idle kernels
+        left running to the end of the session slow every later test."""
+
+        def delete():
+            try:
+                for s in self.api("/api/sessions"):
+                    if s["path"] == notebook:
+                        self.api(f"/api/sessions/{s['id']}", "DELETE")
+            except OSError:  # the server has stopped already
+                pass
+
+        self.closing.append(threading.Thread(target=delete, daemon=True))
+        self.closing[-1].start()
 
     def write_notebook(self, name: str, cells: list[str]) -> str:
         nb = {
@@ -141,19 +160,24 @@ class Lab:
         """A client on the kernel that JupyterLab started for this notebook."""
         from jupyter_client import BlockingKernelClient
 
-        deadline = time.time() + 60
+        deadline, why = time.time() + 60, ""
         while time.time() < deadline:
             sessions = [s for s in self.api("/api/sessions") if s["path"].endswith(notebook)]
-            if sessions:
+            # (a kernel still starting misses the client's first heartbeats, which then calls it dead)
+            if sessions and sessions[0]["kernel"]["execution_state"] != "starting":
                 conn = self.runtime / f"kernel-{sessions[0]['kernel']['id']}.json"
                 if conn.exists():
                     kc = BlockingKernelClient(connection_file=str(conn))
                     kc.load_connection_file()
                     kc.start_channels()
-                    kc.wait_for_ready(timeout=60)
-                    return Kernel(kc)
+                    try:
+                        kc.wait_for_ready(timeout=60)
+                        return Kernel(kc)
+                    except RuntimeError as e:  # "Kernel died before replying": its heartbeat was late, under load
+                        kc.stop_channels()
+                        why = f": {e}"
             time.sleep(0.3)
-        raise RuntimeError(f"no kernel for {notebook}")
+        raise RuntimeError(f"no kernel for {notebook}{why}")
 
     def stop(self):
         self.server.stop()
@@ -255,6 +279,7 @@ def _open_notebook(
 ):
     lab.write_notebook(name, cells)
     context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}, color_scheme=color_scheme)
+    context.on("close", lambda _: lab.shut_down(name))
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -262,10 +287,10 @@ def _open_notebook(
     page.on("console", lambda m: errors.append(f"console: {m.text}") if m.type == "error" else None)
     page.goto(lab.url(f"/lab/tree/{name}") + "&reset")  # a fresh workspace: no tabs left open by earlier tests
     page.wait_for_function("window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=90_000)
-    kernel = lab.kernel_for(name)
     page.wait_for_function(
         "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'", timeout=90_000
     )
+    kernel = lab.kernel_for(name)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_selector(".aw-root", timeout=timeout)  # (a benchmark's large model takes minutes to read)
     return page, kernel, errors
