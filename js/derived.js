@@ -406,8 +406,14 @@ export function createStore(get) {
 
   // the compressed KV cache of the head shown (kvcache.js): its keys kept, once per weights and setting
   const kvKept = memo(
-    (/** @type {string} */ method, /** @type {number} */ budget, /** @type {number[]} */ keys, /** @type {Float64Array} */ W, /** @type {number} */ m) =>
-      KV.choose(method, budget, W, W.length / m, m, keys),
+    (
+      /** @type {string} */ method,
+      /** @type {number} */ budget,
+      /** @type {number[]} */ keys,
+      /** @type {Float64Array} */ W,
+      /** @type {number} */ m,
+      /** @type {boolean} */ cross,
+    ) => KV.choose(method, budget, W, W.length / m, m, keys, cross),
   );
 
   /** @type {Store} */
@@ -651,7 +657,7 @@ export function createStore(get) {
       const method = get("kv_method") || "";
       if (!method) return null;
       const budget = get("kv_budget") ?? 16;
-      return { method, budget, ...kvKept(method, budget, get("kv_keys") || [], s.weights(), s.m()) };
+      return { method, budget, ...kvKept(method, budget, get("kv_keys") || [], s.weights(), s.m(), !!get("cross")) };
     },
     /** What row i of the head shown loses reading only the keys its compressed cache keeps: {kept (how many),
      * retained (Σ of its weight on them), change (‖o′ − o‖ / ‖o‖; NaN where it cannot be said)}; null while it is off. */

@@ -7,6 +7,9 @@
 export const SINKS = 4; // StreamingLLM's first tokens kept (kvcache.SINKS)
 export const SNAP_WINDOW = 64; // SnapKV's observation window at most (kvcache.SNAP_WINDOW)
 export const KERNEL = 5; // SnapKV's pooling width (kvcache.KERNEL)
+export const NO_CROSS =
+  "a compressed KV cache keeps a text's own keys, the first and the most recent of the tokens its queries read: in " +
+  "cross-attention the keys are another text's, so no key is the query's recent one; use a self-attention widget"; // (kvcache.NO_CROSS)
 
 /** What a compressed cache keeps: one byte a key (1 kept), or why it cannot say.
  * @typedef {{ keep: Uint8Array, error: null } | { keep: null, error: string }} Kept */
@@ -14,8 +17,10 @@ export const KERNEL = 5; // SnapKV's pooling width (kvcache.KERNEL)
 /** The keys head `weights` (rows × m, every row read) keeps by `method` ("streaming", "h2o", "snapkv" or
  * "mask", with `keys`: the positions kept) for a budget of `budget` keys (kvcache.of_layer's choice, one head).
  * @param {string} method  @param {number} budget  @param {ArrayLike<number>} weights  @param {number} rows
- * @param {number} m  @param {readonly number[]} keys  @returns {Kept} */
-export function choose(method, budget, weights, rows, m, keys) {
+ * @param {number} m  @param {readonly number[]} keys  @param {boolean} [cross]  cross-attention: refused
+ * @returns {Kept} */
+export function choose(method, budget, weights, rows, m, keys, cross = false) {
+  if (cross) return { keep: null, error: NO_CROSS };
   const keep = new Uint8Array(m);
   if (method === "mask") {
     const bad = keys.find((j) => !(j >= 0 && j < m));

@@ -259,3 +259,24 @@ def test_the_kv_cache_answer_says_which_row_and_cache_it_is_for():
     }
     exported = w.page_state()["state"]["computed"]["kv_cache"]  # an exported page carries it, at the state exported
     assert exported["key"] == key and exported["layer_retained"] == pytest.approx(w.kv_keep()["layer_retained"])
+
+
+def test_cross_attention_and_unknown_options_are_refused_saying_why():
+    from attnwidget import AttentionWidget
+    from attnwidget.blockwise import Heads
+
+    rng = np.random.default_rng(2)
+    q, k, v = rng.normal(size=(5, 4)), rng.normal(size=(9, 4)), rng.normal(size=(9, 2))
+    cross = AttentionWidget(tokens=list("abcde"), key_tokens=list("ABCDEFGHI"), q=q, k=k, v=v)
+    assert cross.cross
+    for method in kvcache.METHODS:
+        with pytest.raises(ValueError, match="cross-attention the keys are another text's"):
+            cross.kv_keep(method, 4)
+    with pytest.raises(ValueError, match="cross-attention"):
+        kvcache.from_heads(Heads(q[None], k[None], v[None], cross=True), "h2o", 4)
+    w = AttentionWidget("She sat by the river bank")
+    for bad in ("causal", "kv_heads", "mask", "windows"):
+        with pytest.raises(ValueError, match=f"'{bad}' is not an option of a compressed cache"):
+            w.kv_keep("h2o", 4, **{bad: 1})
+    with pytest.raises(ValueError, match="'group' is not an option"):
+        kvcache.from_heads(Heads(q[None], q[None], q[None], causal=True), "snapkv", 4, group=1)

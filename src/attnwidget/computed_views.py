@@ -160,6 +160,9 @@ def kv_keep(inputs: Inputs, method: str = "", budget: int | None = None, **optio
     method = method or s["kv_method"]
     if not method:
         raise ValueError(f"say which keys to keep: method one of {', '.join(map(repr, kvcache.METHODS))}")
+    if inputs.cross:
+        raise ValueError(kvcache.NO_CROSS)
+    options = kvcache.options_of(options, ("group",))
     weights = measures.layer_weights(inputs)
     v = s["v"]
     v = None if v is None else (v if v.ndim == 3 else v[None])

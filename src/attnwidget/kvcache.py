@@ -34,6 +34,11 @@ __all__ = ["METHODS", "choose", "from_heads", "kept", "losses"]
 
 METHODS = ("streaming", "h2o", "snapkv", "mask")
 SINKS = 4  # StreamingLLM's first tokens kept (kvpress's n_sink)
+NO_CROSS = (
+    "a compressed KV cache keeps a text's own keys, the first and the most recent of the tokens its queries read: in "
+    "cross-attention the keys are another text's, so no key is the query's recent one; use a self-attention widget"
+)
+OPTIONS = ("sinks", "window", "kernel", "pooling", "normalise")  # what a method's choice may be given
 SNAP_WINDOW, KERNEL = 64, 5  # SnapKV's observation window and pooling kernel (kvpress's defaults)
 # a head's streaming share: each row's weight on the first 4 tokens and the 64 nearest (|i − j| < 64), as a streaming
 # cache of StreamingLLM's shape keeps them (head scores' "streaming"; DuoAttention's streaming heads read little else)
@@ -183,9 +188,19 @@ def one_pass(heads, h: int, streaming: tuple[int, int] = STREAMING) -> tuple[np.
     return sums.sum(axis=0), share
 
 
+def options_of(options: dict, more: tuple = ()) -> dict:
+    """``options``, each one a method's choice takes (OPTIONS, and ``more``), or ValueError."""
+    bad = sorted(set(options) - set(OPTIONS) - set(more))
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not an option of a compressed cache: give some of {', '.join(OPTIONS + more)}")
+    return dict(options)
+
+
 def from_heads(heads, method: str, budget: int, **options) -> np.ndarray:
     """The keys kept of a blockwise.Heads layer (its temperature, rule and window as set), kv_heads × m."""
-    n, opts = heads.m, dict(options)
+    if heads.cross:
+        raise ValueError(NO_CROSS)
+    n, opts = heads.m, options_of(options, ("mask",))
     kw = dict(group=heads.group, kv_heads=heads.kv_heads, causal=heads.causal)
     if method == "h2o":
         _check(method, budget, n, SINKS, opts.get("window"), KERNEL, "avg")  # (before the pass over every row)

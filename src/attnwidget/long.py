@@ -197,7 +197,7 @@ class LongAttention:
         ``position`` each query head's "retained" mass and output "change" (‖o′ − o‖ / ‖o‖), with
         "layer_retained" and "layer_change"}, computed block by block."""
         heads = self.heads(layer)
-        keep = kvcache.from_heads(heads, method, budget, **options)
+        keep = kvcache.from_heads(heads, method, budget, **options)  # (the model's groups: no group= of one's own)
         row = self.rows(layer, [position]).weights[:, 0]  # heads × n, exact
         v = np.repeat(heads.be.numpy(heads.v), heads.group, axis=0)
         return {"kept": keep, **kvcache.losses(row, v, np.repeat(keep, heads.group, axis=0))}
