@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,9 +16,9 @@ LEAST = 256  # fewer rows than this are not worth a thread
 @contextlib.contextmanager
 def one_blas_thread():
     """A block in which numpy's BLAS runs in one thread (threadpoolctl's limit; nothing without it). The
-    limit is the process's: set by the first block to enter (on the BLAS libraries loaded when the first
-    block ever entered) and lifted by the last to leave, so blocks running at once in several threads
-    (the overview's layers) leave BLAS as they found it."""
+    limit is the process's: set by the first block to enter (on the BLAS libraries loaded then) and
+    lifted by the last to leave, so blocks running at once in several threads (the overview's layers)
+    leave BLAS as they found it."""
     global _LIMITED, _INSIDE
     with _LOCK:
         if _INSIDE == 0:
@@ -40,19 +39,13 @@ _LIMITED, _INSIDE, _LOCK = None, 0, threading.Lock()  # the limit set, and how m
 
 
 def _controller():
-    """threadpoolctl's view of the BLAS libraries loaded, or None: found again only when modules were imported
-    since (finding them takes a few ms), as one may have loaded another BLAS (scipy's own OpenBLAS)."""
-    global _SCANNED
+    """threadpoolctl's view of the BLAS libraries loaded now, or None: found again each time (a few ms), as
+    a library may have loaded another BLAS since (scipy's own OpenBLAS), with or without a new module."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
         return None
-    if _SCANNED[1] != len(sys.modules):
-        _SCANNED = (ThreadpoolController(), len(sys.modules))
-    return _SCANNED[0]
-
-
-_SCANNED: tuple = (None, -1)  # the last view of the BLAS libraries, and how many modules were imported then
+    return ThreadpoolController()
 
 
 def count() -> int:
