@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import atlas, computed_views, dense, measures, qkmap, rules
+from . import atlas, computed_views, dense, measures, qkmap, rules, why
 from .formulas import head_summaries
 from .inputs import Inputs
 from .integrations import ablation
@@ -388,6 +388,18 @@ class Research(_Widget):
         "layer_change" (of every head's output side by side)}."""
         self._dense_check("w.kv_keep()")
         return computed_views.kv_keep(self._inputs(), method, budget, **options)
+
+    def score_parts(self, row: int | None = None, column: int | None = None, *, layer=None, head=None):
+        """Why head ``head`` of ``layer`` (those shown unless given) scores key ``column`` from query ``row``
+        (the focused row unless given) as it does: the model's score split into (query part, key part)
+        pairs, a ScoreParts (attnwidget.integrations.score_parts). The stream feeding the layer is the sum
+        of the token and position embeddings, each earlier layer's heads, output bias and MLP; with the
+        layer's input norm held at this pass's scale, each part has a query and a key, and ``table[a, b]``
+        (query part a, key part b, scaling included) sums to ``score``, the model's own. ``.by_layer()``
+        sums each layer's parts, ``.largest(k)`` lists the largest pairs. Without ``column``: the row's,
+        by layer, ``terms`` per key and ``table`` each pair's share of their magnitude. The first call
+        runs the model once on the text; a widget of a transformers model's pre-norm family only."""
+        return why.of(self._inputs(), row, column, layer, head)
 
     def implicit_attention(self, layer: int | None = None):
         """The implicit attention of one of a hybrid model's state-space, linear-attention or

@@ -90,6 +90,24 @@ def _eager(model):
         model.set_attn_implementation(before)
 
 
+@contextlib.contextmanager
+def routed(function):
+    """Every eager attention call goes to ``function`` (the module, query, key, value, mask, ...) while held:
+    "eager" is looked up in transformers' table first, before the model's own default."""
+    from transformers import AttentionInterface
+
+    mapping = AttentionInterface._global_mapping
+    had = mapping.get("eager")
+    mapping["eager"] = function
+    try:
+        yield
+    finally:
+        if had is None:
+            mapping.pop("eager", None)
+        else:
+            mapping["eager"] = had
+
+
 def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     """Run ``model(**inputs)`` (batch 1) once and return every attention call it made, in order;
     ``on_call(count)`` is told of each (a progress report). ``run()``, when given, runs the pass
@@ -98,7 +116,6 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
     Raises NotImplementedError when the model makes no call through the attention interface (a
     family that computes attention its own way), naming the model's class."""
     import torch
-    from transformers import AttentionInterface
 
     caught: list[Caught] = []
     names = {id(m): name for name, m in model.named_modules()}
@@ -157,20 +174,13 @@ def capture(model, on_call=None, run=None, **inputs) -> list[Caught]:
             on_call(len(caught))
         return result
 
-    mapping = AttentionInterface._global_mapping
-    had = mapping.get("eager")
-    mapping["eager"] = recording  # "eager" is looked up here first, before the model's own default
     projections = _Projections(names)
     mixes = differential.Mixes(family)
     try:
-        with _eager(model), torch.no_grad(), projections.watching(model):
+        with routed(recording), _eager(model), torch.no_grad(), projections.watching(model):
             run() if run is not None else model(**inputs)
     finally:
         mixes.remove()
-        if had is None:
-            mapping.pop("eager", None)
-        else:
-            mapping["eager"] = had
     projections.done()
     mixes.done()
     if not caught:
