@@ -228,9 +228,10 @@ class Stream:
         ):
             if not np.allclose(mine.sum(0), own, rtol=1e-3, atol=1e-4 * (np.abs(own).max() + 1e-30)):
                 raise NotImplementedError(
-                    f"{self.family}: the {name}s of layer {layer}'s parts do not add up to the model's own "
+                    f"{self.family}: the {name} vectors of layer {layer}'s parts do not add up to the model's own "
                     f"{name} (off by {np.abs(mine.sum(0) - own).max():.3g}): its attention is not an affine map of "
-                    "its normed input at a held scale, so its score is not split"
+                    "its normed input at a held scale (a norm inside it, as Qwen 3's q_norm and k_norm, is not held), "
+                    "so its score is not split"
                 )
         return q, k
 
@@ -368,7 +369,10 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
         mlp = next((c for c in layer.children() if id(c) in seen and names.get(id(c), "").endswith("mlp")), None)
         stream = f64(seen[id(layer)][2])
         added = stream - x - f64(out)
-        if mlp is None or not np.allclose(added, f64(seen[id(mlp)][2]), rtol=1e-4, atol=1e-5 * np.abs(stream).max()):
+        if mlp is None:
+            why = f"layer {number} has no MLP module (a child named mlp) to say what it adds besides attention"
+            raise NotImplementedError(PLAIN.format(family=family, why=why))
+        if not np.allclose(added, f64(seen[id(mlp)][2]), rtol=1e-4, atol=1e-5 * np.abs(stream).max()):
             why = f"layer {number}'s output is not its input + its attention's output + its MLP's"
             raise NotImplementedError(PLAIN.format(family=family, why=why))
         where = "hidden_states" if "hidden_states" in kwargs else 0
@@ -402,7 +406,6 @@ def _module(model, key: int):
 def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tuple:
     """The layer's input norm (the module of the layer whose output the attention read, and whose input is the
     stream), held: (weight, bias or None, centred, each position's σ or RMS), checked to give what it gave."""
-    import torch
 
     found = next(
         (c for c in layer.children() if "Norm" in type(c).__name__ and id(c) in seen and seen[id(c)][2] is u), None
@@ -411,26 +414,44 @@ def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tupl
         raise NotImplementedError(
             PLAIN.format(family=family, why=f"layer {number}'s attention does not read a norm of the stream")
         )
-    width = x.shape[-1]
-    if isinstance(found, torch.nn.LayerNorm):
-        weight = np.ones(width) if found.weight is None else found.weight.detach().double().cpu().numpy()
-        bias = None if found.bias is None else found.bias.detach().double().cpu().numpy()
-        centred = True
-    elif "RMSNorm" in type(found).__name__:
-        with torch.no_grad():  # its gain, whatever form it keeps it in (Gemma's 1 + w): the norm of a large constant
-            probe = torch.full(
-                (1, width), 1e3, dtype=next(found.parameters()).dtype, device=next(found.parameters()).device
-            )
-            weight, bias, centred = found(probe)[0].double().cpu().numpy(), None, False
-    else:
-        raise NotImplementedError(
-            f"{family}: layer {number}'s input norm is a {type(found).__name__}, not a LayerNorm or RMSNorm"
-        )
+    weight, bias, centred = _probe(found, x.shape[-1])
     given = u.detach().double().cpu().numpy()[0] - (0 if bias is None else bias)
     core = (x - x.mean(-1, keepdims=True) if centred else x) * weight
-    scale = np.linalg.norm(core, axis=-1) / np.maximum(np.linalg.norm(given, axis=-1), np.finfo(float).tiny)
+    # σ (or the RMS) at each position, as the norm used it: ‖gain · x‖ / ‖output‖ (a stream of 0, such as a padding
+    # token's embedding, has an output of 0 at any scale: 1)
+    size = np.linalg.norm(given, axis=-1)
+    scale = np.where(size > 0, np.linalg.norm(core, axis=-1) / np.where(size > 0, size, 1.0), 1.0)
     if not np.allclose(core / scale[:, None], given, rtol=1e-3, atol=1e-4 * np.abs(given).max()):
         raise NotImplementedError(
-            f"{family}: layer {number}'s {type(found).__name__} does not scale each position as one"
+            f"{family}: layer {number}'s {type(found).__name__} is not a LayerNorm or RMSNorm (a gain and a bias on "
+            "the stream, centred or not, over one scale per position), so it cannot be held at its scale"
         )
     return weight, bias, centred, scale
+
+
+def _probe(norm, width: int) -> tuple[np.ndarray, np.ndarray | None, bool]:
+    """A norm's gain, bias and whether it centres, whatever form it keeps them in (Gemma's 1 + w, OLMo's
+    none): what it makes of 0, of a large constant and of large vectors of mean 0."""
+    import torch
+
+    first = next(iter(norm.parameters()), None)
+    like = {"dtype": first.dtype, "device": first.device} if first is not None else {"dtype": torch.float32}
+
+    def of(v):
+        with torch.no_grad():
+            return norm(torch.as_tensor(v[None], **like))[0].double().cpu().numpy()
+
+    c = 1e3  # (large: the norm's ε is nothing beside it)
+    bias = of(np.zeros(width))
+    constant = of(np.full(width, c)) - bias
+    centred = bool(np.abs(constant).max() <= 1e-3 * (np.abs(bias).max() + 1.0))
+    if not centred:
+        return constant, (bias if np.abs(bias).max() > 0 else None), False
+    weight = np.zeros(width)
+    for shift in (0, 1):  # signs ±1 of mean 0 (an odd width leaves one entry 0: the other probe has it)
+        signs = np.zeros(width)
+        span = np.arange(shift, width - (width - shift) % 2)
+        signs[span] = np.where((span - shift) % 2 == 0, 1.0, -1.0)
+        spread = np.sqrt(np.mean(signs**2))  # (σ of the probe, over c)
+        weight[span] = ((of(c * signs) - bias) * signs * spread)[span]
+    return weight, (bias if np.abs(bias).max() > 0 else None), True
