@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_integrations import TEXT, gpt2_tokenizer, minilm, random_model, tf  # noqa: F401 (fixtures)
+from test_integrations import TEXT, gpt2_tokenizer, minilm, random_model, tf
 from tiny_families import tiny_config
 
 from attnwidget import AttentionWidget
@@ -136,7 +136,7 @@ def test_removing_a_part_from_the_stream_changes_the_score_by_its_row_and_column
     model = tiny(tf, kind, torch.float64)
     layer, head, i, j = 1, 2, 8, 3
     ids = torch.tensor([IDS])
-    block = [m for m in model.modules() if type(m).__name__.endswith("Attention")][0]
+    block = next(m for m in model.modules() if type(m).__name__.endswith("Attention"))
     out_proj = block.c_proj if kind == "gpt2" else block.o_proj
     seen = {}
     hooks = [out_proj.register_forward_pre_hook(lambda m, a: seen.__setitem__("z", a[0].detach().clone()))]
@@ -156,10 +156,10 @@ def test_removing_a_part_from_the_stream_changes_the_score_by_its_row_and_column
     x = seen["x"][0]
     if kind == "gpt2":  # the norm held: LayerNorm's gain over σ at each position, the part centred
         sigma = (x.var(-1, unbiased=False, keepdim=True) + first_norm.eps).sqrt()
-        held = lambda p: first_norm.weight * (p - p.mean(-1, keepdim=True)) / sigma  # noqa: E731
+        held = lambda p: first_norm.weight * (p - p.mean(-1, keepdim=True)) / sigma
     else:  # RMSNorm's gain over the RMS at each position
         rms = (x.pow(2).mean(-1, keepdim=True) + first_norm.variance_epsilon).sqrt()
-        held = lambda p: first_norm.weight * p / rms  # noqa: E731
+        held = lambda p: first_norm.weight * p / rms
     table = score_parts.read(model, IDS).cell(layer, head, i, j)
     score = _score(model, IDS, layer, head, i, j)
     close = 1e-9 if kind == "gpt2" else 1e-6  # (Llama's RMSNorm computes in float32 even in a float64 model)
@@ -207,7 +207,7 @@ def test_random_llamas_split_exactly(tf, heads, layers, bias, seed, n):
 
 
 @pytest.fixture(scope="module")
-def widget(tf, gpt2_tokenizer):  # noqa: F811
+def widget(tf, gpt2_tokenizer):
     model = random_model(
         tf,
         "LlamaForCausalLM",
