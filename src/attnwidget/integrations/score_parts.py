@@ -122,9 +122,10 @@ class Stream:
     position: np.ndarray | None  # n × width: the position embedding, or None
     layers: list[_Layer] = field(default_factory=list)
 
-    def parts(self, layer: int, positions: list[int]) -> tuple[list[str], list[str], np.ndarray]:
+    def parts(self, layer: int, positions: list[int], heads: bool = True) -> tuple[list[str], list[str], np.ndarray]:
         """The stream that feeds ``layer`` at ``positions`` as its parts: names, groups and
-        parts × positions × width (float64), which sum to the stream."""
+        parts × positions × width (float64), which sum to the stream; ``heads=False``: each earlier
+        layer's heads, output bias and MLP as one part."""
         names, groups, rows = ["embedding"], ["embedding"], [self.embedding[positions]]
         if self.position is not None:
             names, groups, rows = (
@@ -135,6 +136,11 @@ class Stream:
         for number, earlier in enumerate(self.layers[:layer]):
             w, b = (a if a is None else a.astype(np.float64) for a in earlier.out.arrays())
             z = earlier.z[positions].astype(np.float64)  # positions × heads × d_head
+            if not heads:  # (the heads side by side through the whole projection: one product)
+                names.append(f"layer {number}")
+                rows.append(z.reshape(len(z), -1) @ w + (0 if b is None else b) + earlier.mlp[positions])
+                groups.append(names[-1])
+                continue
             width = z.shape[2]
             for h in range(z.shape[1]):
                 names.append(f"layer {number} head {h}")
@@ -174,13 +180,11 @@ class Stream:
         each pair's share of their magnitude, Σ_j |term| over all pairs' Σ_j |term|; ``score``: the
         scores' sum."""
         at = self._layer(layer, head)
-        names, groups, parts = self.parts(layer, [row, *keys])
-        order = list(dict.fromkeys(groups))
-        summed = np.stack([parts[[g == o for g in groups]].sum(0) for o in order])
-        q, k = self.qk(layer, summed, [row, *keys])
+        names, order, parts = self.parts(layer, [row, *keys], heads=False)
+        q, k = self.qk(layer, parts, [row, *keys])
         kv = head // (at.q.shape[0] // at.k.shape[0])
         terms = at.scaling * np.einsum("ad,bjd->abj", q[:, head, 0], k[:, kv, 1:])
-        labels = [*(_group_name(o, names, groups) for o in order), "biases"]
+        labels = [*(_group_name(o, names, order) for o in order), "biases"]
         share = np.abs(terms).sum(-1)
         share = share / max(share.sum(), np.finfo(float).tiny)
         scores = at.scaling * (at.k[kv, keys].astype(np.float64) @ at.q[head, row].astype(np.float64))
@@ -331,7 +335,7 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
                 m.register_forward_hook(after, with_kwargs=True),
             ]
         with routed(recording), _eager(model), _evaluating(model), torch.no_grad(), projections.watching(model):
-            model(input_ids=inputs)
+            _body(model)(input_ids=inputs)  # (a task's head, such as a language model's 50,000 logits, is not needed)
     finally:
         for h in hooks:
             h.remove()
@@ -397,6 +401,15 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
     ]
     position = first - f64(seen[id(embed)][2]) if others and id(embed) in seen else None
     return Stream(model, ids, tokens, family, first if position is None else first - position, position, layers)
+
+
+def _body(model):
+    from .hf import _base_model
+
+    try:
+        return _base_model(model)
+    except NotImplementedError:
+        return model
 
 
 def _module(model, key: int):
