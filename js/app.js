@@ -91,7 +91,15 @@ export function mount(host, model, { propose, flush }) {
     const spec = get("_constants").views[name];
     if (spec.held_in === "overview") return store.kernelOverview();
     if (spec.held_in === "measure_data") return get("measure") === name && !get("measures")?.[name];
-    return Object.entries(spec.asked_when || {}).some(([t, values]) => /** @type {unknown[]} */ (values).includes(get(/** @type {keyof State} */ (t))));
+    // (asked while every trait named has one of its values; null: any value but null)
+    const when = Object.entries(spec.asked_when || {});
+    return (
+      when.length > 0 &&
+      when.every(([t, values]) => {
+        const value = get(/** @type {keyof State} */ (t));
+        return values === null ? value != null : /** @type {unknown[]} */ (values).includes(value);
+      })
+    );
   };
   const requests = live ? createRequests(model, get, shows) : null;
 
@@ -384,6 +392,7 @@ function drawAll(p) {
           position: store.position(),
           given: get("weights_only") || "",
           terms: store.scoreTerms(...cell),
+          parts: scoreParts(p),
           reader: tokens[cell[0]],
           read: keys[cell[1]],
         }
@@ -413,6 +422,18 @@ function drawAll(p) {
   // the first draw with every picture in it (a long input's weights come from a worker)
   if (!root.attnwidget.firstPaint && !p.stages.pending()) root.attnwidget.firstPaint = performance.now();
   return laidOut;
+}
+
+/** The cell's score split into residual parts: the kernel's answer (or the one an exported page carries) while it
+ * is for the state shown, else what the page says instead; null for a widget whose model the kernel cannot run.
+ * @param {Parts} p  @returns {import("./views/cell.js").Parts | string | null} */
+function scoreParts(p) {
+  const { get, live } = p,
+    spec = p.constants.views.score_parts;
+  if (!spec || !get("reads_model")) return null;
+  const answer = held(get, "score_parts", spec);
+  if (answer && current(answer, get)) return answer.error ? `It cannot be split: ${answer.error}` : /** @type {any} */ (answer);
+  return live ? "computing…" : "in a live notebook (the model is not in this page)";
 }
 
 /** Whose compressed cache: "head 2's compressed KV cache (H2O, 16 keys)". @param {Parts} p  @param {import("./types").KvCache} kv */

@@ -12,7 +12,7 @@ export type Answer = Record<string, any>;
 export type ViewSpec = {
   signed: boolean;
   held_in: "computed" | "measure_data" | "overview";
-  asked_when: { [K in keyof State]?: State[K][] } | null;
+  asked_when: { [K in keyof State]?: State[K][] | null } | null; // (null: any value but null)
 } & Partial<MeasureWords>;
 export type MeasureWords = { follows: ("layer" | "head")[]; label: string; about: string; title: string; reads: string; across_layers: boolean };
 

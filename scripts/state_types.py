@@ -136,7 +136,7 @@ def page_types() -> str:
         "export type ViewSpec = {",
         "  signed: boolean;",
         f"  held_in: {held};",
-        "  asked_when: { [K in keyof State]?: State[K][] } | null;",
+        "  asked_when: { [K in keyof State]?: State[K][] | null } | null; // (null: any value but null)",
         "} & Partial<MeasureWords>;",
         'export type MeasureWords = { follows: ("layer" | "head")[]; label: string; about: string; title: string; '
         "reads: string; across_layers: boolean };",

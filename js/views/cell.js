@@ -15,9 +15,18 @@ import { CLOSED, el, fill, fmt3 } from "./dom.js";
  * @property {string} reader
  * @property {string} read
  * @property {[string, number][] | null} [terms]  the score as the terms the model adds it from (DeBERTa's c2c, c2p, p2c)
+ * @property {Parts | string | null} [parts]  a model's score split into residual parts (the kernel's), or what is said instead
+ */
+/** One (query part, key part) pair and its term of the score. @typedef {{ query: string, key: string, value: number }} Pair */
+/**
+ * The kernel's score_parts (why.py): the largest pairs with heads apart and by layer, how many pairs each has, the
+ * pairs' sum and the model's own score.
+ * @typedef {{ pairs: Pair[], layers: Pair[], count: number, layer_count: number, total: number, score: number }} Parts
  */
 /** @typedef {{ node: HTMLElement, update(state: CellView | null): void, destroy(): void }} Cell */
 
+/** A term with its sign: "+1.234", "−0.567". @param {number} x */
+const signed = (x) => (x < 0 ? `−${fmt3(-x)}` : `+${fmt3(x)}`);
 /** @param {number[]} xs */
 const vec = (xs) => `(${xs.map(fmt3).join(", ")})`;
 /** The row's sum of exp with a learnt sink: the sink's own exp(z / T) is one of its terms.
@@ -31,7 +40,53 @@ export function createCell(parent, { onClose }) {
   const title = el("span", { class: "aw-cell-title" });
   const close = el("button", { type: "button", class: "aw-cell-close", "aria-label": "Close the cell's arithmetic", onclick: onClose }, "×");
   const node = el("section", { class: "aw-cell", "aria-label": "One cell's arithmetic", hidden: true }, el("header", {}, title, close), steps);
+  const parts = el("div", { class: "aw-parts", hidden: true });
+  node.append(parts);
   parent.append(node);
+  let byLayer = false; // the pairs with each layer's heads, output bias and MLP summed (a page-local choice)
+
+  /** Why the score is what it is: the model's score as (query part, key part) pairs, largest first.
+   * @param {Parts | string | null} found  @param {string} reader  @param {string} read */
+  const drawParts = (found, reader, read) => {
+    parts.hidden = !found;
+    if (!found) return;
+    const head = el("span", { class: "aw-parts-title" }, `Why this score: what q(${reader}) and k(${read}) were made of`);
+    if (typeof found === "string") {
+      fill(parts, el("header", {}, head), el("p", { class: "aw-parts-note" }, found));
+      return;
+    }
+    const list = byLayer ? found.layers : found.pairs,
+      count = byLayer ? found.layer_count : found.count;
+    const rest = found.total - list.reduce((sum, pair) => sum + pair.value, 0);
+    const toggle = el(
+      "button",
+      {
+        type: "button",
+        class: "aw-parts-toggle",
+        "aria-pressed": String(byLayer),
+        title: "Sum each layer's heads, output bias and MLP into one part, or show them apart",
+        onclick: () => {
+          byLayer = !byLayer;
+          drawParts(found, reader, read);
+        },
+      },
+      "by layer",
+    );
+    fill(
+      parts,
+      el("header", {}, head, toggle),
+      el(
+        "ol",
+        { class: "aw-parts-list" },
+        list.map((pair) => el("li", {}, el("span", {}, `query: ${pair.query} × key: ${pair.key}`), el("b", { class: "aw-step-value" }, signed(pair.value)))),
+      ),
+      el(
+        "p",
+        { class: "aw-parts-sum" },
+        `the other ${count - list.length} pairs ${signed(rest)} · all ${count} sum to ${fmt3(found.total)}, the model's score ${fmt3(found.score)} (before the temperature)`,
+      ),
+    );
+  };
 
   /** @param {string} name  @param {string} label  @param {string} value */
   const step = (name, label, value) => el("li", { "data-step": name }, el("span", {}, label), el("b", { class: "aw-step-value" }, value));
@@ -67,8 +122,9 @@ export function createCell(parent, { onClose }) {
       node.hidden = !state;
       if (!state) return;
       // biased: the scores have a bias added; given: weights alone; position: the lab's RoPE or ALiBi (derived.js)
-      const { a, reader, read, why, biased, given, position = null, terms = null } = state;
+      const { a, reader, read, why, biased, given, position = null, terms = null, parts = null } = state;
       title.textContent = `${reader} reads ${read}`;
+      drawParts(a.masked ? null : parts, reader, read);
       if (a.masked) {
         // (a masked cell has its reason; one closed by a score at the closed value alone has none)
         const because = CLOSED[/** @type {ClosedWhy} */ (why)].sentence(reader, read);

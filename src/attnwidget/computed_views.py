@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import atlas, kvcache, measures, qkmap, rules
+from . import atlas, kvcache, measures, qkmap, rules, why
 from .formulas import pair_heads
 from .inputs import ARRAYS, KEY, Inputs
 from .inputs import stale as inputs_stale
@@ -32,7 +32,8 @@ class View:
     why_not: Callable[[Inputs], str] = lambda inputs: ""  # "" where the widget can show it, else why not
     matrix: Callable | None = None  # a measure's queries × keys (and extra numbers for the page)
     compute: Callable | None = None  # a view held in "computed": its answer's numbers, from Inputs
-    asked_when: dict | None = None  # {trait: values}: the page asks for it while a trait has one of them
+    # {trait: values}: the page asks for it while every trait has one of its values (None: any value but None)
+    asked_when: dict | None = None
     # a measure's: the choices an exported page's answer follows ("layer" where the widget has layers, "head"), its
     # matrix at every value of them (leading axes in that order), and its words in the page: its button (label), a
     # sentence under the buttons (about), its figure's title ({layer}, {head}, {other}: the other text) and an
@@ -310,6 +311,14 @@ VIEWS = {
             compute=_kv_cache,
             asked_when={"kv_method": list(kvcache.METHODS)},
         ),
+        # the cell shown's score split into residual parts (why.py), under its arithmetic, for a model the kernel runs
+        View(
+            "score_parts",
+            ("sentence_index", "layer", "head", "cell", "step", "layer_shown"),
+            "computed",
+            compute=why.for_page,
+            asked_when={"reads_model": [True], "cell": None},
+        ),
         # one head's queries and keys of every text in 2-D (qkmap.py), beside the overview while qk_map is on
         View(
             "query_key_map",
@@ -408,7 +417,9 @@ def answer(name: str, inputs: Inputs) -> dict:
 def asked(name: str, state: dict) -> bool:
     """The page asks for view ``name`` in ``state`` (its asked_when)."""
     when = VIEWS[name].asked_when or {}
-    return any(state.get(trait) in values for trait, values in when.items())
+    return bool(when) and all(
+        state.get(trait) is not None if values is None else state.get(trait) in values for trait, values in when.items()
+    )
 
 
 def current(name: str, held, inputs: Inputs) -> bool:

@@ -32,7 +32,7 @@ else:
 
 EXACT = 12  # the page's effect summary ablates exactly the heads whose estimates are largest, this many
 # the page's views computed without the text's whole matrices: answered past dense_limit too
-NOT_WHOLE = ("query_key_map", "induction", "pair")
+NOT_WHOLE = ("query_key_map", "induction", "pair", "score_parts")
 
 
 class Research(_Widget):

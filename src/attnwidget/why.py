@@ -19,7 +19,8 @@ _KEPT: dict = {}  # (id of the model, ids) → its Stream: the last text read
 
 
 def stream(inputs: Inputs) -> score_parts.Stream:
-    """The stream of the text shown, read once (ValueError, saying why, for a widget that cannot)."""
+    """The stream of the text shown, read once (ValueError for a widget without a model it can run,
+    NotImplementedError, saying why, for a model whose score is not split)."""
     s = inputs.state
     found = None if s["blocks"] or not s["layer_shown"] else inputs.sources.found("", s["sentence_index"])
     rerun = getattr(found, "rerun", None)
@@ -27,10 +28,7 @@ def stream(inputs: Inputs) -> score_parts.Stream:
         raise ValueError(NOT_A_MODEL + ("" if rerun is None else " (a TransformerLens model is not read for it yet)"))
     key = (id(rerun.model), tuple(rerun.ids))
     if key not in _KEPT:
-        try:
-            read = score_parts.read(rerun.model, rerun.ids, list(s["tokens"]))
-        except NotImplementedError as e:
-            raise ValueError(str(e)) from e
+        read = score_parts.read(rerun.model, rerun.ids, list(s["tokens"]))
         _KEPT.clear()
         _KEPT[key] = read
     return _KEPT[key]
@@ -43,7 +41,14 @@ def of(inputs: Inputs, row: int | None, column: int | None, layer: int | None, h
     layer = s["layer"] if layer is None else layer
     head = s["head"] if head is None else head
     row = s["focus"] if row is None else row
-    found = stream(inputs)
+    try:
+        return _of(stream(inputs), inputs, row, column, layer, head)
+    except NotImplementedError as e:  # (a family not split: said as what this widget cannot show)
+        raise ValueError(str(e)) from e
+
+
+def _of(found: score_parts.Stream, inputs: Inputs, row: int, column: int | None, layer: int, head: int):
+    s = inputs.state
     n = min(len(found.ids), inputs.rows)
     if not 0 <= row < n:
         raise ValueError(f"row {row} is not one of the {n} rows (0 … {n - 1})")
