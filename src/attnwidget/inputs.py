@@ -164,7 +164,8 @@ class Inputs:
 
     def key(self, names: tuple = KEY, **more) -> dict:
         """The plain values among ``names`` (what the page compares with its own state), and ``more``."""
-        return {**{n: self.state[n] for n in names if n in KEY or n in PLAIN}, **more}
+        plain = lambda v: list(v) if isinstance(v, tuple) else v
+        return {**{n: plain(self.state[n]) for n in names if n in KEY or n in PLAIN}, **more}
 
     def same(self, other: Inputs, names: tuple) -> bool:
         """The same inputs as ``other`` for a result that depends on ``names`` (and the effects kept)."""
@@ -378,7 +379,7 @@ def sink_column(torch, sinks, device, dtype=None):
 
 # the plain values a key may hold besides KEY's: the view's own choices of layer and head, and the compressed KV
 # cache's row and setting (so a page knows the layer's numbers it holds are for the row and cache it shows)
-PLAIN = ("layer", "head", "measure", "focus", "kv_method", "kv_budget", "kv_keys")
+PLAIN = ("layer", "head", "measure", "focus", "kv_method", "kv_budget", "kv_keys", "cell")
 ACROSS_CROSS = (
     "{what} follows a text through its own layers: it is for self-attention, not cross-attention; "
     "show the encoder's or the decoder's self-attention instead (w.block = 'encoder' or 'decoder')"
