@@ -20,12 +20,16 @@ from attnwidget.integrations import score_parts
 from attnwidget.integrations.interface import capture
 
 # every pre-norm family of the tiny sweep whose stream and norms are held (GPT-2's absolute positions and biases,
-# Llama's grouped heads and rotary, Qwen 2's q and k biases, Gemma's 1 + w gains and scaled embedding, GPT-NeoX's
-# and Phi's parallel blocks and partial rotary, OLMo's LayerNorm without a gain, gpt-oss's learnt sinks, ...)
-SPLIT = ("gpt2", "llama", "gpt_neox", "mistral", "qwen2", "gemma", "phi", "olmo", "cohere", "gpt_bigcode", "gpt_oss")
+# Llama's grouped heads and rotary, Qwen 2's q and k biases, Qwen 3's norms of each head's query and key, Gemma's
+# 1 + w gains and scaled embedding, GPT-NeoX's and Phi's parallel blocks and partial rotary, OLMo's LayerNorm without
+# a gain, gpt-oss's learnt sinks, Persimmon's centred query and key norms)
+SPLIT = (
+    *("gpt2", "llama", "gpt_neox", "mistral", "qwen2", "qwen3", "gemma", "phi", "olmo", "cohere", "gpt_bigcode"),
+    *("gpt_oss", "persimmon"),
+)
 # refused, and what the refusal must say
 REFUSED = {
-    "qwen3": "q_norm",  # a norm inside attention, of each head's query
+    "olmo2": "does not read a norm of the stream",  # its norms after attention and MLP
     "gemma2": "caps its scores",
     "gemma3_text": "is not its input \\+ its attention.s output \\+ its MLP.s",  # its norms after attention and MLP
     "opt": "no MLP module",

@@ -53,6 +53,9 @@ class _Layer:
     k: np.ndarray  # key heads × n × d_head
     scaling: float
     norm: tuple  # the input norm held: (weight, bias or None, centred, each position's σ or RMS)
+    # the norms inside the attention (Qwen 3's q_norm and k_norm, of each head's query or key), held the same way:
+    # (module, weight, bias or None, centred, each row's scale shaped as its input less the last axis)
+    inner: list = field(default_factory=list)
 
 
 @dataclass
@@ -234,7 +237,7 @@ class Stream:
                 raise NotImplementedError(
                     f"{self.family}: the {name} vectors of layer {layer}'s parts do not add up to the model's own "
                     f"{name} (off by {np.abs(mine.sum(0) - own).max():.3g}): its attention is not an affine map of "
-                    "its normed input at a held scale (a norm inside it, as Qwen 3's q_norm and k_norm, is not held), "
+                    "its normed input at a held scale (a gate or another map inside it), "
                     "so its score is not split"
                 )
         return q, k
@@ -254,12 +257,41 @@ class Stream:
             kwargs["hidden_states"] = batch
         else:
             args.insert(where, batch)
-        with routed(stop), _eager(self.model), _evaluating(self.model), torch.no_grad():
+        with (
+            routed(stop),
+            _eager(self.model),
+            _evaluating(self.model),
+            torch.no_grad(),
+            _held(at.inner, positions, len(self.ids)),
+        ):
             with contextlib.suppress(_Enough):
                 at.module(*args, **kwargs)
         if not caught:
             raise NotImplementedError(f"{self.family}: its attention module made no attention call when called again")
         return caught[0], caught[1]
+
+
+@contextlib.contextmanager
+def _held(inner: list, positions: list[int], n: int):
+    """The norms inside the attention held at this pass's scale at ``positions`` (affine, so each part's query
+    and key are its own) while the module is called again."""
+    import torch
+
+    for module, weight, bias, centred, scale in inner:
+        like = next(iter(module.parameters()), torch.zeros(()))
+        g, b = (None if a is None else torch.as_tensor(a, dtype=like.dtype, device=like.device) for a in (weight, bias))
+        r = _at([torch.as_tensor(scale, dtype=like.dtype, device=like.device)], {}, positions, n)[0][0].unsqueeze(-1)
+
+        def forward(x, g=g, b=b, r=r, centred=centred):
+            x = x - x.mean(-1, keepdim=True) if centred else x
+            return x * g / r + (0 if b is None else b)
+
+        module.forward = forward  # (an instance's forward: torch calls it in place of the class's)
+    try:
+        yield
+    finally:
+        for module, *_ in inner:
+            del module.forward
 
 
 def _named(names: list[str], position: int, tokens: list[str]) -> list[str]:
@@ -319,6 +351,7 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
         seen[id(module)][2] = output[0] if isinstance(output, tuple) else output
 
     watched = {id(m): m for m in attentions}
+    watched.update({id(c): c for m in attentions for c in m.children() if "Norm" in type(c).__name__})
     for m in attentions:
         layer = parents.get(id(m))
         for c in [layer, *(layer.children() if layer is not None else ())]:
@@ -387,7 +420,12 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
         )
         q, k, z = (_numpy(t[0]) for t in (call.q, call.k, call.z))
         scaling = float(call.scaling if call.scaling is not None else q.shape[-1] ** -0.5)
-        layers.append(_Layer(call.module, call_args, z, call.out, added, q, k, scaling, norm))
+        inner = [
+            _inner(c, seen, family, number)
+            for c in call.module.children()
+            if "Norm" in type(c).__name__ and id(c) in seen
+        ]
+        layers.append(_Layer(call.module, call_args, z, call.out, added, q, k, scaling, norm, inner))
     # the embedding: what the first layer read, less the position embeddings' outputs (GPT-2's wpe) where there are any
     embed = model.get_input_embeddings()
     others = [
@@ -440,6 +478,22 @@ def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tupl
             "the stream, centred or not, over one scale per position), so it cannot be held at its scale"
         )
     return weight, bias, centred, scale
+
+
+def _inner(norm, seen: dict, family: str, number: int) -> tuple:
+    """A norm inside the attention (of each head's query or key), held: its input's last axis normed, so its
+    scale is one number per row of the rest (a head at a position)."""
+    given, _, out = seen[id(norm)]
+    x = given[0].detach().double().cpu().numpy()
+    y = out.detach().double().cpu().numpy()
+    weight, bias, centred = _probe(norm, x.shape[-1])
+    core = (x - x.mean(-1, keepdims=True) if centred else x) * weight
+    made = y - (0 if bias is None else bias)
+    size = np.linalg.norm(made, axis=-1)
+    scale = np.where(size > 0, np.linalg.norm(core, axis=-1) / np.where(size > 0, size, 1.0), 1.0)
+    if not np.allclose(core / scale[..., None], made, rtol=1e-3, atol=1e-4 * (np.abs(made).max() + 1e-30)):
+        raise NotImplementedError(f"{family}: layer {number}'s {type(norm).__name__} inside attention is not held")
+    return norm, weight, bias, centred, scale
 
 
 def _probe(norm, width: int) -> tuple[np.ndarray, np.ndarray | None, bool]:
