@@ -279,3 +279,24 @@ def test_a_widget_without_a_model_says_what_score_parts_needs():
     w = AttentionWidget("She sat by the river bank")
     with pytest.raises(ValueError, match="from_transformers"):
         w.score_parts(1, 0)
+
+
+def test_the_page_is_answered_with_the_cells_largest_pairs_while_a_cell_is_shown(widget):
+    from attnwidget import computed_views
+
+    w = widget
+    w.layer, w.head, w.cell = 2, 1, None
+    assert not computed_views.asked("score_parts", w._inputs().state)  # (no cell: nothing to split)
+    w.cell = (5, 2)
+    state = w._inputs().state
+    assert computed_views.asked("score_parts", state)
+    assert not computed_views.asked("score_parts", {**state, "reads_model": False})
+    w._answer("score_parts")
+    answer = w.computed["score_parts"]
+    found = w.score_parts(5, 2)
+    assert [(p["query"], p["key"], p["value"]) for p in answer["pairs"]] == found.largest(8)
+    assert [(p["query"], p["key"], p["value"]) for p in answer["layers"]] == found.by_layer().largest(8)
+    assert (answer["count"], answer["total"], answer["score"]) == (found.table.size, found.total, found.score)
+    assert computed_views.current("score_parts", answer, w._inputs())
+    w.cell = (5, 3)  # another cell: the answer held is not its
+    assert not computed_views.current("score_parts", answer, w._inputs())
