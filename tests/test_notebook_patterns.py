@@ -412,6 +412,7 @@ ALL = [
     "07_differential_attention.ipynb",
     "08_hybrid_and_sparse_attention.ipynb",
     "09_long_context.ipynb",
+    "10_why_a_head_attends.ipynb",
 ]
 
 

@@ -260,6 +260,7 @@ def test_the_course_notebooks_are_all_here():
         "07_differential_attention.ipynb",
         "08_hybrid_and_sparse_attention.ipynb",
         "09_long_context.ipynb",
+        "10_why_a_head_attends.ipynb",
     ]
 
 
@@ -316,3 +317,60 @@ def test_every_figure_the_text_quotes_is_one_its_cells_print(path):
     quoted = minus(re.findall(FIGURE, run.markdown))
     missing = [f for f in quoted if f not in printed and f not in GIVEN.get(path.name, set())]
     assert not missing, f"{path.name} quotes {missing}, which none of its cells prints"
+
+
+def test_notebook_10_says_what_makes_bank_read_river_as_its_cells_print():
+    run = executed("10_why_a_head_attends.ipynb")
+    text = " ".join(re.sub(r"[*_`\"“”]", "", run.markdown).split())  # as a reader reads it
+    minus = lambda figure: figure.replace("-", "−")  # the text writes a minus sign
+    w = run.widgets["w"]
+    bank, river, money = (w["tokens"].index(t) for t in ("bank", "river", "money"))
+    assert (w["layer"], w["focus"], tuple(w["cell"])) == (1, bank, (bank, river))
+    # every head of layer 1 gives river all of bank's weight and money none; the one shown is the first
+    reads = w["head_weights"][:, bank]
+    assert (reads[:, river] > 0.995).all() and (reads[:, money] < 0.005).all()
+    assert w["head"] == int(reads[:, river].argmax()) == 0
+    assert "In layer 1 every head gives river all of bank's weight (1.00, to two decimals)" in text
+    assert f"we follow head {w['head']}, the first of them" in text
+    expects = dict(re.findall(r"(\w+) (\d\.\d\d)", run.printed_by("TEXT = ").splitlines()[0]))
+    assert f"The model expects fish ({expects['fish']}) or water ({expects['water']})" in text
+    # the pairs add up to the model's score, the one the widget shows at the cell
+    said = run.printed_by("parts = w.score_parts")
+    total, score, shown = re.search(r"pairs sum to (\S+); the model's score (\S+), the widget's (\S+)", said).groups()
+    assert total == score == shown == f"{w['scores'][bank, river]:.4f}"
+    assert f"The 49 pairs add up to {total}" in text and "7 query parts × 7 key parts" in said
+    largest = re.search(r"score \S+\n  (\S+)  query: layer 0 head 2 × key: layer 0 MLP\n", said).group(1)
+    assert f"layer 0 head 2 in bank's query times layer 0's MLP in river's key, {largest}" in text
+    by_layer = run.printed_by("parts.by_layer()")
+    pair = lambda query, key: re.search(rf"\n  (\S+)  query: {query} × key: {key}\n", by_layer).group(1)
+    assert f"layer 0 × layer 0 gives {pair('layer 0', 'layer 0')}" in text
+    river_part, bank_part = (pair("layer 0", "the embedding of 'river'"), pair("the embedding of 'bank'", "layer 0"))
+    assert f"river's embedding times layer 0's parts of the query gives {river_part}" in text
+    assert f"bank's embedding times layer 0's parts of the key {bank_part}" in text
+    # river, not money: every query part turns sign; the keys' layer 0 MLP and head 3 parts make the difference
+    compared = run.printed_by("against = ")
+    against = f"{w['scores'][bank, money]:.2f}"
+    assert re.search(rf"query {bank} × key {money}: score (\S+)", compared).group(1) == against
+    assert f"money scores {minus(against)}" in text
+    query, key = (
+        {name: (a, b) for name, a, b in re.findall(r"^  (.+?)\s+([+-]\d+\.\d+)\s+([+-]\d+\.\d+)$", side, re.M)}
+        for side in compared.split("each part, summed over the other side")[1].split("the key's parts:")
+    )
+    assert len(query) == len(key) == 7 and all(float(a) > 0 > float(b) for a, b in query.values())
+    assert max(query.values(), key=lambda ab: float(ab[0])) == query["layer 0 head 2"]
+    assert "layer 0 head 2's part {} and {}, its largest".format(*map(minus, query["layer 0 head 2"])) in text
+    mlp, head3, own = key["layer 0 MLP"], key["layer 0 head 3"], key["the embedding of the key"]
+    assert float(mlp[0]) > 0 > float(mlp[1]) and float(head3[0]) > 0 > float(head3[1])
+    assert "river's layer 0 MLP part gives {}, money's {}".format(*map(minus, mlp)) in text
+    assert "layer 0 head 3's part {} and {}".format(*map(minus, head3)) in text
+    assert "The keys' own embeddings give {} and {}".format(*map(minus, own)) in text
+    # what layer 0 read just before bank, river and money
+    before = run.printed_by("w.layer = 0").splitlines()
+    at = lambda word: dict(re.findall(r"head (\d) (\d\.\d\d)", next(s for s in before if s.startswith(f"at {word},"))))
+    assert f"At river, layer 0 head 3 puts {at('river')['3']} on the; at money, {at('money')['3']} on no" in text
+    assert f"heads 0 and 2 read the ({at('bank')['0']} and {at('bank')['2']})" in text
+    own_query = query["the embedding of 'bank'"][0]
+    assert f"bank's own embedding gives {own_query}" in text
+    # the whole row
+    share = re.search(r"(\S+)%  query: layer 0 × key: layer 0", run.printed_by("row = w.score_parts(bank)")).group(1)
+    assert f"layer 0 × layer 0 makes {share}% of the terms" in text
