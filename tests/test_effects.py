@@ -457,10 +457,10 @@ def test_an_estimate_of_a_model_whose_attention_is_not_routed_is_refused_as_the_
 ):
     import contextlib
 
-    from attnwidget.integrations import ablation
+    from attnwidget.integrations import interface
 
     w = AttentionWidget.from_transformers(gpt2(tf, gpt2_tokenizer), gpt2_tokenizer, TEXT)
-    monkeypatch.setattr(ablation, "_routed", lambda attend: contextlib.nullcontext())  # (no call reaches ours)
+    monkeypatch.setattr(interface, "routed", lambda attend: contextlib.nullcontext())  # (no call reaches ours)
     for method in ("attribution", "exact"):
         with pytest.raises(NotImplementedError, match="head effects need one call per layer"):
             w.head_effects(method=method)

