@@ -180,8 +180,8 @@ class Stream:
     def row(self, layer: int, head: int, row: int, keys: list[int]) -> ScoreParts:
         """The row's scores at ``keys`` by layer (each layer's parts summed first, as the maps are linear):
         ``terms`` (query parts × key parts × keys) sum over the pairs to each key's score, and ``table`` is
-        each pair's share of their magnitude, Σ_j |term| over all pairs' Σ_j |term|; ``score``: the
-        scores' sum."""
+        each pair's share of their magnitude (the sum of its terms' magnitudes over every pair's); ``score``:
+        the scores' sum."""
         at = self._layer(layer, head)
         names, order, parts = self.parts(layer, [row, *keys], heads=False)
         q, k = self.qk(layer, parts, [row, *keys])
