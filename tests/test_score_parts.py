@@ -52,16 +52,19 @@ IDS = [5, 17, 3, 42, 8, 17, 29, 60, 11, 5]
 
 
 def worst(stream) -> float:
-    """The largest |Σ pairs − the model's score| over every cell j ≤ i of every head, over scaling · ‖q‖ · ‖k‖."""
+    """The largest |Σ pairs − the model's score| over every cell j ≤ i of every head, over scaling · ‖q‖ · ‖k‖;
+    the model's q and k as capture() reads them, where the model computes attention."""
+    import torch
+
     out = 0.0
-    for number, layer in enumerate(stream.layers):
-        heads, groups = layer.q.shape[0], layer.q.shape[0] // layer.k.shape[0]
+    for number, layer in enumerate(capture(stream.model, input_ids=torch.tensor([stream.ids]))):
+        heads = layer.q.shape[0]  # (capture repeats grouped keys to the query heads)
         for h in range(heads):
             for i in range(len(stream.ids)):
                 for j in range(i + 1):
                     found = stream.cell(number, h, i, j)
-                    q, k = layer.q[h, i].astype(float), layer.k[h // groups, j].astype(float)
-                    assert found.score == pytest.approx(layer.scaling * q @ k, rel=1e-12, abs=1e-12)
+                    q, k = layer.q[h, i].astype(float), layer.k[h, j].astype(float)
+                    assert found.score == pytest.approx(layer.scaling * q @ k, rel=1e-6, abs=1e-6 * abs(q) @ abs(k))
                     out = max(
                         out, abs(found.total - found.score) / (layer.scaling * np.linalg.norm(q) * np.linalg.norm(k))
                     )
@@ -92,6 +95,19 @@ def test_the_parts_sum_to_the_stream_each_layer_reads(tf, kind):
         names, groups, parts = stream.parts(layer, list(range(len(IDS))))
         assert len(names) == len(groups) == len(parts)
         np.testing.assert_allclose(parts.sum(0), states[layer][0].numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["hunyuan_v1_dense", "qwen3"])
+@pytest.mark.parametrize("n", [1, 2, 4, 8])  # as long as a count of heads or key heads, or a head's width
+def test_a_text_as_long_as_an_axis_of_the_heads_splits_too(tf, kind, n):
+    assert worst(score_parts.read(tiny(tf, kind), IDS[:n])) <= ROUND
+
+
+def test_a_half_precision_model_is_refused_saying_how_to_load_it(tf):
+    import torch
+
+    with pytest.raises(NotImplementedError, match=r"bfloat16.*model\.float\(\)"):
+        score_parts.read(tiny(tf, "llama", torch.bfloat16), IDS)
 
 
 @pytest.mark.parametrize("kind, why", REFUSED.items())
@@ -263,9 +279,13 @@ def test_the_widgets_row_gives_every_keys_score_by_layer(widget):
     "call, said",
     [
         (lambda w: w.score_parts(99, 0), "row 99 is not one of"),
-        (lambda w: w.score_parts(2, 50), "column 50 is not one of"),
+        (lambda w: w.score_parts(2, 50), "column 50 is not one of the"),
         (lambda w: w.score_parts(2, 1, layer=7), "layer 7 is not one of"),
         (lambda w: w.score_parts(2, 1, head=9), "head 9 is not one of"),
+        (lambda w: w.score_parts("2", 1), "row must be an integer index; got '2'"),
+        (lambda w: w.score_parts(2, 1.5), "column must be an integer index; got 1.5"),
+        (lambda w: w.score_parts(2, 1, layer=0.5), "layer must be an integer index"),
+        (lambda w: w.score_parts(2, 4), r"cell \(2, 4\) is closed: the causal rule"),
     ],
 )
 def test_a_cell_not_in_the_model_is_refused_and_the_state_kept(widget, call, said):
@@ -300,3 +320,48 @@ def test_the_page_is_answered_with_the_cells_largest_pairs_while_a_cell_is_shown
     assert computed_views.current("score_parts", answer, w._inputs())
     w.cell = (5, 3)  # another cell: the answer held is not its
     assert not computed_views.current("score_parts", answer, w._inputs())
+
+
+def test_a_model_changed_in_place_is_read_again(tf, gpt2_tokenizer):
+    import torch
+
+    model = random_model(
+        tf,
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        len(gpt2_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        initializer_range=0.3,
+    )
+    w = AttentionWidget.from_transformers(model, gpt2_tokenizer, "She sat by the river bank", layer=1)
+    before = w.score_parts(4, 2)
+    with torch.no_grad():
+        model.model.layers[0].mlp.down_proj.weight.mul_(3.0)  # (as an optimiser's step does: in place)
+    after = w.score_parts(4, 2)
+    fresh = score_parts.read(model, list(w._rerun().ids)).cell(1, w.head, 4, 2)
+    assert after.total == pytest.approx(fresh.total, rel=1e-12) and after.total != pytest.approx(before.total)
+
+
+def test_a_model_not_split_is_said_in_the_page_and_its_export_goes_on(minilm):
+    from attnwidget import why
+
+    model, tokenizer = minilm
+    w = AttentionWidget.from_transformers(model, tokenizer, TEXT, stage="scores")
+    w.cell = (2, 1)
+    assert "pre-norm" in why.for_page(w._inputs())["error"]
+    state = w.page_state()["state"]  # (what an export carries: the refusal, said in its page)
+    assert "pre-norm" in state["computed"]["score_parts"]["error"]
+
+
+def test_any_failure_to_split_is_said_and_an_export_goes_on(widget, monkeypatch):
+    def failing(*args, **kwargs):
+        raise RuntimeError("Expected all tensors to be on the same device")
+
+    widget.cell = (3, 1)
+    monkeypatch.setattr(widget._rerun(), "kept", {})  # (read again, failing)
+    monkeypatch.setattr(score_parts, "read", failing)
+    state = widget.page_state()["state"]
+    assert state["computed"]["score_parts"]["error"] == "Expected all tensors to be on the same device"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -43,6 +43,7 @@ class Rerun:
     ids: list[int]
     causal: bool  # the model's attention reads only earlier positions (a decoder)
     library: str = "transformers"  # or "transformer_lens"
+    kept: dict = field(default_factory=dict)  # what was read of this text once (score_parts' stream), by name
 
 
 def _one_of(name: str, value, allowed: tuple, meaning: str) -> str:

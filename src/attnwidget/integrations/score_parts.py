@@ -24,9 +24,11 @@ import contextlib
 import sys
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
+from . import held_norms
 from .common import _evaluating
 from .interface import Projection, _eager, _numpy, _Projections, routed
 
@@ -44,7 +46,7 @@ class _Enough(Exception):
 
 @dataclass
 class _Layer:
-    module: object  # the attention module
+    module: Any  # the attention module (a torch module)
     call: tuple  # (args, kwargs, where the stream was: an index in args or "hidden_states")
     z: np.ndarray  # the attention function's output: queries × heads × d_head
     out: Projection
@@ -117,7 +119,7 @@ def _group_name(group: str, names: list[str], groups: list[str]) -> str:
 class Stream:
     """One pass of a model on ``ids``: what each part wrote into the residual stream, by layer."""
 
-    model: object
+    model: Any  # a transformers model
     ids: list
     tokens: list[str]
     family: str
@@ -137,7 +139,8 @@ class Stream:
                 [*rows, self.position[positions]],
             )
         for number, earlier in enumerate(self.layers[:layer]):
-            w, b = (a if a is None else a.astype(np.float64) for a in earlier.out.arrays())
+            weight, bias = earlier.out.arrays()
+            w, b = weight.astype(np.float64), None if bias is None else bias.astype(np.float64)
             z = earlier.z[positions].astype(np.float64)  # positions × heads × d_head
             if not heads:  # (the heads side by side through the whole projection: one product)
                 names.append(f"layer {number}")
@@ -224,9 +227,16 @@ class Stream:
         x = parts - parts.mean(-1, keepdims=True) if centred else parts
         u = x / scale[positions][None, :, None] * weight
         constant = np.zeros_like(u[:1]) if bias is None else np.broadcast_to(bias, u[:1].shape)
-        first = next(iter(self.model.parameters()))
+        first = next(iter(at.module.parameters()))  # (the layer's own device: a model spread over several)
         batch = np.concatenate([np.zeros_like(u[:1]), u, constant])  # (0 first: the map at 0, the projections' bias)
-        q, k = self._call(at, torch.as_tensor(batch, dtype=first.dtype, device=first.device), positions)
+        # the positions' axis is known by its length: made no other axis's (heads, key heads, width, parts)
+        taken = {len(batch), *at.q.shape[::2], at.k.shape[0]}
+        padded = list(positions) + [positions[0]] * next(
+            e for e in range(len(taken) + 1) if len(positions) + e not in taken
+        )
+        x = np.concatenate([batch, np.repeat(batch[:, :1], len(padded) - len(positions), axis=1)], axis=1)
+        q, k = self._call(at, torch.as_tensor(x, dtype=first.dtype, device=first.device), padded)
+        q, k = q[:, :, : len(positions)], k[:, :, : len(positions)]
         q = np.concatenate([q[1:-1] - q[:1], q[-1:]])  # each part's (the map less its value at 0), then the constant's
         k = np.concatenate([k[1:-1] - k[:1], k[-1:]])
         for name, mine, own in (
@@ -262,36 +272,13 @@ class Stream:
             _eager(self.model),
             _evaluating(self.model),
             torch.no_grad(),
-            _held(at.inner, positions, len(self.ids)),
+            held_norms.holding(at.inner, positions),
         ):
             with contextlib.suppress(_Enough):
                 at.module(*args, **kwargs)
         if not caught:
             raise NotImplementedError(f"{self.family}: its attention module made no attention call when called again")
         return caught[0], caught[1]
-
-
-@contextlib.contextmanager
-def _held(inner: list, positions: list[int], n: int):
-    """The norms inside the attention held at this pass's scale at ``positions`` (affine, so each part's query
-    and key are its own) while the module is called again."""
-    import torch
-
-    for module, weight, bias, centred, scale in inner:
-        like = next(iter(module.parameters()), torch.zeros(()))
-        g, b = (None if a is None else torch.as_tensor(a, dtype=like.dtype, device=like.device) for a in (weight, bias))
-        r = _at([torch.as_tensor(scale, dtype=like.dtype, device=like.device)], {}, positions, n)[0][0].unsqueeze(-1)
-
-        def forward(x, g=g, b=b, r=r, centred=centred):
-            x = x - x.mean(-1, keepdim=True) if centred else x
-            return x * g / r + (0 if b is None else b)
-
-        module.forward = forward  # (an instance's forward: torch calls it in place of the class's)
-    try:
-        yield
-    finally:
-        for module, *_ in inner:
-            del module.forward
 
 
 def _named(names: list[str], position: int, tokens: list[str]) -> list[str]:
@@ -322,6 +309,12 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
     stream is not a plain sum or whose norm or attention this cannot hold."""
     import torch
 
+    first = next(iter(model.parameters()))
+    if first.dtype in (torch.float16, torch.bfloat16):
+        raise NotImplementedError(
+            f"the model is in {str(first.dtype).replace('torch.', '')}, whose rounding is coarser than the split's "
+            "checks: load it in float32 (model.float()) to split its scores"
+        )
     names = {id(m): name for name, m in model.named_modules()}
     family = f"{type(model).__name__} (model_type {getattr(getattr(model, 'config', None), 'model_type', None)!r})"
     attentions = [m for m in model.modules() if "Attention" in type(m).__name__ or "Attn" in type(m).__name__]
@@ -360,7 +353,7 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
     watched.update({id(m): m for m in model.modules() if isinstance(m, torch.nn.Embedding)})
     projections = _Projections(names)
     hooks = []
-    inputs = torch.as_tensor([list(ids)], device=next(iter(model.parameters())).device)
+    inputs = torch.as_tensor([list(ids)], device=first.device)
     try:
         for m in watched.values():
             hooks += [
@@ -375,6 +368,11 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
         projections.done()
     if not calls:
         raise NotImplementedError(f"{family} made no call through transformers' attention interface")
+    if len({id(c.module) for c in calls}) < len(calls):
+        raise NotImplementedError(
+            f"{family} calls one attention module more than once in a pass (layers shared or run again, or "
+            "differential attention's two maps): a part's query is then not one call's, so its scores are not split"
+        )
     return _assemble(model, list(ids), tokens or [str(i) for i in ids], family, calls, seen, parents, names)
 
 
@@ -386,7 +384,9 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
         args, kwargs, _ = seen[id(module)]
         return kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
 
-    layers, stream, first = [], None, None
+    layers: list[_Layer] = []
+    stream: np.ndarray | None = None
+    first: np.ndarray | None = None
     for number, call in enumerate(calls):
         layer = parents.get(id(call.module))
         if id(call.module) not in seen or layer is None or id(layer) not in seen:
@@ -403,12 +403,15 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
             why = f"layer {number}'s input is not layer {number - 1}'s output"
             raise NotImplementedError(PLAIN.format(family=family, why=why))
         norm = _norm(layer, given(call.module), x, seen, family, number)
+        what = {"family": family, "number": number}
         mlp = next((c for c in layer.children() if id(c) in seen and names.get(id(c), "").endswith("mlp")), None)
         stream = f64(seen[id(layer)][2])
         added = stream - x - f64(out)
         if mlp is None:
-            why = f"layer {number} has no MLP module (a child named mlp) to say what it adds besides attention"
-            raise NotImplementedError(PLAIN.format(family=family, why=why))
+            raise NotImplementedError(
+                f"{family}: layer {number} keeps no MLP module under the name mlp (OPT's and BioGPT's keep their "
+                "linear maps in the layer itself), so what it adds besides attention is not read as one part"
+            )
         if not np.allclose(added, f64(seen[id(mlp)][2]), rtol=1e-4, atol=1e-5 * np.abs(stream).max()):
             why = f"layer {number}'s output is not its input + its attention's output + its MLP's"
             raise NotImplementedError(PLAIN.format(family=family, why=why))
@@ -420,13 +423,16 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
         )
         q, k, z = (_numpy(t[0]) for t in (call.q, call.k, call.z))
         scaling = float(call.scaling if call.scaling is not None else q.shape[-1] ** -0.5)
-        inner = [
-            _inner(c, seen, family, number)
+        numbers = lambda t: t.detach().double().cpu().numpy()
+        inner = [  # (norms of each head's query or key: one scale per head and position)
+            (c, *held_norms.held(c, numbers(seen[id(c)][0][0]), numbers(seen[id(c)][2]), what))
             for c in call.module.children()
             if "Norm" in type(c).__name__ and id(c) in seen
         ]
+        added = added.astype(z.dtype)  # (the model's precision: float32 halves what a long text's stream holds)
         layers.append(_Layer(call.module, call_args, z, call.out, added, q, k, scaling, norm, inner))
     # the embedding: what the first layer read, less the position embeddings' outputs (GPT-2's wpe) where there are any
+    assert first is not None  # (a layer was read: calls is not empty)
     embed = model.get_input_embeddings()
     others = [
         m
@@ -456,7 +462,7 @@ def _module(model, key: int):
 
 def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tuple:
     """The layer's input norm (the module of the layer whose output the attention read, and whose input is the
-    stream), held: (weight, bias or None, centred, each position's σ or RMS), checked to give what it gave."""
+    stream), held (held_norms.held)."""
 
     found = next(
         (c for c in layer.children() if "Norm" in type(c).__name__ and id(c) in seen and seen[id(c)][2] is u), None
@@ -465,60 +471,5 @@ def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tupl
         raise NotImplementedError(
             PLAIN.format(family=family, why=f"layer {number}'s attention does not read a norm of the stream")
         )
-    weight, bias, centred = _probe(found, x.shape[-1])
-    given = u.detach().double().cpu().numpy()[0] - (0 if bias is None else bias)
-    core = (x - x.mean(-1, keepdims=True) if centred else x) * weight
-    # σ (or the RMS) at each position, as the norm used it: ‖gain · x‖ / ‖output‖ (a stream of 0, such as a padding
-    # token's embedding, has an output of 0 at any scale: 1)
-    size = np.linalg.norm(given, axis=-1)
-    scale = np.where(size > 0, np.linalg.norm(core, axis=-1) / np.where(size > 0, size, 1.0), 1.0)
-    if not np.allclose(core / scale[:, None], given, rtol=1e-3, atol=1e-4 * np.abs(given).max()):
-        raise NotImplementedError(
-            f"{family}: layer {number}'s {type(found).__name__} is not a LayerNorm or RMSNorm (a gain and a bias on "
-            "the stream, centred or not, over one scale per position), so it cannot be held at its scale"
-        )
-    return weight, bias, centred, scale
-
-
-def _inner(norm, seen: dict, family: str, number: int) -> tuple:
-    """A norm inside the attention (of each head's query or key), held: its input's last axis normed, so its
-    scale is one number per row of the rest (a head at a position)."""
-    given, _, out = seen[id(norm)]
-    x = given[0].detach().double().cpu().numpy()
-    y = out.detach().double().cpu().numpy()
-    weight, bias, centred = _probe(norm, x.shape[-1])
-    core = (x - x.mean(-1, keepdims=True) if centred else x) * weight
-    made = y - (0 if bias is None else bias)
-    size = np.linalg.norm(made, axis=-1)
-    scale = np.where(size > 0, np.linalg.norm(core, axis=-1) / np.where(size > 0, size, 1.0), 1.0)
-    if not np.allclose(core / scale[..., None], made, rtol=1e-3, atol=1e-4 * (np.abs(made).max() + 1e-30)):
-        raise NotImplementedError(f"{family}: layer {number}'s {type(norm).__name__} inside attention is not held")
-    return norm, weight, bias, centred, scale
-
-
-def _probe(norm, width: int) -> tuple[np.ndarray, np.ndarray | None, bool]:
-    """A norm's gain, bias and whether it centres, whatever form it keeps them in (Gemma's 1 + w, OLMo's
-    none): what it makes of 0, of a large constant and of large vectors of mean 0."""
-    import torch
-
-    first = next(iter(norm.parameters()), None)
-    like = {"dtype": first.dtype, "device": first.device} if first is not None else {"dtype": torch.float32}
-
-    def of(v):
-        with torch.no_grad():
-            return norm(torch.as_tensor(v[None], **like))[0].double().cpu().numpy()
-
-    c = 1e3  # (large: the norm's ε is nothing beside it)
-    bias = of(np.zeros(width))
-    constant = of(np.full(width, c)) - bias
-    centred = bool(np.abs(constant).max() <= 1e-3 * (np.abs(bias).max() + 1.0))
-    if not centred:
-        return constant, (bias if np.abs(bias).max() > 0 else None), False
-    weight = np.zeros(width)
-    for shift in (0, 1):  # signs ±1 of mean 0 (an odd width leaves one entry 0: the other probe has it)
-        signs = np.zeros(width)
-        span = np.arange(shift, width - (width - shift) % 2)
-        signs[span] = np.where((span - shift) % 2 == 0, 1.0, -1.0)
-        spread = np.sqrt(np.mean(signs**2))  # (σ of the probe, over c)
-        weight[span] = ((of(c * signs) - bias) * signs * spread)[span]
-    return weight, (bias if np.abs(bias).max() > 0 else None), True
+    given = u.detach().double().cpu().numpy()[0]
+    return held_norms.held(found, x, given, {"family": family, "number": number})
