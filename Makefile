@@ -125,8 +125,8 @@ format: node_modules/.package-lock.json $(VENV)/.test-installed
 	$(BIN)/ruff format $(LINTED)
 	npx biome check --write
 
-# The documentation site, into build/site/: the notebooks run, every widget in them live with no
-# kernel and no network. Sphinx reads a copy laid out as the repository is (docs/ beside the
+# The documentation site, into build/site/: the notebooks run (two at a time), every widget in them live
+# with no kernel and no network. Sphinx reads a copy laid out as the repository is (docs/ beside the
 # README it includes, the notebooks inside it).
 docs: build $(VENV)/.test-installed
 	rm -rf build/docs-src build/site
@@ -134,7 +134,7 @@ docs: build $(VENV)/.test-installed
 	cp -R docs build/docs-src/docs
 	cp -R notebooks build/docs-src/docs/notebooks
 	cp README.md CHANGELOG.md build/docs-src/
-	$(BIN)/sphinx-build -b html -W --keep-going -q build/docs-src/docs build/site
+	$(BIN)/sphinx-build -j 2 -b html -W --keep-going -q build/docs-src/docs build/site
 
 # Speed, size and memory (benchmarks/README.md), then the same attention in bertviz and CircuitsVis.
 bench: build $(VENV)/.test-installed
