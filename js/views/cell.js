@@ -83,7 +83,7 @@ export function createCell(parent, { onClose }) {
       el(
         "p",
         { class: "aw-parts-sum" },
-        `the other ${count - list.length} pairs ${signed(rest)} · all ${count} sum to ${fmt3(found.total)}, the model's score ${fmt3(found.score)} (before the temperature)`,
+        `${count > list.length ? `the other ${count - list.length === 1 ? "pair" : `${count - list.length} pairs`} ${signed(rest)} · ` : ""}all ${count} sum to ${fmt3(found.total)}, the model's score ${fmt3(found.score)} (before the temperature)`,
       ),
     );
   };
