@@ -254,6 +254,8 @@ def test_texts_of_other_lengths_say_in_the_panel_why_they_have_no_difference(bro
         button = page.locator(".aw-measure-choice[data-measure='difference']")
         button.dispatch_event("click")  # (closes it; marked, not disabled: a reader's click reaches it)
         page.wait_for_function(f"{ROOT}.model.get('measure') === ''")
+        # (the buttons act on the state they were drawn at: a click before the redraw would close it again)
+        page.wait_for_selector(".aw-measure-choice[data-measure='difference'][aria-pressed='false']")
         button.dispatch_event("click")
         page.wait_for_function("document.querySelector('.aw-notice').textContent !== ''")
         w.measure = ""
