@@ -350,7 +350,8 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
         for c in [layer, *(layer.children() if layer is not None else ())]:
             if c is not None and (c is layer or "Norm" in type(c).__name__ or names.get(id(c), "").endswith("mlp")):
                 watched[id(c)] = c
-    watched.update({id(m): m for m in model.modules() if isinstance(m, torch.nn.Embedding)})
+    embeddings = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    watched.update({id(m): m for m in embeddings})
     projections = _Projections(names)
     hooks = []
     inputs = torch.as_tensor([list(ids)], device=first.device)
@@ -373,10 +374,11 @@ def read(model, ids: list, tokens: list[str] | None = None) -> Stream:
             f"{family} calls one attention module more than once in a pass (layers shared or run again, or "
             "differential attention's two maps): a part's query is then not one call's, so its scores are not split"
         )
-    return _assemble(model, list(ids), tokens or [str(i) for i in ids], family, calls, seen, parents, names)
+    ids, tokens = list(ids), tokens or [str(i) for i in ids]
+    return _assemble(model, ids, tokens, family, calls, seen, parents, names, embeddings)
 
 
-def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream:
+def _assemble(model, ids, tokens, family, calls, seen, parents, names, embeddings) -> Stream:
     def f64(t):
         return t.detach().double().cpu().numpy()[0]
 
@@ -434,14 +436,13 @@ def _assemble(model, ids, tokens, family, calls, seen, parents, names) -> Stream
     # the embedding: what the first layer read, less the position embeddings' outputs (GPT-2's wpe) where there are any
     assert first is not None  # (a layer was read: calls is not empty)
     embed = model.get_input_embeddings()
-    others = [
+    others = [  # (the model's other embeddings that gave a row for each token: positions)
         m
-        for i, (_, _, out) in seen.items()
-        if (m := _module(model, i)) is not None
-        and m is not embed
-        and "Embedding" in type(m).__name__
-        and out is not None
-        and tuple(out.shape[-2:]) == first.shape
+        for m in embeddings
+        if m is not embed
+        and id(m) in seen
+        and seen[id(m)][2] is not None
+        and tuple(seen[id(m)][2].shape[-2:]) == first.shape
     ]
     position = first - f64(seen[id(embed)][2]) if others and id(embed) in seen else None
     return Stream(model, ids, tokens, family, first if position is None else first - position, position, layers)
@@ -454,10 +455,6 @@ def _body(model):
         return _base_model(model)
     except NotImplementedError:
         return model
-
-
-def _module(model, key: int):
-    return next((m for m in model.modules() if id(m) == key), None)
 
 
 def _norm(layer, u, x: np.ndarray, seen: dict, family: str, number: int) -> tuple:
