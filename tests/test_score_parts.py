@@ -226,20 +226,25 @@ def test_random_llamas_split_exactly(tf, heads, layers, bias, seed, n):
 # --- the widget --------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def widget(tf, gpt2_tokenizer):
-    model = random_model(
+def _llama(tf, tokenizer, layers: int, **config):
+    """A tiny random Llama of ``layers`` layers over the tokenizer's vocabulary."""
+    return random_model(
         tf,
         "LlamaForCausalLM",
         "LlamaConfig",
-        len(gpt2_tokenizer),
+        len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=3,
+        num_hidden_layers=layers,
         num_attention_heads=4,
-        num_key_value_heads=2,
         initializer_range=0.3,
+        **config,
     )
+
+
+@pytest.fixture(scope="module")
+def widget(tf, gpt2_tokenizer):
+    model = _llama(tf, gpt2_tokenizer, layers=3, num_key_value_heads=2)
     return AttentionWidget.from_transformers(model, gpt2_tokenizer, "She sat by the river bank")
 
 
@@ -325,17 +330,7 @@ def test_the_page_is_answered_with_the_cells_largest_pairs_while_a_cell_is_shown
 def test_a_model_changed_in_place_is_read_again(tf, gpt2_tokenizer):
     import torch
 
-    model = random_model(
-        tf,
-        "LlamaForCausalLM",
-        "LlamaConfig",
-        len(gpt2_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        initializer_range=0.3,
-    )
+    model = _llama(tf, gpt2_tokenizer, layers=2)
     w = AttentionWidget.from_transformers(model, gpt2_tokenizer, "She sat by the river bank", layer=1)
     before = w.score_parts(4, 2)
     with torch.no_grad():
